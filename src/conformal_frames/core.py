@@ -1,0 +1,499 @@
+"""The one core: compile metrics into a single narwhals query.
+
+Every metric is split into *sufficient statistics* (row-level columns and
+elementary aggregations per group) and a *finalize* step (expressions over the
+aggregated columns).  :func:`evaluate` merges the statistics of all metrics of
+one call into a single query:
+
+1. one ``select`` of the group keys and every row-level column the metrics ask
+   for (shared columns are registered once, by a structural key);
+2. one ``group_by(keys).agg(...)`` of elementary aggregations
+   (``sum``/``min``/``max``/``len``), including the counts of invalid rows;
+3. optional *tables*: sub-queries over the same row-level frame that need a
+   second aggregation level (size-stratified bins, calibration bins, ordered
+   cumulative sums), joined back on the keys;
+4. finalize expressions over the aggregated columns;
+5. optional numpy steps on the aggregated table (one row per group) for special
+   functions with no closed form, and per-group numpy steps for metrics that
+   need all rows of a group at once (HSIC).
+
+Steps 1-4 stay lazy on every backend.  Step 5 stays lazy on polars (through
+``map_batches``) and is eager-only elsewhere, with an error naming the backend.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import narwhals.stable.v2 as nw
+import numpy as np
+
+from conformal_frames.results import TestResult
+
+__all__ = ["Metric", "Query", "evaluate", "compute"]
+
+ResultKind = Literal["score", "test", "table"]
+NumpyFn = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+GroupFn = Callable[[np.ndarray, int, dict[str, np.ndarray]], np.ndarray]
+TableFn = Callable[[nw.LazyFrame, list[str]], nw.LazyFrame]
+
+_INVALID = "__cf_invalid"
+_N = "__cf_n"
+_GID = "__cf_gid"
+
+
+@dataclass
+class _NumpyStep:
+    inputs: list[str]
+    outputs: list[str]
+    fn: NumpyFn
+    what: str
+
+
+@dataclass
+class _GroupStep:
+    rows: list[str]
+    output: str
+    fn: GroupFn
+    what: str
+
+
+@dataclass
+class Query:
+    """What one evaluation needs: row columns, aggregations, checks, steps.
+
+    Metrics call the registration methods from :meth:`Metric.build`; names of
+    registered columns are internal (``__cf_*``) and shared between metrics
+    that register the same structural key.
+    """
+
+    schema: Mapping[str, Any]
+    keys: list[str]
+    rows: dict[Hashable, tuple[str, nw.Expr, int]] = field(default_factory=dict)
+    aggs: dict[Hashable, tuple[str, nw.Expr]] = field(default_factory=dict)
+    checks: dict[str, str] = field(default_factory=dict)
+    tables: dict[Hashable, tuple[TableFn, list[str]]] = field(default_factory=dict)
+    numpy_steps: list[_NumpyStep] = field(default_factory=list)
+    group_steps: dict[str, _GroupStep] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)
+
+    # -- inputs -----------------------------------------------------------
+    def column(self, name: str) -> nw.Expr:
+        """An input column, checked to exist (any dtype)."""
+        if not isinstance(name, str):
+            msg = f"column names must be strings, got {name!r} ({type(name).__name__})"
+            raise TypeError(msg)
+        if name not in self.schema:
+            available = ", ".join(repr(c) for c in self.schema)
+            msg = f"column {name!r} not found; available columns: {available}"
+            raise ValueError(msg)
+        if name in self.keys:
+            msg = f"column {name!r} is both a group key (by=) and a metric input"
+            raise ValueError(msg)
+        self.used.add(name)
+        return nw.col(name)
+
+    def number(self, name: str) -> nw.Expr:
+        """A numeric input column as Float64; missing/NaN/inf rows are invalid."""
+        expr = self.column(name)
+        dtype = self.schema[name]
+        if not dtype.is_numeric():
+            msg = (
+                f"column {name!r} must be numeric, found dtype {dtype}; "
+                "cast it to a float or integer type first"
+            )
+            raise TypeError(msg)
+        value = expr.cast(nw.Float64)
+        self.check(
+            f"column {name!r} has missing (null/NaN) or infinite values",
+            value.is_null() | ~value.is_finite(),
+        )
+        return value
+
+    # -- registration -----------------------------------------------------
+    def row(self, key: Hashable, expr: nw.Expr, *, level: int = 0) -> str:
+        """Register a row-level column; returns its (internal) name.
+
+        Level-0 columns are computed from the input columns; a level-``k``
+        column may use the columns of lower levels.
+        """
+        if key not in self.rows:
+            self.rows[key] = (f"__cf_r{len(self.rows)}", expr, level)
+        return self.rows[key][0]
+
+    def agg(self, how: Literal["sum", "min", "max"], row_name: str) -> str:
+        """Register an elementary aggregation of a row column; returns its name."""
+        key = (how, row_name)
+        if key not in self.aggs:
+            expr = getattr(nw.col(row_name), how)()
+            self.aggs[key] = (f"__cf_a{len(self.aggs)}", expr)
+        return self.aggs[key][0]
+
+    def sum(self, row_name: str) -> nw.Expr:
+        return nw.col(self.agg("sum", row_name))
+
+    def min(self, row_name: str) -> nw.Expr:
+        return nw.col(self.agg("min", row_name))
+
+    def max(self, row_name: str) -> nw.Expr:
+        return nw.col(self.agg("max", row_name))
+
+    @property
+    def n(self) -> nw.Expr:
+        """Number of rows in the group."""
+        return nw.col(_N)
+
+    def check(self, message: str, bad: nw.Expr) -> None:
+        """Rows where ``bad`` is true make the group invalid.
+
+        Eager input: a ValueError ``"<message> in <count> rows"``.  Lazy input:
+        the group's metric columns are null and ``n_invalid`` counts the rows.
+        """
+        if message not in self.checks:
+            name = self.row(("check", message), bad.cast(nw.Float64))
+            self.checks[message] = name
+
+    def table(self, key: Hashable, fn: TableFn, columns: list[str]) -> None:
+        """A sub-query over the row-level frame returning keys + ``columns``."""
+        self.tables.setdefault(key, (fn, columns))
+
+    def numpy(self, inputs: list[str], outputs: list[str], fn: NumpyFn, *, what: str) -> None:
+        """A numpy step over the aggregated table (one row per group)."""
+        self.numpy_steps.append(_NumpyStep(inputs, outputs, fn, what))
+
+    def per_group(self, output: str, rows: list[str], fn: GroupFn, *, what: str) -> None:
+        """A numpy step that needs the rows of every group (e.g. HSIC).
+
+        ``fn(group_index, n_groups, {row_name: values})`` returns one value per
+        group, written to the output column ``output``; the metric's
+        :meth:`Metric.build` returns ``None`` for that output.
+        """
+        self.group_steps[output] = _GroupStep(rows, output, fn, what)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Metric:
+    """Base class of metric objects (like polars expressions).
+
+    Subclasses define ``default_name``, ``kind`` and :meth:`build`, which
+    registers the metric's statistics on a :class:`Query` and returns its
+    finalize expressions: ``{suffix: expr}``, the main output under ``""``.
+    """
+
+    name: str | None = None
+
+    default_name = "metric"
+    kind: ResultKind = "score"
+    #: the frame returned by a direct call is this long table (not evaluate's)
+    long = False
+
+    @property
+    def output_name(self) -> str:
+        return self.name if self.name is not None else self.default_name
+
+    def alias(self, name: str) -> Metric:
+        """The same metric with its output column(s) named ``name``."""
+        if not isinstance(name, str) or not name:
+            msg = f"alias must be a non-empty string, got {name!r}"
+            raise TypeError(msg)
+        return dataclasses.replace(self, name=name)
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        """Reshape evaluate's wide output to this metric's long output."""
+        return frame
+
+    def outputs(self, built: Mapping[str, nw.Expr | None]) -> dict[str, nw.Expr | None]:
+        base = self.output_name
+        return {(f"{base}_{s}" if s else base): e for s, e in built.items()}
+
+
+# ---------------------------------------------------------------------------
+# evaluation
+# ---------------------------------------------------------------------------
+def _as_keys(by: str | Sequence[str] | None) -> list[str]:
+    if by is None:
+        return []
+    if isinstance(by, str):
+        return [by]
+    keys = list(by)
+    if not all(isinstance(k, str) for k in keys):
+        msg = f"by= must be a column name or a list of column names, got {by!r}"
+        raise TypeError(msg)
+    if len(set(keys)) != len(keys):
+        msg = f"by= has duplicate columns: {keys!r}"
+        raise ValueError(msg)
+    return keys
+
+
+def _to_lazy(frame: Any) -> tuple[nw.LazyFrame, bool]:
+    """Narwhals lazy frame of ``frame``'s backend, and whether it was eager."""
+    if isinstance(frame, (nw.DataFrame, nw.LazyFrame)):
+        nw_frame = frame
+    else:
+        try:
+            nw_frame = nw.from_native(frame)
+        except TypeError as exc:
+            msg = (
+                f"expected a DataFrame supported by narwhals (pandas, polars, DuckDB, "
+                f"PySpark, Dask, ...), got {type(frame).__name__}"
+            )
+            raise TypeError(msg) from exc
+    if isinstance(nw_frame, nw.DataFrame):
+        return nw_frame.lazy(), True
+    if isinstance(nw_frame, nw.LazyFrame):
+        return nw_frame, False
+    msg = f"expected a DataFrame, got a Series ({type(frame).__name__})"
+    raise TypeError(msg)
+
+
+def _check_keys(schema: Mapping[str, Any], keys: list[str]) -> None:
+    for k in keys:
+        if k not in schema:
+            available = ", ".join(repr(c) for c in schema)
+            msg = f"group column {k!r} (by=) not found; available columns: {available}"
+            raise ValueError(msg)
+
+
+def _backend(lf: nw.LazyFrame) -> str:
+    return str(lf.implementation).split(".")[-1].lower()
+
+
+def _rows_frame(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
+    levels = sorted({lvl for _, _, lvl in q.rows.values()})
+    by_level = {lvl: [e.alias(n) for n, e, lv in q.rows.values() if lv == lvl] for lvl in levels}
+    rows = lf.select(*[nw.col(k) for k in q.keys], *by_level.get(0, []))
+    for lvl in levels:
+        if lvl > 0:
+            rows = rows.with_columns(*by_level[lvl])
+    return rows
+
+
+def _aggregate(rows: nw.LazyFrame, keys: list[str], aggs: list[nw.Expr]) -> nw.LazyFrame:
+    if keys:
+        return rows.group_by(*keys).agg(*aggs)
+    return rows.select(*aggs)
+
+
+def _join(left: nw.LazyFrame, right: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+    if keys:
+        return left.join(right, on=keys, how="left")
+    return left.join(right, how="cross")
+
+
+def compile_query(
+    lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str]
+) -> tuple[nw.LazyFrame, Query, list[str]]:
+    """Compile ``metrics`` into one lazy query.
+
+    Returns the query (keys, outputs, ``n`` and internal check columns), the
+    registry, and the output column names in order.
+    """
+    schema = lf.collect_schema()
+    _check_keys(schema, keys)
+    q = Query(schema=schema, keys=keys)
+    outputs: dict[str, nw.Expr | None] = {}
+    for m in metrics:
+        if not isinstance(m, Metric):
+            msg = f"expected metric objects such as cf.coverage(...), got {m!r}"
+            raise TypeError(msg)
+        for name, expr in m.outputs(m.build(q)).items():
+            if name in outputs or name in keys or name == "n":
+                msg = f"two outputs are named {name!r}; rename one with .alias()"
+                raise ValueError(msg)
+            outputs[name] = expr
+    checks = list(q.checks.values())
+    invalid = nw.any_horizontal(*[nw.col(c) > 0 for c in checks], ignore_nulls=True) if checks else nw.lit(False)
+    q.row(_INVALID, invalid.cast(nw.Float64), level=max([lv for *_, lv in q.rows.values()], default=0) + 1)
+    rows = _rows_frame(lf, q)
+    aggs = [nw.len().alias(_N), *[e.alias(n) for n, e in q.aggs.values()]]
+    aggs += [nw.col(c).sum().alias(c) for c in [*checks, q.rows[_INVALID][0]]]
+    table = _aggregate(rows, keys, aggs)
+    for fn, _cols in q.tables.values():
+        table = _join(table, fn(rows, keys), keys)
+    inv = q.rows[_INVALID][0]
+    valid = (nw.col(inv) == 0) & (nw.col(_N) > 0)
+    expr_outputs = {k: v for k, v in outputs.items() if v is not None}
+    if expr_outputs:
+        table = table.with_columns(
+            *[nw.when(valid).then(e).otherwise(nw.lit(None, nw.Float64)).alias(k) for k, e in expr_outputs.items()]
+        )
+    if keys:
+        table = table.sort(*keys)
+    q._rows_lf = rows  # type: ignore[attr-defined]
+    return table, q, list(outputs)
+
+
+def _numpy_apply(frame: nw.DataFrame, q: Query) -> nw.DataFrame:
+    cols: dict[str, np.ndarray] = {}
+    for step in q.numpy_steps:
+        data = {c: frame.get_column(c).to_numpy().astype(float) for c in step.inputs}
+        data.update({c: v for c, v in cols.items() if c in step.inputs})
+        result = step.fn(data)
+        cols.update({k: np.asarray(result[k], dtype=float) for k in step.outputs})
+    if not cols:
+        return frame
+    valid = (frame.get_column(q.rows[_INVALID][0]).to_numpy() == 0) & (frame.get_column(_N).to_numpy() > 0)
+    ns = nw.get_native_namespace(frame)
+    return frame.with_columns(
+        *[nw.new_series(k, np.where(valid, v, np.nan), nw.Float64, backend=ns).fill_nan(None) for k, v in cols.items()]
+    )
+
+
+def _group_apply(frame: nw.DataFrame, rows: nw.LazyFrame, q: Query, keys: list[str]) -> nw.DataFrame:
+    """Run per-group numpy steps; ``frame`` is the collected, sorted table."""
+    if not q.group_steps:
+        return frame
+    n_groups = len(frame)
+    needed = sorted({r for s in q.group_steps.values() for r in s.rows})
+    if keys:
+        gid = frame.select(*keys).with_row_index(_GID)
+        native_ns = nw.get_native_namespace(frame)
+        narrow = rows.select(*keys, *needed).collect()
+        narrow = narrow.join(gid, on=keys, how="inner") if len(narrow) else narrow.with_columns(nw.lit(0).alias(_GID))
+        del native_ns
+        group_index = narrow.get_column(_GID).to_numpy().astype(np.int64)
+    else:
+        narrow = rows.select(*needed).collect()
+        group_index = np.zeros(len(narrow), dtype=np.int64)
+    data = {c: narrow.get_column(c).to_numpy().astype(float) for c in needed}
+    ns = nw.get_native_namespace(frame)
+    new = []
+    valid = (frame.get_column(q.rows[_INVALID][0]).to_numpy() == 0) & (frame.get_column(_N).to_numpy() > 0)
+    for step in q.group_steps.values():
+        values = np.asarray(step.fn(group_index, n_groups, {c: data[c] for c in step.rows}), dtype=float)
+        new.append(nw.new_series(step.output, np.where(valid, values, np.nan), nw.Float64, backend=ns).fill_nan(None))
+    return frame.with_columns(*new)
+
+
+def _raise_checks(frame: nw.DataFrame, q: Query, keys: list[str]) -> None:
+    for message, col in q.checks.items():
+        count = int(np.nansum(frame.get_column(col).to_numpy().astype(float)))
+        if count:
+            raise ValueError(f"{message} in {count} row{'s' if count != 1 else ''}")
+
+
+def _finish(table: nw.LazyFrame, q: Query, names: list[str], keys: list[str], eager: bool, backend: str) -> Any:
+    inv = q.rows[_INVALID][0]
+    final_cols = [*keys, *names, "n"]
+    if eager:
+        frame = table.collect()
+        _raise_checks(frame, q, keys)
+        frame = _group_apply(frame, q._rows_lf, q, keys)  # type: ignore[attr-defined]
+        frame = _numpy_apply(frame, q)
+        return frame.with_columns(nw.col(_N).cast(nw.Int64).alias("n")).select(*final_cols)
+    if q.group_steps or q.numpy_steps:
+        if table.implementation.is_polars():
+            return _polars_lazy_steps(table, q, keys, final_cols)
+        what = "; ".join(sorted({s.what for s in [*q.group_steps.values(), *q.numpy_steps]}))
+        msg = (
+            f"{what} cannot stay lazy on the {backend} backend; collect the frame first "
+            "(e.g. .collect() / .toPandas()) and evaluate the eager frame, or use polars"
+        )
+        raise NotImplementedError(msg)
+    return table.with_columns(
+        nw.col(_N).cast(nw.Int64).alias("n"), nw.col(inv).cast(nw.Int64).alias("n_invalid")
+    ).select(*final_cols, "n_invalid")
+
+
+def _polars_lazy_steps(table: nw.LazyFrame, q: Query, keys: list[str], final_cols: list[str]) -> nw.LazyFrame:
+    """Numpy steps on a polars LazyFrame, kept lazy with ``map_batches``."""
+    rows_native = q._rows_lf.to_native()  # type: ignore[attr-defined]
+    inv = q.rows[_INVALID][0]
+
+    def run(df: Any) -> Any:
+        frame = nw.from_native(df, eager_only=True)
+        frame = _group_apply(frame, nw.from_native(rows_native), q, keys)
+        frame = _numpy_apply(frame, q)
+        out = frame.with_columns(
+            nw.col(_N).cast(nw.Int64).alias("n"), nw.col(inv).cast(nw.Int64).alias("n_invalid")
+        ).select(*final_cols, "n_invalid")
+        return out.to_native()
+
+    native = table.to_native()
+    schema = native.collect_schema()
+    import polars as pl  # only reached for polars input
+
+    out_schema = {c: schema[c] if c in keys else pl.Float64 for c in final_cols}
+    out_schema["n"] = pl.Int64
+    out_schema["n_invalid"] = pl.Int64
+    return nw.from_native(native.map_batches(run, schema=pl.Schema(out_schema), streamable=False))
+
+
+def compute(frame: Any, metrics: Sequence[Metric], by: str | Sequence[str] | None = None) -> nw.LazyFrame | nw.DataFrame:
+    """Narwhals-level evaluation: a narwhals DataFrame (eager) or LazyFrame."""
+    lf, eager = _to_lazy(frame)
+    keys = _as_keys(by)
+    table, q, names = compile_query(lf, metrics, keys)
+    return _finish(table, q, names, keys, eager, _backend(lf))
+
+
+def evaluate(frame: Any, *metrics: Metric, by: str | Sequence[str] | None = None) -> Any:
+    """Evaluate any number of metrics in one pass.
+
+    Parameters
+    ----------
+    frame
+        Any frame narwhals supports: pandas, polars (eager or lazy), DuckDB,
+        PySpark, Dask, ...
+    *metrics
+        Metric objects, e.g. ``cf.coverage("y", "lo", "hi")``.
+    by
+        Group column(s).  ``None`` evaluates the whole frame (one row).
+
+    Returns
+    -------
+    frame
+        A frame of the caller's type: group keys, one column per metric output,
+        ``n``; sorted by the keys.  Eager in, eager out; lazy in, lazy out (with
+        an extra ``n_invalid`` column: groups with invalid rows get null metrics).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames as cf
+    >>> df = pl.DataFrame({"y": [1.0, 2.0, 3.0, 4.0], "lo": [0.5, 2.5, 2.0, 3.0],
+    ...                    "hi": [1.5, 3.5, 4.0, 5.0], "seg": ["a", "a", "b", "b"]})
+    >>> cf.evaluate(df, cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), by="seg")
+    shape: (2, 6)
+    ┌─────┬──────────┬─────────────────┬──────────────────┬───────┬─────┐
+    │ seg ┆ coverage ┆ coverage_ci_low ┆ coverage_ci_high ┆ width ┆ n   │
+    │ --- ┆ ---      ┆ ---             ┆ ---              ┆ ---   ┆ --- │
+    │ str ┆ f64      ┆ f64             ┆ f64              ┆ f64   ┆ i64 │
+    ╞═════╪══════════╪═════════════════╪══════════════════╪═══════╪═════╡
+    │ a   ┆ 0.5      ┆ 0.094531        ┆ 0.905469         ┆ 1.0   ┆ 2   │
+    │ b   ┆ 1.0      ┆ 0.342372        ┆ 1.0              ┆ 2.0   ┆ 2   │
+    └─────┴──────────┴─────────────────┴──────────────────┴───────┴─────┘
+    """
+    return nw.to_native(compute(frame, metrics, by))
+
+
+def evaluate_one(frame: Any, metric: Metric, by: str | Sequence[str] | None = None) -> Any:
+    """A single metric with the return contract of the ``.conformal`` methods."""
+    result = compute(frame, [metric], by)
+    keys = _as_keys(by)
+    if metric.long:
+        lazy = result if isinstance(result, nw.LazyFrame) else result.lazy()
+        long = metric.to_long(lazy, keys)
+        return nw.to_native(long if isinstance(result, nw.LazyFrame) else long.collect())
+    if isinstance(result, nw.LazyFrame) or keys:
+        return nw.to_native(result)
+    row = result.row(0)
+    values = dict(zip(result.columns, row))
+    main = values[metric.output_name]
+    if metric.kind == "test":
+        return TestResult(
+            statistic=_float(main),
+            pvalue=_float(values[f"{metric.output_name}_pvalue"]),
+            extra={k: _float(v) for k, v in values.items() if k not in (metric.output_name,)},
+        )
+    return _float(main)
+
+
+def _float(value: Any) -> float:
+    return float("nan") if value is None else float(value)

@@ -1,0 +1,430 @@
+"""Interval metrics (regression): coverage, width, SSC, Winkler, CWC, HSIC.
+
+Notation: a group of ``n`` rows; ``covered_i = lo_i <= y_i <= hi_i`` (both
+bounds inclusive); ``w_i = hi_i - lo_i``.  Rows with ``lo > hi`` are invalid
+(an error on eager input, null metrics and ``n_invalid`` on lazy input): they
+are never counted as covered nor as a negative width.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import narwhals.stable.v2 as nw
+import numpy as np
+
+from conformal_frames._params import (
+    check_bins,
+    check_finite,
+    check_positive_pair,
+    check_probability,
+)
+from conformal_frames.core import Metric, Query
+from conformal_frames.gauss import grouped_gauss_form
+from conformal_frames.stats import ratio, wilson_interval
+
+__all__ = ["coverage", "width", "ssc", "ssc_score", "winkler", "cwc", "hsic"]
+
+
+# ---------------------------------------------------------------------------
+# shared row-level statistics
+# ---------------------------------------------------------------------------
+def interval_bounds(q: Query, lo: str, hi: str) -> tuple[nw.Expr, nw.Expr]:
+    """Validated bounds; rows with ``lo > hi`` are invalid."""
+    lo_e, hi_e = q.number(lo), q.number(hi)
+    q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e)
+    return lo_e, hi_e
+
+
+def covered_row(q: Query, y: str, lo: str, hi: str) -> str:
+    """Row column: 1.0 where ``lo <= y <= hi``, else 0.0."""
+    lo_e, hi_e = interval_bounds(q, lo, hi)
+    y_e = q.number(y)
+    return q.row(("covered", y, lo, hi), ((lo_e <= y_e) & (y_e <= hi_e)).cast(nw.Float64))
+
+
+def width_row(q: Query, lo: str, hi: str) -> str:
+    """Row column: ``hi - lo``."""
+    lo_e, hi_e = interval_bounds(q, lo, hi)
+    return q.row(("width", lo, hi), hi_e - lo_e)
+
+
+# ---------------------------------------------------------------------------
+# coverage and width
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Coverage(Metric):
+    y: str
+    lo: str
+    hi: str
+    ci: float = 0.95
+    default_name = "coverage"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        k = q.sum(covered_row(q, self.y, self.lo, self.hi))
+        low, high = wilson_interval(k, q.n, self.ci)
+        return {"": ratio(k, q.n), "ci_low": low, "ci_high": high}
+
+
+def coverage(y: str, lo: str, hi: str, *, ci: float = 0.95) -> Coverage:
+    """Empirical coverage of prediction intervals, with a Wilson interval.
+
+    ``coverage = (1/n) * sum_i 1[lo_i <= y_i <= hi_i]`` (both bounds
+    inclusive).  Grouped and ``evaluate`` output also carry
+    ``coverage_ci_low`` / ``coverage_ci_high``: the Wilson score interval of
+    the binomial proportion at confidence ``ci``.
+
+    Parameters
+    ----------
+    y, lo, hi : str
+        Columns of the observed value and the interval's lower / upper bound.
+    ci : float, default 0.95
+        Confidence level of the Wilson interval, in (0, 1).
+
+    Returns
+    -------
+    Coverage
+        A metric object; evaluate it with ``df.conformal.coverage(...)``,
+        ``df.conformal.evaluate(...)`` or :func:`conformal_frames.evaluate`.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames  # registers .conformal
+    >>> df = pd.DataFrame({"y": [5, 7.5, 9.5, 10.5, 12.5],
+    ...                    "lo": [4, 6, 9, 8.5, 10.5], "hi": [6, 9, 10, 12.5, 12]})
+    >>> df.conformal.coverage("y", "lo", "hi")
+    0.8
+
+    References
+    ----------
+    E. B. Wilson (1927), "Probable inference, the law of succession, and
+    statistical inference", JASA 22(158), 209-212.
+    """
+    check_probability(ci, "ci")
+    return Coverage(y=y, lo=lo, hi=hi, ci=ci)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Width(Metric):
+    lo: str
+    hi: str
+    default_name = "width"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        return {"": ratio(q.sum(width_row(q, self.lo, self.hi)), q.n)}
+
+
+def width(lo: str, hi: str) -> Width:
+    """Mean interval width ``(1/n) * sum_i (hi_i - lo_i)``.
+
+    Rows with ``lo > hi`` are invalid (the numpy baseline takes ``|hi - lo|``
+    and so silently accepts crossed bounds).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"lo": [4.0, 9, 8.5, 7, 5], "hi": [6.0, 10, 12.5, 8.5, 6.5]})
+    >>> df.conformal.width("lo", "hi")
+    2.0
+    """
+    return Width(lo=lo, hi=hi)
+
+
+# ---------------------------------------------------------------------------
+# size-stratified coverage
+# ---------------------------------------------------------------------------
+def _ssc_table(width_col: str, covered_col: str, num_bins: int, prefix: str):
+    """Sub-query: per group, rows of each equal-count width bin and covered rows.
+
+    Rows are ordered by (width, covered); rows tied on both are
+    interchangeable, so the counts do not depend on row order or backend.  Each
+    distinct (width, covered) cell occupies positions ``[start, end)`` of that
+    order; bin ``b`` occupies ``[lo_b, hi_b)`` with sizes that differ by at most
+    one (the first ``n % num_bins`` bins get one extra row).
+    """
+
+    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        cnt, end, n = f"{prefix}cnt", f"{prefix}end", f"{prefix}n"
+        cells = rows.group_by(*keys, width_col, covered_col).agg(nw.len().alias(cnt))
+        cells = cells.with_columns(nw.col(cnt).cast(nw.Float64))
+        order = [width_col, covered_col]
+        running = nw.col(cnt).cum_sum()
+        total = nw.col(cnt).sum()
+        cells = cells.with_columns(
+            (running.over(*keys, order_by=order) if keys else running.over(order_by=order)).alias(end),
+            (total.over(*keys) if keys else total).alias(n),
+        )
+        size = (nw.col(n) / num_bins).floor()
+        extra = nw.col(n) - size * num_bins
+        start = nw.col(end) - nw.col(cnt)
+        parts = []
+        for b in range(num_bins):
+            bin_lo = size * b + nw.min_horizontal(nw.lit(float(b)), extra)
+            bin_hi = bin_lo + size + nw.when(extra > b).then(nw.lit(1.0)).otherwise(nw.lit(0.0))
+            overlap = (nw.min_horizontal(nw.col(end), bin_hi) - nw.max_horizontal(start, bin_lo)).clip(lower_bound=0.0)
+            parts += [overlap.alias(f"{prefix}n{b}"), (overlap * nw.col(covered_col)).alias(f"{prefix}k{b}")]
+        cells = cells.with_columns(*parts)
+        sums = [nw.col(f"{prefix}{s}{b}").sum() for b in range(num_bins) for s in ("n", "k")]
+        return cells.group_by(*keys).agg(*sums) if keys else cells.select(*sums)
+
+    return build
+
+
+def _ssc_bins(q: Query, y: str, lo: str, hi: str, num_bins: int) -> list[tuple[nw.Expr, nw.Expr]]:
+    """(coverage, rows) expressions of each width bin; coverage null when empty."""
+    w = width_row(q, lo, hi)
+    c = covered_row(q, y, lo, hi)
+    prefix = f"__cf_ssc{num_bins}_{w}_{c}_"
+    q.table(("ssc", w, c, num_bins), _ssc_table(w, c, num_bins, prefix), [])
+    return [(ratio(nw.col(f"{prefix}k{b}"), nw.col(f"{prefix}n{b}")), nw.col(f"{prefix}n{b}")) for b in range(num_bins)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SSC(Metric):
+    y: str
+    lo: str
+    hi: str
+    num_bins: int = 3
+    default_name = "ssc"
+    kind = "table"
+    long = True
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        out: dict[str, nw.Expr | None] = {}
+        for b, (cov, rows) in enumerate(_ssc_bins(q, self.y, self.lo, self.hi, self.num_bins)):
+            out[f"bin{b}"] = cov
+            out[f"bin{b}_n"] = rows
+        return out
+
+    def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        name = self.output_name
+        parts = [
+            frame.select(
+                *keys,
+                nw.lit(b, nw.Int64).alias("bin"),
+                nw.col(f"{name}_bin{b}").alias(name),
+                nw.col(f"{name}_bin{b}_n").cast(nw.Int64).alias("n"),
+            )
+            for b in range(self.num_bins)
+        ]
+        long = nw.concat(parts, how="vertical")
+        return long.filter(nw.col("n") > 0).sort(*keys, "bin")
+
+
+def ssc(y: str, lo: str, hi: str, *, num_bins: int = 3) -> SSC:
+    """Size-stratified coverage: coverage within equal-count bins of width.
+
+    Rows are sorted by width ``w = hi - lo`` and split into ``num_bins`` bins
+    whose sizes differ by at most one (the first ``n % num_bins`` bins get one
+    extra row); the coverage of each bin is reported.  Ties in width are
+    broken by the coverage indicator, which makes the result independent of
+    row order and identical on every backend (rows tied on both are
+    interchangeable).  Bins with no rows (``n < num_bins``) are absent.
+
+    A direct call returns a long table: group keys, ``bin`` (0 = narrowest),
+    the coverage column and ``n`` (rows in the bin).  Inside ``evaluate`` the
+    bins are wide columns ``ssc_bin0``, ``ssc_bin0_n``, ...
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"y": [5, 7.5, 9.5], "lo": [4, 6.0, 9], "hi": [6, 9.0, 10.0]})
+    >>> df.conformal.ssc("y", "lo", "hi", num_bins=2)
+    shape: (2, 3)
+    ┌─────┬─────┬─────┐
+    │ bin ┆ ssc ┆ n   │
+    │ --- ┆ --- ┆ --- │
+    │ i64 ┆ f64 ┆ i64 │
+    ╞═════╪═════╪═════╡
+    │ 0   ┆ 1.0 ┆ 2   │
+    │ 1   ┆ 1.0 ┆ 1   │
+    └─────┴─────┴─────┘
+
+    References
+    ----------
+    A. N. Angelopoulos and S. Bates (2021), "A gentle introduction to conformal
+    prediction and distribution-free uncertainty quantification",
+    arXiv:2107.07511.
+    """
+    return SSC(y=y, lo=lo, hi=hi, num_bins=check_bins(num_bins))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SSCScore(Metric):
+    y: str
+    lo: str
+    hi: str
+    num_bins: int = 3
+    default_name = "ssc_score"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.num_bins)]
+        return {"": nw.min_horizontal(*covs)}
+
+
+def ssc_score(y: str, lo: str, hi: str, *, num_bins: int = 3) -> SSCScore:
+    """Minimum size-stratified coverage over the non-empty width bins.
+
+    See :func:`ssc` for the bins.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"y": [1.0, 2, 3, 4], "lo": [0.0, 2.5, 2, 3], "hi": [2.0, 3, 5, 5]})
+    >>> df.conformal.ssc_score("y", "lo", "hi", num_bins=2)
+    0.5
+    """
+    return SSCScore(y=y, lo=lo, hi=hi, num_bins=check_bins(num_bins))
+
+
+# ---------------------------------------------------------------------------
+# Winkler and CWC
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Winkler(Metric):
+    y: str
+    lo: str
+    hi: str
+    confidence_level: float
+    default_name = "winkler"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        lo_e, hi_e = interval_bounds(q, self.lo, self.hi)
+        y_e = q.number(self.y)
+        alpha = 1.0 - self.confidence_level
+        miss = (lo_e - y_e).clip(lower_bound=0.0) + (y_e - hi_e).clip(lower_bound=0.0)
+        score = q.row(("winkler", self.y, self.lo, self.hi, alpha), (hi_e - lo_e) + (2.0 / alpha) * miss)
+        return {"": ratio(q.sum(score), q.n)}
+
+
+def winkler(y: str, lo: str, hi: str, *, confidence_level: float) -> Winkler:
+    """Mean Winkler interval score (lower is better).
+
+    ``(1/n) sum_i [w_i + (2/alpha) ((lo_i - y_i)^+ + (y_i - hi_i)^+)]`` with
+    ``alpha = 1 - confidence_level``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"y": [1.0, 3.0], "lo": [0.0, 0.0], "hi": [2.0, 2.0]})
+    >>> df.conformal.winkler("y", "lo", "hi", confidence_level=0.8)
+    7.0
+
+    References
+    ----------
+    R. L. Winkler (1972), "A decision-theoretic approach to interval
+    estimation", JASA 67, 187-191; T. Gneiting and A. E. Raftery (2007),
+    "Strictly proper scoring rules, prediction, and estimation", JASA 102,
+    359-378 (section 6.2).
+    """
+    return Winkler(y=y, lo=lo, hi=hi, confidence_level=check_probability(confidence_level, "confidence_level"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CWC(Metric):
+    y: str
+    lo: str
+    hi: str
+    eta: float
+    confidence_level: float
+    default_name = "cwc"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        cov = ratio(q.sum(covered_row(q, self.y, self.lo, self.hi)), q.n)
+        mean_w = ratio(q.sum(width_row(q, self.lo, self.hi)), q.n)
+        y_row = q.row(("value", self.y), q.number(self.y))
+        span = q.max(y_row) - q.min(y_row)
+        penalty = (-self.eta * (cov - self.confidence_level) ** 2).exp()
+        return {"": (1.0 - ratio(mean_w, span)) * penalty}
+
+
+def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float) -> CWC:
+    """Coverage width-based criterion (higher is better).
+
+    ``(1 - mean(w) / (max(y) - min(y))) * exp(-eta * (coverage - confidence_level)^2)``.
+    Null when all ``y`` of the group are equal (no reference range).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"y": [5, 7.5, 9.5, 10.5, 12.5],
+    ...                    "lo": [4, 6, 9, 8.5, 10.5], "hi": [6, 9, 10, 12.5, 12]})
+    >>> round(df.conformal.cwc("y", "lo", "hi", eta=0.01, confidence_level=0.9), 2)
+    0.69
+    """
+    return CWC(
+        y=y,
+        lo=lo,
+        hi=hi,
+        eta=check_finite(eta, "eta"),
+        confidence_level=check_probability(confidence_level, "confidence_level"),
+    )
+
+
+# ---------------------------------------------------------------------------
+# HSIC
+# ---------------------------------------------------------------------------
+def _hsic_groups(k0: float, k1: float):
+    def fn(group: np.ndarray, n_groups: int, data: dict[str, np.ndarray]) -> np.ndarray:
+        (w_col, c_col) = data.keys()
+        w, c = data[w_col], data[c_col]
+        n = np.bincount(group, minlength=n_groups).astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = np.bincount(group, c, minlength=n_groups) / n
+            form = grouped_gauss_form(w, c - p[group], group, n_groups, k0)
+            value = np.sqrt(np.maximum(2.0 * -math.expm1(-1.0 / k1) * form, 0.0)) / (n - 1)
+        return np.where(n > 1, value, np.nan)
+
+    return fn
+
+
+@dataclass(frozen=True, kw_only=True)
+class HSIC(Metric):
+    y: str
+    lo: str
+    hi: str
+    kernel_sizes: tuple[float, float] = (1.0, 1.0)
+    default_name = "hsic"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        w = width_row(q, self.lo, self.hi)
+        c = covered_row(q, self.y, self.lo, self.hi)
+        q.per_group(self.output_name, [w, c], _hsic_groups(*self.kernel_sizes), what="hsic (needs all rows of each group)")
+        return {"": None}
+
+
+def hsic(y: str, lo: str, hi: str, *, kernel_sizes: tuple[float, float] = (1.0, 1.0)) -> HSIC:
+    """Hilbert-Schmidt independence criterion between coverage and width.
+
+    ``sqrt(trace(L H K H)) / (n - 1)`` with ``K_ij = exp(-(w_i - w_j)^2 / k0)``,
+    ``L_ij = exp(-(c_i - c_j)^2 / k1)`` on the coverage indicator ``c`` and
+    ``H = I - 11^T / n``.  Since ``c`` is 0/1, ``trace(L H K H) =
+    2 (1 - exp(-1/k1)) c~^T K c~`` with ``c~ = c - mean(c)``, a 1-D Gaussian
+    quadratic form computed by a box expansion (:mod:`conformal_frames.gauss`)
+    in O(n) memory, never an n x n matrix.  Null for groups of one row.
+
+    HSIC needs all rows of a group at once: it collects the width and
+    coverage columns per group.  On polars LazyFrames it stays lazy
+    (``map_batches``); other lazy backends raise and ask to collect first.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"y": [9.5, 10.5, 12.5], "lo": [9, 8.5, 10.5], "hi": [10.0, 12.5, 12.0]})
+    >>> round(df.conformal.hsic("y", "lo", "hi"), 8)
+    0.31787614
+
+    References
+    ----------
+    S. Feldman, S. Bates and Y. Romano (2021), "Improving conditional coverage
+    via orthogonal quantile regression", NeurIPS 34, 2060-2071.
+    """
+    return HSIC(y=y, lo=lo, hi=hi, kernel_sizes=check_positive_pair(kernel_sizes, "kernel_sizes"))

@@ -1,0 +1,95 @@
+"""The ``.conformal`` namespace: thin, stateless, delegates to the core."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from conformal_frames import intervals
+from conformal_frames.core import Metric, evaluate, evaluate_one
+
+__all__ = ["ConformalNamespace", "conformal", "register_accessors"]
+
+#: metric factories exposed as namespace methods (name -> factory)
+METRIC_FACTORIES: dict[str, Callable[..., Metric]] = {
+    name: getattr(intervals, name) for name in intervals.__all__
+}
+
+
+class ConformalNamespace:
+    """Conformal-prediction and calibration metrics of one frame.
+
+    Every metric method takes the metric's arguments plus ``by=`` and returns a
+    float (eager, ungrouped), a test result (eager, ungrouped test), or a
+    frame of the caller's type (grouped, long tables, or lazy input).
+    """
+
+    def __init__(self, frame: Any) -> None:
+        self._frame = frame
+
+    def evaluate(self, *metrics: Metric, by: str | Sequence[str] | None = None) -> Any:
+        """Many metrics in one pass; see :func:`conformal_frames.evaluate`."""
+        return evaluate(self._frame, *metrics, by=by)
+
+
+def _method(name: str, factory: Callable[..., Metric]) -> Callable[..., Any]:
+    @functools.wraps(factory)
+    def method(self: ConformalNamespace, *args: Any, by: str | Sequence[str] | None = None, **kwargs: Any) -> Any:
+        return evaluate_one(self._frame, factory(*args, **kwargs), by=by)
+
+    method.__name__ = name
+    method.__qualname__ = f"ConformalNamespace.{name}"
+    method.__doc__ = (factory.__doc__ or "").split("\n")[0] + f"\n\n    Evaluates :func:`conformal_frames.{name}` with ``by=``; see there.\n"
+    return method
+
+
+def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None:
+    """Expose metric factories as ``.conformal`` methods."""
+    METRIC_FACTORIES.update(factories)
+    for name, factory in factories.items():
+        setattr(ConformalNamespace, name, _method(name, factory))
+
+
+add_metrics(dict(METRIC_FACTORIES))
+
+
+def conformal(frame: Any) -> ConformalNamespace:
+    """The ``.conformal`` namespace for any frame narwhals supports.
+
+    For frames without the accessor (DuckDB relations, Spark DataFrames...).
+
+    Examples
+    --------
+    >>> import duckdb
+    >>> import conformal_frames as cf
+    >>> rel = duckdb.sql("select * from (values (1.0, 0.0, 2.0), (3.0, 0.0, 2.0)) t(y, lo, hi)")
+    >>> cf.conformal(rel).coverage("y", "lo", "hi").collect()["coverage"].to_pylist()
+    [0.5]
+    """
+    return ConformalNamespace(frame)
+
+
+def register_accessors() -> None:
+    """Register ``.conformal`` on pandas and polars frames that are installed."""
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - depends on the environment
+        pass
+    else:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # re-registration on reload
+            pd.api.extensions.register_dataframe_accessor("conformal")(ConformalNamespace)
+    try:
+        import polars as pl
+    except ImportError:  # pragma: no cover
+        pass
+    else:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            pl.api.register_dataframe_namespace("conformal")(ConformalNamespace)
+            pl.api.register_lazyframe_namespace("conformal")(ConformalNamespace)

@@ -1,0 +1,28 @@
+"""Binomial confidence intervals as expressions over aggregated columns."""
+
+from __future__ import annotations
+
+import narwhals.stable.v2 as nw
+from scipy.special import ndtri
+
+from conformal_frames._params import check_probability
+
+
+def wilson_interval(successes: nw.Expr, n: nw.Expr, confidence: float) -> tuple[nw.Expr, nw.Expr]:
+    """Wilson score interval for a binomial proportion, as two expressions.
+
+    ``(k + z^2/2) / (n + z^2) -/+ z / (n + z^2) * sqrt(k (n - k) / n + z^2 / 4)``
+    with ``z`` the two-sided normal quantile of ``confidence``.  Null for n = 0.
+    """
+    z = float(ndtri(0.5 + check_probability(confidence, "ci") / 2))
+    z2 = z * z
+    center = (successes + z2 / 2) / (n + z2)
+    half = z / (n + z2) * (successes * (n - successes) / n + z2 / 4).sqrt()
+    low = (center - half).clip(lower_bound=0.0, upper_bound=1.0)
+    high = (center + half).clip(lower_bound=0.0, upper_bound=1.0)
+    return low, high
+
+
+def ratio(num: nw.Expr, den: nw.Expr) -> nw.Expr:
+    """``num / den``, null where ``den`` is 0."""
+    return nw.when(den != 0).then(num / den)

@@ -1,0 +1,55 @@
+"""Shared test helpers: collect any result to pandas, compare with oracles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import narwhals.stable.v2 as nw
+import numpy as np
+import pandas as pd
+
+RTOL = 1e-12
+
+
+def to_pandas(result: Any) -> pd.DataFrame:
+    """Any native frame (eager or lazy, any backend) as a pandas DataFrame."""
+    frame = nw.from_native(result)
+    if isinstance(frame, nw.LazyFrame):
+        frame = frame.collect()
+    out = frame.to_pandas()
+    out.columns = [str(c) for c in out.columns]
+    return out.reset_index(drop=True)
+
+
+def assert_close(actual: Any, expected: Any, *, rtol: float = RTOL, atol: float = 0.0, what: str = "") -> None:
+    """Element-wise closeness with NaN == NaN (null metrics compare as NaN)."""
+    a = np.asarray(pd.to_numeric(pd.Series(np.ravel(np.asarray(actual, dtype=object))), errors="coerce"), dtype=float)
+    e = np.asarray(np.ravel(np.asarray(expected, dtype=float)), dtype=float)
+    assert a.shape == e.shape, f"{what}: shape {a.shape} != {e.shape}"
+    np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
+
+
+def group_dict(keys: np.ndarray) -> dict[Any, np.ndarray]:
+    """Row indices of each group, by sorted key."""
+    return {k: np.flatnonzero(keys == k) for k in np.unique(keys)}
+
+
+def random_intervals(seed: int, n: int = 200, n_groups: int = 5) -> dict[str, Any]:
+    """Random interval data with tied widths, tied values and tiny groups.
+
+    Groups: ``g0`` .. ``g{n_groups-1}`` with skewed sizes, plus ``one``
+    (1 row) and ``two`` (2 rows).  Widths are rounded so that ties occur;
+    some ``y`` sit exactly on a bound.
+    """
+    rng = np.random.default_rng(seed)
+    center = rng.normal(size=n) * 3
+    w = np.round(rng.gamma(2.0, 1.0, size=n), 1)  # tied widths
+    lo = np.round(center - w / 2, 2)
+    hi = lo + w
+    y = np.round(center + rng.normal(size=n) * 1.5, 2)
+    on_bound = rng.random(n) < 0.05
+    y[on_bound] = lo[on_bound]
+    p = rng.dirichlet(np.ones(n_groups) * 0.7)
+    groups = rng.choice([f"g{i}" for i in range(n_groups)], size=n - 3, p=p)
+    g = np.concatenate([groups, ["one", "two", "two"]])
+    return {"y": y, "lo": lo, "hi": hi, "g": g}

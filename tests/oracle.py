@@ -1,0 +1,74 @@
+"""Plain-numpy implementations of the metric definitions (DESIGN §4).
+
+Written from the definitions, independently of the library: direct sums,
+sorting with numpy, explicit n x n matrices where the definition uses them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def covered(y: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return ((lo <= y) & (y <= hi)).astype(float)
+
+
+def coverage(y, lo, hi) -> float:
+    return float(np.mean(covered(y, lo, hi)))
+
+
+def wilson(k: float, n: float, ci: float) -> tuple[float, float]:
+    from scipy.stats import binomtest
+
+    res = binomtest(int(k), int(n)).proportion_ci(confidence_level=ci, method="wilson")
+    return res.low, res.high
+
+
+def width(lo, hi) -> float:
+    return float(np.mean(hi - lo))
+
+
+def ssc(y, lo, hi, num_bins: int) -> list[tuple[int, float, int]]:
+    """(bin, coverage, n) for non-empty bins; ties in width broken by coverage."""
+    c = covered(y, lo, hi)
+    w = hi - lo
+    order = np.lexsort((c, w))  # by width, then covered
+    n = len(y)
+    sizes = [n // num_bins + (1 if b < n % num_bins else 0) for b in range(num_bins)]
+    out, start = [], 0
+    for b, size in enumerate(sizes):
+        idx = order[start : start + size]
+        start += size
+        if size:
+            out.append((b, float(c[idx].mean()), size))
+    return out
+
+
+def ssc_score(y, lo, hi, num_bins: int) -> float:
+    return min(cov for _, cov, _ in ssc(y, lo, hi, num_bins))
+
+
+def winkler(y, lo, hi, confidence_level: float) -> float:
+    alpha = 1 - confidence_level
+    score = (hi - lo) + 2 / alpha * (np.maximum(lo - y, 0) + np.maximum(y - hi, 0))
+    return float(np.mean(score))
+
+
+def cwc(y, lo, hi, eta: float, confidence_level: float) -> float:
+    span = y.max() - y.min()
+    if span == 0:
+        return float("nan")
+    return float((1 - width(lo, hi) / span) * np.exp(-eta * (coverage(y, lo, hi) - confidence_level) ** 2))
+
+
+def hsic(y, lo, hi, kernel_sizes=(1.0, 1.0)) -> float:
+    """The definition with explicit n x n matrices."""
+    n = len(y)
+    if n < 2:
+        return float("nan")
+    w = hi - lo
+    c = covered(y, lo, hi)
+    k = np.exp(-((w[:, None] - w[None, :]) ** 2) / kernel_sizes[0])
+    l_mat = np.exp(-((c[:, None] - c[None, :]) ** 2) / kernel_sizes[1])
+    h = np.eye(n) - np.ones((n, n)) / n
+    return float(np.sqrt(np.trace(l_mat @ h @ k @ h)) / (n - 1))
