@@ -25,6 +25,7 @@ from conformal_frames.gauss import grouped_gauss_form
 from conformal_frames.stats import ratio, wilson_interval
 
 __all__ = ["coverage", "width", "ssc", "ssc_score", "winkler", "cwc", "hsic"]
+METHODS = list(__all__)
 
 
 # ---------------------------------------------------------------------------

@@ -6,14 +6,18 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from conformal_frames import intervals
+from conformal_frames import calibration, conditional, efficiency, intervals, sets
 from conformal_frames.core import Metric, evaluate, evaluate_one
 
 __all__ = ["ConformalNamespace", "conformal", "register_accessors"]
 
+#: metric families; each lists in ``METHODS`` the factories that become
+#: ``.conformal`` methods
+FAMILIES = (intervals, sets, efficiency, conditional, calibration)
+
 #: metric factories exposed as namespace methods (name -> factory)
 METRIC_FACTORIES: dict[str, Callable[..., Metric]] = {
-    name: getattr(intervals, name) for name in intervals.__all__
+    name: getattr(module, name) for module in FAMILIES for name in module.METHODS
 }
 
 
