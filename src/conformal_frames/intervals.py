@@ -233,7 +233,7 @@ def ssc(y: str, lo: str, hi: str, *, num_bins: int = 3) -> SSC:
     --------
     >>> import polars as pl
     >>> import conformal_frames
-    >>> df = pl.DataFrame({"y": [5, 7.5, 9.5], "lo": [4, 6.0, 9], "hi": [6, 9.0, 10.0]})
+    >>> df = pl.DataFrame({"y": [5.0, 7.5, 9.5], "lo": [4.0, 6.0, 9.0], "hi": [6.0, 9.0, 10.0]})
     >>> df.conformal.ssc("y", "lo", "hi", num_bins=2)
     shape: (2, 3)
     ┌─────┬─────┬─────┐
