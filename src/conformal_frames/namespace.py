@@ -68,8 +68,8 @@ def conformal(frame: Any) -> ConformalNamespace:
     >>> import duckdb
     >>> import conformal_frames as cf
     >>> rel = duckdb.sql("select * from (values (1.0, 0.0, 2.0), (3.0, 0.0, 2.0)) t(y, lo, hi)")
-    >>> cf.conformal(rel).coverage("y", "lo", "hi").collect()["coverage"].to_pylist()
-    [0.5]
+    >>> cf.conformal(rel).coverage("y", "lo", "hi").select("coverage, n").fetchall()
+    [(0.5, 2)]
     """
     return ConformalNamespace(frame)
 
