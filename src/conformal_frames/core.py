@@ -149,7 +149,8 @@ class Query:
     def check(self, message: str, bad: nw.Expr) -> None:
         """Rows where ``bad`` is true make the group invalid.
 
-        Eager input: a ValueError ``"<message> in <count> rows"``.  Lazy input:
+        Eager input: a ValueError ``"<message> in <count> rows"`` (or the
+        message with ``{rows}`` replaced by the count).  Lazy input:
         the group's metric columns are null and ``n_invalid`` counts the rows.
         """
         if message not in self.checks:
@@ -297,6 +298,8 @@ def compile_query(
     schema = lf.collect_schema()
     _check_keys(schema, keys)
     q = Query(schema=schema, keys=keys)
+    for k in keys:
+        q.check(f"group column {k!r} (by=) has null values in {{rows}}; fill or drop them first", nw.col(k).is_null())
     outputs: dict[str, nw.Expr | None] = {}
     for m in metrics:
         if not isinstance(m, Metric):
@@ -324,7 +327,7 @@ def compile_query(
             *[nw.when(valid).then(e).otherwise(nw.lit(None, nw.Float64)).alias(k) for k, e in expr_outputs.items()]
         )
     if keys:
-        table = table.sort(*keys)
+        table = table.sort(*keys, nulls_last=True)
     q._rows_lf = rows  # type: ignore[attr-defined]
     return table, q, list(outputs)
 
@@ -375,7 +378,8 @@ def _raise_checks(frame: nw.DataFrame, q: Query, keys: list[str]) -> None:
     for message, col in q.checks.items():
         count = int(np.nansum(frame.get_column(col).to_numpy().astype(float)))
         if count:
-            raise ValueError(f"{message} in {count} row{'s' if count != 1 else ''}")
+            rows = f"{count} row{'s' if count != 1 else ''}"
+            raise ValueError(message.replace("{rows}", rows) if "{rows}" in message else f"{message} in {rows}")
 
 
 def _finish(table: nw.LazyFrame, q: Query, names: list[str], keys: list[str], eager: bool, backend: str) -> Any:
@@ -386,7 +390,8 @@ def _finish(table: nw.LazyFrame, q: Query, names: list[str], keys: list[str], ea
         _raise_checks(frame, q, keys)
         frame = _group_apply(frame, q._rows_lf, q, keys)  # type: ignore[attr-defined]
         frame = _numpy_apply(frame, q)
-        return frame.with_columns(nw.col(_N).cast(nw.Int64).alias("n")).select(*final_cols)
+        frame = frame.with_columns(nw.col(_N).cast(nw.Int64).alias("n")).select(*final_cols)
+        return nw.maybe_reset_index(frame)
     if q.group_steps or q.numpy_steps:
         if table.implementation.is_polars():
             return _polars_lazy_steps(table, q, keys, final_cols)
