@@ -1,0 +1,842 @@
+"""Evaluation report: every applicable metric per group in one object.
+
+:func:`report` evaluates the metric families that apply to the columns it is
+given (intervals from ``y, lo, hi``; calibration from ``label, score``;
+prediction sets from ``prediction_set`` when the sets family is installed),
+finds the segments whose coverage is significantly below its target, and
+returns a :class:`Report`: tidy frames, a compact summary, a terminal table
+(``str``), HTML for notebooks (``_repr_html_``) and a self-contained HTML file
+with the plots embedded (:meth:`Report.to_html`).
+
+Only aggregated tables (one row per group, or per group and bin) are
+collected: the raw rows never leave the engine, so a report over a lazily
+scanned file larger than memory works (the width distribution plot uses
+per-group quantiles, also an aggregation).
+
+Under-coverage test
+-------------------
+For every group with a target level ``t`` (``confidence_level=`` or the value
+of the ``level=`` column), ``H0: coverage >= t`` is tested against
+``coverage < t``.  When :mod:`conformal_frames.conditional` provides grouped
+inference it is used; otherwise the fallback in this module runs: the
+one-sided exact binomial test ``p = P(K <= k)`` with ``K ~ Binomial(n, t)``
+(``scipy.stats.binom.cdf``) and a Holm correction across all tested groups.
+A group is flagged when its adjusted p-value is below ``alpha``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import narwhals.stable.v2 as nw
+import numpy as np
+from scipy.stats import binom
+
+from conformal_frames import core
+
+__all__ = ["Report", "report", "under_coverage_test", "holm"]
+
+#: width quantiles collected per group for the width-distribution plot
+WIDTH_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+
+# ---------------------------------------------------------------------------
+# fallback grouped inference
+# ---------------------------------------------------------------------------
+def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Holm (1979) step-down adjusted p-values (family-wise error rate).
+
+    ``p_adj(i) = max_{j <= i} min(1, (m - j + 1) p(j))`` over the p-values
+    sorted increasingly; NaN p-values are ignored (and stay NaN); ``m`` counts
+    the non-NaN ones.
+
+    Examples
+    --------
+    >>> holm([0.01, 0.04, 0.03]).round(4).tolist()
+    [0.03, 0.06, 0.06]
+    """
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = ~np.isnan(p)
+    m = int(ok.sum())
+    if m == 0:
+        return out
+    idx = np.flatnonzero(ok)
+    order = idx[np.argsort(p[idx], kind="stable")]
+    scaled = (m - np.arange(m)) * p[order]
+    out[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
+    return out
+
+
+def under_coverage_test(
+    covered: np.ndarray,
+    n: np.ndarray,
+    target: np.ndarray,
+    *,
+    alpha: float = 0.05,
+    correction: str = "holm",
+) -> dict[str, np.ndarray]:
+    """Per-group one-sided exact binomial test of ``H0: coverage >= target``.
+
+    ``pvalue = P(K <= covered)`` with ``K ~ Binomial(n, target)``
+    (``scipy.stats.binom.cdf``), adjusted across groups with ``correction``
+    (``"holm"``: family-wise error rate; ``"bh"``: Benjamini-Hochberg false
+    discovery rate, ``scipy.stats.false_discovery_control``; ``"none"``).
+    Groups with ``n = 0`` or no target get NaN and are not counted in the
+    correction.
+
+    Returns
+    -------
+    dict
+        ``pvalue``, ``pvalue_adjusted`` and ``flag`` (adjusted p-value below
+        ``alpha``), one entry per group.
+
+    Examples
+    --------
+    >>> out = under_coverage_test([95, 80], [100, 100], [0.9, 0.9])
+    >>> out["flag"].tolist()
+    [False, True]
+    """
+    k = np.asarray(covered, dtype=float)
+    n_ = np.asarray(n, dtype=float)
+    t = np.asarray(target, dtype=float)
+    ok = (n_ > 0) & np.isfinite(t) & np.isfinite(k)
+    p = np.full(k.shape, np.nan)
+    p[ok] = binom.cdf(k[ok], n_[ok], t[ok])
+    if correction == "holm":
+        adj = holm(p)
+    elif correction == "bh":
+        from scipy.stats import false_discovery_control
+
+        adj = np.full(p.shape, np.nan)
+        if ok.any():
+            adj[ok] = false_discovery_control(p[ok], method="bh")
+    elif correction == "none":
+        adj = p.copy()
+    else:
+        msg = f"correction must be 'holm', 'bh' or 'none', got {correction!r}"
+        raise ValueError(msg)
+    flag = np.where(np.isnan(adj), False, adj < alpha)
+    return {"pvalue": p, "pvalue_adjusted": adj, "flag": flag}
+
+
+# ---------------------------------------------------------------------------
+# the report object
+# ---------------------------------------------------------------------------
+@dataclass
+class Report:
+    """The result of :func:`report`.
+
+    Attributes
+    ----------
+    tables : dict of str to frame
+        Wide tidy tables by family, each with the group columns first:
+        ``"intervals"`` (coverage with its interval, width, Winkler score,
+        SSC score, target, test columns), ``"ssc"`` (coverage per width bin),
+        ``"widths"`` (width quantiles per group), and when they apply
+        ``"calibration"``, ``"reliability"``, ``"sets"``.
+    summary : dict
+        Rows, groups, pooled coverage per target, worst group, the
+        significantly under-covered groups, invalid rows, the test used.
+    keys : list of str
+        Group columns of the interval table (``by`` plus the level column).
+    """
+
+    tables: dict[str, Any]
+    summary: dict[str, Any]
+    keys: list[str]
+    by: list[str]
+    level: str | None = None
+    columns: dict[str, str] = field(default_factory=dict)
+    _figures: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    # -- frames -----------------------------------------------------------
+    @property
+    def table(self) -> Any:
+        """The main table: interval metrics per group (else the first family)."""
+        for name in ("intervals", "sets", "calibration"):
+            if name in self.tables:
+                return nw.to_native(self.tables[name])
+        msg = "the report has no metric table"
+        raise ValueError(msg)
+
+    @property
+    def under_covered(self) -> Any:
+        """Groups whose coverage is significantly below the target."""
+        t = self.tables.get("intervals")
+        if t is None or "under_covered" not in t.columns:
+            msg = "no under-coverage test: give y, lo, hi and a target (confidence_level= or level=)"
+            raise ValueError(msg)
+        cols = [*self.keys, "coverage", "target", "n", "pvalue", "pvalue_adjusted"]
+        return nw.to_native(t.filter(nw.col("under_covered")).select(*cols))
+
+    def frame(self, name: str) -> Any:
+        """One table by family name, as a native frame."""
+        return nw.to_native(self.tables[name])
+
+    def metrics(self) -> Any:
+        """All metrics in long (tidy) form: keys, ``family``, ``metric``, ``value``.
+
+        Only numeric metric columns; keys of families grouped by fewer columns
+        (calibration without the level column) are null in the extra columns.
+        """
+        records = self._long_records()
+        first = next(iter(self.tables.values()))
+        ns = nw.get_native_namespace(first)
+        cols: dict[str, list[Any]] = {k: [r.get(k) for r in records] for k in [*self.keys, "family", "metric", "value"]}
+        return nw.to_native(nw.from_dict(cols, backend=ns))
+
+    def _long_records(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for family, t in self.tables.items():
+            if family in ("ssc", "widths", "reliability"):
+                continue
+            keys = [k for k in self.keys if k in t.columns]
+            values = [c for c in t.columns if c not in keys and _is_numeric(t.schema[c])]
+            for row in t.iter_rows(named=True):
+                for c in values:
+                    rec = {k: row[k] for k in keys}
+                    rec.update(family=family, metric=c, value=_plain(row[c]))
+                    out.append(rec)
+        return out
+
+    # -- plots ------------------------------------------------------------
+    def figures(self) -> dict[str, Any]:
+        """The report's plots (matplotlib Figures) by name; needs ``[plot]``."""
+        if not self._figures:
+            from conformal_frames import plots
+
+            self._figures = plots.report_figures(self)
+        return self._figures
+
+    # -- rendering --------------------------------------------------------
+    def _header_lines(self) -> list[str]:
+        s = self.summary
+        lines = [
+            f"conformal-frames report: {s['rows']:,} rows, {s['groups']:,} group{'s' if s['groups'] != 1 else ''}"
+            + (f" by {', '.join(self.keys)}" if self.keys else "")
+        ]
+        cols = ", ".join(f"{k}={v!r}" for k, v in self.columns.items())
+        if cols:
+            lines.append(f"columns: {cols}")
+        if s.get("families"):
+            lines.append(f"metric families: {', '.join(s['families'])}")
+        if s.get("target"):
+            lines.append(f"target coverage: {s['target']}")
+        for item in s.get("pooled_coverage", []):
+            lines.append(
+                f"pooled coverage{_at(item['target'])}: {_fmt(item['coverage'])} over {item['n']:,} rows"
+            )
+        if s.get("worst_group"):
+            w = s["worst_group"]
+            lines.append(
+                f"worst group: {_label(w['group'])}: coverage {_fmt(w['coverage'])} (target {_fmt(w['target'])}, n={w['n']:,})"
+            )
+        if "under_covered" in s:
+            u = s["under_covered"]
+            lines.append(f"significantly under-covered: {len(u)} of {s['tested']} tested groups ({s['test']})")
+            for g in u:
+                lines.append(
+                    f"  - {_label(g['group'])}: coverage {_fmt(g['coverage'])} < target {_fmt(g['target'])}, "
+                    f"n={g['n']:,}, adjusted p={_fmt(g['pvalue_adjusted'])}"
+                )
+        if s.get("invalid_rows"):
+            lines.append(
+                f"WARNING: {s['invalid_rows']:,} rows have invalid values (missing, infinite, lo > hi); "
+                "their groups have null metrics"
+            )
+        for note in s.get("notes", []):
+            lines.append(f"note: {note}")
+        return lines
+
+    def _display_tables(self) -> list[tuple[str, nw.DataFrame]]:
+        """Tables as shown in text and HTML: long per-bin tables pivoted wide."""
+        out = []
+        for name, t in self.tables.items():
+            if name == "widths":
+                continue
+            if name == "ssc":
+                t = _pivot_bins(t, [k for k in self.keys if k in t.columns], "coverage")
+            out.append((_TITLES.get(name, name), t))
+        return out
+
+    def __str__(self) -> str:
+        parts = ["\n".join(self._header_lines())]
+        for title, t in self._display_tables():
+            parts.append(f"{title}\n{_text_table(t, self.keys)}")
+        return "\n\n".join(parts)
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return f"<Report: {s['rows']} rows, {s['groups']} groups, families {s.get('families')}>"
+
+    def _html_body(self, *, images: dict[str, str] | None = None) -> str:
+        head = "".join(f"<li>{html.escape(line)}</li>" for line in self._header_lines()[1:])
+        title = html.escape(self._header_lines()[0])
+        body = [f'<div class="cf-report"><h2>{title}</h2><ul>{head}</ul>']
+        for title, t in self._display_tables():
+            body.append(f"<h3>{html.escape(title)}</h3>{_html_table(t, self.keys)}")
+        if images:
+            body.append("<h3>Plots</h3>")
+            for name, data in images.items():
+                body.append(
+                    f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
+                    f"<figcaption>{html.escape(name.replace('_', ' '))}</figcaption></figure>"
+                )
+        body.append("</div>")
+        return "".join(body)
+
+    def _repr_html_(self) -> str:
+        return f"<style>{_CSS}</style>{self._html_body()}"
+
+    def to_html(self, path: str | Path | None = None, *, plots: bool = True) -> str:
+        """A self-contained HTML page (plots embedded as base64 PNG).
+
+        Writes it to ``path`` when given; returns the HTML text.  ``plots=False``
+        (or matplotlib missing) leaves the plots out.
+        """
+        images: dict[str, str] = {}
+        if plots:
+            try:
+                figs = self.figures()
+            except ImportError:
+                figs = {}
+            for name, fig in figs.items():
+                images[name] = base64.b64encode(_png(fig)).decode("ascii")
+        title = html.escape(self._header_lines()[0])
+        page = (
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>{title}</title><style>{_CSS}</style></head><body>"
+            f"{self._html_body(images=images)}</body></html>\n"
+        )
+        if path is not None:
+            Path(path).write_text(page, encoding="utf-8")
+        return page
+
+    def save_plots(self, directory: str | Path) -> list[Path]:
+        """Write every plot as ``<name>.png`` into ``directory``; returns the paths."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for name, fig in self.figures().items():
+            p = out / f"{name}.png"
+            p.write_bytes(_png(fig))
+            paths.append(p)
+        return paths
+
+    def to_dict(self) -> dict[str, Any]:
+        """Summary and every table as lists of records (JSON-ready)."""
+        return {
+            "summary": _jsonable(self.summary),
+            "tables": {name: [_jsonable(r) for r in t.iter_rows(named=True)] for name, t in self.tables.items()},
+        }
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """:meth:`to_dict` as JSON (NaN written as null); written to ``path`` if given."""
+        text = json.dumps(self.to_dict(), indent=2)
+        if path is not None:
+            Path(path).write_text(text + "\n", encoding="utf-8")
+        return text
+
+
+_TITLES = {
+    "intervals": "Interval metrics per group",
+    "ssc": "Size-stratified coverage (width bins, 0 = narrowest)",
+    "calibration": "Calibration per group",
+    "reliability": "Reliability table (per group and score bin)",
+    "sets": "Prediction-set metrics per group",
+    "conditional": "Conditional coverage",
+}
+
+_CSS = (
+    ".cf-report{font-family:system-ui,sans-serif;font-size:14px}"
+    ".cf-report table{border-collapse:collapse;margin:0 0 1em 0}"
+    ".cf-report th,.cf-report td{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+    ".cf-report th{background:#f0f0f0}.cf-report tr.cf-flag td{background:#fde2e1}"
+    ".cf-report img{max-width:100%}"
+)
+
+
+# ---------------------------------------------------------------------------
+# formatting helpers
+# ---------------------------------------------------------------------------
+def _is_numeric(dtype: Any) -> bool:
+    return dtype.is_numeric() or dtype == nw.Boolean
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, (np.generic,)):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    v = _plain(obj)
+    if isinstance(v, float) and math.isinf(v):
+        return None
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return str(v)
+
+
+def _fmt(v: Any) -> str:
+    v = _plain(v)
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else ""
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if v == 0:
+            return "0"
+        if abs(v) < 1e-3 or abs(v) >= 1e5:
+            return f"{v:.3e}"
+        return f"{v:.4f}" if abs(v) < 10 else f"{v:.2f}"
+    return str(v)
+
+
+def _at(target: Any) -> str:
+    return f" at target {_fmt(target)}" if target is not None else ""
+
+
+def _label(group: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_plain(v)}" for k, v in group.items()) or "all rows"
+
+
+def _cell(v: Any, key: bool) -> str:
+    v = _plain(v)
+    if key:
+        return "-" if v is None else str(v)
+    return _fmt(v)
+
+
+def _text_table(t: nw.DataFrame, keys: Sequence[str] = (), max_rows: int | None = None) -> str:
+    cols = list(t.columns)
+    is_key = [c in keys for c in cols]
+    rows = [[_cell(v, k) for v, k in zip(r, is_key)] for r in t.iter_rows()]
+    if max_rows is not None and len(rows) > max_rows:
+        rows = [*rows[: max_rows // 2], ["..."] * len(cols), *rows[-(max_rows // 2) :]]
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(cols)]
+    numeric = [_is_numeric(t.schema[c]) for c in cols]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)).rstrip()
+
+    sep = "  ".join("-" * w for w in widths)
+    return "\n".join([line(cols), sep, *[line(r) for r in rows]])
+
+
+def _html_table(t: nw.DataFrame, keys: Sequence[str] = ()) -> str:
+    cols = list(t.columns)
+    is_key = [c in keys for c in cols]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    flag = cols.index("under_covered") if "under_covered" in cols else None
+    body = []
+    for r in t.iter_rows():
+        cls = ' class="cf-flag"' if flag is not None and r[flag] else ""
+        body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(_cell(v, k))}</td>" for v, k in zip(r, is_key)) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _pivot_bins(t: nw.DataFrame, keys: list[str], value: str) -> nw.DataFrame:
+    """Long (keys, bin, value, n) table as one row per group: ``bin0 .. binK``."""
+    bins = sorted(set(t.get_column("bin").to_list()))
+    groups: dict[tuple, dict[str, Any]] = {}
+    for r in t.iter_rows(named=True):
+        g = groups.setdefault(tuple(r[k] for k in keys), {k: r[k] for k in keys})
+        g[f"bin{r['bin']}"] = r[value]
+    cols = {k: [g[k] for g in groups.values()] for k in keys}
+    cols |= {f"bin{b}": [g.get(f"bin{b}") for g in groups.values()] for b in bins}
+    schema = {k: t.schema[k] for k in keys} | {f"bin{b}": nw.Float64 for b in bins}
+    return nw.from_dict(cols, schema=schema, backend=nw.get_native_namespace(t))
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------
+# evaluation
+# ---------------------------------------------------------------------------
+def _collector(eager: bool) -> Callable[[Any], nw.DataFrame]:
+    """Collect a narwhals frame: polars streaming engine for polars lazy input."""
+
+    def collect(frame: Any) -> nw.DataFrame:
+        if isinstance(frame, nw.DataFrame):
+            return frame
+        if frame.implementation.is_polars():
+            return frame.collect(engine="streaming")
+        try:
+            import polars  # noqa: F401
+        except ImportError:  # pragma: no cover - depends on the environment
+            return frame.collect()
+        return frame.collect(backend="polars")
+
+    return collect
+
+
+def _schema_check(schema: Any, names: dict[str, str | None]) -> None:
+    available = ", ".join(repr(c) for c in schema)
+    for arg, col in names.items():
+        if col is not None and col not in schema:
+            msg = f"column {col!r} ({arg}=) not found; available columns: {available}"
+            raise ValueError(msg)
+
+
+def _level_values(frame: Any, level: str, collect: Callable[[Any], nw.DataFrame]) -> list[float]:
+    values = collect(frame.select(nw.col(level)).unique()).get_column(level).to_list()
+    bad = [v for v in values if v is None or not (isinstance(v, (int, float)) and 0 < float(v) < 1)]
+    if bad:
+        msg = f"level column {level!r} must hold confidence levels strictly between 0 and 1; found {bad[:5]!r}"
+        raise ValueError(msg)
+    return sorted(float(v) for v in values)
+
+
+def _interval_metrics(y: str, lo: str, hi: str, target: float | None, num_bins: int, ci: float, hsic: bool) -> list[core.Metric]:
+    from conformal_frames import intervals as iv
+
+    ms: list[core.Metric] = [iv.coverage(y, lo, hi, ci=ci), iv.width(lo, hi)]
+    if target is not None:
+        ms.append(iv.winkler(y, lo, hi, confidence_level=target))
+    ms += [iv.ssc_score(y, lo, hi, num_bins=num_bins), iv.ssc(y, lo, hi, num_bins=num_bins)]
+    if hsic:
+        ms.append(iv.hsic(y, lo, hi))
+    return ms
+
+
+def _per_level(
+    frame: Any,
+    make: Callable[[float | None], list[core.Metric]],
+    by: list[str],
+    level: str | None,
+    levels: list[float | None],
+    extra: Callable[[Any, float | None], Any] | None = None,
+) -> Any:
+    """Evaluate per level (filtered) and stack, adding the level column."""
+    parts = []
+    for v in levels:
+        sub = frame if level is None else frame.filter(nw.col(level) == v)
+        part = core.compute(sub, make(v), by or None)
+        if level is not None:
+            part = part.with_columns(nw.lit(v, nw.Float64).alias(level))
+        parts.append(part)
+    return parts[0] if len(parts) == 1 else nw.concat(parts, how="vertical")
+
+
+def _widths_query(frame: Any, lo: str, hi: str, keys: list[str]) -> Any:
+    w = (nw.col(hi).cast(nw.Float64) - nw.col(lo).cast(nw.Float64)).alias("__w")
+    rows = frame.select(*[nw.col(k) for k in keys], w).filter(nw.col("__w").is_finite() & (nw.col("__w") >= 0))
+    aggs = [nw.col("__w").quantile(q, interpolation="linear").alias(f"q{round(q * 100):02d}") for q in WIDTH_QUANTILES]
+    aggs += [nw.col("__w").min().alias("min"), nw.col("__w").max().alias("max"), nw.col("__w").mean().alias("mean")]
+    out = rows.group_by(*keys).agg(*aggs) if keys else rows.select(*aggs)
+    return out.sort(*keys) if keys else out
+
+
+def report(
+    frame: Any,
+    *,
+    y: str | None = None,
+    lo: str | None = None,
+    hi: str | None = None,
+    label: str | None = None,
+    score: str | None = None,
+    prediction_set: str | None = None,
+    by: str | Sequence[str] | None = None,
+    confidence_level: float | None = None,
+    level: str | None = None,
+    num_bins: int = 10,
+    ssc_bins: int = 3,
+    ci: float = 0.95,
+    alpha: float = 0.05,
+    correction: str = "holm",
+    hsic: bool = False,
+) -> Report:
+    """Evaluate every applicable metric per group and return a :class:`Report`.
+
+    Parameters
+    ----------
+    frame
+        Any frame narwhals supports (pandas, polars eager or lazy, DuckDB, ...).
+        Lazy input stays lazy until the aggregated tables are collected (with
+        polars' streaming engine for polars LazyFrames).
+    y, lo, hi : str, optional
+        Observed value and interval bounds: interval metrics (coverage with a
+        Wilson interval, width, Winkler score, size-stratified coverage).
+    label, score : str, optional
+        Binary label and predicted probability: calibration metrics, when the
+        calibration family is installed.
+    prediction_set : str, optional
+        List column of predicted labels with ``label`` the true label:
+        prediction-set metrics, when the sets family is installed.
+    by : str or list of str, optional
+        Group columns.
+    confidence_level : float, optional
+        Nominal coverage of the intervals (the target of the under-coverage
+        test, and the Winkler score's level).
+    level : str, optional
+        A column of nominal levels (several levels stacked in long format);
+        it becomes a group column and each group's target.  Exclusive with
+        ``confidence_level``.
+    num_bins : int, default 10
+        Score bins of the calibration metrics and the reliability table.
+    ssc_bins : int, default 3
+        Width bins of the size-stratified coverage.
+    ci : float, default 0.95
+        Confidence of the per-group coverage intervals.
+    alpha : float, default 0.05
+        Significance level of the under-coverage test (after correction).
+    correction : {"holm", "bh", "none"}, default "holm"
+        Multiplicity correction across groups.
+    hsic : bool, default False
+        Also compute HSIC (collects the width and coverage columns of each
+        group, so it is off by default).
+
+    Returns
+    -------
+    Report
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames as cf
+    >>> df = pl.DataFrame({"seg": ["a"] * 50 + ["b"] * 50,
+    ...                    "y": [0.5] * 100,
+    ...                    "lo": [0.0] * 50 + [0.0] * 30 + [0.6] * 20,
+    ...                    "hi": [1.0] * 100})
+    >>> rep = cf.report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9)
+    >>> rep.table["coverage"].to_list()
+    [1.0, 0.6]
+    >>> rep.under_covered["seg"].to_list()
+    ['b']
+    """
+    keys_by = core._as_keys(by)
+    if confidence_level is not None and level is not None:
+        msg = "give either confidence_level= (one target) or level= (a column of targets), not both"
+        raise ValueError(msg)
+    if confidence_level is not None:
+        from conformal_frames._params import check_probability
+
+        confidence_level = check_probability(confidence_level, "confidence_level")
+    interval_cols = {"y": y, "lo": lo, "hi": hi}
+    given = [k for k, v in interval_cols.items() if v is not None]
+    if given and len(given) != 3:
+        missing = [k for k, v in interval_cols.items() if v is None]
+        msg = f"interval metrics need y=, lo= and hi=; missing {', '.join(m + '=' for m in missing)}"
+        raise ValueError(msg)
+    if (score is None) != (label is None) and prediction_set is None and not given:
+        msg = "calibration metrics need both label= and score="
+        raise ValueError(msg)
+
+    lf, eager = core._to_lazy(frame)
+    base = frame if isinstance(frame, (nw.DataFrame, nw.LazyFrame)) else nw.from_native(frame)
+    schema = lf.collect_schema()
+    _schema_check(
+        schema,
+        {"y": y, "lo": lo, "hi": hi, "label": label, "score": score, "prediction_set": prediction_set, "level": level}
+        | {f"by[{i}]": k for i, k in enumerate(keys_by)},
+    )
+    if level is not None and level in keys_by:
+        msg = f"level column {level!r} is also in by=; give it only as level="
+        raise ValueError(msg)
+    collect = _collector(eager)
+    keys = [*keys_by, *([level] if level is not None else [])]
+    tables: dict[str, nw.DataFrame] = {}
+    notes: list[str] = []
+    families: list[str] = []
+    columns = {k: v for k, v in {"y": y, "lo": lo, "hi": hi, "label": label, "score": score,
+                                 "prediction_set": prediction_set, "level": level}.items() if v is not None}
+    summary: dict[str, Any] = {}
+
+    if given:
+        assert y is not None and lo is not None and hi is not None
+        families.append("intervals")
+        levels: list[float | None] = _level_values(base, level, collect) if level is not None else [confidence_level]
+        wide = collect(
+            _per_level(base, lambda v: _interval_metrics(y, lo, hi, v, ssc_bins, ci, hsic), keys_by, level, levels)
+        )
+        if keys:
+            wide = wide.sort(*keys)
+        wide = wide.select(*keys, *[c for c in wide.columns if c not in keys])
+        intervals, ssc_long = _split_ssc(wide, keys, ssc_bins)
+        intervals = _add_targets(intervals, level, confidence_level)
+        if "target" in intervals.columns:
+            intervals, test_note = _test_groups(intervals, keys, alpha=alpha, correction=correction)
+            summary["test"] = test_note
+        tables["intervals"] = intervals
+        tables["ssc"] = ssc_long
+        tables["widths"] = collect(_widths_query(base, lo, hi, keys))
+
+    conditional = _conditional_table(base, y, lo, hi, keys_by, level, levels if given else [], confidence_level, collect)
+    if conditional is not None:
+        tables["conditional"] = conditional
+
+    if label is not None and score is not None:
+        cal = _calibration_tables(base, label, score, keys_by, num_bins, collect)
+        if cal is None:
+            notes.append("calibration metrics are not available in this version; label=/score= ignored")
+        else:
+            families.append("calibration")
+            tables.update(cal)
+
+    if prediction_set is not None:
+        st = _sets_table(base, label, prediction_set, keys_by, collect)
+        if st is None:
+            notes.append("prediction-set metrics are not available in this version; prediction_set= ignored")
+        else:
+            families.append("sets")
+            tables["sets"] = st
+
+    if not tables:
+        msg = (
+            "nothing to report: give y=, lo=, hi= (intervals), label= and score= (calibration) "
+            "or label= and prediction_set= (prediction sets)"
+        )
+        raise ValueError(msg)
+    summary = _summary(tables, keys, level, confidence_level, families, notes, summary)
+    return Report(tables=tables, summary=summary, keys=keys if given else keys_by, by=keys_by, level=level, columns=columns)
+
+
+def _split_ssc(wide: nw.DataFrame, keys: list[str], num_bins: int) -> tuple[nw.DataFrame, nw.DataFrame]:
+    bins = [c for b in range(num_bins) for c in (f"ssc_bin{b}", f"ssc_bin{b}_n")]
+    parts = [
+        wide.select(
+            *keys,
+            nw.lit(b, nw.Int64).alias("bin"),
+            nw.col(f"ssc_bin{b}").alias("coverage"),
+            nw.col(f"ssc_bin{b}_n").cast(nw.Int64).alias("n"),
+        )
+        for b in range(num_bins)
+    ]
+    long = nw.concat(parts, how="vertical").filter(nw.col("n") > 0)
+    long = long.sort(*keys, "bin") if keys else long.sort("bin")
+    main = wide.drop(*bins)
+    if "n_invalid" in main.columns and int(main.get_column("n_invalid").sum() or 0) == 0:
+        main = main.drop("n_invalid")
+    return main, long
+
+
+def _add_targets(t: nw.DataFrame, level: str | None, confidence_level: float | None) -> nw.DataFrame:
+    if level is not None:
+        return t.with_columns(nw.col(level).cast(nw.Float64).alias("target"))
+    if confidence_level is not None:
+        return t.with_columns(nw.lit(confidence_level, nw.Float64).alias("target"))
+    return t
+
+
+def _test_groups(t: nw.DataFrame, keys: list[str], *, alpha: float, correction: str) -> tuple[nw.DataFrame, str]:
+    n = t.get_column("n").to_numpy().astype(float)
+    cov = t.get_column("coverage").to_numpy()
+    cov = np.array([np.nan if v is None else v for v in cov], dtype=float)
+    k = np.round(cov * n)
+    target = t.get_column("target").to_numpy().astype(float)
+    out = under_coverage_test(k, n, target, alpha=alpha, correction=correction)
+    ns = nw.get_native_namespace(t)
+    t = t.with_columns(
+        nw.new_series("pvalue", out["pvalue"], nw.Float64, backend=ns).fill_nan(None),
+        nw.new_series("pvalue_adjusted", out["pvalue_adjusted"], nw.Float64, backend=ns).fill_nan(None),
+        nw.new_series("under_covered", out["flag"], nw.Boolean, backend=ns),
+    )
+    names = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no correction"}
+    note = f"one-sided exact binomial test of coverage >= target, {names[correction]}, alpha={alpha:g}"
+    return t, note
+
+
+def _conditional_table(*args: Any) -> nw.DataFrame | None:
+    """Grouped inference of the conditional family, when it provides it."""
+    return None
+
+
+def _calibration_tables(frame: Any, label: str, score: str, by: list[str], num_bins: int, collect: Callable) -> dict[str, nw.DataFrame] | None:
+    import conformal_frames as cf
+
+    if not hasattr(cf, "ece"):
+        return None
+    return None  # pragma: no cover - filled in when the calibration family lands
+
+
+def _sets_table(frame: Any, label: str | None, prediction_set: str, by: list[str], collect: Callable) -> nw.DataFrame | None:
+    import conformal_frames as cf
+
+    if not hasattr(cf, "set_coverage"):
+        return None
+    return None  # pragma: no cover - filled in when the sets family lands
+
+
+def _summary(
+    tables: dict[str, nw.DataFrame],
+    keys: list[str],
+    level: str | None,
+    confidence_level: float | None,
+    families: list[str],
+    notes: list[str],
+    summary: dict[str, Any],
+) -> dict[str, Any]:
+    main = next(tables[k] for k in ("intervals", "sets", "calibration") if k in tables)
+    n = main.get_column("n").to_numpy().astype(float)
+    rows = int(n.sum())
+    out: dict[str, Any] = {"rows": rows, "groups": len(main), "families": families}
+    if confidence_level is not None:
+        out["target"] = confidence_level
+    elif level is not None:
+        out["target"] = f"column {level!r}"
+    t = tables.get("intervals")
+    if t is not None:
+        cov = np.array([np.nan if v is None else v for v in t.get_column("coverage").to_list()], dtype=float)
+        target = (
+            t.get_column("target").to_numpy().astype(float) if "target" in t.columns else np.full(len(t), np.nan)
+        )
+        pooled = []
+        for tv in sorted(set(target[~np.isnan(target)].tolist())) or [None]:
+            sel = np.ones(len(t), bool) if tv is None else target == tv
+            sel &= ~np.isnan(cov)
+            if sel.any():
+                pooled.append(
+                    {"target": tv, "coverage": float((cov[sel] * n[sel]).sum() / n[sel].sum()), "n": int(n[sel].sum())}
+                )
+        out["pooled_coverage"] = pooled
+        gap = cov - target if "target" in t.columns else cov
+        if keys and np.isfinite(gap).any():
+            i = int(np.nanargmin(gap))
+            row = t.row(i)
+            named = dict(zip(t.columns, row))
+            out["worst_group"] = {
+                "group": {k: _plain(named[k]) for k in keys},
+                "coverage": float(cov[i]),
+                "target": None if np.isnan(target[i]) else float(target[i]),
+                "n": int(n[i]),
+            }
+        if "under_covered" in t.columns:
+            flagged = t.filter(nw.col("under_covered"))
+            out["tested"] = int(np.isfinite(t.get_column("pvalue").to_numpy().astype(float)).sum())
+            out["test"] = summary.get("test")
+            out["under_covered"] = [
+                {
+                    "group": {k: _plain(r[k]) for k in keys},
+                    "coverage": _plain(r["coverage"]),
+                    "target": _plain(r["target"]),
+                    "n": int(r["n"]),
+                    "pvalue_adjusted": _plain(r["pvalue_adjusted"]),
+                }
+                for r in flagged.iter_rows(named=True)
+            ]
+        if "n_invalid" in t.columns:
+            out["invalid_rows"] = int(t.get_column("n_invalid").sum() or 0)
+    out["notes"] = notes
+    return out
