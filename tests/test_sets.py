@@ -1,0 +1,227 @@
+"""Prediction-set metrics against the numpy oracle, on every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import conformal_frames as cf
+import oracle_sets as osets
+from helpers import assert_close, group_dict, to_pandas
+
+SEEDS = [0, 1, 2]
+
+
+def _sets_arg(d, list_column):
+    return "s" if list_column else [f"m{j}" for j in range(d["m"].shape[1])]
+
+
+def _metrics(d, list_column, num_bins):
+    s, classes = _sets_arg(d, list_column), d["classes"]
+    return [
+        cf.set_coverage("y", s, classes=classes, ci=0.9),
+        cf.set_size(s, classes=classes),
+        cf.singleton_rate(s, classes=classes),
+        cf.empty_rate(s, classes=classes),
+        cf.set_ssc_score("y", s, classes=classes, num_bins=num_bins),
+    ]
+
+
+COLUMNS = ["set_coverage", "set_coverage_ci_low", "set_coverage_ci_high", "set_size", "singleton_rate", "empty_rate", "set_ssc_score", "n"]
+
+
+def _expected(d, idx, num_bins):
+    from oracle import wilson
+
+    yi, m = d["yi"][idx], d["m"][idx]
+    k = osets.set_covered(yi, m).sum()
+    low, high = wilson(k, len(idx), 0.9)
+    return [
+        osets.set_coverage(yi, m), low, high, osets.set_size(m), osets.size_rate(m, 1), osets.size_rate(m, 0),
+        osets.set_ssc_score(yi, m, num_bins), len(idx),
+    ]
+
+
+def _list_unsupported(constructor, list_column):
+    return list_column and constructor.id == "pandas"
+
+
+@pytest.mark.parametrize("seed", SEEDS[:2])
+@pytest.mark.parametrize("list_column", [False, True], ids=["membership", "list"])
+@pytest.mark.parametrize("strings", [False, True], ids=["int", "str"])
+@pytest.mark.parametrize("num_bins", [None, 2])
+def test_grouped_set_metrics_match_oracle(constructor, seed, list_column, strings, num_bins):
+    d = osets.random_sets(seed, strings=strings)
+    frame = constructor(osets.frame_dict(d, list_column=list_column))
+    metrics = _metrics(d, list_column, num_bins)
+    if _list_unsupported(constructor, list_column):
+        with pytest.raises(TypeError, match="pyarrow list dtype"):
+            cf.evaluate(frame, *metrics, by="g")
+        return
+    out = to_pandas(cf.evaluate(frame, *metrics, by="g"))
+    groups = group_dict(d["g"])
+    assert list(out["g"]) == sorted(groups)
+    expected = np.array([_expected(d, idx, num_bins) for idx in groups.values()])
+    assert_close(out[COLUMNS].to_numpy(), expected, rtol=1e-12, atol=1e-15, what=constructor.id)
+    # ungrouped: same numbers over all rows
+    whole = to_pandas(cf.evaluate(frame, *metrics))
+    assert_close(whole[COLUMNS].to_numpy(), [_expected(d, np.arange(len(d["g"])), num_bins)], rtol=1e-12)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("num_bins", [None, 1, 2, 3, 5])
+def test_set_ssc_long_matches_oracle(constructor, seed, num_bins):
+    d = osets.random_sets(seed)
+    frame = constructor(osets.frame_dict(d, list_column=False))
+    out = to_pandas(cf.conformal(frame).set_ssc("y", _sets_arg(d, False), classes=d["classes"], num_bins=num_bins, by="g"))
+    assert list(out.columns) == ["g", "size_min", "size_max", "set_ssc", "n"]
+    expected = [
+        (key, *row) for key, idx in group_dict(d["g"]).items() for row in osets.set_ssc(d["yi"][idx], d["m"][idx], num_bins)
+    ]
+    assert [tuple(r) for r in out[["g", "size_min", "size_max"]].itertuples(index=False)] == [e[:3] for e in expected]
+    assert_close(out["set_ssc"], [e[3] for e in expected])
+    assert_close(out["n"], [e[4] for e in expected])
+    assert not out["set_ssc"].isna().any()  # strata without rows are absent, never NaN
+
+
+# reference/003 worked example (4 classes, 5 rows)
+Y_REF = [3, 3, 1, 2, 2]
+M_REF = [
+    [True, True, True, True],
+    [False, True, False, True],
+    [True, True, True, False],
+    [False, False, True, True],
+    [True, True, False, True],
+]
+
+
+def _ref_frame(constructor, list_column):
+    data = {"y": Y_REF}
+    if list_column:
+        data["s"] = [[j for j in range(4) if row[j]] for row in M_REF]
+    else:
+        for j in range(4):
+            data[f"m{j}"] = [row[j] for row in M_REF]
+    return constructor(data)
+
+
+@pytest.mark.parametrize("list_column", [False, True], ids=["membership", "list"])
+def test_reference_ssc_example(constructor, list_column):
+    if _list_unsupported(constructor, list_column):
+        return
+    sets = "s" if list_column else ["m0", "m1", "m2", "m3"]
+    ns = cf.conformal(_ref_frame(constructor, list_column))
+    out = to_pandas(ns.set_ssc("y", sets, classes=[0, 1, 2, 3], num_bins=2))
+    assert_close(out["set_ssc"], [1.0, 2.0 / 3.0])  # baseline: [[1., 0.66666667]]
+    score = ns.set_ssc_score("y", sets, classes=[0, 1, 2, 3], num_bins=2)
+    score = score if isinstance(score, float) else float(to_pandas(score)["set_ssc_score"][0])
+    assert score == pytest.approx(2.0 / 3.0, rel=1e-12)  # baseline: [0.66666667]
+
+
+def test_reference_mean_width_example(constructor):
+    # baseline: sets of 5 rows x 3 classes at two levels -> mean widths [2., 1.8];
+    # levels are rows here (long format) and by="level"
+    sets = np.array([
+        [[False, False], [False, True], [True, True]],
+        [[False, True], [True, False], [True, True]],
+        [[True, False], [True, True], [True, False]],
+        [[False, False], [True, True], [True, True]],
+        [[True, True], [False, True], [True, False]],
+    ])
+    data = {"level": [0] * 5 + [1] * 5}
+    for j in range(3):
+        data[f"m{j}"] = list(sets[:, j, 0]) + list(sets[:, j, 1])
+    out = to_pandas(cf.conformal(constructor(data)).set_size(["m0", "m1", "m2"], classes=[0, 1, 2], by="level"))
+    assert_close(out["set_size"], [2.0, 1.8])
+
+
+def test_scalar_and_namespace(constructor):
+    frame = _ref_frame(constructor, False)
+    sets = ["m0", "m1", "m2", "m3"]
+    got = cf.conformal(frame).set_coverage("y", sets, classes=[0, 1, 2, 3])
+    if constructor.lazy:
+        assert_close(to_pandas(got)["set_coverage"], [0.8])
+        assert int(to_pandas(got)["n_invalid"][0]) == 0
+    else:
+        assert got == pytest.approx(0.8, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------
+def test_label_not_among_classes(constructor):
+    frame = constructor({"y": [0, 1, 7, 7], "m0": [True, False, True, True], "m1": [False, True, True, True]})
+    metric = cf.set_coverage("y", ["m0", "m1"], classes=[0, 1])
+    if constructor.lazy:
+        out = to_pandas(cf.evaluate(frame, metric))
+        assert np.isnan(out["set_coverage"][0]) and int(out["n_invalid"][0]) == 2
+    else:
+        with pytest.raises(ValueError, match=r"label column 'y' has labels not among classes \[0, 1\] in 2 rows"):
+            cf.evaluate(frame, metric)
+
+
+def test_list_member_not_among_classes(constructor):
+    if constructor.id == "pandas":
+        return
+    frame = constructor({"y": ["a", "b"], "s": [["a", "z"], ["b"]]})
+    metric = cf.set_size("s", classes=["a", "b"])
+    if constructor.lazy:
+        assert int(to_pandas(cf.evaluate(frame, metric))["n_invalid"][0]) == 1
+    else:
+        with pytest.raises(ValueError, match="set column 's' has labels not among classes"):
+            cf.evaluate(frame, metric)
+
+
+def test_wrong_set_column_types(constructor):
+    frame = constructor({"y": [0, 1], "m0": [1, 0], "m1": [0, 1], "s": ["0", "1"]})
+    with pytest.raises(TypeError, match="membership column 'm0' must be boolean"):
+        cf.evaluate(frame, cf.set_size(["m0", "m1"], classes=[0, 1]))
+    with pytest.raises(TypeError, match="set column 's' must be a list column"):
+        cf.evaluate(frame, cf.set_size("s", classes=[0, 1]))
+    with pytest.raises(TypeError, match="label column 'y' has dtype"):
+        cf.evaluate(constructor({"y": ["a", "b"], "m0": [True, False], "m1": [True, True]}),
+                    cf.set_coverage("y", ["m0", "m1"], classes=[0, 1]))
+
+
+def test_pandas_object_lists_say_what_to_do():
+    import pandas as pd
+
+    frame = pd.DataFrame({"y": [0, 1], "s": [[0], [0, 1]]})
+    with pytest.raises(TypeError, match=r"pyarrow list dtype.*membership columns"):
+        frame.conformal.set_size("s", classes=[0, 1])
+
+
+def test_missing_values_are_invalid(constructor):
+    frame = constructor({"y": [0, None, 1], "m0": [True, False, True], "m1": [False, True, True]})
+    metric = cf.set_coverage("y", ["m0", "m1"], classes=[0, 1])
+    if constructor.lazy:
+        assert int(to_pandas(cf.evaluate(frame, metric))["n_invalid"][0]) == 1
+    else:
+        with pytest.raises(ValueError, match="label column 'y' has missing values in 1 row"):
+            cf.evaluate(frame, metric)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"sets": ["a", "b"], "classes": [0, 1, 2]}, ValueError, "mismatched classes and membership columns"),
+        ({"sets": ["a", "b"], "classes": None}, ValueError, "classes= is required"),
+        ({"sets": ["a", "b"], "classes": [0, 0]}, ValueError, "repeated labels"),
+        ({"sets": ["a", "b"], "classes": [0, "x"]}, TypeError, "mixes integer and string"),
+        ({"sets": ["a", "b"], "classes": [True, False]}, TypeError, "boolean"),
+        ({"sets": 3, "classes": [0, 1]}, TypeError, "list column or a list of boolean"),
+        ({"sets": "s", "classes": [0, 1], "num_bins": 4}, ValueError, "exceeds the 3 possible set sizes"),
+        ({"sets": "s", "classes": [0, 1], "num_bins": 0}, ValueError, "positive integer"),
+    ],
+)
+def test_bad_parameters(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        cf.set_ssc("y", **kwargs)
+
+
+def test_empty_frame_gives_null():
+    import polars as pl
+
+    frame = pl.DataFrame({"y": [], "m0": [], "m1": []}, schema={"y": pl.Int64, "m0": pl.Boolean, "m1": pl.Boolean})
+    out = to_pandas(cf.evaluate(frame, cf.set_coverage("y", ["m0", "m1"], classes=[0, 1])))
+    assert np.isnan(out["set_coverage"][0]) and int(out["n"][0]) == 0
