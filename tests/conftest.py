@@ -7,6 +7,8 @@ Backends that are not installed are skipped with the reason.
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +49,53 @@ def _duckdb(data: dict[str, Any]) -> Any:
     return _DUCKDB_CON[0].from_arrow(table)
 
 
+_SPARK: list[Any] = []
+
+
+def spark_session() -> Any:
+    """One local Spark session (``local[2]``) for the whole test session."""
+    if not _SPARK:
+        import os
+
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        from pyspark.sql import SparkSession
+
+        session = (
+            SparkSession.builder.master("local[2]")
+            .appName("conformal-frames-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.default.parallelism", "2")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .config("spark.driver.memory", "2g")
+            .getOrCreate()
+        )
+        session.sparkContext.setLogLevel("ERROR")
+        _SPARK.append(session)
+    return _SPARK[0]
+
+
+def _pyspark(data: dict[str, Any]) -> Any:
+    import warnings
+
+    table = _polars(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # pyspark on pandas >= 3
+        return spark_session().createDataFrame(table.to_pandas())
+
+
+_SQLFRAME: list[Any] = []
+
+
+def _sqlframe(data: dict[str, Any]) -> Any:
+    from sqlframe.duckdb import DuckDBSession
+
+    if not _SQLFRAME:
+        _SQLFRAME.append(DuckDBSession())
+    return _SQLFRAME[0].createDataFrame(_polars(data).to_pandas())
+
+
 CONSTRUCTORS: dict[str, tuple[Constructor, str, bool]] = {
     # id: (constructor, module it needs, is lazy)
     "pandas": (_pandas, "pandas", False),
@@ -54,7 +103,12 @@ CONSTRUCTORS: dict[str, tuple[Constructor, str, bool]] = {
     "polars": (_polars, "polars", False),
     "polars[lazy]": (_polars_lazy, "polars", True),
     "duckdb": (_duckdb, "duckdb", True),
+    "sqlframe": (_sqlframe, "sqlframe", True),
+    "pyspark": (_pyspark, "pyspark", True),
 }
+# PySpark and SQLFrame run when CF_TEST_SPARK=1 (CI sets it; .ci/run installs them)
+if os.environ.get("CF_TEST_SPARK", "0") != "1":
+    CONSTRUCTORS = {k: v for k, v in CONSTRUCTORS.items() if k not in ("pyspark", "sqlframe")}
 
 
 def _available(module: str) -> bool:

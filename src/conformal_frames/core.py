@@ -72,6 +72,8 @@ class Query:
 
     schema: Mapping[str, Any]
     keys: list[str]
+    #: internal names of the group keys in the row-level and aggregated frames
+    group: list[str] = field(default_factory=list)
     rows: dict[Hashable, tuple[str, nw.Expr, int]] = field(default_factory=dict)
     aggs: dict[Hashable, tuple[str, nw.Expr]] = field(default_factory=dict)
     checks: dict[str, str] = field(default_factory=dict)
@@ -268,7 +270,7 @@ def _backend(lf: nw.LazyFrame) -> str:
 def _rows_frame(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
     levels = sorted({lvl for _, _, lvl in q.rows.values()})
     by_level = {lvl: [e.alias(n) for n, e, lv in q.rows.values() if lv == lvl] for lvl in levels}
-    rows = lf.select(*[nw.col(k) for k in q.keys], *by_level.get(0, []))
+    rows = lf.select(*[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)], *by_level.get(0, []))
     for lvl in levels:
         if lvl > 0:
             rows = rows.with_columns(*by_level[lvl])
@@ -297,7 +299,8 @@ def compile_query(
     """
     schema = lf.collect_schema()
     _check_keys(schema, keys)
-    q = Query(schema=schema, keys=keys)
+    ikeys = [f"__cf_k{i}" for i in range(len(keys))]
+    q = Query(schema=schema, keys=keys, group=ikeys)
     for k in keys:
         q.check(f"group column {k!r} (by=) has null values in {{rows}}; fill or drop them first", nw.col(k).is_null())
     outputs: dict[str, nw.Expr | None] = {}
@@ -316,9 +319,9 @@ def compile_query(
     rows = _rows_frame(lf, q)
     aggs = [nw.len().alias(_N), *[e.alias(n) for n, e in q.aggs.values()]]
     aggs += [nw.col(c).sum().alias(c) for c in [*checks, q.rows[_INVALID][0]]]
-    table = _aggregate(rows, keys, aggs)
+    table = _aggregate(rows, ikeys, aggs)
     for fn, _cols in q.tables.values():
-        table = _join(table, fn(rows, keys), keys)
+        table = _join(table, fn(rows, ikeys), ikeys)
     inv = q.rows[_INVALID][0]
     valid = (nw.col(inv) == 0) & (nw.col(_N) > 0)
     expr_outputs = {k: v for k, v in outputs.items() if v is not None}
@@ -326,8 +329,8 @@ def compile_query(
         table = table.with_columns(
             *[nw.when(valid).then(e).otherwise(nw.lit(None, nw.Float64)).alias(k) for k, e in expr_outputs.items()]
         )
-    if keys:
-        table = table.sort(*keys, nulls_last=True)
+    if ikeys:
+        table = table.sort(*ikeys, nulls_last=True)
     q._rows_lf = rows  # type: ignore[attr-defined]
     return table, q, list(outputs)
 
@@ -348,18 +351,17 @@ def _numpy_apply(frame: nw.DataFrame, q: Query) -> nw.DataFrame:
     )
 
 
-def _group_apply(frame: nw.DataFrame, rows: nw.LazyFrame, q: Query, keys: list[str]) -> nw.DataFrame:
+def _group_apply(frame: nw.DataFrame, rows: nw.LazyFrame, q: Query) -> nw.DataFrame:
     """Run per-group numpy steps; ``frame`` is the collected, sorted table."""
     if not q.group_steps:
         return frame
+    keys = q.group
     n_groups = len(frame)
     needed = sorted({r for s in q.group_steps.values() for r in s.rows})
     if keys:
         gid = frame.select(*keys).with_row_index(_GID)
-        native_ns = nw.get_native_namespace(frame)
         narrow = rows.select(*keys, *needed).collect()
         narrow = narrow.join(gid, on=keys, how="inner") if len(narrow) else narrow.with_columns(nw.lit(0).alias(_GID))
-        del native_ns
         group_index = narrow.get_column(_GID).to_numpy().astype(np.int64)
     else:
         narrow = rows.select(*needed).collect()
@@ -374,7 +376,7 @@ def _group_apply(frame: nw.DataFrame, rows: nw.LazyFrame, q: Query, keys: list[s
     return frame.with_columns(*new)
 
 
-def _raise_checks(frame: nw.DataFrame, q: Query, keys: list[str]) -> None:
+def _raise_checks(frame: nw.DataFrame, q: Query) -> None:
     for message, col in q.checks.items():
         count = int(np.nansum(frame.get_column(col).to_numpy().astype(float)))
         if count:
@@ -384,14 +386,13 @@ def _raise_checks(frame: nw.DataFrame, q: Query, keys: list[str]) -> None:
 
 def _finish(table: nw.LazyFrame, q: Query, names: list[str], keys: list[str], eager: bool, backend: str) -> Any:
     inv = q.rows[_INVALID][0]
-    final_cols = [*keys, *names, "n"]
+    final_cols = [*[nw.col(ik).alias(k) for k, ik in zip(keys, q.group)], *names, nw.col(_N).cast(nw.Int64).alias("n")]
     if eager:
         frame = table.collect()
-        _raise_checks(frame, q, keys)
-        frame = _group_apply(frame, q._rows_lf, q, keys)  # type: ignore[attr-defined]
+        _raise_checks(frame, q)
+        frame = _group_apply(frame, q._rows_lf, q)  # type: ignore[attr-defined]
         frame = _numpy_apply(frame, q)
-        frame = frame.with_columns(nw.col(_N).cast(nw.Int64).alias("n")).select(*final_cols)
-        return nw.maybe_reset_index(frame)
+        return nw.maybe_reset_index(frame.select(*final_cols))
     if q.group_steps or q.numpy_steps:
         if table.implementation.is_polars():
             return _polars_lazy_steps(table, q, keys, final_cols)
@@ -401,30 +402,26 @@ def _finish(table: nw.LazyFrame, q: Query, names: list[str], keys: list[str], ea
             "(e.g. .collect() / .toPandas()) and evaluate the eager frame, or use polars"
         )
         raise NotImplementedError(msg)
-    return table.with_columns(
-        nw.col(_N).cast(nw.Int64).alias("n"), nw.col(inv).cast(nw.Int64).alias("n_invalid")
-    ).select(*final_cols, "n_invalid")
+    return table.select(*final_cols, nw.col(inv).cast(nw.Int64).alias("n_invalid"))
 
 
-def _polars_lazy_steps(table: nw.LazyFrame, q: Query, keys: list[str], final_cols: list[str]) -> nw.LazyFrame:
+def _polars_lazy_steps(table: nw.LazyFrame, q: Query, keys: list[str], final_cols: list[nw.Expr | str]) -> nw.LazyFrame:
     """Numpy steps on a polars LazyFrame, kept lazy with ``map_batches``."""
     rows_native = q._rows_lf.to_native()  # type: ignore[attr-defined]
     inv = q.rows[_INVALID][0]
 
     def run(df: Any) -> Any:
         frame = nw.from_native(df, eager_only=True)
-        frame = _group_apply(frame, nw.from_native(rows_native), q, keys)
+        frame = _group_apply(frame, nw.from_native(rows_native), q)
         frame = _numpy_apply(frame, q)
-        out = frame.with_columns(
-            nw.col(_N).cast(nw.Int64).alias("n"), nw.col(inv).cast(nw.Int64).alias("n_invalid")
-        ).select(*final_cols, "n_invalid")
-        return out.to_native()
+        return frame.select(*final_cols, nw.col(inv).cast(nw.Int64).alias("n_invalid")).to_native()
 
     native = table.to_native()
     schema = native.collect_schema()
     import polars as pl  # only reached for polars input
 
-    out_schema = {c: schema[c] if c in keys else pl.Float64 for c in final_cols}
+    out_schema = {k: schema[ik] for k, ik in zip(keys, q.group)}
+    out_schema.update({c: pl.Float64 for c in final_cols if isinstance(c, str)})
     out_schema["n"] = pl.Int64
     out_schema["n_invalid"] = pl.Int64
     return nw.from_native(native.map_batches(run, schema=pl.Schema(out_schema), streamable=False))

@@ -6,14 +6,20 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from conformal_frames import calibration, conditional, efficiency, intervals, sets
+import importlib
+
 from conformal_frames.core import Metric, evaluate, evaluate_one
 
 __all__ = ["ConformalNamespace", "conformal", "register_accessors"]
 
 #: metric families; each lists in ``METHODS`` the factories that become
 #: ``.conformal`` methods
-FAMILIES = (intervals, sets, efficiency, conditional, calibration)
+#: (imported by module path: a family may export a function of its own name,
+#: e.g. ``efficiency``, which shadows the submodule on the package)
+FAMILIES = tuple(
+    importlib.import_module(f"conformal_frames.{name}")
+    for name in ("intervals", "sets", "efficiency", "conditional", "calibration")
+)
 
 #: metric factories exposed as namespace methods (name -> factory)
 METRIC_FACTORIES: dict[str, Callable[..., Metric]] = {
