@@ -1,7 +1,204 @@
-"""(placeholder: filled in by its issue)."""
+"""Vovk's criteria of efficiency for conformal classifiers.
+
+From one p-value column per class (``p_k``), a significance level ``eps`` and,
+for the *observed* criteria, the true label ``y``; the prediction set at
+significance ``eps`` is ``{k : p_k > eps}``.  Definitions (Vovk, Fedorova,
+Nouretdinov and Gammerman, 2016), all averaged over the rows of a group:
+
+=============  ===========================================  ================
+criterion      per row                                      needs ``y``
+=============  ===========================================  ================
+S              ``sum_k p_k``                                no
+N              ``|set|``                                    no
+U              second largest ``p_k`` (a largest value      no
+               that occurs twice is also the second)
+F              ``sum_k p_k - max_k p_k``                    no
+M              ``1[|set| > 1]``                             no
+E              ``max(|set| - 1, 0)``                        no
+OU             ``max_{k != y} p_k``                         yes
+OF             ``sum_{k != y} p_k``                         yes
+OM             ``1[set contains some k != y]``              yes
+OE             ``|set \\ {y}|``                             yes
+credibility    ``max_k p_k`` (tie-break for U and F)        no
+empty          ``1[|set| = 0]`` (tie-break for M and E)     no
+=============  ===========================================  ================
+
+Smaller is better for all ten criteria; for the tie-breaks, smaller mean
+credibility and a *larger* fraction of empty sets are preferable.  The
+label-conditional versions of the paper are the same numbers computed within
+each true label: pass ``by=`` the label column.
+
+The factory is :func:`efficiency_criteria` (not ``efficiency``: that name is
+this module's, and the package exposes its modules as attributes).
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
-#: factories exposed as ``.conformal`` methods
-METHODS: list[str] = []
+import functools
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames._params import check_probability
+from conformal_frames.core import Metric, Query
+from conformal_frames.sets import Label, check_classes, label_exprs
+from conformal_frames.stats import ratio
+
+__all__ = ["efficiency_criteria"]
+METHODS = list(__all__)
+
+PRIOR = ("S", "N", "U", "F", "M", "E")
+OBSERVED = ("OU", "OF", "OM", "OE")
+SECONDARY = ("credibility", "empty")
+
+
+def _total(exprs: list[nw.Expr]) -> nw.Expr:
+    return functools.reduce(operator.add, exprs)
+
+
+def pvalue_exprs(q: Query, pvalues: tuple[str, ...]) -> list[nw.Expr]:
+    """Validated Float64 p-value expressions; values outside [0, 1] are invalid."""
+    out = []
+    for name in pvalues:
+        p = q.number(name)
+        q.check(f"p-value column {name!r} has values outside [0, 1]", (p < 0.0) | (p > 1.0))
+        out.append(p)
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Efficiency(Metric):
+    y: str | None
+    pvalues: tuple[str, ...]
+    classes: tuple[Label, ...] | None
+    significance: float
+    default_name = "efficiency"
+    kind = "table"
+    long = True
+
+    @property
+    def criteria(self) -> tuple[str, ...]:
+        return PRIOR + (OBSERVED if self.y is not None else ()) + SECONDARY
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        p = pvalue_exprs(q, self.pvalues)
+        eps = self.significance
+        key = (self.pvalues, eps)
+        largest = nw.max_horizontal(*p)
+        n_largest = _total([(pk == largest).cast(nw.Float64) for pk in p])
+        below = nw.max_horizontal(*[nw.when(pk < largest).then(pk).otherwise(nw.lit(-1.0)) for pk in p])
+        second = nw.when(n_largest >= 2.0).then(largest).otherwise(below)
+        member = [(pk > eps).cast(nw.Float64) for pk in p]
+        size = _total(member)
+        rows = {
+            "S": _total(p),
+            "N": size,
+            "U": second,
+            "F": _total(p) - largest,
+            "M": (size > 1.0).cast(nw.Float64),
+            "E": (size - 1.0).clip(lower_bound=0.0),
+            "credibility": largest,
+            "empty": (size == 0.0).cast(nw.Float64),
+        }
+        if self.y is not None:
+            assert self.classes is not None
+            eq = label_exprs(q, self.y, self.classes)
+            false_in_set = size - _total([e * m for e, m in zip(eq, member)])
+            rows["OU"] = nw.max_horizontal(*[nw.when(e == 0.0).then(pk).otherwise(nw.lit(-1.0)) for e, pk in zip(eq, p)])
+            rows["OF"] = _total(p) - _total([e * pk for e, pk in zip(eq, p)])
+            rows["OM"] = (false_in_set > 0.0).cast(nw.Float64)
+            rows["OE"] = false_in_set
+            key = (*key, self.y, self.classes)
+        return {c: ratio(q.sum(q.row(("vovk", c, key), rows[c])), q.n) for c in self.criteria}
+
+    def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        name = self.output_name
+        extra = [c for c in ("n", "n_invalid") if c in frame.collect_schema()]
+        return frame.select(*keys, *[nw.col(f"{name}_{c}").alias(c) for c in self.criteria], *extra)
+
+
+def efficiency_criteria(
+    y: str | None,
+    pvalues: Sequence[str],
+    *,
+    classes: Sequence[Label] | None = None,
+    significance: float,
+) -> Efficiency:
+    """Vovk's ten criteria of efficiency from per-class p-values.
+
+    ``S, N, U, F, M, E`` (prior: no label needed), ``OU, OF, OM, OE``
+    (observed: need the true label ``y``), and the tie-breaking secondary
+    numbers ``credibility`` (mean largest p-value, for U and F) and ``empty``
+    (fraction of empty sets, for M and E).  The prediction set at significance
+    ``eps`` is ``{k : p_k > eps}``.  See the module docstring for the table of
+    definitions.  Label-conditional criteria: ``by=`` the label column (the
+    label may then be both ``y`` and the group key).
+
+    Parameters
+    ----------
+    y : str or None
+        Column of true labels; ``None`` computes the prior criteria only.
+    pvalues : list of str
+        One p-value column per class (at least two), values in [0, 1].
+    classes : list of int or str, optional
+        The label of each p-value column, in order; required with ``y``.
+    significance : float
+        The significance level ``eps`` in (0, 1).
+
+    Returns
+    -------
+    Efficiency
+        A direct call returns a frame: group keys, one column per criterion,
+        ``n``.  Inside ``evaluate`` the columns are ``efficiency_S``, ...
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"y": [0, 1, 1], "p0": [0.8, 0.5, 0.05],
+    ...                    "p1": [0.1, 0.3, 0.6], "p2": [0.02, 0.5, 0.2]})  # row 2: tied largest
+    >>> out = df.conformal.efficiency_criteria("y", ["p0", "p1", "p2"], classes=[0, 1, 2], significance=0.1)
+    >>> out.select(pl.col("S", "N", "U", "OF", "OE").round(4))
+    shape: (1, 5)
+    ┌────────┬─────┬────────┬────────┬─────┐
+    │ S      ┆ N   ┆ U      ┆ OF     ┆ OE  │
+    │ ---    ┆ --- ┆ ---    ┆ ---    ┆ --- │
+    │ f64    ┆ f64 ┆ f64    ┆ f64    ┆ f64 │
+    ╞════════╪═════╪════════╪════════╪═════╡
+    │ 1.0233 ┆ 2.0 ┆ 0.2667 ┆ 0.4567 ┆ 1.0 │
+    └────────┴─────┴────────┴────────┴─────┘
+
+    References
+    ----------
+    V. Vovk, V. Fedorova, I. Nouretdinov and A. Gammerman (2016), "Criteria of
+    efficiency for conformal prediction", COPA 2016, LNCS 9653, 23-39.
+    """
+    if isinstance(pvalues, str) or not isinstance(pvalues, Sequence) or not all(isinstance(c, str) for c in pvalues):
+        msg = f"pvalues must be a list of column names (one per class), got {pvalues!r}"
+        raise TypeError(msg)
+    cols = tuple(pvalues)
+    if len(cols) < 2:
+        msg = f"pvalues needs at least two columns (one per class), got {list(cols)!r}"
+        raise ValueError(msg)
+    if len(set(cols)) != len(cols):
+        msg = f"pvalues has repeated columns: {list(cols)!r}"
+        raise ValueError(msg)
+    labels = None
+    if classes is not None or y is not None:
+        if classes is None:
+            msg = "classes= is required with a label column y: the label of each p-value column"
+            raise ValueError(msg)
+        labels = check_classes(classes)
+        if len(labels) != len(cols):
+            msg = (
+                f"mismatched classes and p-value columns: {len(cols)} columns {list(cols)!r} "
+                f"but {len(labels)} classes {list(labels)!r}"
+            )
+            raise ValueError(msg)
+    if y is not None and not isinstance(y, str):
+        msg = f"y must be a column name or None, got {y!r}"
+        raise TypeError(msg)
+    eps = check_probability(significance, "significance")
+    return Efficiency(y=y, pvalues=cols, classes=labels, significance=eps)

@@ -167,8 +167,11 @@ def membership_exprs(q: Query, spec: SetSpec) -> list[nw.Expr]:
 
 
 def label_exprs(q: Query, y: str, classes: tuple[Label, ...]) -> list[nw.Expr]:
-    """Float64 0/1 expression per class: ``y == c_k`` (0 where ``y`` is missing)."""
-    col = q.column(y)
+    """Float64 0/1 expression per class: ``y == c_k`` (0 where ``y`` is missing).
+
+    ``y`` may also be a group key (``by=`` the label: label-conditional metrics).
+    """
+    col = nw.col(y) if y in q.keys else q.column(y)
     dtype = q.schema[y]
     if not _label_kind_ok(dtype, classes):
         msg = f"label column {y!r} has dtype {dtype} but classes are {list(classes)!r}"
