@@ -238,14 +238,14 @@ class Report:
         if s.get("worst_group"):
             w = s["worst_group"]
             lines.append(
-                f"worst group: {_label(w['group'])}: coverage {_fmt(w['coverage'])} (target {_fmt(w['target'])}, n={w['n']:,})"
+                f"worst group: {_label(w['group'])}: coverage {_fmt(w['coverage'])} (target {w['target']:g}, n={w['n']:,})"
             )
         if "under_covered" in s:
             u = s["under_covered"]
             lines.append(f"significantly under-covered: {len(u)} of {s['tested']} tested groups ({s['test']})")
             for g in u:
                 lines.append(
-                    f"  - {_label(g['group'])}: coverage {_fmt(g['coverage'])} < target {_fmt(g['target'])}, "
+                    f"  - {_label(g['group'])}: coverage {_fmt(g['coverage'])} < target {g['target']:g}, "
                     f"n={g['n']:,}, adjusted p={_fmt(g['pvalue_adjusted'])}"
                 )
         if s.get("invalid_rows"):
@@ -339,6 +339,21 @@ class Report:
             "tables": {name: [_jsonable(r) for r in t.iter_rows(named=True)] for name, t in self.tables.items()},
         }
 
+    def to_csv(self, path: str | Path | None = None) -> str:
+        """All metrics in long form (:meth:`metrics`) as CSV; written to ``path`` if given."""
+        import csv
+
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        cols = [*self.keys, "family", "metric", "value"]
+        writer.writerow(cols)
+        for rec in self._long_records():
+            writer.writerow(["" if rec.get(c) is None else rec.get(c) for c in cols])
+        text = buf.getvalue()
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
     def to_json(self, path: str | Path | None = None) -> str:
         """:meth:`to_dict` as JSON (NaN written as null); written to ``path`` if given."""
         text = json.dumps(self.to_dict(), indent=2)
@@ -359,7 +374,7 @@ _TITLES = {
 _CSS = (
     ".cf-report{font-family:system-ui,sans-serif;font-size:14px}"
     ".cf-report table{border-collapse:collapse;margin:0 0 1em 0}"
-    ".cf-report th,.cf-report td{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+    ".cf-report th,.cf-report td{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap}"
     ".cf-report th{background:#f0f0f0}.cf-report tr.cf-flag td{background:#fde2e1}"
     ".cf-report img{max-width:100%}"
 )
@@ -411,7 +426,7 @@ def _fmt(v: Any) -> str:
 
 
 def _at(target: Any) -> str:
-    return f" at target {_fmt(target)}" if target is not None else ""
+    return f" at target {target:g}" if target is not None else ""
 
 
 def _label(group: dict[str, Any]) -> str:
