@@ -1,0 +1,262 @@
+"""The evaluation report: tables, under-coverage test, rendering."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom, false_discovery_control
+
+import conformal_frames as cf
+from conformal_frames.report import Report, holm, report, under_coverage_test
+
+
+def _data(n_per: int = 200, seed: int = 0) -> dict[str, list]:
+    """Three segments x two levels; segment 'c' is under-covered (its intervals are too narrow)."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, list] = {"seg": [], "level": [], "y": [], "lo": [], "hi": []}
+    z = {0.8: 1.2816, 0.9: 1.6449}
+    for seg, shrink in (("a", 1.0), ("b", 1.0), ("c", 0.5)):
+        y = rng.standard_normal(n_per)
+        for lv in (0.8, 0.9):
+            half = z[lv] * shrink
+            out["seg"] += [seg] * n_per
+            out["level"] += [lv] * n_per
+            out["y"] += y.tolist()
+            out["lo"] += [-half] * n_per
+            out["hi"] += [half] * n_per
+    return out
+
+
+def _to_py(frame) -> dict[str, list]:
+    import narwhals.stable.v2 as nw
+
+    f = nw.from_native(frame)
+    if isinstance(f, nw.LazyFrame):
+        f = f.collect()
+    return f.to_dict(as_series=False)
+
+
+# ---------------------------------------------------------------------------
+# Holm and the fallback test
+# ---------------------------------------------------------------------------
+def _holm_bruteforce(p: list[float]) -> list[float]:
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    adj = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        adj[i] = running
+    return adj
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_holm_matches_definition(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0, 0.2, size=12).tolist()
+    assert holm(p).tolist() == pytest.approx(_holm_bruteforce(p), rel=1e-15)
+
+
+def test_holm_ignores_nan_and_caps_at_one() -> None:
+    out = holm([0.5, float("nan"), 0.01])
+    assert math.isnan(out[1])
+    assert out[0] == pytest.approx(0.5) and out[2] == pytest.approx(0.02)  # m = 2, not 3
+    assert holm([0.7, 0.8]).tolist() == [1.0, 1.0]
+    assert np.isnan(holm([float("nan")])).all()
+
+
+def test_under_coverage_test_is_exact_binomial_cdf() -> None:
+    k, n, t = np.array([90, 80, 5]), np.array([100, 100, 5]), np.array([0.9, 0.9, 0.95])
+    out = under_coverage_test(k, n, t, correction="none")
+    assert out["pvalue"] == pytest.approx(binom.cdf(k, n, t), rel=1e-14)
+    assert out["flag"].tolist() == [False, True, False]
+    bh = under_coverage_test(k, n, t, correction="bh")
+    assert bh["pvalue_adjusted"] == pytest.approx(false_discovery_control(binom.cdf(k, n, t)), rel=1e-14)
+    with pytest.raises(ValueError, match="correction"):
+        under_coverage_test(k, n, t, correction="bonferroni")
+
+
+def test_under_coverage_test_skips_empty_groups() -> None:
+    out = under_coverage_test([0, 10], [0, 100], [0.9, 0.9])
+    assert math.isnan(out["pvalue"][0]) and not out["flag"][0]
+    assert out["flag"][1]
+
+
+# ---------------------------------------------------------------------------
+# the report on every backend
+# ---------------------------------------------------------------------------
+def test_report_matches_evaluate_on_every_backend(constructor) -> None:
+    data = _data()
+    frame = constructor(data)
+    rep = report(frame, y="y", lo="lo", hi="hi", by="seg", level="level")
+    assert isinstance(rep, Report)
+    got = _to_py(rep.table)
+    assert got["seg"] == ["a", "a", "b", "b", "c", "c"]
+    assert got["level"] == [0.8, 0.9] * 3
+    import polars as pl
+
+    ref = cf.evaluate(pl.DataFrame(data), cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), by=["seg", "level"])
+    assert got["coverage"] == pytest.approx(ref["coverage"].to_list(), rel=1e-12)
+    assert got["width"] == pytest.approx(ref["width"].to_list(), rel=1e-12)
+    assert got["n"] == [200] * 6
+    assert got["target"] == [0.8, 0.9] * 3
+    # segment c has coverage about 0.48 and 0.59: flagged at both levels, nothing else
+    assert got["under_covered"] == [False, False, False, False, True, True]
+    under = _to_py(rep.under_covered)
+    assert under["seg"] == ["c", "c"]
+    assert rep.summary["tested"] == 6
+    assert [g["group"]["seg"] for g in rep.summary["under_covered"]] == ["c", "c"]
+
+
+def test_winkler_uses_each_groups_level() -> None:
+    import polars as pl
+
+    data = _data(50)
+    rep = report(pl.DataFrame(data), y="y", lo="lo", hi="hi", by="seg", level="level")
+    df = pl.DataFrame(data)
+    for lv in (0.8, 0.9):
+        ref = cf.evaluate(df.filter(pl.col("level") == lv), cf.winkler("y", "lo", "hi", confidence_level=lv), by="seg")
+        got = rep.table.filter(pl.col("level") == lv)["winkler"].to_list()
+        assert got == pytest.approx(ref["winkler"].to_list(), rel=1e-12)
+
+
+def test_pvalues_are_the_binomial_cdf_with_holm() -> None:
+    import pandas as pd
+
+    data = _data()
+    rep = report(pd.DataFrame(data), y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9)
+    t = rep.table
+    assert isinstance(t, pd.DataFrame)
+    k = np.round(t["coverage"].to_numpy() * t["n"].to_numpy())
+    p = binom.cdf(k, t["n"].to_numpy(), 0.9)
+    assert t["pvalue"].to_numpy() == pytest.approx(p, rel=1e-12)
+    assert t["pvalue_adjusted"].to_numpy() == pytest.approx(_holm_bruteforce(p.tolist()), rel=1e-12)
+
+
+def test_ssc_table_and_widths() -> None:
+    import polars as pl
+
+    data = _data(30)
+    df = pl.DataFrame(data).with_columns(hi=pl.col("hi") + pl.col("y").abs())  # widths vary
+    rep = report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9, ssc_bins=2)
+    ssc = rep.frame("ssc")
+    ref = df.conformal.ssc("y", "lo", "hi", num_bins=2, by="seg")
+    assert ssc["coverage"].to_list() == pytest.approx(ref["ssc"].to_list(), rel=1e-12)
+    assert ssc["n"].to_list() == ref["n"].to_list()
+    widths = rep.frame("widths")
+    w = df.with_columns(w=pl.col("hi") - pl.col("lo")).group_by("seg").agg(pl.col("w").median()).sort("seg")
+    assert widths["q50"].to_list() == pytest.approx(w["w"].to_list(), rel=1e-12)
+
+
+def test_ungrouped_report_without_target() -> None:
+    import polars as pl
+
+    rep = report(pl.DataFrame(_data(20)), y="y", lo="lo", hi="hi")
+    assert rep.keys == []
+    assert "under_covered" not in rep.table.columns
+    assert "winkler" not in rep.table.columns
+    assert rep.summary["groups"] == 1
+    text = str(rep)
+    assert "conformal-frames report: 120 rows, 1 group" in text
+    with pytest.raises(ValueError, match="no under-coverage test"):
+        rep.under_covered
+
+
+def test_lazy_invalid_rows_are_reported() -> None:
+    import polars as pl
+
+    data = _data(20)
+    data["y"][0] = float("nan")
+    rep = report(pl.DataFrame(data).lazy(), y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9)
+    assert rep.summary["invalid_rows"] == 1
+    assert "WARNING: 1 rows have invalid values" in str(rep)
+    # the eager frame raises, like every eager evaluation
+    with pytest.raises(ValueError, match="missing"):
+        report(pl.DataFrame(data), y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9)
+
+
+# ---------------------------------------------------------------------------
+# argument errors
+# ---------------------------------------------------------------------------
+def test_errors_name_the_column_and_list_the_available_ones() -> None:
+    import polars as pl
+
+    df = pl.DataFrame(_data(5))
+    with pytest.raises(ValueError, match=r"column 'upper' \(hi=\) not found; available columns: 'seg', 'level', 'y', 'lo', 'hi'"):
+        report(df, y="y", lo="lo", hi="upper")
+    with pytest.raises(ValueError, match=r"'region' \(by\[0\]=\) not found"):
+        report(df, y="y", lo="lo", hi="hi", by="region")
+    with pytest.raises(ValueError, match="missing hi="):
+        report(df, y="y", lo="lo")
+    with pytest.raises(ValueError, match="not both"):
+        report(df, y="y", lo="lo", hi="hi", level="level", confidence_level=0.9)
+    with pytest.raises(ValueError, match="nothing to report"):
+        report(df)
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        report(df.with_columns(level=pl.lit(90.0)), y="y", lo="lo", hi="hi", level="level")
+
+
+def test_input_frame_not_modified() -> None:
+    import pandas as pd
+
+    df = pd.DataFrame(_data(10))
+    before = df.copy()
+    report(df, y="y", lo="lo", hi="hi", by="seg", level="level")
+    pd.testing.assert_frame_equal(df, before)
+
+
+# ---------------------------------------------------------------------------
+# rendering
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def rep() -> Report:
+    import polars as pl
+
+    return report(pl.DataFrame(_data()), y="y", lo="lo", hi="hi", by="seg", level="level")
+
+
+def test_text_rendering(rep: Report) -> None:
+    text = str(rep)
+    lines = text.splitlines()
+    assert lines[0] == "conformal-frames report: 1,200 rows, 6 groups by seg, level"
+    assert "significantly under-covered: 2 of 6 tested groups (one-sided exact binomial test of coverage >= target, Holm, alpha=0.05)" in text
+    assert "  - seg=c, level=0.8: coverage" in text
+    header = next(line for line in lines if line.startswith("seg  level"))
+    assert "coverage" in header and "under_covered" in header
+    # every table row has the same width as its header separator
+    assert "Size-stratified coverage" in text
+
+
+def test_html_rendering(rep: Report, tmp_path) -> None:
+    snippet = rep._repr_html_()
+    assert snippet.count("<table>") == 2 and '<tr class="cf-flag">' in snippet
+    assert "<img" not in snippet  # plots only in the file
+    pytest.importorskip("matplotlib", reason="plots in the HTML file need matplotlib ([plot] extra)")
+    path = tmp_path / "r.html"
+    page = rep.to_html(path)
+    assert path.read_text(encoding="utf-8") == page
+    assert page.startswith("<!DOCTYPE html>")
+    assert page.count('src="data:image/png;base64,') == 4  # coverage, vs level, ssc, widths
+    assert "http://" not in page and "https://" not in page  # self-contained
+    import base64
+
+    first = page.split('src="data:image/png;base64,')[1].split('"')[0]
+    assert base64.b64decode(first)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_json_and_csv(rep: Report, tmp_path) -> None:
+    data = json.loads(rep.to_json(tmp_path / "r.json"))
+    assert set(data["tables"]) == {"intervals", "ssc", "widths"}
+    assert len(data["tables"]["intervals"]) == 6
+    assert data["summary"]["under_covered"][0]["group"] == {"seg": "c", "level": 0.8}
+    text = rep.to_csv()
+    rows = text.strip().splitlines()
+    assert rows[0] == "seg,level,family,metric,value"
+    n_metrics = len([c for c in rep.table.columns if c not in ("seg", "level")])
+    assert len(rows) == 1 + 6 * n_metrics
+    long = rep.metrics()
+    assert long.columns == ["seg", "level", "family", "metric", "value"]
+    assert long.height == 6 * n_metrics
