@@ -1,7 +1,619 @@
-"""(placeholder: filled in by its issue)."""
+"""Conditional coverage: coverage gap across groups, grouped inference, worst slab.
+
+Every metric here works for prediction intervals (``y, lo, hi``) and for
+prediction sets (``y, sets=..., classes=...``, see :mod:`conformal_frames.sets`):
+a row is *covered* when ``lo <= y <= hi`` or ``y in C``.
+
+- :func:`coverage_gap`: mean ``|coverage_g - (1 - alpha)|`` over the groups
+  ``g`` of ``groups=`` (unweighted or weighted by group size), the worst group
+  and its coverage.  ``by=`` is an outer grouping (e.g. the confidence
+  level): one gap per ``by`` group.
+- :func:`coverage_test`: per ``by=`` group, coverage with a binomial confidence
+  interval (Wilson or Clopper-Pearson), the one-sided exact test of
+  ``H0: coverage >= 1 - alpha``, Holm and Benjamini-Hochberg adjusted p-values
+  across the groups, and a flag.  With ``n_calibration=`` the null law is the
+  exact finite-sample law of split-conformal coverage (Beta-binomial).
+- :func:`worst_slab_coverage`: the smallest coverage over slabs
+  ``{x : a <= v.x <= b}`` holding at least a fraction ``delta`` of the rows,
+  over random directions ``v`` (Cauchois, Gupta and Duchi, 2021), in
+  O(M n log n) per group.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
-#: factories exposed as ``.conformal`` methods
-METHODS: list[str] = []
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from numbers import Integral
+from typing import Any, Literal
+
+import narwhals.stable.v2 as nw
+import numpy as np
+
+from conformal_frames._params import check_probability
+from conformal_frames.core import Metric, Query
+from conformal_frames.intervals import covered_row
+from conformal_frames.sets import Label, SetSpec, set_covered_row, set_spec
+from conformal_frames.stats import ratio, wilson_interval
+
+__all__ = ["coverage_gap", "coverage_test", "worst_slab_coverage"]
+METHODS = list(__all__)
+
+
+# ---------------------------------------------------------------------------
+# what "covered" means: intervals or sets
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Target:
+    """The covered indicator's inputs: ``y`` with ``(lo, hi)`` or with a set."""
+
+    y: str
+    lo: str | None = None
+    hi: str | None = None
+    sets: SetSpec | None = None
+
+    def covered(self, q: Query) -> str:
+        if self.sets is not None:
+            return set_covered_row(q, self.y, self.sets)
+        assert self.lo is not None and self.hi is not None
+        return covered_row(q, self.y, self.lo, self.hi)
+
+
+def _target(y: str, lo: str | None, hi: str | None, sets: Any, classes: Any) -> Target:
+    if not isinstance(y, str):
+        msg = f"y must be a column name, got {y!r}"
+        raise TypeError(msg)
+    interval = lo is not None or hi is not None
+    if interval and sets is not None:
+        msg = "pass either lo= and hi= (intervals) or sets= (prediction sets), not both"
+        raise ValueError(msg)
+    if sets is not None:
+        return Target(y=y, sets=set_spec(sets, classes))
+    if lo is None or hi is None:
+        msg = "pass lo= and hi= (prediction intervals) or sets= and classes= (prediction sets)"
+        raise ValueError(msg)
+    if classes is not None:
+        msg = "classes= only applies to prediction sets (sets=)"
+        raise ValueError(msg)
+    return Target(y=y, lo=lo, hi=hi)
+
+
+def _groups(groups: Any) -> tuple[str, ...]:
+    if isinstance(groups, str):
+        return (groups,)
+    if isinstance(groups, Sequence) and all(isinstance(g, str) for g in groups):
+        if not groups:
+            msg = "groups= must name at least one column"
+            raise ValueError(msg)
+        if len(set(groups)) != len(groups):
+            msg = f"groups= has duplicate columns: {list(groups)!r}"
+            raise ValueError(msg)
+        return tuple(groups)
+    msg = f"groups= must be a column name or a list of column names, got {groups!r}"
+    raise TypeError(msg)
+
+
+# ---------------------------------------------------------------------------
+# multiplicity adjustments (run on the aggregated table: one value per group)
+# ---------------------------------------------------------------------------
+def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Holm's step-down adjusted p-values (controls the family-wise error rate).
+
+    With the ``m`` p-values sorted increasingly, ``p_adj(i) = max_{j <= i}
+    min(1, (m - j + 1) p(j))``.  NaN p-values are left out of the family and
+    stay NaN.
+
+    Examples
+    --------
+    >>> holm([0.01, 0.04, 0.03, float("nan")]).round(4).tolist()
+    [0.03, 0.06, 0.06, nan]
+    """
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(p.shape, np.nan)
+    idx = np.flatnonzero(~np.isnan(p))
+    m = len(idx)
+    if m:
+        order = idx[np.argsort(p[idx], kind="stable")]
+        out[order] = np.minimum(np.maximum.accumulate((m - np.arange(m)) * p[order]), 1.0)
+    return out
+
+
+def benjamini_hochberg(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values (false discovery rate).
+
+    ``scipy.stats.false_discovery_control(p, method="bh")`` over the non-NaN
+    p-values; NaN stays NaN.
+
+    Examples
+    --------
+    >>> benjamini_hochberg([0.01, 0.04, 0.03]).round(4).tolist()
+    [0.03, 0.04, 0.04]
+    """
+    from scipy.stats import false_discovery_control
+
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = ~np.isnan(p)
+    if ok.any():
+        out[ok] = false_discovery_control(p[ok], method="bh")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# coverage gap across groups
+# ---------------------------------------------------------------------------
+def _gap_table(covered: str, gcols: list[str], labels: list[str], target: float, prefix: str):
+    """Sub-query: per outer group, the spread of coverage over ``groups=``."""
+
+    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        cnt, hit, cov, gap = (f"{prefix}{s}" for s in ("cnt", "hit", "cov", "gap"))
+        cells = rows.group_by(*keys, *gcols).agg(nw.len().alias(cnt), nw.col(covered).sum().alias(hit))
+        cells = cells.with_columns(nw.col(cnt).cast(nw.Float64)).with_columns((nw.col(hit) / nw.col(cnt)).alias(cov))
+        cells = cells.with_columns((nw.col(cov) - target).abs().alias(gap))
+        cells = cells.with_columns((nw.col(gap) * nw.col(cnt)).alias(f"{gap}w"))
+        aggs = [
+            nw.len().alias(f"{prefix}groups"),
+            nw.col(gap).sum().alias(f"{prefix}gap_sum"),
+            nw.col(f"{gap}w").sum().alias(f"{prefix}gapw_sum"),
+            nw.col(cnt).sum().alias(f"{prefix}rows"),
+            nw.col(cov).min().alias(f"{prefix}worst"),
+        ]
+        stats = cells.group_by(*keys).agg(*aggs) if keys else cells.select(*aggs)
+        stats = stats.with_columns(nw.col(f"{prefix}groups").cast(nw.Float64))
+
+        def lowest(col: str) -> nw.Expr:
+            return nw.col(col) == (nw.col(col).min().over(*keys) if keys else nw.col(col).min())
+
+        worst = cells.filter(lowest(cov))
+        for g in gcols:  # ties: the smallest group labels, column by column
+            worst = worst.filter(lowest(g))
+        worst = worst.select(
+            *keys, *[nw.col(g).alias(lab) for g, lab in zip(gcols, labels)], nw.col(cnt).alias(f"{prefix}worst_n")
+        )
+        if keys:
+            return stats.join(worst, on=keys, how="left")
+        one = f"{prefix}one"  # a left join on a constant: one row even when there is no group
+        joined = stats.with_columns(nw.lit(1).alias(one)).join(worst.with_columns(nw.lit(1).alias(one)), on=one, how="left")
+        return joined.drop(one)
+
+    return build
+
+
+@dataclass(frozen=True, kw_only=True)
+class CoverageGap(Metric):
+    target: Target
+    groups: tuple[str, ...]
+    confidence_level: float
+    weighted: bool = False
+    default_name = "coverage_gap"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        covered = self.target.covered(q)
+        gcols = []
+        for g in self.groups:
+            col = q.column(g)
+            q.check(f"group column {g!r} (groups=) has null values", col.is_null())
+            gcols.append(q.row(("group", g), col))
+        name = self.output_name
+        prefix = f"__cf_gap_{name}_"
+        labels = [f"{name}_worst_{g}" for g in self.groups]
+        table = _gap_table(covered, gcols, labels, self.confidence_level, prefix)
+        q.table(("coverage_gap", name), table, [])
+        groups = nw.col(f"{prefix}groups")
+        gap = ratio(nw.col(f"{prefix}gapw_sum"), nw.col(f"{prefix}rows")) if self.weighted else ratio(nw.col(f"{prefix}gap_sum"), groups)
+        out: dict[str, nw.Expr | None] = {"": gap, "worst_coverage": nw.col(f"{prefix}worst")}
+        out.update({f"worst_{g}": None for g in self.groups})  # label columns come from the table as they are
+        out["worst_n"] = nw.col(f"{prefix}worst_n")
+        out["groups"] = groups
+        return out
+
+
+def coverage_gap(
+    y: str,
+    lo: str | None = None,
+    hi: str | None = None,
+    *,
+    sets: str | Sequence[str] | None = None,
+    classes: Sequence[Label] | None = None,
+    groups: str | Sequence[str],
+    confidence_level: float,
+    weighted: bool = False,
+) -> CoverageGap:
+    """Mean absolute deviation of group coverage from the target level.
+
+    With ``G`` groups (the distinct values of ``groups=``), group coverages
+    ``c_g`` over ``n_g`` rows and ``t = confidence_level``:
+
+    - ``weighted=False``: ``(1/G) sum_g |c_g - t|``;
+    - ``weighted=True``: ``(1/n) sum_g n_g |c_g - t|``.
+
+    Also reported: ``<name>_worst_coverage`` (smallest ``c_g``), the worst
+    group's labels ``<name>_worst_<column>`` (ties: the smallest labels),
+    ``<name>_worst_n`` and ``<name>_groups`` (``G``).  ``by=`` is an *outer*
+    grouping: one gap per ``by`` group (e.g. ``by="level"`` with stacked
+    levels); ``groups`` and ``by`` must be different columns.
+
+    Parameters
+    ----------
+    y, lo, hi : str
+        Observed value and interval bounds; or ``y`` with ``sets=``/``classes=``
+        for prediction sets.
+    groups : str or list of str
+        The columns defining the groups whose coverages are compared.
+    confidence_level : float
+        The target coverage ``1 - alpha`` in (0, 1).
+    weighted : bool, default False
+        Weight each group's deviation by its size.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"seg": ["a", "a", "b", "b", "b", "b"],
+    ...     "y": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "lo": [0.0, 0.0, 2.0, 5.0, 4.0, 7.0],
+    ...     "hi": [2.0, 3.0, 4.0, 6.0, 6.0, 8.0]})
+    >>> df.conformal.coverage_gap("y", "lo", "hi", groups="seg", confidence_level=0.9)
+    0.25
+    >>> out = pl.DataFrame(conformal_frames.evaluate(df, conformal_frames.coverage_gap(
+    ...     "y", "lo", "hi", groups="seg", confidence_level=0.9)))
+    >>> out.select("coverage_gap_worst_seg", "coverage_gap_worst_coverage").row(0)
+    ('b', 0.5)
+    """
+    if not isinstance(weighted, bool):
+        msg = f"weighted must be True or False, got {weighted!r}"
+        raise TypeError(msg)
+    return CoverageGap(
+        target=_target(y, lo, hi, sets, classes),
+        groups=_groups(groups),
+        confidence_level=check_probability(confidence_level, "confidence_level"),
+        weighted=weighted,
+    )
+
+
+# ---------------------------------------------------------------------------
+# grouped inference
+# ---------------------------------------------------------------------------
+def split_conformal_law(n_calibration: int, confidence_level: float) -> tuple[float, float]:
+    """Beta parameters ``(a, b)`` of split-conformal coverage given calibration.
+
+    With ``m`` calibration points and target ``1 - alpha``, the coverage of the
+    split-conformal set, conditional on the calibration data, is
+    ``Beta(a, b)`` with ``a = ceil((m + 1)(1 - alpha))``, ``b = m + 1 - a``
+    (continuous scores, no ties); so the number of covered rows among ``n``
+    test rows is ``BetaBinomial(n, a, b)``.
+    """
+    m = n_calibration
+    a = math.ceil((m + 1) * confidence_level - 1e-9)
+    return float(a), float(m + 1 - a)
+
+
+def _inference_step(k: str, n: str, checks: list[str], outputs: list[str], spec: dict[str, Any]):
+    from scipy.stats import beta, betabinom, binom
+
+    def fn(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        kk, nn = data[k], data[n]
+        bad = np.zeros(len(kk), dtype=bool)
+        for c in checks:
+            bad |= np.nan_to_num(data[c]) > 0
+        ok = (nn > 0) & ~bad
+        t = spec["confidence_level"]
+        p = np.full(len(kk), np.nan)
+        if spec["n_calibration"] is None:
+            p[ok] = binom.cdf(kk[ok], nn[ok], t)
+        else:
+            a, b = split_conformal_law(spec["n_calibration"], t)
+            p[ok] = betabinom.cdf(kk[ok], nn[ok], a, b)
+        p = np.minimum(p, 1.0)
+        p_holm, p_bh = holm(p), benjamini_hochberg(p)
+        chosen = {"holm": p_holm, "bh": p_bh, "none": p}[spec["correction"]]
+        flag = np.where(np.isnan(chosen), np.nan, (chosen < spec["alpha"]).astype(float))
+        out = dict(zip(outputs[:4], (p, p_holm, p_bh, flag)))
+        if spec["method"] == "clopper-pearson":
+            half = (1.0 - spec["ci"]) / 2
+            with np.errstate(invalid="ignore", divide="ignore"):
+                low = np.where(kk > 0, beta.ppf(half, kk, nn - kk + 1), 0.0)
+                high = np.where(kk < nn, beta.ppf(1 - half, kk + 1, nn - kk), 1.0)
+            out[outputs[4]] = np.where(ok, low, np.nan)
+            out[outputs[5]] = np.where(ok, high, np.nan)
+        return out
+
+    return fn
+
+
+@dataclass(frozen=True, kw_only=True)
+class CoverageTest(Metric):
+    target: Target
+    confidence_level: float
+    ci: float = 0.95
+    method: str = "wilson"
+    n_calibration: int | None = None
+    alpha: float = 0.05
+    correction: str = "holm"
+    default_name = "coverage_test"
+    kind: str = "test"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        covered = self.target.covered(q)
+        k_name = q.agg("sum", covered)
+        n_name = q.agg("sum", q.row(("ones", covered), nw.col(covered) * 0.0 + 1.0, level=1))
+        k = nw.col(k_name)
+        name = self.output_name
+        suffixes = ["pvalue", "pvalue_holm", "pvalue_bh", "flag"]
+        out: dict[str, nw.Expr | None] = {"": ratio(k, q.n)}
+        if self.method == "wilson":
+            low, high = wilson_interval(k, q.n, self.ci)
+            out.update({"ci_low": low, "ci_high": high})
+        else:
+            suffixes += ["ci_low", "ci_high"]
+        out.update({s: None for s in suffixes})
+        spec = {
+            "confidence_level": self.confidence_level,
+            "n_calibration": self.n_calibration,
+            "alpha": self.alpha,
+            "correction": self.correction,
+            "method": self.method,
+            "ci": self.ci,
+        }
+        checks = list(q.checks.values())
+        outputs = [f"{name}_{s}" for s in suffixes]
+        what = f"{name} (exact binomial / beta tails: scipy on the per-group table)"
+        q.numpy([k_name, n_name, *checks], outputs, _inference_step(k_name, n_name, checks, outputs, spec), what=what)
+        return out
+
+
+def coverage_test(
+    y: str,
+    lo: str | None = None,
+    hi: str | None = None,
+    *,
+    sets: str | Sequence[str] | None = None,
+    classes: Sequence[Label] | None = None,
+    confidence_level: float,
+    ci: float = 0.95,
+    method: Literal["wilson", "clopper-pearson"] = "wilson",
+    n_calibration: int | None = None,
+    alpha: float = 0.05,
+    correction: Literal["holm", "bh", "none"] = "holm",
+) -> CoverageTest:
+    """Per-group coverage with a confidence interval and an under-coverage test.
+
+    For each ``by=`` group with ``k`` covered rows out of ``n``:
+
+    - ``coverage_test = k / n``, with ``_ci_low`` / ``_ci_high`` the binomial
+      confidence interval at level ``ci`` (``method="wilson"``: Wilson score
+      interval; ``"clopper-pearson"``: exact, ``scipy.stats.beta.ppf``);
+    - ``_pvalue``: one-sided test of ``H0: coverage >= t`` (``t =
+      confidence_level``) against ``coverage < t``: ``P(K <= k)`` with ``K ~
+      Binomial(n, t)`` (``scipy.stats.binom.cdf``).  With ``n_calibration=m``
+      (intervals/sets from split conformal with ``m`` calibration points) the
+      null law is the exact finite-sample one, ``K ~ BetaBinomial(n, a, b)``,
+      ``a = ceil((m + 1) t)``, ``b = m + 1 - a`` (``scipy.stats.betabinom``);
+      the confidence interval stays binomial (it is about this group's rate);
+    - ``_pvalue_holm`` (family-wise error) and ``_pvalue_bh``
+      (Benjamini-Hochberg false discovery rate): adjusted across all groups of
+      the result;
+    - ``_flag``: 1.0 where the adjusted p-value (``correction=``) is below
+      ``alpha``, else 0.0.
+
+    The p-values need scipy on the aggregated table (one row per group): lazy
+    on polars LazyFrames, eager-only on other lazy backends (collect first).
+    An ungrouped eager call returns a test result: ``.statistic`` (coverage)
+    and ``.pvalue``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"seg": ["a"] * 50 + ["b"] * 50, "y": [0.0] * 100,
+    ...     "lo": [-1.0] * 50 + [-1.0] * 30 + [1.0] * 20, "hi": [1.0] * 100})
+    >>> out = df.conformal.coverage_test("y", "lo", "hi", confidence_level=0.9, by="seg")
+    >>> out.select("seg", "coverage_test", "coverage_test_flag")
+    shape: (2, 3)
+    ┌─────┬───────────────┬────────────────────┐
+    │ seg ┆ coverage_test ┆ coverage_test_flag │
+    │ --- ┆ ---           ┆ ---                │
+    │ str ┆ f64           ┆ f64                │
+    ╞═════╪═══════════════╪════════════════════╡
+    │ a   ┆ 1.0           ┆ 0.0                │
+    │ b   ┆ 0.6           ┆ 1.0                │
+    └─────┴───────────────┴────────────────────┘
+
+    References
+    ----------
+    S. Holm (1979), "A simple sequentially rejective multiple test procedure",
+    Scand. J. Statist. 6, 65-70; Y. Benjamini and Y. Hochberg (1995),
+    "Controlling the false discovery rate", JRSS B 57, 289-300; V. Vovk (2012),
+    "Conditional validity of inductive conformal predictors", ACML.
+    """
+    if method not in ("wilson", "clopper-pearson"):
+        msg = f"method must be 'wilson' or 'clopper-pearson', got {method!r}"
+        raise ValueError(msg)
+    if correction not in ("holm", "bh", "none"):
+        msg = f"correction must be 'holm', 'bh' or 'none', got {correction!r}"
+        raise ValueError(msg)
+    level = check_probability(confidence_level, "confidence_level")
+    if n_calibration is not None:
+        if isinstance(n_calibration, bool) or not isinstance(n_calibration, Integral) or n_calibration < 1:
+            msg = f"n_calibration must be a positive integer, got {n_calibration!r}"
+            raise ValueError(msg)
+        n_calibration = int(n_calibration)
+        a, b = split_conformal_law(n_calibration, level)
+        if b < 1:
+            msg = (
+                f"n_calibration={n_calibration} is too small for confidence_level={level}: "
+                f"split conformal needs (m + 1) * (1 - confidence_level) >= 1, i.e. m >= {math.ceil(1 / (1 - level) - 1 - 1e-9)}"
+            )
+            raise ValueError(msg)
+    return CoverageTest(
+        target=_target(y, lo, hi, sets, classes),
+        confidence_level=level,
+        ci=check_probability(ci, "ci"),
+        method=method,
+        n_calibration=n_calibration,
+        alpha=check_probability(alpha, "alpha"),
+        correction=correction,
+    )
+
+
+# ---------------------------------------------------------------------------
+# worst-slab coverage
+# ---------------------------------------------------------------------------
+def slab_directions(n_directions: int, d: int, seed: int) -> np.ndarray:
+    """The random directions: ``default_rng(seed).standard_normal((M, d))``."""
+    return np.random.default_rng(seed).standard_normal((n_directions, d))
+
+
+def min_slab_mean(z: np.ndarray, c: np.ndarray, need: int) -> np.ndarray:
+    """Smallest mean of ``c`` over slabs ``{a <= z <= b}`` holding >= ``need`` rows.
+
+    ``z`` is ``(M, n)`` (one projection per row of ``z``), ``c`` the 0/1
+    covered indicator.  Per projection: sort once (O(n log n)); a slab is a
+    window ``[i, j)`` of the sorted order whose ends fall between distinct
+    values.  The minimum mean ``c*`` is found by bisection on ``lam``: some
+    window has mean ``<= lam`` iff ``min_j (S_j - max_{i <= j - need} S_i) <= 0``
+    with ``S_i = C_i - lam i`` (``C`` the prefix sums), an O(n) vectorised scan.
+    After ``2 log2(n) + 3`` halvings the bracket is narrower than ``1 / (2 n^2)``,
+    less than the distance between two distinct fractions with denominators
+    ``<= n``; the window found at the upper end then has exactly the minimum
+    mean, which is computed from integer counts.  Total O(M n log n).
+    """
+    m, n = z.shape
+    order = np.argsort(z, axis=1, kind="stable")
+    zs = np.take_along_axis(z, order, axis=1)
+    prefix = np.zeros((m, n + 1))
+    prefix[:, 1:] = np.cumsum(c[order], axis=1)
+    valid = np.ones((m, n + 1), dtype=bool)  # boundary i sits between sorted rows i-1 and i
+    valid[:, 1:n] = zs[:, 1:] != zs[:, :-1]
+    pos = np.arange(n + 1, dtype=float)
+    lo, hi = np.full(m, -1.0), np.full(m, 1.0)
+
+    def scan(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        s = prefix - lam[:, None] * pos
+        best_start = np.maximum.accumulate(np.where(valid, s, -np.inf), axis=1)
+        gap = np.where(valid[:, need:], s[:, need:], np.inf) - best_start[:, : n + 1 - need]
+        return gap, best_start
+
+    for _ in range(2 * max(1, math.ceil(math.log2(n + 1))) + 3):
+        mid = (lo + hi) / 2
+        feasible = (scan(mid)[0] <= 0).any(axis=1)
+        hi = np.where(feasible, mid, hi)
+        lo = np.where(feasible, lo, mid)
+    gap, best_start = scan(hi)
+    j = need + np.argmax(gap <= 0, axis=1)  # a window end reaching <= hi
+    s = prefix - hi[:, None] * pos
+    limit = (j - need)[:, None]
+    start_ok = valid & (np.arange(n + 1)[None, :] <= limit)
+    i = np.argmax(np.where(start_ok, s, -np.inf), axis=1)
+    rows = np.arange(m)
+    return (prefix[rows, j] - prefix[rows, i]) / (j - i)
+
+
+def _slab_groups(n_features: int, delta: float, n_directions: int, seed: int, chunk_cells: int = 2_000_000):
+    def fn(group: np.ndarray, n_groups: int, data: dict[str, np.ndarray]) -> np.ndarray:
+        cols = list(data.values())
+        x_all = np.column_stack(cols[:n_features])
+        c_all = cols[n_features]
+        v = slab_directions(n_directions, n_features, seed)
+        out = np.full(n_groups, np.nan)
+        for g in range(n_groups):
+            sel = group == g
+            n = int(sel.sum())
+            if n == 0:
+                continue
+            x, c = x_all[sel], c_all[sel]
+            need = max(1, math.ceil(delta * n - 1e-9))
+            step = max(1, chunk_cells // (n + 1))
+            best = np.inf
+            for start in range(0, n_directions, step):
+                z = (x @ v[start : start + step].T).T
+                best = min(best, float(min_slab_mean(z, c, need).min()))
+            out[g] = best
+        return out
+
+    return fn
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorstSlab(Metric):
+    target: Target
+    features: tuple[str, ...]
+    delta: float = 0.1
+    n_directions: int = 1000
+    seed: int = 0
+    default_name = "worst_slab_coverage"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        feats = [q.row(("value", f), q.number(f)) for f in self.features]
+        covered = self.target.covered(q)
+        q.per_group(
+            self.output_name,
+            [*feats, covered],
+            _slab_groups(len(self.features), self.delta, self.n_directions, self.seed),
+            what="worst_slab_coverage (sorts all rows of each group)",
+        )
+        return {"": None}
+
+
+def worst_slab_coverage(
+    y: str,
+    lo: str | None = None,
+    hi: str | None = None,
+    *,
+    sets: str | Sequence[str] | None = None,
+    classes: Sequence[Label] | None = None,
+    features: str | Sequence[str],
+    delta: float = 0.1,
+    n_directions: int = 1000,
+    seed: int = 0,
+) -> WorstSlab:
+    """Worst-slab coverage over random directions in feature space.
+
+    ``min_{v, a < b} coverage({i : a <= v.x_i <= b})`` over slabs holding at
+    least ``ceil(delta * n)`` rows, for ``M = n_directions`` directions
+    ``v ~ N(0, I_d)`` drawn with ``numpy.random.default_rng(seed)``
+    (``standard_normal((M, d))``), ``x`` the ``features`` columns (as given: scale
+    them first if their units differ).  In-sample: the same rows choose the slab
+    and measure it (an optimistic-for-the-adversary estimate; split the rows
+    yourself for an unbiased one).
+
+    O(M n log n) per group (one sort per direction, then a bisection with
+    O(n) vectorised scans; see :func:`min_slab_mean`), O(n) memory per
+    direction, never a loop over all ``(a, b)`` pairs.  Needs all rows of a
+    group: lazy on polars LazyFrames, eager-only on other lazy backends.
+
+    Examples
+    --------
+    >>> import numpy as np, polars as pl
+    >>> import conformal_frames
+    >>> x = np.linspace(0.0, 1.0, 100)
+    >>> df = pl.DataFrame({"x": x, "y": np.zeros(100), "lo": np.where(x > 0.8, 1.0, -1.0), "hi": np.ones(100)})
+    >>> df.conformal.worst_slab_coverage("y", "lo", "hi", features=["x"], delta=0.1, n_directions=5)
+    0.0
+
+    References
+    ----------
+    M. Cauchois, S. Gupta and J. C. Duchi (2021), "Knowing what you know: valid
+    and validated confidence sets in multiclass and multilabel prediction",
+    JMLR 22(81), 1-42.
+    """
+    feats = (features,) if isinstance(features, str) else tuple(features)
+    if not feats or not all(isinstance(f, str) for f in feats):
+        msg = f"features must be a column name or a non-empty list of column names, got {features!r}"
+        raise ValueError(msg)
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta <= 1:
+        msg = f"delta must be a number in (0, 1], got {delta!r}"
+        raise ValueError(msg)
+    for value, what in ((n_directions, "n_directions"),):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+            msg = f"{what} must be a positive integer, got {value!r}"
+            raise ValueError(msg)
+    if isinstance(seed, bool) or not isinstance(seed, Integral):
+        msg = f"seed must be an integer, got {seed!r}"
+        raise ValueError(msg)
+    return WorstSlab(
+        target=_target(y, lo, hi, sets, classes),
+        features=feats,
+        delta=float(delta),
+        n_directions=int(n_directions),
+        seed=int(seed),
+    )

@@ -1,0 +1,273 @@
+"""Conditional coverage (gap, grouped inference, worst slab) against numpy oracles."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom, binomtest
+
+import conformal_frames as cf
+import oracle
+import oracle_sets as osets
+from conformal_frames.conditional import benjamini_hochberg, holm, min_slab_mean
+from helpers import assert_close, group_dict, random_intervals, to_pandas
+
+SEEDS = [0, 1, 2]
+
+
+def _interval_data(seed):
+    d = random_intervals(seed)
+    rng = np.random.default_rng(100 + seed)
+    d["outer"] = rng.choice(["u", "v"], size=len(d["y"]))
+    return d
+
+
+def _gap_oracle(covered, groups, target):
+    covs, sizes, labels = [], [], []
+    for label, idx in group_dict(groups).items():
+        covs.append(covered[idx].mean())
+        sizes.append(len(idx))
+        labels.append(label)
+    covs, sizes = np.array(covs), np.array(sizes)
+    gaps = np.abs(covs - target)
+    worst = int(np.argmin(covs))  # first = smallest label among ties
+    return {
+        "gap": gaps.mean(),
+        "weighted": (gaps * sizes).sum() / sizes.sum(),
+        "worst_coverage": covs[worst],
+        "worst_label": labels[worst],
+        "worst_n": sizes[worst],
+        "groups": len(covs),
+    }
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_coverage_gap_intervals_match_oracle(constructor, seed):
+    d = _interval_data(seed)
+    metrics = [
+        cf.coverage_gap("y", "lo", "hi", groups="g", confidence_level=0.8),
+        cf.coverage_gap("y", "lo", "hi", groups="g", confidence_level=0.8, weighted=True).alias("wgap"),
+    ]
+    out = to_pandas(cf.evaluate(constructor(d), *metrics, by="outer"))
+    c = oracle.covered(d["y"], d["lo"], d["hi"])
+    assert list(out["outer"]) == ["u", "v"]
+    for row, (key, idx) in zip(out.itertuples(index=False), group_dict(d["outer"]).items()):
+        e = _gap_oracle(c[idx], d["g"][idx], 0.8)
+        assert_close([row.coverage_gap, row.wgap, row.coverage_gap_worst_coverage, row.coverage_gap_worst_n, row.coverage_gap_groups],
+                     [e["gap"], e["weighted"], e["worst_coverage"], e["worst_n"], e["groups"]], what=f"{constructor.id} {key}")
+        assert row.coverage_gap_worst_g == e["worst_label"]
+        assert row.wgap_worst_g == e["worst_label"]
+
+
+@pytest.mark.parametrize("seed", SEEDS[:2])
+def test_coverage_gap_sets_two_group_columns(constructor, seed):
+    d = osets.random_sets(seed, strings=True)
+    data = osets.frame_dict(d, list_column=False)
+    rng = np.random.default_rng(seed)
+    data["h"] = rng.choice(["p", "q"], size=len(d["g"]))
+    sets = [f"m{j}" for j in range(4)]
+    out = to_pandas(cf.evaluate(constructor(data), cf.coverage_gap("y", sets=sets, classes=d["classes"], groups=["g", "h"], confidence_level=0.7)))
+    c = osets.set_covered(d["yi"], d["m"])
+    combo = np.array([f"{a}|{b}" for a, b in zip(d["g"], data["h"])])
+    e = _gap_oracle(c, combo, 0.7)
+    assert_close(out[["coverage_gap", "coverage_gap_worst_coverage", "coverage_gap_worst_n", "coverage_gap_groups"]].to_numpy(),
+                 [[e["gap"], e["worst_coverage"], e["worst_n"], e["groups"]]])
+    assert f"{out['coverage_gap_worst_g'][0]}|{out['coverage_gap_worst_h'][0]}" == e["worst_label"]
+
+
+def test_coverage_gap_ties_pick_smallest_label(constructor):
+    data = {"y": [0.0] * 6, "lo": [-1.0, 1.0, -1.0, 1.0, -1.0, -1.0], "hi": [1.0] * 6, "g": ["c", "c", "a", "a", "b", "b"]}
+    out = to_pandas(cf.evaluate(constructor(data), cf.coverage_gap("y", "lo", "hi", groups="g", confidence_level=0.9)))
+    assert out["coverage_gap_worst_g"][0] == "a"
+    assert_close(out["coverage_gap"], [(0.4 + 0.4 + 0.1) / 3])
+
+
+# ---------------------------------------------------------------------------
+# grouped inference
+# ---------------------------------------------------------------------------
+def _lazy_unsupported(constructor):
+    return constructor.lazy and constructor.id != "polars[lazy]"
+
+
+def _test_oracle(k, n, target, ci, method, n_calibration=None):
+    if n_calibration is None:
+        p = binom.cdf(k, n, target)
+    else:
+        from scipy.special import betaln, comb
+
+        a = math.ceil((n_calibration + 1) * target)
+        b = n_calibration + 1 - a
+        p = np.array([
+            sum(comb(nn, j) * np.exp(betaln(j + a, nn - j + b) - betaln(a, b)) for j in range(int(kk) + 1))
+            for kk, nn in zip(k, n)
+        ])
+    m = "wilson" if method == "wilson" else "exact"
+    bounds = np.array([binomtest(int(kk), int(nn)).proportion_ci(confidence_level=ci, method=m) for kk, nn in zip(k, n)])
+    return p, bounds[:, 0], bounds[:, 1]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("method", ["wilson", "clopper-pearson"])
+@pytest.mark.parametrize("n_calibration", [None, 30])
+def test_coverage_test_matches_oracle(constructor, seed, method, n_calibration):
+    d = random_intervals(seed)
+    metric = cf.coverage_test("y", "lo", "hi", confidence_level=0.8, ci=0.9, method=method, n_calibration=n_calibration, correction="bh", alpha=0.1)
+    frame = constructor(d)
+    if _lazy_unsupported(constructor):
+        with pytest.raises(NotImplementedError, match=f"coverage_test.*cannot stay lazy on the {constructor.id} backend"):
+            cf.evaluate(frame, metric, by="g")
+        return
+    out = to_pandas(cf.evaluate(frame, metric, by="g"))
+    c = oracle.covered(d["y"], d["lo"], d["hi"])
+    groups = group_dict(d["g"])
+    k = np.array([c[i].sum() for i in groups.values()])
+    n = np.array([len(i) for i in groups.values()], dtype=float)
+    p, low, high = _test_oracle(k, n, 0.8, 0.9, method, n_calibration)
+    rtol = 1e-12 if n_calibration is None else 1e-9  # the oracle sums Beta-function terms
+    assert_close(out["coverage_test"], k / n)
+    assert_close(out["coverage_test_pvalue"], p, rtol=rtol)
+    assert_close(out["coverage_test_ci_low"], low, rtol=1e-10, atol=1e-14)
+    assert_close(out["coverage_test_ci_high"], high, rtol=1e-10, atol=1e-14)
+    assert_close(out["coverage_test_pvalue_holm"], osets.holm(p), rtol=rtol)
+    assert_close(out["coverage_test_pvalue_bh"], osets.bh(p), rtol=rtol)
+    assert_close(out["coverage_test_flag"], (osets.bh(p) < 0.1).astype(float))
+
+
+def test_coverage_test_sets_and_scalar(eager_constructor):
+    d = osets.random_sets(3)
+    data = osets.frame_dict(d, list_column=False)
+    res = cf.conformal(eager_constructor(data)).coverage_test("y", sets=[f"m{j}" for j in range(4)], classes=d["classes"], confidence_level=0.9)
+    c = osets.set_covered(d["yi"], d["m"])
+    assert res.statistic == pytest.approx(c.mean(), rel=1e-12)
+    assert res.pvalue == pytest.approx(binom.cdf(c.sum(), len(c), 0.9), rel=1e-12)
+
+
+def test_holm_and_bh_against_loops():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        p = rng.random(rng.integers(1, 12)) ** 2
+        p[rng.random(len(p)) < 0.2] = p[0]  # ties
+        assert_close(holm(p), osets.holm(p))
+        assert_close(benjamini_hochberg(p), osets.bh(p))
+    assert_close(holm([0.01, np.nan, 0.04]), [0.02, np.nan, 0.04])
+
+
+def test_under_covered_segment_is_flagged_and_only_it(constructor):
+    from conformal_frames.demo import UNDER_COVERED, demo_data
+
+    d = demo_data(n=4000, seed=0)
+    keep = d["level"] == 0.9
+    data = {k: v[keep] for k, v in d.items()}
+    frame = constructor(data)
+    metric = cf.coverage_test("y", "lo", "hi", confidence_level=0.9)
+    if _lazy_unsupported(constructor):
+        return
+    out = to_pandas(cf.evaluate(frame, metric, by="segment"))
+    flagged = list(out.loc[out["coverage_test_flag"] == 1.0, "segment"])
+    assert flagged == [UNDER_COVERED]
+
+
+def test_n_calibration_too_small():
+    with pytest.raises(ValueError, match="n_calibration=5 is too small"):
+        cf.coverage_test("y", "lo", "hi", confidence_level=0.9, n_calibration=5)
+
+
+# ---------------------------------------------------------------------------
+# worst slab
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(6))
+def test_min_slab_mean_against_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 35))
+    x = np.round(rng.normal(size=(n, 2)), 1)  # ties
+    x[: n // 4, 0] = 0.0
+    c = (rng.random(n) < 0.7).astype(float)
+    delta = float(rng.choice([0.05, 0.1, 0.3, 0.5, 1.0]))
+    from conformal_frames.conditional import slab_directions
+
+    v = slab_directions(4, 2, seed)
+    need = max(1, math.ceil(delta * n - 1e-9))
+    got = min_slab_mean((x @ v.T).T, c, need).min()
+    assert got == osets.worst_slab(x, c, delta, 4, seed)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_worst_slab_grouped_matches_oracle(constructor, seed):
+    rng = np.random.default_rng(seed)
+    n = 60
+    data = {
+        "x1": np.round(rng.normal(size=n), 1), "x2": rng.normal(size=n), "y": rng.normal(size=n),
+        "g": np.array(["a"] * 40 + ["b"] * 17 + ["one"] + ["two"] * 2),
+    }
+    data["lo"], data["hi"] = -np.abs(rng.normal(size=n)) * 1.5, np.abs(rng.normal(size=n)) * 1.5
+    metric = cf.worst_slab_coverage("y", "lo", "hi", features=["x1", "x2"], delta=0.2, n_directions=7, seed=seed)
+    frame = constructor(data)
+    if _lazy_unsupported(constructor):
+        with pytest.raises(NotImplementedError, match="worst_slab_coverage"):
+            cf.evaluate(frame, metric, by="g")
+        return
+    out = to_pandas(cf.evaluate(frame, metric, by="g"))
+    x = np.column_stack([data["x1"], data["x2"]])
+    c = oracle.covered(data["y"], data["lo"], data["hi"])
+    expected = [osets.worst_slab(x[i], c[i], 0.2, 7, seed) for i in group_dict(data["g"]).values()]
+    assert_close(out["worst_slab_coverage"], expected, rtol=0, atol=0)
+
+
+def test_worst_slab_finds_planted_region():
+    import polars as pl
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    x = rng.uniform(size=(n, 3))
+    covered = ~((x[:, 0] > 0.85) & (rng.random(n) < 0.8))
+    df = pl.DataFrame({"x0": x[:, 0], "x1": x[:, 1], "x2": x[:, 2], "y": np.zeros(n), "lo": np.where(covered, -1.0, 1.0), "hi": np.ones(n)})
+    value = df.conformal.worst_slab_coverage("y", "lo", "hi", features=["x0", "x1", "x2"], delta=0.1, n_directions=200)
+    assert value < 0.5 < (covered.mean())
+
+
+# ---------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"groups": []}, ValueError, "at least one column"),
+        ({"groups": ["g", "g"]}, ValueError, "duplicate"),
+        ({"groups": "g", "confidence_level": 1.0}, ValueError, "confidence_level must be"),
+        ({"groups": "g", "sets": ["a"], "classes": [0]}, ValueError, "not both"),
+    ],
+)
+def test_gap_bad_parameters(kwargs, error, match):
+    kwargs = {"confidence_level": 0.9, **kwargs}
+    with pytest.raises(error, match=match):
+        cf.coverage_gap("y", "lo", "hi", **kwargs)
+
+
+def test_bad_parameters_misc():
+    with pytest.raises(ValueError, match="pass lo= and hi="):
+        cf.coverage_test("y", confidence_level=0.9)
+    with pytest.raises(ValueError, match="method must be"):
+        cf.coverage_test("y", "lo", "hi", confidence_level=0.9, method="exact")
+    with pytest.raises(ValueError, match="delta must be"):
+        cf.worst_slab_coverage("y", "lo", "hi", features=["x"], delta=0.0)
+    with pytest.raises(ValueError, match="features must be"):
+        cf.worst_slab_coverage("y", "lo", "hi", features=[])
+
+
+def test_groups_column_checks(constructor):
+    data = {"y": [0.0, 1.0], "lo": [0.0, 0.0], "hi": [1.0, 1.0], "g": ["a", "b"]}
+    with pytest.raises(ValueError, match="column 'nope' not found"):
+        cf.evaluate(constructor(data), cf.coverage_gap("y", "lo", "hi", groups="nope", confidence_level=0.9))
+    with pytest.raises(ValueError, match="both a group key"):
+        cf.evaluate(constructor(data), cf.coverage_gap("y", "lo", "hi", groups="g", confidence_level=0.9), by="g")
+
+
+def test_empty_frame_gives_null():
+    import polars as pl
+
+    frame = pl.DataFrame({"y": [], "lo": [], "hi": [], "g": []}, schema={"y": pl.Float64, "lo": pl.Float64, "hi": pl.Float64, "g": pl.String})
+    out = to_pandas(cf.evaluate(frame, cf.coverage_gap("y", "lo", "hi", groups="g", confidence_level=0.9),
+                                cf.coverage_test("y", "lo", "hi", confidence_level=0.9)))
+    assert np.isnan(out["coverage_gap"][0]) and np.isnan(out["coverage_test_pvalue"][0]) and int(out["n"][0]) == 0
