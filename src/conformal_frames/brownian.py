@@ -164,7 +164,7 @@ def brownian_max_abs_sf(x: Any) -> Any:
     --------
     >>> from conformal_frames import brownian_max_abs_sf
     >>> f"{brownian_max_abs_sf(6.0):.6e}"
-    '3.946337e-09'
+    '3.946351e-09'
     """
     arr, scalar = _as_array(x)
     return _out(_max_abs(arr)[1], scalar)

@@ -1,7 +1,842 @@
-"""(placeholder: filled in by its issue)."""
+"""Calibration of probabilistic predictions: ECE family, reliability, tests.
+
+Binary setting: a score ``s`` in ``[0, 1]`` and a label ``y`` in ``{0, 1}``
+per row; a group of ``n`` rows.  Scores outside ``[0, 1]``, missing scores or
+labels and labels other than 0/1 are invalid rows (an error naming the column
+and the count on eager input; null metrics and ``n_invalid`` on lazy input).
+Labels are never remapped.
+
+* :func:`ece`, :func:`mce`, :func:`brier`, :func:`reliability`: binned
+  calibration error and the reliability table (``uniform`` bins
+  ``[m/M, (m+1)/M)``, the last closed at 1; ``quantile`` bins of near-equal
+  count in score order, tied scores kept together);
+* :func:`top_label_ece`, :func:`classwise_ece`: multiclass versions over one
+  probability column per class;
+* :func:`cumulative_differences`, :func:`ks_test`, :func:`kuiper_test`,
+  :func:`spiegelhalter_test`: the tests of Arrieta-Ibarra et al. (2022) and
+  Spiegelhalter (1986).  Cumulative differences are taken at distinct score
+  values, so tied scores never depend on row order or backend.  p-values are
+  computed inside the engine (series of ``exp`` terms, see
+  :mod:`conformal_frames.brownian`): lazy on every backend.
+
+See ``docs/calibration.md`` for the formulas and the differences from the
+numpy baseline.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
-#: factories exposed as ``.conformal`` methods
-METHODS: list[str] = []
+import functools
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames import core
+from conformal_frames._params import check_bins, check_probability
+from conformal_frames.brownian import (
+    brownian_max_abs_cdf,
+    brownian_max_abs_sf,
+    brownian_range_cdf,
+    brownian_range_sf,
+    kolmogorov_smirnov_cdf,
+    kuiper_cdf,
+    with_max_abs_sf,
+    with_normal_sf,
+    with_range_sf,
+)
+from conformal_frames.core import Metric, Query, ResultKind
+from conformal_frames.sets import Label, check_classes, label_exprs
+from conformal_frames.stats import ratio, wilson_interval
+
+METHODS = [
+    "ece",
+    "mce",
+    "brier",
+    "reliability",
+    "top_label_ece",
+    "classwise_ece",
+    "ks_test",
+    "kuiper_test",
+    "spiegelhalter_test",
+]
+__all__ = [
+    *METHODS,
+    "cumulative_differences",
+    "brownian_max_abs_cdf",
+    "brownian_max_abs_sf",
+    "brownian_range_cdf",
+    "brownian_range_sf",
+    "kolmogorov_smirnov_cdf",
+    "kuiper_cdf",
+]
+
+Strategy = Literal["uniform", "quantile"]
+F64 = nw.Float64
+_INF = float("inf")
+
+
+# ---------------------------------------------------------------------------
+# parameters and row-level inputs
+# ---------------------------------------------------------------------------
+def _check_strategy(strategy: Any) -> Strategy:
+    if strategy not in ("uniform", "quantile"):
+        msg = f"strategy must be 'uniform' or 'quantile', got {strategy!r}"
+        raise ValueError(msg)
+    return strategy
+
+
+def _check_probs(probs: Any, classes: Any) -> tuple[tuple[str, ...], tuple[Label, ...]]:
+    if isinstance(probs, str) or not isinstance(probs, Sequence) or not probs:
+        msg = f"probs must be a list of probability column names (one per class), got {probs!r}"
+        raise TypeError(msg)
+    if not all(isinstance(p, str) for p in probs):
+        msg = f"probs must be column names (strings), got {probs!r}"
+        raise TypeError(msg)
+    if len(set(probs)) != len(probs):
+        msg = f"probability columns are repeated: {list(probs)!r}"
+        raise ValueError(msg)
+    labels = check_classes(list(range(len(probs))) if classes is None else classes)
+    if len(labels) != len(probs):
+        msg = f"mismatched classes and probability columns: {len(probs)} columns {list(probs)!r} but {len(labels)} classes {list(labels)!r}"
+        raise ValueError(msg)
+    return tuple(probs), labels
+
+
+def _partition(q: Query) -> list[str]:
+    """Names of the group keys in the row-level frame (window partitions)."""
+    group = getattr(q, "group", None)
+    if group is not None and len(group) == len(q.keys):
+        return list(group)
+    return list(q.keys)
+
+
+def _over(expr: nw.Expr, part: Sequence[str]) -> nw.Expr:
+    return expr.over(*part) if part else expr
+
+
+def _agg(frame: nw.LazyFrame, keys: Sequence[str], aggs: list[nw.Expr]) -> nw.LazyFrame:
+    return frame.group_by(*keys).agg(*aggs) if keys else frame.select(*aggs)
+
+
+def score_row(q: Query, name: str) -> str:
+    """Row column: a score / probability in [0, 1] as Float64 (checked)."""
+    s = q.number(name)
+    q.check(f"column {name!r} has values outside [0, 1]", (s < 0.0) | (s > 1.0))
+    return q.row(("score", name), s)
+
+
+def binary_row(q: Query, name: str) -> str:
+    """Row column: a 0/1 label as Float64; other values are invalid, never remapped."""
+    if name in q.schema and q.schema[name] == nw.Boolean:
+        col = q.column(name)
+        q.check(f"column {name!r} has missing (null/NaN) or infinite values", col.is_null())
+        value = col.cast(F64)
+    else:
+        value = q.number(name)
+    q.check(f"column {name!r} has labels other than 0 and 1", (value != 0.0) & (value != 1.0))
+    return q.row(("binary", name), value)
+
+
+def bin_row(q: Query, s_row: str, num_bins: int, strategy: Strategy, within: Sequence[str] = ()) -> str:
+    """Row column: the bin (0 .. num_bins-1, Float64) of the score ``s_row``.
+
+    ``uniform``: bin ``m`` is ``[m/M, (m+1)/M)``, the last closed at 1 (the
+    float ``floor(M s)`` is corrected against the edges ``m/M`` so that the
+    comparison with the edges is exact).  ``quantile``: with ``r`` the number
+    of rows of the group (and of ``within``) with a smaller score, the row goes
+    to the bin that holds position ``r`` when ``n`` positions are split into
+    ``M`` runs whose sizes differ by at most one (the first ``n % M`` runs are
+    one longer); tied scores share ``r`` and hence their bin.
+    """
+    m = float(num_bins)
+    s = nw.col(s_row)
+    if strategy == "uniform":
+        b0 = (s * m).floor()
+        b = b0 - (s < b0 / m).cast(F64) + (s >= (b0 + 1.0) / m).cast(F64)
+        # level 4: after the rows the score may come from (top-label confidence)
+        return q.row(("ubin", s_row, num_bins), b.clip(0.0, m - 1.0), level=4)
+    part = [*_partition(q), *within]
+    # level 3: after the top-label rows (confidence 1, predicted label 2)
+    r_row = q.row(("rank", s_row, tuple(part)), _over(s.rank("min"), part).cast(F64) - 1.0, level=3)
+    n_row = q.row(("count", s_row, tuple(part)), _over(s.count(), part).cast(F64), level=3)
+    r, n = nw.col(r_row), nw.col(n_row)
+    size = (n / m).floor()
+    extra = n - size * m
+    head = extra * (size + 1.0)
+    b = (
+        nw.when(r < head)
+        .then((r / (size + 1.0)).floor())
+        .otherwise(extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor())
+    )
+    return q.row(("qbin", s_row, num_bins, tuple(part)), b, level=4)
+
+
+# ---------------------------------------------------------------------------
+# binned statistics (ECE family)
+# ---------------------------------------------------------------------------
+def _bins_table(y: str, s: str, b: str, prefix: str, sub: str | None):
+    """Per group: ``sum_bins |sum y - sum s|`` and ``max_bins |mean y - mean s|``.
+
+    With ``sub`` (the predicted label of top-label ECE), bins are per
+    ``(group, sub)``; the table then also has the sum over labels of their
+    ECE and the number of labels.
+    """
+
+    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        cnt, sy, ss, ad, gap, ece_j = (f"{prefix}{x}" for x in ("cnt", "sy", "ss", "ad", "gap", "ecej"))
+        cells_keys = [*keys, *([sub] if sub else [])]
+        cells = rows.group_by(*cells_keys, b).agg(
+            nw.len().alias(cnt), nw.col(y).sum().alias(sy), nw.col(s).sum().alias(ss)
+        )
+        cells = cells.with_columns(nw.col(cnt).cast(F64), (nw.col(sy) - nw.col(ss)).abs().alias(ad))
+        cells = cells.with_columns((nw.col(ad) / nw.col(cnt)).alias(gap))
+        if sub is None:
+            return _agg(cells, keys, [nw.col(ad).sum().alias(ad), nw.col(gap).max().alias(gap)])
+        per = cells.group_by(*cells_keys).agg(nw.col(ad).sum().alias(ad), nw.col(cnt).sum().alias(cnt))
+        per = per.with_columns((nw.col(ad) / nw.col(cnt)).alias(ece_j))
+        return _agg(
+            per,
+            keys,
+            [nw.col(ece_j).sum().alias(ece_j), nw.col(ece_j).count().cast(F64).alias(cnt), nw.col(ad).sum().alias(ad)],
+        )
+
+    return build
+
+
+def _binned(q: Query, y_row: str, s_row: str, num_bins: int, strategy: Strategy, sub: str | None = None) -> str:
+    """Register the binned table; returns the prefix of its columns."""
+    b = bin_row(q, s_row, num_bins, strategy, within=[sub] if sub else [])
+    prefix = f"__cf_bins_{y_row}_{s_row}_{b}_{sub}_"
+    q.table(("bins", y_row, s_row, b, sub), _bins_table(y_row, s_row, b, prefix, sub), [])
+    return prefix
+
+
+@dataclass(frozen=True, kw_only=True)
+class ECE(Metric):
+    y: str
+    score: str
+    num_bins: int = 10
+    strategy: Strategy = "uniform"
+    default_name = "ece"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        p = _binned(q, binary_row(q, self.y), score_row(q, self.score), self.num_bins, self.strategy)
+        return {"": ratio(nw.col(f"{p}ad"), q.n)}
+
+
+def ece(y: str, score: str, *, num_bins: int = 10, strategy: Strategy = "uniform") -> ECE:
+    """Expected calibration error of binary scores.
+
+    ``ECE = sum_m |B_m| / n * |mean_{B_m}(y) - mean_{B_m}(s)|`` over the
+    non-empty bins ``B_m``.
+
+    Parameters
+    ----------
+    y : str
+        Label column, values 0/1 (integer, float or boolean); other values
+        are an error, never remapped.
+    score : str
+        Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+    num_bins : int, default 10
+        Number of bins ``M``.
+    strategy : {"uniform", "quantile"}
+        ``uniform``: ``M`` bins ``[m/M, (m+1)/M)``, the last closed at 1 (all
+        ``M`` bins are real bins).  ``quantile``: ``M`` bins of near-equal
+        count in score order (sizes differ by at most one, the first bins
+        taking the extra rows); tied scores stay in one bin, so bins may be
+        uneven or empty when scores are tied.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"y": [0, 1, 1, 0, 1], "s": [0.1, 0.15, 0.8, 0.85, 0.9]})
+    >>> round(df.conformal.ece("y", "s", num_bins=2), 6)
+    0.26
+
+    References
+    ----------
+    M. P. Naeini, G. Cooper and M. Hauskrecht (2015), "Obtaining well
+    calibrated probabilities using Bayesian binning", AAAI 29.
+    """
+    return ECE(y=y, score=score, num_bins=check_bins(num_bins), strategy=_check_strategy(strategy))
+
+
+@dataclass(frozen=True, kw_only=True)
+class MCE(Metric):
+    y: str
+    score: str
+    num_bins: int = 10
+    strategy: Strategy = "uniform"
+    default_name = "mce"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        p = _binned(q, binary_row(q, self.y), score_row(q, self.score), self.num_bins, self.strategy)
+        return {"": nw.col(f"{p}gap")}
+
+
+def mce(y: str, score: str, *, num_bins: int = 10, strategy: Strategy = "uniform") -> MCE:
+    """Maximum calibration error: ``max_m |mean_{B_m}(y) - mean_{B_m}(s)|``.
+
+    The maximum is over the non-empty bins; bins as in :func:`ece`.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"y": [0, 1, 1, 0, 1], "s": [0.1, 0.15, 0.8, 0.85, 0.9]})
+    >>> round(df.conformal.mce("y", "s", num_bins=2), 6)
+    0.375
+    """
+    return MCE(y=y, score=score, num_bins=check_bins(num_bins), strategy=_check_strategy(strategy))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Brier(Metric):
+    y: str
+    score: str
+    default_name = "brier"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        y, s = binary_row(q, self.y), score_row(q, self.score)
+        sq = q.row(("brier", y, s), (nw.col(y) - nw.col(s)) ** 2, level=1)
+        return {"": ratio(q.sum(sq), q.n)}
+
+
+def brier(y: str, score: str) -> Brier:
+    """Brier score ``(1/n) sum_i (y_i - s_i)^2`` (lower is better).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"y": [0.0, 1.0], "s": [0.2, 0.6]})
+    >>> round(df.conformal.brier("y", "s"), 6)
+    0.1
+    """
+    return Brier(y=y, score=score)
+
+
+# ---------------------------------------------------------------------------
+# reliability table
+# ---------------------------------------------------------------------------
+def _reliability_table(y: str, s: str, b: str, num_bins: int, prefix: str):
+    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        cnt, sy, ss = f"{prefix}cnt", f"{prefix}sy", f"{prefix}ss"
+        cells = rows.group_by(*keys, b).agg(nw.len().alias(cnt), nw.col(y).sum().alias(sy), nw.col(s).sum().alias(ss))
+        cells = cells.with_columns(nw.col(cnt).cast(F64))
+        parts = []
+        for m in range(num_bins):
+            is_m = (nw.col(b) == float(m)).cast(F64)
+            parts += [
+                (is_m * nw.col(cnt)).alias(f"{prefix}n{m}"),
+                (is_m * nw.col(sy)).alias(f"{prefix}y{m}"),
+                (is_m * nw.col(ss)).alias(f"{prefix}s{m}"),
+            ]
+        cells = cells.with_columns(*parts)
+        sums = [nw.col(f"{prefix}{x}{m}").sum() for m in range(num_bins) for x in ("n", "y", "s")]
+        return _agg(cells, keys, sums)
+
+    return build
+
+
+_RELIABILITY_COLUMNS = ("mean_score", "frequency", "frequency_ci_low", "frequency_ci_high")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reliability(Metric):
+    y: str
+    score: str
+    num_bins: int = 10
+    strategy: Strategy = "uniform"
+    ci: float = 0.95
+    default_name = "reliability"
+    kind: ResultKind = "table"
+    long = True
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        y, s = binary_row(q, self.y), score_row(q, self.score)
+        b = bin_row(q, s, self.num_bins, self.strategy)
+        prefix = f"__cf_rel_{y}_{s}_{b}_"
+        q.table(("reliability", y, s, b), _reliability_table(y, s, b, self.num_bins, prefix), [])
+        out: dict[str, nw.Expr | None] = {}
+        for m in range(self.num_bins):
+            n, k, tot = (nw.col(f"{prefix}{x}{m}") for x in ("n", "y", "s"))
+            low, high = wilson_interval(k, n, self.ci)
+            out[f"bin{m}_mean_score"] = ratio(tot, n)
+            out[f"bin{m}_frequency"] = ratio(k, n)
+            out[f"bin{m}_frequency_ci_low"] = nw.when(n > 0).then(low)
+            out[f"bin{m}_frequency_ci_high"] = nw.when(n > 0).then(high)
+            out[f"bin{m}_n"] = n
+        return out
+
+    def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        name = self.output_name
+        parts = [
+            frame.select(
+                *keys,
+                nw.lit(m, nw.Int64).alias("bin"),
+                *[nw.col(f"{name}_bin{m}_{c}").alias(c) for c in _RELIABILITY_COLUMNS],
+                nw.col(f"{name}_bin{m}_n").cast(nw.Int64).alias("n"),
+            )
+            for m in range(self.num_bins)
+        ]
+        return nw.concat(parts, how="vertical").filter(nw.col("n") > 0).sort(*keys, "bin")
+
+
+def reliability(
+    y: str, score: str, *, num_bins: int = 10, strategy: Strategy = "uniform", ci: float = 0.95
+) -> Reliability:
+    """Reliability table: the data behind a reliability diagram.
+
+    Per (group, non-empty bin): ``bin`` (0-based; bins as in :func:`ece`),
+    ``mean_score``, the observed ``frequency`` of ``y = 1``, its Wilson
+    interval at confidence ``ci`` (``frequency_ci_low`` /
+    ``frequency_ci_high``) and ``n`` (rows in the bin).  Empty bins are absent
+    rows.  Inside ``evaluate`` the bins are wide columns
+    ``reliability_bin0_mean_score``, ..., ``reliability_bin0_n``, ...
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"y": [0.0, 1.0, 1.0, 1.0], "s": [0.2, 0.4, 0.7, 0.9]})
+    >>> df.conformal.reliability("y", "s", num_bins=2).select("bin", "mean_score", "frequency", "n")
+    shape: (2, 4)
+    ┌─────┬────────────┬───────────┬─────┐
+    │ bin ┆ mean_score ┆ frequency ┆ n   │
+    │ --- ┆ ---        ┆ ---       ┆ --- │
+    │ i64 ┆ f64        ┆ f64       ┆ i64 │
+    ╞═════╪════════════╪═══════════╪═════╡
+    │ 0   ┆ 0.3        ┆ 0.5       ┆ 2   │
+    │ 1   ┆ 0.8        ┆ 1.0       ┆ 2   │
+    └─────┴────────────┴───────────┴─────┘
+    """
+    return Reliability(
+        y=y,
+        score=score,
+        num_bins=check_bins(num_bins),
+        strategy=_check_strategy(strategy),
+        ci=check_probability(ci, "ci"),
+    )
+
+
+# ---------------------------------------------------------------------------
+# multiclass: top-label and class-wise ECE
+# ---------------------------------------------------------------------------
+def _total(exprs: list[nw.Expr]) -> nw.Expr:
+    return functools.reduce(operator.add, exprs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopLabelECE(Metric):
+    y: str
+    probs: tuple[str, ...]
+    classes: tuple[Label, ...]
+    num_bins: int = 10
+    strategy: Strategy = "uniform"
+    weighted: bool = False
+    default_name = "top_label_ece"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        p_rows = [score_row(q, p) for p in self.probs]
+        eq = label_exprs(q, self.y, self.classes)
+        conf = q.row(("top_conf", self.probs), nw.max_horizontal(*[nw.col(p) for p in p_rows]), level=1)
+        pred_expr: nw.Expr = nw.lit(float(len(p_rows) - 1))
+        for k in range(len(p_rows) - 2, -1, -1):  # first maximal column wins
+            pred_expr = nw.when(nw.col(p_rows[k]) == nw.col(conf)).then(nw.lit(float(k))).otherwise(pred_expr)
+        pred = q.row(("top_pred", self.probs), pred_expr, level=2)
+        eq_rows = [q.row(("label_eq", self.y, c), e) for c, e in zip(self.classes, eq)]
+        hit = _total([(nw.col(pred) == float(k)).cast(F64) * nw.col(r) for k, r in enumerate(eq_rows)])
+        correct = q.row(("top_correct", self.y, self.probs, self.classes), hit, level=3)
+        p = _binned(q, correct, conf, self.num_bins, self.strategy, sub=pred)
+        if self.weighted:
+            return {"": ratio(nw.col(f"{p}ad"), q.n)}
+        return {"": ratio(nw.col(f"{p}ecej"), nw.col(f"{p}cnt"))}
+
+
+def top_label_ece(
+    y: str,
+    probs: Sequence[str],
+    classes: Sequence[Label] | None = None,
+    *,
+    num_bins: int = 10,
+    strategy: Strategy = "uniform",
+    weighted: bool = False,
+) -> TopLabelECE:
+    """Top-label expected calibration error (Gupta and Ramdas 2021).
+
+    Per row, the predicted label ``c`` is the class of the largest probability
+    column (ties go to the first column) and the confidence ``h`` is that
+    probability.  For each predicted label ``j``, ``ECE_j`` is the ECE of
+    ``1[y = j]`` against ``h`` over the rows predicting ``j`` (bins as in
+    :func:`ece`, built within those rows).  The result is the unweighted mean
+    of ``ECE_j`` over the labels that are predicted at least once (the
+    reference's definition), or with ``weighted=True`` the mean weighted by
+    the number of rows predicting each label.
+
+    Parameters
+    ----------
+    y : str
+        Label column; every value must be one of ``classes`` (missing or
+        unknown labels are an error).
+    probs : list of str
+        One probability column per class, each within ``[0, 1]``.  Rows need
+        not sum to 1: only the maximum and its position are used (nothing is
+        renormalised or checked).
+    classes : list of int or str, optional
+        The labels of the probability columns, in order; default
+        ``0, 1, ..., K-1``.
+    num_bins, strategy
+        As in :func:`ece`.
+    weighted : bool, default False
+        Weight each label's ECE by its number of rows.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"y": ["a", "b", "b", "a"], "pa": [0.7, 0.4, 0.2, 0.6],
+    ...                    "pb": [0.3, 0.6, 0.8, 0.4]})
+    >>> round(df.conformal.top_label_ece("y", ["pa", "pb"], ["a", "b"], num_bins=5), 6)
+    0.325
+    """
+    cols, labels = _check_probs(probs, classes)
+    if not isinstance(weighted, bool):
+        msg = f"weighted must be True or False, got {weighted!r}"
+        raise TypeError(msg)
+    return TopLabelECE(
+        y=y,
+        probs=cols,
+        classes=labels,
+        num_bins=check_bins(num_bins),
+        strategy=_check_strategy(strategy),
+        weighted=weighted,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClasswiseECE(Metric):
+    y: str
+    probs: tuple[str, ...]
+    classes: tuple[Label, ...]
+    num_bins: int = 10
+    strategy: Strategy = "uniform"
+    default_name = "classwise_ece"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        eq = label_exprs(q, self.y, self.classes)
+        eces = []
+        for p, c, e in zip(self.probs, self.classes, eq):
+            y_k = q.row(("label_eq", self.y, c), e)
+            prefix = _binned(q, y_k, score_row(q, p), self.num_bins, self.strategy)
+            eces.append(ratio(nw.col(f"{prefix}ad"), q.n))
+        return {"": _total(eces) / float(len(eces))}
+
+
+def classwise_ece(
+    y: str,
+    probs: Sequence[str],
+    classes: Sequence[Label] | None = None,
+    *,
+    num_bins: int = 10,
+    strategy: Strategy = "uniform",
+) -> ClasswiseECE:
+    """Class-wise ECE: the mean over classes of the one-vs-rest ECE.
+
+    ``(1/K) sum_k ECE(1[y = c_k], p_k)`` with bins as in :func:`ece` built on
+    each probability column separately (Kull et al. 2019).  Arguments as in
+    :func:`top_label_ece`.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"y": [0, 1, 1, 0], "p0": [0.7, 0.4, 0.2, 0.6], "p1": [0.3, 0.6, 0.8, 0.4]})
+    >>> round(df.conformal.classwise_ece("y", ["p0", "p1"], num_bins=5), 6)
+    0.325
+
+    References
+    ----------
+    M. Kull, M. Perello-Nieto, M. Kängsepp, T. Silva Filho, H. Song and
+    P. Flach (2019), "Beyond temperature scaling: obtaining well-calibrated
+    multiclass probabilities with Dirichlet calibration", NeurIPS 32.
+    """
+    cols, labels = _check_probs(probs, classes)
+    return ClasswiseECE(
+        y=y, probs=cols, classes=labels, num_bins=check_bins(num_bins), strategy=_check_strategy(strategy)
+    )
+
+
+# ---------------------------------------------------------------------------
+# cumulative differences: Kolmogorov-Smirnov and Kuiper
+# ---------------------------------------------------------------------------
+def _null_or_inf(dev: nw.Expr, scale: nw.Expr) -> nw.Expr:
+    """``dev / scale``; when ``scale == 0``: null if ``dev == 0`` else +inf."""
+    degenerate = nw.when(dev > 0.0).then(nw.lit(_INF)).otherwise(nw.lit(None, F64))
+    return nw.when(scale > 0.0).then(dev / scale).otherwise(degenerate)
+
+
+def _cumulative_table(d: str, v: str, s: str, prefix: str):
+    """Per group: KS and Kuiper statistics and p-values.
+
+    Rows are aggregated per distinct score first (``sum(y - s)``), then an
+    ordered cumulative sum gives ``n C_k`` at each distinct score.
+    """
+
+    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        dd, vv, c, ca = (f"{prefix}{x}" for x in ("d", "v", "c", "ca"))
+        cmax, cmin, camax, vsum = (f"{prefix}{x}" for x in ("cmax", "cmin", "camax", "vsum"))
+        ks, ku, ks_p, ku_p = (f"{prefix}{x}" for x in ("ks", "ku", "ks_p", "ku_p"))
+        cells = rows.group_by(*keys, s).agg(nw.col(d).sum().alias(dd), nw.col(v).sum().alias(vv))
+        running = nw.col(dd).cum_sum()
+        cells = cells.with_columns((running.over(*keys, order_by=s) if keys else running.over(order_by=s)).alias(c))
+        cells = cells.with_columns(nw.col(c).abs().alias(ca))
+        out = _agg(
+            cells,
+            keys,
+            [
+                nw.col(c).max().alias(cmax),
+                nw.col(c).min().alias(cmin),
+                nw.col(ca).max().alias(camax),
+                nw.col(vv).sum().alias(vsum),
+            ],
+        )
+        scale = nw.col(vsum).clip(lower_bound=0.0).sqrt()
+        kuiper_dev = nw.col(cmax).clip(lower_bound=0.0) - nw.col(cmin).clip(upper_bound=0.0)
+        out = out.with_columns(_null_or_inf(nw.col(camax), scale).alias(ks), _null_or_inf(kuiper_dev, scale).alias(ku))
+        out = with_max_abs_sf(out, ks, ks_p, f"{prefix}t1_")
+        out = with_range_sf(out, ku, ku_p, f"{prefix}t2_")
+        return out.select(*keys, ks, ks_p, ku, ku_p)
+
+    return build
+
+
+def _cumulative(q: Query, y: str, score: str) -> str:
+    y_row, s_row = binary_row(q, y), score_row(q, score)
+    d = q.row(("ydiff", y_row, s_row), nw.col(y_row) - nw.col(s_row), level=1)
+    v = q.row(("svar", s_row), nw.col(s_row) * (1.0 - nw.col(s_row)), level=1)
+    prefix = f"__cf_cum_{y_row}_{s_row}_"
+    q.table(("cumulative", y_row, s_row), _cumulative_table(d, v, s_row, prefix), [])
+    return prefix
+
+
+@dataclass(frozen=True, kw_only=True)
+class KSTest(Metric):
+    y: str
+    score: str
+    default_name = "ks"
+    # annotated: ``kind`` is a field of Metric, a bare class attribute would be
+    # shadowed by the inherited field default
+    kind: ResultKind = "test"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        p = _cumulative(q, self.y, self.score)
+        return {"": nw.col(f"{p}ks"), "pvalue": nw.col(f"{p}ks_p")}
+
+
+def ks_test(y: str, score: str) -> KSTest:
+    """Kolmogorov-Smirnov calibration test (Arrieta-Ibarra et al. 2022).
+
+    Sort the group by score; at each *distinct* score value ``s_(k)`` take the
+    cumulative difference ``C_k = (1/n) sum_{i: s_i <= s_(k)} (y_i - s_i)``.
+    With ``sigma = sqrt(sum_i s_i (1 - s_i)) / n``, the statistic is
+    ``G = max_k |C_k| / sigma`` and the p-value ``P(sup_{[0,1]} |B| > G)`` for
+    a standard Brownian motion ``B`` (:func:`brownian_max_abs_sf`; the law
+    is asymptotic, ``n -> inf``).  Taking ``C`` at distinct scores makes ties
+    independent of row order (the baseline breaks ties by random jitter).
+
+    When ``sigma = 0`` (every score is 0 or 1) the statistic is null if every
+    label equals its score (no information) and ``+inf`` with p-value 0
+    otherwise (a label contradicting a certain score).
+
+    A direct call on an eager frame returns a :class:`~conformal_frames.TestResult`;
+    grouped or in ``evaluate`` the columns are ``ks`` and ``ks_pvalue``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"y": [1, 0, 1, 0, 1, 0], "s": [0.8, 0.3, 0.55, 0.5, 0.7, 0.1]})
+    >>> res = df.conformal.ks_test("y", "s")
+    >>> round(res.statistic, 4), round(res.pvalue, 4)
+    (0.8329, 0.7849)
+
+    References
+    ----------
+    I. Arrieta-Ibarra, P. Gujral, J. Tannen, M. Tygert and C. Xu (2022),
+    "Metrics of calibration for probabilistic predictions", JMLR 23(351).
+    M. Tygert (2022), arXiv:2202.00100.
+    """
+    return KSTest(y=y, score=score)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KuiperTest(Metric):
+    y: str
+    score: str
+    default_name = "kuiper"
+    # annotated: ``kind`` is a field of Metric, a bare class attribute would be
+    # shadowed by the inherited field default
+    kind: ResultKind = "test"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        p = _cumulative(q, self.y, self.score)
+        return {"": nw.col(f"{p}ku"), "pvalue": nw.col(f"{p}ku_p")}
+
+
+def kuiper_test(y: str, score: str) -> KuiperTest:
+    """Kuiper calibration test (Arrieta-Ibarra et al. 2022).
+
+    ``H = (max_k C_k - min_k C_k) / sigma`` with ``C_k`` and ``sigma`` as in
+    :func:`ks_test` and ``C_0 = 0`` included in the max and min (the range
+    of the path starts at 0, like the Brownian motion it is compared with;
+    the baseline omits it, which can make its Kuiper statistic smaller than
+    KS).  p-value ``P(range of B on [0,1] > H)`` (:func:`brownian_range_sf`).
+    ``sigma = 0`` as in :func:`ks_test`.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"y": [1, 0, 1, 0, 1, 0], "s": [0.8, 0.3, 0.55, 0.5, 0.7, 0.1]})
+    >>> res = df.conformal.kuiper_test("y", "s")
+    >>> round(res.statistic, 4), round(res.pvalue, 4)
+    (0.8792, 0.9812)
+    """
+    return KuiperTest(y=y, score=score)
+
+
+def _spiegelhalter_table(num: str, den: str, prefix: str):
+    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        a, b, z, za, p1, p2 = (f"{prefix}{x}" for x in ("a", "b", "z", "za", "p1", "p2"))
+        out = _agg(rows, keys, [nw.col(num).sum().alias(a), nw.col(den).sum().alias(b)])
+        out = out.with_columns(_null_or_inf(nw.col(a), nw.col(b).clip(lower_bound=0.0).sqrt()).alias(z))
+        out = out.with_columns(nw.col(z).abs().alias(za))
+        out = with_normal_sf(out, z, p1, f"{prefix}t1_")
+        out = with_normal_sf(out, za, p2, f"{prefix}t2_")
+        return out.select(*keys, z, p1, (2.0 * nw.col(p2)).clip(upper_bound=1.0).alias(p2))
+
+    return build
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpiegelhalterTest(Metric):
+    y: str
+    score: str
+    default_name = "spiegelhalter"
+    # annotated: ``kind`` is a field of Metric, a bare class attribute would be
+    # shadowed by the inherited field default
+    kind: ResultKind = "test"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        y, s = binary_row(q, self.y), score_row(q, self.score)
+        ys, ss = nw.col(y), nw.col(s)
+        num = q.row(("spieg_num", y, s), (ys - ss) * (1.0 - 2.0 * ss), level=1)
+        den = q.row(("spieg_den", s), (1.0 - 2.0 * ss) ** 2 * ss * (1.0 - ss), level=1)
+        prefix = f"__cf_spieg_{y}_{s}_"
+        q.table(("spiegelhalter", y, s), _spiegelhalter_table(num, den, prefix), [])
+        return {"": nw.col(f"{prefix}z"), "pvalue": nw.col(f"{prefix}p1"), "pvalue_two_sided": nw.col(f"{prefix}p2")}
+
+
+def spiegelhalter_test(y: str, score: str) -> SpiegelhalterTest:
+    """Spiegelhalter's calibration test (z-test of the Brier score).
+
+    ``Z = sum_i (y_i - s_i)(1 - 2 s_i) / sqrt(sum_i (1 - 2 s_i)^2 s_i (1 - s_i))``;
+    ``pvalue = 1 - Phi(Z)`` (one-sided, as the reference defines it: small
+    when the Brier score is larger than expected under calibration) and
+    ``pvalue_two_sided = 2 (1 - Phi(|Z|))``.  The normal tail is computed in
+    the engine (lazy everywhere) to a relative 1e-13.  When the denominator
+    is 0 (every score is 0, 1/2 or 1) ``Z`` is null if the numerator is 0
+    and ``+inf`` (p-values 0) otherwise.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"y": [1, 0, 1, 0, 1, 0], "s": [0.8, 0.3, 0.5, 0.5, 0.7, 0.1]})
+    >>> res = df.conformal.spiegelhalter_test("y", "s")
+    >>> round(res.pvalue, 4), round(res.extra["spiegelhalter_pvalue_two_sided"], 4)
+    (0.8486, 0.3028)
+
+    References
+    ----------
+    D. J. Spiegelhalter (1986), "Probabilistic prediction in patient
+    management and clinical trials", Statistics in Medicine 5(5), 421-433.
+    """
+    return SpiegelhalterTest(y=y, score=score)
+
+
+# ---------------------------------------------------------------------------
+# cumulative differences as a frame
+# ---------------------------------------------------------------------------
+def cumulative_differences(frame: Any, y: str, score: str, *, by: str | Sequence[str] | None = None) -> Any:
+    """Cumulative differences ``C_k`` at each distinct score, per group.
+
+    ``C_k = (1/n) sum_{i: s_i <= s_(k)} (y_i - s_i)`` where ``s_(k)`` is the
+    ``k``-th smallest distinct score of the group and ``n`` its row count:
+    the path behind :func:`ks_test` and :func:`kuiper_test` (plot it against
+    the score, or against ``count`` cumulated, to see where miscalibration
+    sits).
+
+    Returns a frame of the caller's type (eager in, eager out; lazy in, lazy
+    out) with the group keys, the score column (distinct values, ascending),
+    ``count`` (rows at that score) and ``cumulative_difference``; sorted by
+    keys and score.  Input validation as for the tests: on eager input an
+    error; on lazy input the groups with invalid rows get null
+    ``cumulative_difference``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames as cf
+    >>> df = pl.DataFrame({"y": [1.0, 0.0, 1.0, 0.0], "s": [0.5, 0.5, 0.25, 0.75]})
+    >>> cf.cumulative_differences(df, "y", "s")
+    shape: (3, 3)
+    ┌──────┬───────┬───────────────────────┐
+    │ s    ┆ count ┆ cumulative_difference │
+    │ ---  ┆ ---   ┆ ---                   │
+    │ f64  ┆ i64   ┆ f64                   │
+    ╞══════╪═══════╪═══════════════════════╡
+    │ 0.25 ┆ 1     ┆ 0.1875                │
+    │ 0.5  ┆ 2     ┆ 0.1875                │
+    │ 0.75 ┆ 1     ┆ 0.0                   │
+    └──────┴───────┴───────────────────────┘
+    """
+    lf, eager = core._to_lazy(frame)
+    keys = core._as_keys(by)
+    if score in keys or y in keys:
+        msg = "the label and score columns cannot be group keys (by=)"
+        raise ValueError(msg)
+    # validation: the Brier score registers exactly the checks of the tests
+    validity = core.compute(frame, [brier(y, score)], by)
+    ycol, scol, dcol, cnt, dsum, total = "__cf_y", "__cf_s", "__cf_d", "count", "__cf_dsum", "__cf_total"
+    y_expr = nw.col(y).cast(F64)
+    rows = lf.select(*keys, y_expr.alias(ycol), nw.col(score).cast(F64).alias(scol))
+    rows = rows.with_columns((nw.col(ycol) - nw.col(scol)).alias(dcol))
+    cells = rows.group_by(*keys, scol).agg(nw.len().alias(cnt), nw.col(dcol).sum().alias(dsum))
+    cells = cells.with_columns(nw.col(cnt).cast(nw.Int64))
+    running = nw.col(dsum).cum_sum()
+    n_total = nw.col(cnt).sum()
+    cells = cells.with_columns(
+        (running.over(*keys, order_by=scol) if keys else running.over(order_by=scol)).alias(dsum),
+        _over(n_total, keys).cast(F64).alias(total),
+    )
+    value = (nw.col(dsum) / nw.col(total)).alias("cumulative_difference")
+    if eager:
+        out = cells.select(*keys, nw.col(scol).alias(score), cnt, value)
+        return nw.to_native(out.sort(*keys, score).collect())
+    assert isinstance(validity, nw.LazyFrame)
+    ok = validity.select(*keys, nw.col("n_invalid").alias("__cf_n_invalid"))
+    cells = cells.join(ok, on=keys, how="left") if keys else cells.join(ok, how="cross")
+    valid = nw.col("__cf_n_invalid") == 0
+    out = cells.select(
+        *keys,
+        nw.col(scol).alias(score),
+        cnt,
+        nw.when(valid).then(value).otherwise(nw.lit(None, F64)).alias("cumulative_difference"),
+    )
+    return nw.to_native(out.sort(*keys, score, nulls_last=True))
