@@ -136,6 +136,22 @@ def test_pvalues_are_the_binomial_cdf_with_holm() -> None:
     assert t["pvalue_adjusted"].to_numpy() == pytest.approx(_holm_bruteforce(p.tolist()), rel=1e-12)
 
 
+def test_conditional_family_and_fallback_agree() -> None:
+    """Eager/polars input uses cf.coverage_test when present; DuckDB (lazy) the fallback."""
+    import duckdb
+    import polars as pl
+
+    data = _data()
+    eager = report(pl.DataFrame(data), y="y", lo="lo", hi="hi", by="seg", level="level")
+    lazy = report(duckdb.from_arrow(pl.DataFrame(data).to_arrow()), y="y", lo="lo", hi="hi", by="seg", level="level")
+    assert "the report's fallback" in lazy.summary["test"]
+    if hasattr(cf, "coverage_test"):
+        assert "conformal_frames.coverage_test" in eager.summary["test"]
+    for col in ("pvalue", "pvalue_adjusted"):
+        assert eager.table[col].to_list() == pytest.approx(lazy.table[col].to_list(), rel=1e-12)
+    assert eager.table["under_covered"].to_list() == lazy.table["under_covered"].to_list()
+
+
 def test_ssc_table_and_widths() -> None:
     import polars as pl
 
@@ -222,7 +238,7 @@ def test_text_rendering(rep: Report) -> None:
     text = str(rep)
     lines = text.splitlines()
     assert lines[0] == "conformal-frames report: 1,200 rows, 6 groups by seg, level"
-    assert "significantly under-covered: 2 of 6 tested groups (one-sided exact binomial test of coverage >= target, Holm, alpha=0.05)" in text
+    assert "significantly under-covered: 2 of 6 tested groups (one-sided exact binomial test of coverage >= target, Holm, alpha=0.05; by " in text
     assert "  - seg=c, level=0.8: coverage" in text
     header = next(line for line in lines if line.startswith("seg  level"))
     assert "coverage" in header and "under_covered" in header

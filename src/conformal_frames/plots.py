@@ -412,8 +412,9 @@ def reliability_table(
     Uses :func:`conformal_frames.reliability` when the calibration family
     provides it.  Otherwise (fallback, documented): uniform bins
     ``[m/M, (m+1)/M)`` on ``[0, 1]`` (the last closed at 1), per (group, bin)
-    ``count``, ``mean_score``, ``observed`` (mean label) and the Wilson
-    interval ``ci_low``/``ci_high`` at confidence ``ci``; empty bins absent.
+    ``mean_score``, ``frequency`` (mean label), its Wilson interval
+    ``frequency_ci_low``/``frequency_ci_high`` at confidence ``ci`` and ``n``;
+    empty bins absent (the same columns as the calibration family's table).
 
     Returns
     -------
@@ -424,7 +425,7 @@ def reliability_table(
 
     seg = _keys(by)
     if hasattr(cf, "reliability"):
-        out = cf.conformal(data).reliability(label, score, num_bins=num_bins, by=seg or None)
+        out = cf.conformal(data).reliability(label, score, num_bins=num_bins, ci=ci, by=seg or None)
         return nw.to_native(_eager(out))
     from conformal_frames.stats import wilson_interval
 
@@ -433,11 +434,14 @@ def reliability_table(
     b = (s * num_bins).floor().clip(lower_bound=0, upper_bound=num_bins - 1).cast(nw.Int64).alias("bin")
     rows = f.select(*[nw.col(k) for k in seg], b, s.alias("__s"), nw.col(label).cast(nw.Float64).alias("__y"))
     agg = rows.group_by(*seg, "bin").agg(
-        nw.len().alias("count"), nw.col("__s").mean().alias("mean_score"), nw.col("__y").sum().alias("__k")
+        nw.len().alias("n"), nw.col("__s").mean().alias("mean_score"), nw.col("__y").sum().alias("__k")
     )
-    low, high = wilson_interval(nw.col("__k"), nw.col("count").cast(nw.Float64), ci)
-    agg = agg.with_columns((nw.col("__k") / nw.col("count")).alias("observed"), low.alias("ci_low"), high.alias("ci_high"))
-    out = agg.select(*seg, "bin", "count", "mean_score", "observed", "ci_low", "ci_high").sort(*seg, "bin")
+    low, high = wilson_interval(nw.col("__k"), nw.col("n").cast(nw.Float64), ci)
+    agg = agg.with_columns(
+        (nw.col("__k") / nw.col("n")).alias("frequency"), low.alias("frequency_ci_low"), high.alias("frequency_ci_high")
+    )
+    out = agg.select(*seg, "bin", "mean_score", "frequency", "frequency_ci_low", "frequency_ci_high", "n")
+    out = out.sort(*seg, "bin")
     return nw.to_native(_eager(out))
 
 
@@ -514,39 +518,44 @@ def reliability_diagram(
 def report_figures(rep: Any) -> dict[str, Any]:
     """All applicable plots of a :class:`~conformal_frames.report.Report`.
 
-    Figures are closed in pyplot right away (no global state kept); they stay
-    usable for ``savefig``.
+    With a level column, the per-bin plots (SSC, widths, reliability) show
+    the middle level.  Figures are closed in pyplot right away (no global
+    state kept); they stay usable for ``savefig``.
     """
     plt = _pyplot()
     figs: dict[str, Any] = {}
     seg = list(rep.by)
     level = rep.level
+    target = rep.summary.get("target") if isinstance(rep.summary.get("target"), float) else None
+    chosen = None
+    if level is not None:
+        first = next(iter(rep.tables.values()))
+        levels = sorted(set(first.get_column(level).to_list()))
+        chosen = levels[len(levels) // 2]
+        target = chosen
 
-    def keep(name: str, ax: Any) -> None:
+    def at(t: Any) -> Any:
+        return t if chosen is None else t.filter(nw.col(level) == chosen)
+
+    def keep(name: str, ax: Any, title: str | None = None) -> None:
+        if title is not None and chosen is not None:
+            ax.set_title(f"{title} at {level} = {chosen:g}")
         figs[name] = ax.figure
         plt.close(ax.figure)
 
+    cov_table = None
     if "intervals" in rep.tables:
-        t = rep.tables["intervals"]
-        keep("coverage_by_segment", coverage_by_segment(t, by=seg, level=level))
+        cov_table = rep.tables["intervals"]
+    elif "sets" in rep.tables:
+        t = rep.tables["sets"]
+        cov_table = t.rename({c: c.replace("set_coverage", "coverage") for c in t.columns if c.startswith("set_coverage")})
+    if cov_table is not None:
+        keep("coverage_by_segment", coverage_by_segment(cov_table, by=seg, level=level))
         if level is not None:
-            keep("coverage_vs_level", coverage_vs_level(t, level=level, by=seg))
-        ssc, widths = rep.tables["ssc"], rep.tables["widths"]
-        target = rep.summary.get("target") if isinstance(rep.summary.get("target"), float) else None
-        if level is not None:  # one level, the middle one, for the per-bin plots
-            levels = sorted(set(t.get_column(level).to_list()))
-            chosen = levels[len(levels) // 2]
-            ssc = ssc.filter(nw.col(level) == chosen)
-            widths = widths.filter(nw.col(level) == chosen)
-            target = chosen
-        ax = ssc_bars(ssc, by=seg, confidence_level=target)
-        if level is not None:
-            ax.set_title(f"Size-stratified coverage at {level} = {target:g}")
-        keep("ssc", ax)
-        ax = width_distribution(widths, by=seg)
-        if level is not None:
-            ax.set_title(f"Interval width by segment at {level} = {target:g}")
-        keep("width_distribution", ax)
+            keep("coverage_vs_level", coverage_vs_level(cov_table, level=level, by=seg))
+    if "intervals" in rep.tables:
+        keep("ssc", ssc_bars(at(rep.tables["ssc"]), by=seg, confidence_level=target), "Size-stratified coverage")
+        keep("width_distribution", width_distribution(at(rep.tables["widths"]), by=seg), "Interval width by segment")
     if "reliability" in rep.tables:
-        keep("reliability", reliability_diagram(rep.tables["reliability"], by=seg))
+        keep("reliability", reliability_diagram(at(rep.tables["reliability"]), by=seg), "Reliability diagram")
     return figs

@@ -171,11 +171,13 @@ class Report:
     @property
     def under_covered(self) -> Any:
         """Groups whose coverage is significantly below the target."""
-        t = self.tables.get("intervals")
+        name = "intervals" if "intervals" in self.tables else "sets"
+        t = self.tables.get(name)
         if t is None or "under_covered" not in t.columns:
-            msg = "no under-coverage test: give y, lo, hi and a target (confidence_level= or level=)"
+            msg = "no under-coverage test: give y, lo, hi (or a prediction set) and a target (confidence_level= or level=)"
             raise ValueError(msg)
-        cols = [*self.keys, "coverage", "target", "n", "pvalue", "pvalue_adjusted"]
+        cov = "coverage" if name == "intervals" else "set_coverage"
+        cols = [*self.keys, cov, "target", "n", "pvalue", "pvalue_adjusted"]
         return nw.to_native(t.filter(nw.col("under_covered")).select(*cols))
 
     def frame(self, name: str) -> Any:
@@ -265,6 +267,8 @@ class Report:
                 continue
             if name == "ssc":
                 t = _pivot_bins(t, [k for k in self.keys if k in t.columns], "coverage")
+            if name == "reliability":
+                t = _pivot_bins(t, [k for k in self.keys if k in t.columns], "frequency")
             out.append((_TITLES.get(name, name), t))
         return out
 
@@ -366,7 +370,7 @@ _TITLES = {
     "intervals": "Interval metrics per group",
     "ssc": "Size-stratified coverage (width bins, 0 = narrowest)",
     "calibration": "Calibration per group",
-    "reliability": "Reliability table (per group and score bin)",
+    "reliability": "Reliability: observed frequency per score bin (mean scores and intervals in .frame('reliability'))",
     "sets": "Prediction-set metrics per group",
     "conditional": "Conditional coverage",
 }
@@ -490,21 +494,17 @@ def _png(fig: Any) -> bytes:
 # ---------------------------------------------------------------------------
 # evaluation
 # ---------------------------------------------------------------------------
-def _collector(eager: bool) -> Callable[[Any], nw.DataFrame]:
-    """Collect a narwhals frame: polars streaming engine for polars lazy input."""
-
-    def collect(frame: Any) -> nw.DataFrame:
-        if isinstance(frame, nw.DataFrame):
-            return frame
-        if frame.implementation.is_polars():
-            return frame.collect(engine="streaming")
-        try:
-            import polars  # noqa: F401
-        except ImportError:  # pragma: no cover - depends on the environment
-            return frame.collect()
-        return frame.collect(backend="polars")
-
-    return collect
+def _collect(frame: Any) -> nw.DataFrame:
+    """Collect an aggregated narwhals frame (polars' streaming engine for polars)."""
+    if isinstance(frame, nw.DataFrame):
+        return frame
+    if frame.implementation.is_polars():
+        return frame.collect(engine="streaming")
+    try:
+        import polars  # noqa: F401
+    except ImportError:  # pragma: no cover - depends on the environment
+        return frame.collect()
+    return frame.collect(backend="polars")
 
 
 def _schema_check(schema: Any, names: dict[str, str | None]) -> None:
@@ -515,44 +515,13 @@ def _schema_check(schema: Any, names: dict[str, str | None]) -> None:
             raise ValueError(msg)
 
 
-def _level_values(frame: Any, level: str, collect: Callable[[Any], nw.DataFrame]) -> list[float]:
-    values = collect(frame.select(nw.col(level)).unique()).get_column(level).to_list()
-    bad = [v for v in values if v is None or not (isinstance(v, (int, float)) and 0 < float(v) < 1)]
+def _level_values(frame: Any, level: str) -> list[float]:
+    values = _collect(frame.select(nw.col(level)).unique()).get_column(level).to_list()
+    bad = [v for v in values if v is None or isinstance(v, bool) or not (isinstance(v, (int, float)) and 0 < float(v) < 1)]
     if bad:
         msg = f"level column {level!r} must hold confidence levels strictly between 0 and 1; found {bad[:5]!r}"
         raise ValueError(msg)
     return sorted(float(v) for v in values)
-
-
-def _interval_metrics(y: str, lo: str, hi: str, target: float | None, num_bins: int, ci: float, hsic: bool) -> list[core.Metric]:
-    from conformal_frames import intervals as iv
-
-    ms: list[core.Metric] = [iv.coverage(y, lo, hi, ci=ci), iv.width(lo, hi)]
-    if target is not None:
-        ms.append(iv.winkler(y, lo, hi, confidence_level=target))
-    ms += [iv.ssc_score(y, lo, hi, num_bins=num_bins), iv.ssc(y, lo, hi, num_bins=num_bins)]
-    if hsic:
-        ms.append(iv.hsic(y, lo, hi))
-    return ms
-
-
-def _per_level(
-    frame: Any,
-    make: Callable[[float | None], list[core.Metric]],
-    by: list[str],
-    level: str | None,
-    levels: list[float | None],
-    extra: Callable[[Any, float | None], Any] | None = None,
-) -> Any:
-    """Evaluate per level (filtered) and stack, adding the level column."""
-    parts = []
-    for v in levels:
-        sub = frame if level is None else frame.filter(nw.col(level) == v)
-        part = core.compute(sub, make(v), by or None)
-        if level is not None:
-            part = part.with_columns(nw.lit(v, nw.Float64).alias(level))
-        parts.append(part)
-    return parts[0] if len(parts) == 1 else nw.concat(parts, how="vertical")
 
 
 def _widths_query(frame: Any, lo: str, hi: str, keys: list[str]) -> Any:
@@ -564,6 +533,79 @@ def _widths_query(frame: Any, lo: str, hi: str, keys: list[str]) -> Any:
     return out.sort(*keys) if keys else out
 
 
+@dataclass
+class _Plan:
+    """Which metrics each family contributes for one target level."""
+
+    y: str | None
+    lo: str | None
+    hi: str | None
+    label: str | None
+    score: str | None
+    prediction_set: str | None
+    classes: list[Any] | None
+    num_bins: int
+    ssc_bins: int
+    ci: float
+    alpha: float
+    correction: str
+    n_calibration: int | None
+    hsic: bool
+    use_conditional: bool
+
+    def families(self, target: float | None) -> dict[str, list[core.Metric]]:
+        import conformal_frames as cf
+        from conformal_frames import intervals as iv
+
+        out: dict[str, list[core.Metric]] = {}
+        if self.y is not None and self.lo is not None and self.hi is not None:
+            ms: list[core.Metric] = [iv.coverage(self.y, self.lo, self.hi, ci=self.ci), iv.width(self.lo, self.hi)]
+            if target is not None:
+                ms.append(iv.winkler(self.y, self.lo, self.hi, confidence_level=target))
+            ms += [iv.ssc_score(self.y, self.lo, self.hi, num_bins=self.ssc_bins), iv.ssc(self.y, self.lo, self.hi, num_bins=self.ssc_bins)]
+            if self.hsic:
+                ms.append(iv.hsic(self.y, self.lo, self.hi))
+            if target is not None and self.use_conditional:
+                ms.append(self._test(target, lo=self.lo, hi=self.hi).alias("__cf_test"))
+            out["intervals"] = ms
+        if self.prediction_set is not None and self.label is not None and hasattr(cf, "set_coverage"):
+            s, y, classes = self.prediction_set, self.label, self.classes
+            ms = [
+                cf.set_coverage(y, s, classes=classes, ci=self.ci),
+                cf.set_size(s, classes=classes),
+                cf.singleton_rate(s, classes=classes),
+                cf.empty_rate(s, classes=classes),
+            ]
+            if target is not None and self.use_conditional:
+                ms.append(self._test(target, sets=s, classes=classes).alias("__cf_settest"))
+            out["sets"] = ms
+        if self.score is not None and self.label is not None and hasattr(cf, "ece"):
+            y, sc = self.label, self.score
+            ms = [cf.ece(y, sc, num_bins=self.num_bins)]
+            for name in ("brier", "ks_test", "kuiper_test", "spiegelhalter_test"):
+                if hasattr(cf, name):
+                    ms.append(getattr(cf, name)(y, sc))
+            out["calibration"] = ms
+            if hasattr(cf, "reliability"):
+                out["reliability"] = [cf.reliability(y, sc, num_bins=self.num_bins, ci=self.ci)]
+        return out
+
+    def _test(self, target: float, **kw: Any) -> core.Metric:
+        import conformal_frames as cf
+
+        assert self.y is not None or self.label is not None
+        y = self.y if "lo" in kw else self.label
+        return cf.coverage_test(
+            y, **kw, confidence_level=target, ci=self.ci, n_calibration=self.n_calibration,
+            alpha=self.alpha, correction=self.correction,
+        )
+
+
+def _output_names(metric: core.Metric, schema: Any, keys: list[str]) -> list[str]:
+    q = core.Query(schema=schema, keys=keys)
+    return list(metric.outputs(metric.build(q)))
+
+
 def report(
     frame: Any,
     *,
@@ -573,6 +615,7 @@ def report(
     label: str | None = None,
     score: str | None = None,
     prediction_set: str | None = None,
+    classes: Sequence[Any] | None = None,
     by: str | Sequence[str] | None = None,
     confidence_level: float | None = None,
     level: str | None = None,
@@ -581,9 +624,13 @@ def report(
     ci: float = 0.95,
     alpha: float = 0.05,
     correction: str = "holm",
+    n_calibration: int | None = None,
     hsic: bool = False,
 ) -> Report:
     """Evaluate every applicable metric per group and return a :class:`Report`.
+
+    All metrics of one target level are computed in one query (one pass over
+    the data); with a ``level=`` column, one query per distinct level.
 
     Parameters
     ----------
@@ -595,16 +642,20 @@ def report(
         Observed value and interval bounds: interval metrics (coverage with a
         Wilson interval, width, Winkler score, size-stratified coverage).
     label, score : str, optional
-        Binary label and predicted probability: calibration metrics, when the
-        calibration family is installed.
+        Binary label (0/1) and predicted probability: calibration metrics
+        (ECE, Brier, Kolmogorov-Smirnov, Kuiper, Spiegelhalter, reliability
+        table), when the calibration family is installed.
     prediction_set : str, optional
-        List column of predicted labels with ``label`` the true label:
+        List column of predicted labels, with ``label`` the true label:
         prediction-set metrics, when the sets family is installed.
+    classes : list, optional
+        The possible labels of the prediction sets (default: the distinct
+        values of ``label``).
     by : str or list of str, optional
         Group columns.
     confidence_level : float, optional
-        Nominal coverage of the intervals (the target of the under-coverage
-        test, and the Winkler score's level).
+        Nominal coverage (the target of the under-coverage test, and the
+        Winkler score's level).
     level : str, optional
         A column of nominal levels (several levels stacked in long format);
         it becomes a group column and each group's target.  Exclusive with
@@ -618,7 +669,10 @@ def report(
     alpha : float, default 0.05
         Significance level of the under-coverage test (after correction).
     correction : {"holm", "bh", "none"}, default "holm"
-        Multiplicity correction across groups.
+        Multiplicity correction across all tested groups (all levels together).
+    n_calibration : int, optional
+        Size of the split-conformal calibration set: the under-coverage test
+        then uses the exact Beta-binomial law (needs the conditional family).
     hsic : bool, default False
         Also compute HSIC (collects the width and coverage columns of each
         group, so it is off by default).
@@ -630,17 +684,19 @@ def report(
     Examples
     --------
     >>> import polars as pl
-    >>> import conformal_frames as cf
+    >>> from conformal_frames.report import report
     >>> df = pl.DataFrame({"seg": ["a"] * 50 + ["b"] * 50,
     ...                    "y": [0.5] * 100,
     ...                    "lo": [0.0] * 50 + [0.0] * 30 + [0.6] * 20,
     ...                    "hi": [1.0] * 100})
-    >>> rep = cf.report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9)
+    >>> rep = report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9)
     >>> rep.table["coverage"].to_list()
     [1.0, 0.6]
     >>> rep.under_covered["seg"].to_list()
     ['b']
     """
+    import conformal_frames as cf
+
     keys_by = core._as_keys(by)
     if confidence_level is not None and level is not None:
         msg = "give either confidence_level= (one target) or level= (a column of targets), not both"
@@ -649,19 +705,28 @@ def report(
         from conformal_frames._params import check_probability
 
         confidence_level = check_probability(confidence_level, "confidence_level")
+    if correction not in ("holm", "bh", "none"):
+        msg = f"correction must be 'holm', 'bh' or 'none', got {correction!r}"
+        raise ValueError(msg)
     interval_cols = {"y": y, "lo": lo, "hi": hi}
     given = [k for k, v in interval_cols.items() if v is not None]
     if given and len(given) != 3:
         missing = [k for k, v in interval_cols.items() if v is None]
         msg = f"interval metrics need y=, lo= and hi=; missing {', '.join(m + '=' for m in missing)}"
         raise ValueError(msg)
-    if (score is None) != (label is None) and prediction_set is None and not given:
-        msg = "calibration metrics need both label= and score="
+    if score is not None and label is None:
+        msg = "calibration metrics need label= with score="
+        raise ValueError(msg)
+    if prediction_set is not None and label is None:
+        msg = "prediction-set metrics need label= (the true label) with prediction_set="
         raise ValueError(msg)
 
-    lf, eager = core._to_lazy(frame)
-    base = frame if isinstance(frame, (nw.DataFrame, nw.LazyFrame)) else nw.from_native(frame)
-    schema = lf.collect_schema()
+    base = frame if isinstance(frame, (nw.DataFrame, nw.LazyFrame)) else core._to_lazy(frame)[0]
+    if not isinstance(frame, (nw.DataFrame, nw.LazyFrame)):
+        base = nw.from_native(frame)
+        if not isinstance(base, (nw.DataFrame, nw.LazyFrame)):
+            core._to_lazy(frame)  # raises the core's message for series
+    schema = base.collect_schema()
     _schema_check(
         schema,
         {"y": y, "lo": lo, "hi": hi, "label": label, "score": score, "prediction_set": prediction_set, "level": level}
@@ -670,128 +735,132 @@ def report(
     if level is not None and level in keys_by:
         msg = f"level column {level!r} is also in by=; give it only as level="
         raise ValueError(msg)
-    collect = _collector(eager)
-    keys = [*keys_by, *([level] if level is not None else [])]
-    tables: dict[str, nw.DataFrame] = {}
     notes: list[str] = []
-    families: list[str] = []
-    columns = {k: v for k, v in {"y": y, "lo": lo, "hi": hi, "label": label, "score": score,
-                                 "prediction_set": prediction_set, "level": level}.items() if v is not None}
-    summary: dict[str, Any] = {}
-
-    if given:
-        assert y is not None and lo is not None and hi is not None
-        families.append("intervals")
-        levels: list[float | None] = _level_values(base, level, collect) if level is not None else [confidence_level]
-        wide = collect(
-            _per_level(base, lambda v: _interval_metrics(y, lo, hi, v, ssc_bins, ci, hsic), keys_by, level, levels)
-        )
-        if keys:
-            wide = wide.sort(*keys)
-        wide = wide.select(*keys, *[c for c in wide.columns if c not in keys])
-        intervals, ssc_long = _split_ssc(wide, keys, ssc_bins)
-        intervals = _add_targets(intervals, level, confidence_level)
-        if "target" in intervals.columns:
-            intervals, test_note = _test_groups(intervals, keys, alpha=alpha, correction=correction)
-            summary["test"] = test_note
-        tables["intervals"] = intervals
-        tables["ssc"] = ssc_long
-        tables["widths"] = collect(_widths_query(base, lo, hi, keys))
-
-    conditional = _conditional_table(base, y, lo, hi, keys_by, level, levels if given else [], confidence_level, collect)
-    if conditional is not None:
-        tables["conditional"] = conditional
-
-    if label is not None and score is not None:
-        cal = _calibration_tables(base, label, score, keys_by, num_bins, collect)
-        if cal is None:
-            notes.append("calibration metrics are not available in this version; label=/score= ignored")
-        else:
-            families.append("calibration")
-            tables.update(cal)
-
-    if prediction_set is not None:
-        st = _sets_table(base, label, prediction_set, keys_by, collect)
-        if st is None:
-            notes.append("prediction-set metrics are not available in this version; prediction_set= ignored")
-        else:
-            families.append("sets")
-            tables["sets"] = st
-
-    if not tables:
+    if score is not None and not hasattr(cf, "ece"):
+        notes.append("calibration metrics are not available in this version; score= ignored")
+    if prediction_set is not None and not hasattr(cf, "set_coverage"):
+        notes.append("prediction-set metrics are not available in this version; prediction_set= ignored")
+    if prediction_set is not None and classes is None and hasattr(cf, "set_coverage"):
+        classes = sorted(_collect(base.select(nw.col(label)).unique()).get_column(label).to_list())  # type: ignore[arg-type]
+    lazy_other = isinstance(base, nw.LazyFrame) and not base.implementation.is_polars()
+    use_conditional = hasattr(cf, "coverage_test") and not lazy_other
+    if n_calibration is not None and not use_conditional:
+        msg = "n_calibration= needs conformal_frames.coverage_test on eager or polars input"
+        raise ValueError(msg)
+    plan = _Plan(y, lo, hi, label, score, prediction_set, list(classes) if classes is not None else None,
+                 num_bins, ssc_bins, ci, alpha, correction, n_calibration, hsic, use_conditional)
+    keys = [*keys_by, *([level] if level is not None else [])]
+    levels: list[float | None] = _level_values(base, level) if level is not None else [confidence_level]
+    families = plan.families(levels[0])
+    if not families:
         msg = (
             "nothing to report: give y=, lo=, hi= (intervals), label= and score= (calibration) "
             "or label= and prediction_set= (prediction sets)"
         )
         raise ValueError(msg)
-    summary = _summary(tables, keys, level, confidence_level, families, notes, summary)
-    return Report(tables=tables, summary=summary, keys=keys if given else keys_by, by=keys_by, level=level, columns=columns)
+
+    # one query per level, stacked
+    parts = []
+    for v in levels:
+        fam = plan.families(v)
+        metrics = [m for ms in fam.values() for m in ms]
+        sub = base if level is None else base.filter(nw.col(level) == v)
+        part = core.compute(sub, metrics, keys_by or None)
+        if level is not None:
+            part = part.with_columns(nw.lit(v, nw.Float64).alias(level))
+        parts.append(part)
+    wide = _collect(parts[0] if len(parts) == 1 else nw.concat(parts, how="vertical"))
+    wide = wide.select(*keys, *[c for c in wide.columns if c not in keys])
+    if keys:
+        wide = wide.sort(*keys)
+    invalid = int(wide.get_column("n_invalid").sum() or 0) if "n_invalid" in wide.columns else 0
+
+    tables: dict[str, nw.DataFrame] = {}
+    summary: dict[str, Any] = {}
+    common = ["n", *(["n_invalid"] if invalid else [])]
+    for name, ms in families.items():
+        cols = [c for m in ms for c in _output_names(m, schema, keys_by)]
+        t = wide.select(*keys, *cols, *common)
+        if name == "intervals":
+            t, ssc_long = _split_bins(t, keys, "ssc", ssc_bins, {"ssc": "coverage"})
+            tables[name] = _with_test(t, "coverage", "__cf_test", level, confidence_level, alpha, correction, summary)
+            tables["ssc"] = ssc_long
+            continue
+        elif name == "sets":
+            t = _with_test(t, "set_coverage", "__cf_settest", level, confidence_level, alpha, correction, summary)
+        elif name == "reliability":
+            _, t = _split_bins(t, keys, "reliability", num_bins, {})
+        tables[name] = t
+    if "intervals" in tables:
+        assert lo is not None and hi is not None
+        tables["widths"] = _collect(_widths_query(base, lo, hi, keys))
+    if "reliability" in tables:  # keep the display order: reliability last
+        tables["reliability"] = tables.pop("reliability")
+    summary = _summary(tables, keys, level, confidence_level, [f for f in families if f != "reliability"], notes, summary)
+    summary["invalid_rows"] = invalid
+    columns = {k: v for k, v in {"y": y, "lo": lo, "hi": hi, "label": label, "score": score,
+                                 "prediction_set": prediction_set, "level": level}.items() if v is not None}
+    return Report(tables=tables, summary=summary, keys=keys, by=keys_by, level=level, columns=columns)
 
 
-def _split_ssc(wide: nw.DataFrame, keys: list[str], num_bins: int) -> tuple[nw.DataFrame, nw.DataFrame]:
-    bins = [c for b in range(num_bins) for c in (f"ssc_bin{b}", f"ssc_bin{b}_n")]
-    parts = [
-        wide.select(
-            *keys,
-            nw.lit(b, nw.Int64).alias("bin"),
-            nw.col(f"ssc_bin{b}").alias("coverage"),
-            nw.col(f"ssc_bin{b}_n").cast(nw.Int64).alias("n"),
-        )
-        for b in range(num_bins)
-    ]
+def _split_bins(t: nw.DataFrame, keys: list[str], name: str, num_bins: int, rename: dict[str, str]) -> tuple[nw.DataFrame, nw.DataFrame]:
+    """Wide per-bin columns ``{name}_bin{b}[_{field}]`` to a long table ``keys, bin, fields..., n``."""
+    prefix = f"{name}_bin"
+    bin_cols = [c for c in t.columns if c.startswith(prefix)]
+    fields = sorted({c[len(prefix):].partition("_")[2] for c in bin_cols} - {"n"}, key=lambda f: [c[len(prefix):].partition("_")[2] for c in bin_cols].index(f))
+    parts = []
+    for b in range(num_bins):
+        sel = [nw.col(f"{prefix}{b}{'_' + f if f else ''}").alias(rename.get(f or name, f or name)) for f in fields]
+        parts.append(t.select(*keys, nw.lit(b, nw.Int64).alias("bin"), *sel, nw.col(f"{prefix}{b}_n").cast(nw.Int64).alias("n")))
     long = nw.concat(parts, how="vertical").filter(nw.col("n") > 0)
     long = long.sort(*keys, "bin") if keys else long.sort("bin")
-    main = wide.drop(*bins)
-    if "n_invalid" in main.columns and int(main.get_column("n_invalid").sum() or 0) == 0:
-        main = main.drop("n_invalid")
-    return main, long
+    return t.drop(*bin_cols), long
 
 
-def _add_targets(t: nw.DataFrame, level: str | None, confidence_level: float | None) -> nw.DataFrame:
+def _with_test(
+    t: nw.DataFrame, cov: str, test: str, level: str | None, confidence_level: float | None,
+    alpha: float, correction: str, summary: dict[str, Any],
+) -> nw.DataFrame:
+    """Target, p-values (conditional family, else the fallback), flag."""
     if level is not None:
-        return t.with_columns(nw.col(level).cast(nw.Float64).alias("target"))
-    if confidence_level is not None:
-        return t.with_columns(nw.lit(confidence_level, nw.Float64).alias("target"))
+        t = t.with_columns(nw.col(level).cast(nw.Float64).alias("target"))
+    elif confidence_level is not None:
+        t = t.with_columns(nw.lit(confidence_level, nw.Float64).alias("target"))
+    else:
+        return t
+    n = t.get_column("n").to_numpy().astype(float)
+    target = t.get_column("target").to_numpy().astype(float)
+    names = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no correction"}
+    if f"{test}_pvalue" in t.columns:  # the conditional family's grouped inference
+        import conformal_frames.conditional as cond
+
+        p = _floats(t, f"{test}_pvalue")
+        adjust = {"holm": cond.holm, "bh": cond.benjamini_hochberg, "none": lambda x: np.asarray(x, float)}[correction]
+        adj = np.full(p.shape, np.nan)
+        ok = ~np.isnan(p)
+        adj[ok] = adjust(p[ok])
+        flag = np.where(np.isnan(adj), False, adj < alpha)
+        source = "conformal_frames.coverage_test"
+        t = t.drop(*[c for c in t.columns if c.startswith(test)])
+    else:
+        k = np.round(_floats(t, cov) * n)
+        out = under_coverage_test(k, n, target, alpha=alpha, correction=correction)
+        p, adj, flag = out["pvalue"], out["pvalue_adjusted"], out["flag"]
+        source = "the report's fallback"
+    ns = nw.get_native_namespace(t)
+    t = t.with_columns(
+        nw.new_series("pvalue", p, nw.Float64, backend=ns).fill_nan(None),
+        nw.new_series("pvalue_adjusted", adj, nw.Float64, backend=ns).fill_nan(None),
+        nw.new_series("under_covered", flag, nw.Boolean, backend=ns),
+    )
+    summary.setdefault(
+        "test", f"one-sided exact binomial test of coverage >= target, {names[correction]}, alpha={alpha:g}; by {source}"
+    )
     return t
 
 
-def _test_groups(t: nw.DataFrame, keys: list[str], *, alpha: float, correction: str) -> tuple[nw.DataFrame, str]:
-    n = t.get_column("n").to_numpy().astype(float)
-    cov = t.get_column("coverage").to_numpy()
-    cov = np.array([np.nan if v is None else v for v in cov], dtype=float)
-    k = np.round(cov * n)
-    target = t.get_column("target").to_numpy().astype(float)
-    out = under_coverage_test(k, n, target, alpha=alpha, correction=correction)
-    ns = nw.get_native_namespace(t)
-    t = t.with_columns(
-        nw.new_series("pvalue", out["pvalue"], nw.Float64, backend=ns).fill_nan(None),
-        nw.new_series("pvalue_adjusted", out["pvalue_adjusted"], nw.Float64, backend=ns).fill_nan(None),
-        nw.new_series("under_covered", out["flag"], nw.Boolean, backend=ns),
-    )
-    names = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no correction"}
-    note = f"one-sided exact binomial test of coverage >= target, {names[correction]}, alpha={alpha:g}"
-    return t, note
-
-
-def _conditional_table(*args: Any) -> nw.DataFrame | None:
-    """Grouped inference of the conditional family, when it provides it."""
-    return None
-
-
-def _calibration_tables(frame: Any, label: str, score: str, by: list[str], num_bins: int, collect: Callable) -> dict[str, nw.DataFrame] | None:
-    import conformal_frames as cf
-
-    if not hasattr(cf, "ece"):
-        return None
-    return None  # pragma: no cover - filled in when the calibration family lands
-
-
-def _sets_table(frame: Any, label: str | None, prediction_set: str, by: list[str], collect: Callable) -> nw.DataFrame | None:
-    import conformal_frames as cf
-
-    if not hasattr(cf, "set_coverage"):
-        return None
-    return None  # pragma: no cover - filled in when the sets family lands
+def _floats(t: nw.DataFrame, name: str) -> np.ndarray:
+    return np.array([np.nan if v is None else float(v) for v in t.get_column(name).to_list()], dtype=float)
 
 
 def _summary(
@@ -803,20 +872,19 @@ def _summary(
     notes: list[str],
     summary: dict[str, Any],
 ) -> dict[str, Any]:
-    main = next(tables[k] for k in ("intervals", "sets", "calibration") if k in tables)
+    main_name = next(k for k in ("intervals", "sets", "calibration") if k in tables)
+    main = tables[main_name]
     n = main.get_column("n").to_numpy().astype(float)
-    rows = int(n.sum())
-    out: dict[str, Any] = {"rows": rows, "groups": len(main), "families": families}
+    out: dict[str, Any] = {"rows": int(n.sum()), "groups": len(main), "families": families}
     if confidence_level is not None:
         out["target"] = confidence_level
     elif level is not None:
         out["target"] = f"column {level!r}"
-    t = tables.get("intervals")
-    if t is not None:
-        cov = np.array([np.nan if v is None else v for v in t.get_column("coverage").to_list()], dtype=float)
-        target = (
-            t.get_column("target").to_numpy().astype(float) if "target" in t.columns else np.full(len(t), np.nan)
-        )
+    cov_col = {"intervals": "coverage", "sets": "set_coverage"}.get(main_name)
+    if cov_col is not None:
+        t = main
+        cov = _floats(t, cov_col)
+        target = _floats(t, "target") if "target" in t.columns else np.full(len(t), np.nan)
         pooled = []
         for tv in sorted(set(target[~np.isnan(target)].tolist())) or [None]:
             sel = np.ones(len(t), bool) if tv is None else target == tv
@@ -829,8 +897,7 @@ def _summary(
         gap = cov - target if "target" in t.columns else cov
         if keys and np.isfinite(gap).any():
             i = int(np.nanargmin(gap))
-            row = t.row(i)
-            named = dict(zip(t.columns, row))
+            named = dict(zip(t.columns, t.row(i)))
             out["worst_group"] = {
                 "group": {k: _plain(named[k]) for k in keys},
                 "coverage": float(cov[i]),
@@ -839,19 +906,17 @@ def _summary(
             }
         if "under_covered" in t.columns:
             flagged = t.filter(nw.col("under_covered"))
-            out["tested"] = int(np.isfinite(t.get_column("pvalue").to_numpy().astype(float)).sum())
+            out["tested"] = int(np.isfinite(_floats(t, "pvalue")).sum())
             out["test"] = summary.get("test")
             out["under_covered"] = [
                 {
                     "group": {k: _plain(r[k]) for k in keys},
-                    "coverage": _plain(r["coverage"]),
+                    "coverage": _plain(r[cov_col]),
                     "target": _plain(r["target"]),
                     "n": int(r["n"]),
                     "pvalue_adjusted": _plain(r["pvalue_adjusted"]),
                 }
                 for r in flagged.iter_rows(named=True)
             ]
-        if "n_invalid" in t.columns:
-            out["invalid_rows"] = int(t.get_column("n_invalid").sum() or 0)
     out["notes"] = notes
     return out

@@ -1,0 +1,143 @@
+"""Plots (optional [plot] extra): each returns the Axes, accepts ax=, is readable with 50 segments."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+matplotlib = pytest.importorskip("matplotlib", reason="matplotlib ([plot] extra) is not installed")
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from conformal_frames import plots  # noqa: E402
+from conformal_frames.report import report  # noqa: E402
+
+
+def _fifty(n: int = 6000, seed: int = 0) -> dict[str, np.ndarray]:
+    """50 segments x 3 levels (long format); segment_07 under-covered."""
+    rng = np.random.default_rng(seed)
+    seg = rng.integers(0, 50, n)
+    x = rng.normal(size=n)
+    scale = 0.5 + np.abs(x)
+    y = x + scale * rng.standard_normal(n)
+    parts = []
+    for lv, z in ((0.8, 1.2816), (0.9, 1.6449), (0.95, 1.96)):
+        half = z * scale * np.where(seg == 7, 0.6, 1.0)
+        parts.append({"seg": np.array([f"segment_{i:02d}" for i in seg]), "level": np.full(n, lv),
+                      "y": y, "lo": x - half, "hi": x + half,
+                      "label": (rng.uniform(size=n) < 1 / (1 + np.exp(-x))).astype(np.int64),
+                      "score": 1 / (1 + np.exp(-1.3 * x))})
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+@pytest.fixture(scope="module")
+def df():
+    import polars as pl
+
+    return pl.DataFrame(_fifty())
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+def _ticks(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_yticklabels()]
+
+
+def test_coverage_by_segment_fifty_segments(df) -> None:
+    ax = plots.coverage_by_segment(df, by="seg", y="y", lo="lo", hi="hi", level="level")
+    assert _ticks(ax) == [f"segment_{i:02d}" for i in range(50)]
+    assert ax.figure.get_figheight() >= 0.25 * 50  # grows with the segments
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["level 0.8", "level 0.9", "level 0.95"]
+    assert sorted(line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == "--") == [0.8, 0.9, 0.95]
+    assert ax.get_xlabel() and ax.get_title() == "Coverage by segment"
+
+
+def test_coverage_by_segment_accepts_ax_and_a_report_table(df) -> None:
+    rep = report(df.filter(df["level"] == 0.9), y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9)
+    fig, ax = plt.subplots()
+    out = plots.coverage_by_segment(rep.table, by="seg", ax=ax)
+    assert out is ax
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "significantly below target" in legend and "nominal" in legend
+
+
+def test_coverage_vs_level_highlights_the_lowest_groups(df) -> None:
+    ax = plots.coverage_vs_level(df, level="level", by="seg", y="y", lo="lo", hi="hi", highlight=5)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[0] == "nominal (y = x)" and legend[1] == "other groups (45)"
+    assert "segment_07" in legend[2:] and len(legend) == 7
+    fig, ax2 = plt.subplots()
+    assert plots.coverage_vs_level(df, y="y", lo="lo", hi="hi", ax=ax2) is ax2  # ungrouped
+
+
+def test_ssc_bars(df) -> None:
+    one = df.filter(df["level"] == 0.9)
+    ax = plots.ssc_bars(one, by="seg", y="y", lo="lo", hi="hi", num_bins=3, confidence_level=0.9)
+    assert len(_ticks(ax)) == 50
+    assert len(ax.patches) == 150
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["nominal 0.9", "width bin 0 (narrowest)", "width bin 1", "width bin 2 (widest)"]
+    long = one.conformal.ssc("y", "lo", "hi", num_bins=3, by="seg")  # the metric's own table works too
+    fig, ax2 = plt.subplots()
+    assert plots.ssc_bars(long, by="seg", ax=ax2) is ax2
+
+
+def test_width_distribution_from_quantiles(df) -> None:
+    ax = plots.width_distribution(df.filter(df["level"] == 0.9), by="seg", lo="lo", hi="hi")
+    assert len(_ticks(ax)) == 50
+    fig, ax2 = plt.subplots()
+    assert plots.width_distribution(df, lo="lo", hi="hi", ax=ax2) is ax2
+    with pytest.raises(ValueError, match="q05"):
+        plots.width_distribution(df, by="seg")
+
+
+def test_reliability_diagram(df) -> None:
+    one = df.filter(df["level"] == 0.9)
+    ax = plots.reliability_diagram(one, label="label", score="score", num_bins=10)
+    assert ax.get_xlim() == (0.0, 1.0) and ax.get_ylim() == (0.0, 1.0)
+    assert len(ax.collections) == 1  # the binomial band
+    ax = plots.reliability_diagram(one, label="label", score="score", by="seg")
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[:2] == ["perfect calibration", "other groups (44)"]
+    table = plots.reliability_table(one, label="label", score="score", num_bins=10)
+    assert table["n"].sum() == one.height
+    assert set(table.columns) >= {"bin", "mean_score", "frequency", "frequency_ci_low", "frequency_ci_high", "n"}
+
+
+def test_report_figures(df) -> None:
+    rep = report(df, y="y", lo="lo", hi="hi", by="seg", level="level")
+    figs = rep.figures()
+    assert list(figs) == ["coverage_by_segment", "coverage_vs_level", "ssc", "width_distribution"]
+    assert plt.get_fignums() == []  # closed in pyplot, still drawable
+    assert figs["ssc"].axes[0].get_title() == "Size-stratified coverage at level = 0.9"
+
+
+def test_raw_columns_must_come_together(df) -> None:
+    with pytest.raises(ValueError, match="all of y=, lo=, hi="):
+        plots.coverage_by_segment(df, by="seg", y="y")
+    with pytest.raises(ValueError, match="coverage_ci_low"):
+        plots.coverage_by_segment(df, by="seg")
+
+
+def test_missing_matplotlib_names_the_extra() -> None:
+    code = (
+        "import sys; sys.modules['matplotlib'] = None; sys.modules['matplotlib.pyplot'] = None\n"
+        "import polars as pl\n"
+        "from conformal_frames import plots\n"
+        "df = pl.DataFrame({'y': [1.0], 'lo': [0.0], 'hi': [2.0]})\n"
+        "try:\n"
+        "    plots.coverage_by_segment(df, y='y', lo='lo', hi='hi', confidence_level=0.9)\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'conformal-frames[plot]'" in out.stdout
