@@ -240,7 +240,9 @@ class Report:
         if s.get("worst_group"):
             w = s["worst_group"]
             lines.append(
-                f"worst group: {_label(w['group'])}: coverage {_fmt(w['coverage'])} (target {w['target']:g}, n={w['n']:,})"
+                f"worst group: {_label(w['group'])}: coverage {_fmt(w['coverage'])} ("
+                + (f"target {w['target']:g}, " if w["target"] is not None else "")
+                + f"n={w['n']:,})"
             )
         if "under_covered" in s:
             u = s["under_covered"]

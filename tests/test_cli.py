@@ -1,0 +1,171 @@
+"""``conformal-frames report FILE`` and ``conformal-frames demo``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conformal_frames import cli
+
+pl = pytest.importorskip("polars", reason="the CLI reads files with polars")
+
+
+def _frame(n: int = 40_000, seed: int = 3):
+    """Two keys (10 regions x 5 models); region r3 with model m2 under-covered."""
+    rng = np.random.default_rng(seed)
+    region = rng.integers(0, 10, n)
+    model = rng.integers(0, 5, n)
+    x = rng.normal(size=n)
+    sigma = 0.5 + 0.3 * model + 0.2 * np.abs(x)
+    y = x + sigma * rng.standard_normal(n)
+    half = np.where((region == 3) & (model == 2), 0.6, 1.0) * 1.6449 * sigma
+    return pl.DataFrame({
+        "region": np.array([f"r{i}" for i in range(10)])[region],
+        "model": np.array([f"m{i}" for i in range(5)])[model],
+        "y": y, "lo": x - half, "hi": x + half,
+    })
+
+
+@pytest.fixture(scope="module")
+def parquet(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "preds.parquet"
+    _frame().write_parquet(path)
+    return path
+
+
+ARGS = ["--y", "y", "--lo", "lo", "--hi", "hi", "--by", "region", "model", "--confidence-level", "0.9"]
+
+
+def test_report_parquet_text_and_outputs(parquet: Path, tmp_path: Path, capsys) -> None:
+    pytest.importorskip("matplotlib", reason="plots need matplotlib ([plot] extra)")
+    out = tmp_path / "out"
+    code = cli.main(["report", str(parquet), *ARGS, "--out", str(out), "--progress"])
+    captured = capsys.readouterr()
+    assert code == cli.EXIT_OK
+    assert captured.out.startswith("conformal-frames report: 40,000 rows, 50 groups by region, model")
+    assert "significantly under-covered: 1 of 50 tested groups" in captured.out
+    assert "  - region=r3, model=m2: coverage" in captured.out
+    assert "[conformal-frames] computing metrics per group: done in" in captured.err
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["coverage_by_segment.png", "metrics.csv", "report.html", "report.json", "ssc.png", "width_distribution.png"]
+    page = (out / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 3
+    data = json.loads((out / "report.json").read_text())
+    assert len(data["tables"]["intervals"]) == 50
+
+
+def test_report_matches_the_library(parquet: Path, capsys) -> None:
+    import conformal_frames as cf
+
+    assert cli.main(["report", str(parquet), *ARGS, "--format", "json"]) == 0
+    got = json.loads(capsys.readouterr().out)["tables"]["intervals"]
+    ref = cf.evaluate(pl.read_parquet(parquet), cf.coverage("y", "lo", "hi"), by=["region", "model"])
+    assert [r["coverage"] for r in got] == pytest.approx(ref["coverage"].to_list(), rel=1e-12)
+    assert [r["n"] for r in got] == ref["n"].to_list()
+    assert [r["under_covered"] for r in got].count(True) == 1
+
+
+def test_csv_input_and_csv_output(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "preds.csv"
+    _frame(3000).write_csv(path)
+    assert cli.main(["report", str(path), "--y", "y", "--lo", "lo", "--hi", "hi", "--by", "region,model", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "region,model,family,metric,value"
+    assert lines[1].startswith("r0,m0,intervals,coverage,")
+
+
+def test_level_column(tmp_path: Path, capsys) -> None:
+    frames = [_frame(2000).with_columns(level=pl.lit(lv)) for lv in (0.8, 0.9)]
+    path = tmp_path / "levels.parquet"
+    pl.concat(frames).write_parquet(path)
+    code = cli.main(["report", str(path), "--y", "y", "--lo", "lo", "--hi", "hi", "--by", "model", "--level-col", "level", "--no-plots"])
+    assert code == 0
+    assert "10 groups by model, level" in capsys.readouterr().out
+
+
+def test_missing_column_names_it_and_lists_the_available_ones(parquet: Path, capsys) -> None:
+    code = cli.main(["report", str(parquet), "--y", "y", "--lo", "lo", "--hi", "upper"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE
+    assert "column 'upper' (--hi) not found; available columns: 'region', 'model', 'y', 'lo', 'hi'" in err
+    code = cli.main(["report", str(parquet), "--y", "y", "--lo", "lo", "--hi", "hi", "--by", "segment"])
+    assert code == cli.EXIT_USAGE
+    assert "column 'segment' (--by) not found" in capsys.readouterr().err
+
+
+def test_exit_codes(parquet: Path, tmp_path: Path, capsys) -> None:
+    assert cli.main(["report", str(tmp_path / "nope.parquet"), "--y", "y"]) == cli.EXIT_INPUT
+    assert "input file not found" in capsys.readouterr().err
+    bad = tmp_path / "data.xlsx"
+    bad.write_text("x")
+    assert cli.main(["report", str(bad)]) == cli.EXIT_INPUT
+    garbage = tmp_path / "garbage.parquet"
+    garbage.write_bytes(b"not parquet at all")
+    assert cli.main(["report", str(garbage), "--y", "y", "--lo", "lo", "--hi", "hi"]) == cli.EXIT_INPUT
+    assert cli.main(["report", str(parquet), "--y", "y"]) == cli.EXIT_USAGE
+    assert "missing lo=, hi=" in capsys.readouterr().err
+    assert cli.main(["report", str(parquet), *ARGS, "--fail-on-under-coverage", "-q"]) == cli.EXIT_UNDER_COVERED
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["report", str(parquet), "--confidence-level", "90"])
+    assert exc.value.code == cli.EXIT_USAGE
+    capsys.readouterr()
+    # invalid rows: the report is printed, the exit code says the data are flawed
+    flawed = tmp_path / "flawed.parquet"
+    _frame(500).with_columns(hi=pl.when(pl.int_range(pl.len()) == 7).then(None).otherwise(pl.col("hi"))).write_parquet(flawed)
+    assert cli.main(["report", str(flawed), "--y", "y", "--lo", "lo", "--hi", "hi", "--by", "model"]) == cli.EXIT_INVALID_ROWS
+    captured = capsys.readouterr()
+    assert "1 rows have invalid values" in captured.err and "conformal-frames report" in captured.out
+
+
+def test_help_is_complete(capsys) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["report", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--y", "--lo", "--hi", "--label", "--score", "--set", "--by", "--level-col", "--confidence-level",
+                 "--alpha", "--correction", "--out", "--format", "--no-plots", "--progress", "--quiet",
+                 "--fail-on-under-coverage", "--input-format", "--separator"):
+        assert flag in text, flag
+    assert "exit codes:" in text and "5  --fail-on-under-coverage" in text
+
+
+def test_demo_uses_the_report(capsys) -> None:
+    assert cli.main(["demo", "--rows", "3000", "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("conformal-frames report: 9,000 rows, 15 groups by segment, level")
+    assert "segment=island" in out and "hsic" in out
+
+
+def test_console_script_runs(parquet: Path) -> None:
+    """The installed entry point (a real process, as a user runs it)."""
+    exe = shutil.which("conformal-frames") or str(Path(sys.executable).parent / "conformal-frames")
+    if not Path(exe).exists():
+        pytest.skip("the conformal-frames console script is not installed (pip install -e .)")
+    res = subprocess.run([exe, "report", str(parquet), *ARGS, "-q", "--format", "json"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["summary"]["groups"] == 50
+
+
+CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), shutil.which("google-chrome")) if p), None)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (Debian: apt-get install chromium)")
+def test_html_report_opens_in_headless_chromium(parquet: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="plots need matplotlib ([plot] extra)")
+    out = tmp_path / "out"
+    assert cli.main(["report", str(parquet), *ARGS, "--out", str(out), "-q"]) == 0
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}"]
+    res = subprocess.run([CHROMIUM, *flags, "--dump-dom", (out / "report.html").as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    dom = res.stdout
+    assert "<table>" in dom and "<th>coverage</th>" in dom
+    assert dom.count("data:image/png;base64,") == 3
+    assert '<tr class="cf-flag">' in dom
+    assert "conformal-frames report: 40,000 rows" in dom
