@@ -103,3 +103,13 @@ def register_accessors() -> None:
             warnings.simplefilter("ignore", UserWarning)
             pl.api.register_dataframe_namespace("conformal")(ConformalNamespace)
             pl.api.register_lazyframe_namespace("conformal")(ConformalNamespace)
+
+
+def _report(self: ConformalNamespace, **kwargs: Any) -> Any:
+    """Evaluation report of this frame; see :func:`conformal_frames.report.report`."""
+    from conformal_frames.report import report
+
+    return report(self._frame, **kwargs)
+
+
+ConformalNamespace.report = _report  # type: ignore[attr-defined]
