@@ -421,7 +421,8 @@ def _polars_lazy_steps(table: nw.LazyFrame, q: Query, keys: list[str], final_col
     import polars as pl  # only reached for polars input
 
     out_schema = {k: schema[ik] for k, ik in zip(keys, q.group)}
-    out_schema.update({c: pl.Float64 for c in final_cols if isinstance(c, str)})
+    # outputs already in the table keep their dtype (e.g. a worst-group label); numpy outputs are Float64
+    out_schema.update({c: schema[c] if c in schema else pl.Float64 for c in final_cols if isinstance(c, str)})
     out_schema["n"] = pl.Int64
     out_schema["n_invalid"] = pl.Int64
     return nw.from_native(native.map_batches(run, schema=pl.Schema(out_schema), streamable=False))
