@@ -271,3 +271,62 @@ def test_empty_frame_gives_null():
     out = to_pandas(cf.evaluate(frame, cf.coverage_gap("y", "lo", "hi", groups="g", confidence_level=0.9),
                                 cf.coverage_test("y", "lo", "hi", confidence_level=0.9)))
     assert np.isnan(out["coverage_gap"][0]) and np.isnan(out["coverage_test_pvalue"][0]) and int(out["n"][0]) == 0
+
+
+# ---------------------------------------------------------------------------
+# target level from a by= column (levels stacked in long format)
+# ---------------------------------------------------------------------------
+def _stacked(n=900, seed=0):
+    from conformal_frames.demo import demo_data
+
+    d = demo_data(n=n, seed=seed)
+    return d
+
+
+def test_level_column_target_matches_per_level_calls(constructor):
+    d = _stacked()
+    frame = constructor(d)
+    if _lazy_unsupported(constructor):
+        return
+    metrics = [
+        cf.coverage_test("y", "lo", "hi", confidence_level="level", correction="none"),
+        cf.coverage_gap("y", "lo", "hi", groups="segment", confidence_level="level", weighted=True),
+    ]
+    out = to_pandas(cf.evaluate(frame, *metrics, by="level"))
+    c = oracle.covered(d["y"], d["lo"], d["hi"])
+    for row, (lvl, idx) in zip(out.itertuples(index=False), group_dict(d["level"]).items()):
+        assert row.level == lvl
+        assert row.coverage_test_pvalue == pytest.approx(binom.cdf(c[idx].sum(), len(idx), lvl), rel=1e-12)
+        e = _gap_oracle(c[idx], d["segment"][idx], lvl)
+        assert row.coverage_gap == pytest.approx(e["weighted"], rel=1e-12)
+        assert row.coverage_gap_worst_segment == e["worst_label"] == "island"
+
+
+def test_level_column_must_be_a_by_key(constructor):
+    d = _stacked(n=50)
+    with pytest.raises(ValueError, match="must also be a by= column"):
+        cf.evaluate(constructor(d), cf.coverage_gap("y", "lo", "hi", groups="segment", confidence_level="level"))
+    with pytest.raises(ValueError, match="column 'nope' not found"):
+        cf.evaluate(constructor(d), cf.coverage_test("y", "lo", "hi", confidence_level="nope"), by="level")
+
+
+def test_level_column_out_of_range(eager_constructor):
+    data = {"y": [0.0, 1.0], "lo": [0.0, 0.0], "hi": [1.0, 1.0], "level": [90.0, 90.0]}
+    with pytest.raises(ValueError, match=r"confidence_level column 'level' has values outside \(0, 1\)"):
+        cf.evaluate(eager_constructor(data), cf.coverage_test("y", "lo", "hi", confidence_level="level"), by="level")
+
+
+def test_polars_lazy_mixes_labels_and_scipy_outputs():
+    import polars as pl
+
+    d = _stacked(n=300)
+    metrics = [
+        cf.coverage_gap("y", "lo", "hi", groups="segment", confidence_level="level"),
+        cf.coverage_test("y", "lo", "hi", confidence_level="level", method="clopper-pearson"),
+    ]
+    lazy = cf.evaluate(pl.LazyFrame(d), *metrics, by="level")
+    assert isinstance(lazy, pl.LazyFrame)
+    got = lazy.collect()
+    eager = cf.evaluate(pl.DataFrame(d), *metrics, by="level")
+    assert got.schema["coverage_gap_worst_segment"] == pl.String
+    assert got.drop("n_invalid").equals(eager)

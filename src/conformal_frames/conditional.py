@@ -93,6 +93,33 @@ def _groups(groups: Any) -> tuple[str, ...]:
     raise TypeError(msg)
 
 
+def _level(value: Any) -> float | str:
+    """A target level in (0, 1), or the name of a ``by=`` column holding it."""
+    if isinstance(value, str):
+        return value
+    return check_probability(value, "confidence_level")
+
+
+def level_row(q: Query, level: float | str) -> str | None:
+    """Row column of the target level when it is a column (must be a ``by=`` key)."""
+    if not isinstance(level, str):
+        return None
+    if level not in q.keys:
+        if level not in q.schema:
+            q.column(level)  # the usual "not found" message
+        msg = (
+            f"confidence_level={level!r} names a column: it must also be a by= column, "
+            "so that the target is constant within each group (e.g. by=[..., 'level'])"
+        )
+        raise ValueError(msg)
+    if not q.schema[level].is_numeric():
+        msg = f"confidence_level column {level!r} must be numeric, found dtype {q.schema[level]}"
+        raise TypeError(msg)
+    t = nw.col(level).cast(nw.Float64)
+    q.check(f"confidence_level column {level!r} has values outside (0, 1)", ~((t > 0.0) & (t < 1.0)))
+    return q.row(("target_level", level), t)
+
+
 # ---------------------------------------------------------------------------
 # multiplicity adjustments (run on the aggregated table: one value per group)
 # ---------------------------------------------------------------------------
@@ -142,14 +169,17 @@ def benjamini_hochberg(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # coverage gap across groups
 # ---------------------------------------------------------------------------
-def _gap_table(covered: str, gcols: list[str], labels: list[str], target: float, prefix: str):
+def _gap_table(covered: str, gcols: list[str], labels: list[str], target: float | str, prefix: str, level: str | None):
     """Sub-query: per outer group, the spread of coverage over ``groups=``."""
 
     def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         cnt, hit, cov, gap = (f"{prefix}{s}" for s in ("cnt", "hit", "cov", "gap"))
-        cells = rows.group_by(*keys, *gcols).agg(nw.len().alias(cnt), nw.col(covered).sum().alias(hit))
+        tcol = f"{prefix}target"
+        extra = [nw.col(level).min().alias(tcol)] if level is not None else []
+        cells = rows.group_by(*keys, *gcols).agg(nw.len().alias(cnt), nw.col(covered).sum().alias(hit), *extra)
         cells = cells.with_columns(nw.col(cnt).cast(nw.Float64)).with_columns((nw.col(hit) / nw.col(cnt)).alias(cov))
-        cells = cells.with_columns((nw.col(cov) - target).abs().alias(gap))
+        goal = nw.col(tcol) if level is not None else nw.lit(float(target))
+        cells = cells.with_columns((nw.col(cov) - goal).abs().alias(gap))
         cells = cells.with_columns((nw.col(gap) * nw.col(cnt)).alias(f"{gap}w"))
         aggs = [
             nw.len().alias(f"{prefix}groups"),
@@ -183,7 +213,7 @@ def _gap_table(covered: str, gcols: list[str], labels: list[str], target: float,
 class CoverageGap(Metric):
     target: Target
     groups: tuple[str, ...]
-    confidence_level: float
+    confidence_level: float | str
     weighted: bool = False
     default_name = "coverage_gap"
 
@@ -197,7 +227,8 @@ class CoverageGap(Metric):
         name = self.output_name
         prefix = f"__cf_gap_{name}_"
         labels = [f"{name}_worst_{g}" for g in self.groups]
-        table = _gap_table(covered, gcols, labels, self.confidence_level, prefix)
+        level = level_row(q, self.confidence_level)
+        table = _gap_table(covered, gcols, labels, self.confidence_level, prefix, level)
         q.table(("coverage_gap", name), table, [])
         groups = nw.col(f"{prefix}groups")
         gap = ratio(nw.col(f"{prefix}gapw_sum"), nw.col(f"{prefix}rows")) if self.weighted else ratio(nw.col(f"{prefix}gap_sum"), groups)
@@ -216,7 +247,7 @@ def coverage_gap(
     sets: str | Sequence[str] | None = None,
     classes: Sequence[Label] | None = None,
     groups: str | Sequence[str],
-    confidence_level: float,
+    confidence_level: float | str,
     weighted: bool = False,
 ) -> CoverageGap:
     """Mean absolute deviation of group coverage from the target level.
@@ -240,8 +271,9 @@ def coverage_gap(
         for prediction sets.
     groups : str or list of str
         The columns defining the groups whose coverages are compared.
-    confidence_level : float
-        The target coverage ``1 - alpha`` in (0, 1).
+    confidence_level : float or str
+        The target coverage ``1 - alpha`` in (0, 1); or the name of a ``by=``
+        column holding it (levels stacked in long format, ``by="level"``).
     weighted : bool, default False
         Weight each group's deviation by its size.
 
@@ -265,7 +297,7 @@ def coverage_gap(
     return CoverageGap(
         target=_target(y, lo, hi, sets, classes),
         groups=_groups(groups),
-        confidence_level=check_probability(confidence_level, "confidence_level"),
+        confidence_level=_level(confidence_level),
         weighted=weighted,
     )
 
@@ -287,7 +319,7 @@ def split_conformal_law(n_calibration: int, confidence_level: float) -> tuple[fl
     return float(a), float(m + 1 - a)
 
 
-def _inference_step(k: str, n: str, checks: list[str], outputs: list[str], spec: dict[str, Any]):
+def _inference_step(k: str, n: str, level: str | None, checks: list[str], outputs: list[str], spec: dict[str, Any]):
     from scipy.stats import beta, betabinom, binom
 
     def fn(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -296,13 +328,17 @@ def _inference_step(k: str, n: str, checks: list[str], outputs: list[str], spec:
         for c in checks:
             bad |= np.nan_to_num(data[c]) > 0
         ok = (nn > 0) & ~bad
-        t = spec["confidence_level"]
+        t = data[level] if level is not None else np.full(len(kk), spec["confidence_level"])
+        ok &= (t > 0) & (t < 1)
         p = np.full(len(kk), np.nan)
         if spec["n_calibration"] is None:
-            p[ok] = binom.cdf(kk[ok], nn[ok], t)
+            p[ok] = binom.cdf(kk[ok], nn[ok], t[ok])
         else:
-            a, b = split_conformal_law(spec["n_calibration"], t)
-            p[ok] = betabinom.cdf(kk[ok], nn[ok], a, b)
+            m = spec["n_calibration"]
+            a = np.ceil((m + 1) * t - 1e-9)
+            b = m + 1 - a
+            ok &= b >= 1  # too few calibration points for this level: no test
+            p[ok] = betabinom.cdf(kk[ok], nn[ok], a[ok], b[ok])
         p = np.minimum(p, 1.0)
         p_holm, p_bh = holm(p), benjamini_hochberg(p)
         chosen = {"holm": p_holm, "bh": p_bh, "none": p}[spec["correction"]]
@@ -323,7 +359,7 @@ def _inference_step(k: str, n: str, checks: list[str], outputs: list[str], spec:
 @dataclass(frozen=True, kw_only=True)
 class CoverageTest(Metric):
     target: Target
-    confidence_level: float
+    confidence_level: float | str
     ci: float = 0.95
     method: str = "wilson"
     n_calibration: int | None = None
@@ -354,10 +390,13 @@ class CoverageTest(Metric):
             "method": self.method,
             "ci": self.ci,
         }
+        level = level_row(q, self.confidence_level)
+        level_agg = q.agg("min", level) if level is not None else None
         checks = list(q.checks.values())
         outputs = [f"{name}_{s}" for s in suffixes]
         what = f"{name} (exact binomial / beta tails: scipy on the per-group table)"
-        q.numpy([k_name, n_name, *checks], outputs, _inference_step(k_name, n_name, checks, outputs, spec), what=what)
+        inputs = [k_name, n_name, *([level_agg] if level_agg else []), *checks]
+        q.numpy(inputs, outputs, _inference_step(k_name, n_name, level_agg, checks, outputs, spec), what=what)
         return out
 
 
@@ -368,7 +407,7 @@ def coverage_test(
     *,
     sets: str | Sequence[str] | None = None,
     classes: Sequence[Label] | None = None,
-    confidence_level: float,
+    confidence_level: float | str,
     ci: float = 0.95,
     method: Literal["wilson", "clopper-pearson"] = "wilson",
     n_calibration: int | None = None,
@@ -394,6 +433,12 @@ def coverage_test(
       the result;
     - ``_flag``: 1.0 where the adjusted p-value (``correction=``) is below
       ``alpha``, else 0.0.
+
+    ``confidence_level`` may name a ``by=`` column holding each group's target
+    (levels stacked in long format): ``by=["level", "segment"],
+    confidence_level="level"``.  Adjustments then still run across all groups
+    of the result; with ``n_calibration``, a level too high for ``m`` gives a
+    null p-value for its groups.
 
     The p-values need scipy on the aggregated table (one row per group): lazy
     on polars LazyFrames, eager-only on other lazy backends (collect first).
@@ -431,13 +476,13 @@ def coverage_test(
     if correction not in ("holm", "bh", "none"):
         msg = f"correction must be 'holm', 'bh' or 'none', got {correction!r}"
         raise ValueError(msg)
-    level = check_probability(confidence_level, "confidence_level")
+    level = _level(confidence_level)
     if n_calibration is not None:
         if isinstance(n_calibration, bool) or not isinstance(n_calibration, Integral) or n_calibration < 1:
             msg = f"n_calibration must be a positive integer, got {n_calibration!r}"
             raise ValueError(msg)
         n_calibration = int(n_calibration)
-        a, b = split_conformal_law(n_calibration, level)
+        a, b = split_conformal_law(n_calibration, level) if isinstance(level, float) else (0.0, 1.0)
         if b < 1:
             msg = (
                 f"n_calibration={n_calibration} is too small for confidence_level={level}: "
