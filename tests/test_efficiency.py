@@ -82,7 +82,7 @@ def test_pvalues_outside_unit_interval(constructor):
 
 def test_label_not_among_classes(eager_constructor):
     data = {"y": [0, 5], "p0": [0.5, 0.2], "p1": [0.1, 0.3]}
-    with pytest.raises(ValueError, match=r"label column 'y' has labels not among classes \[0, 1\] in 1 row"):
+    with pytest.raises(ValueError, match=r"label column 'y' has labels not among classes \[0, 1\] in 1 row, e.g. 5$"):
         cf.evaluate(eager_constructor(data), cf.efficiency_criteria("y", ["p0", "p1"], classes=[0, 1], significance=0.1))
 
 

@@ -156,7 +156,7 @@ def test_label_not_among_classes(constructor):
         out = to_pandas(cf.evaluate(frame, metric))
         assert np.isnan(out["set_coverage"][0]) and int(out["n_invalid"][0]) == 2
     else:
-        with pytest.raises(ValueError, match=r"label column 'y' has labels not among classes \[0, 1\] in 2 rows"):
+        with pytest.raises(ValueError, match=r"label column 'y' has labels not among classes \[0, 1\] in 2 rows, e.g. 7$"):
             cf.evaluate(frame, metric)
 
 
@@ -225,3 +225,14 @@ def test_empty_frame_gives_null():
     frame = pl.DataFrame({"y": [], "m0": [], "m1": []}, schema={"y": pl.Int64, "m0": pl.Boolean, "m1": pl.Boolean})
     out = to_pandas(cf.evaluate(frame, cf.set_coverage("y", ["m0", "m1"], classes=[0, 1])))
     assert np.isnan(out["set_coverage"][0]) and int(out["n"][0]) == 0
+
+
+def test_string_label_not_among_classes_is_named(eager_constructor):
+    frame = eager_constructor({"y": ["cat", "dog", "emu"], "s": [["cat"], ["dog", "cat"], ["dog"]]})
+    if isinstance(frame, __import__("pandas").DataFrame) and frame["s"].dtype == object:
+        frame = eager_constructor({"y": ["cat", "dog", "emu"], "m0": [True, True, False], "m1": [False, True, True]})
+        metric = cf.set_coverage("y", ["m0", "m1"], classes=["cat", "dog"])
+    else:
+        metric = cf.set_coverage("y", "s", classes=["cat", "dog"])
+    with pytest.raises(ValueError, match=r"not among classes \['cat', 'dog'\] in 1 row, e.g. 'emu'$"):
+        cf.evaluate(frame, metric, by=None)

@@ -77,6 +77,8 @@ class Query:
     rows: dict[Hashable, tuple[str, nw.Expr, int]] = field(default_factory=dict)
     aggs: dict[Hashable, tuple[str, nw.Expr]] = field(default_factory=dict)
     checks: dict[str, str] = field(default_factory=dict)
+    #: check message -> aggregated column with an offending value (see :meth:`check`)
+    examples: dict[str, str] = field(default_factory=dict)
     tables: dict[Hashable, tuple[TableFn, list[str]]] = field(default_factory=dict)
     numpy_steps: list[_NumpyStep] = field(default_factory=list)
     group_steps: dict[str, _GroupStep] = field(default_factory=dict)
@@ -148,16 +150,21 @@ class Query:
         """Number of rows in the group."""
         return nw.col(_N)
 
-    def check(self, message: str, bad: nw.Expr) -> None:
+    def check(self, message: str, bad: nw.Expr, *, example: nw.Expr | None = None) -> None:
         """Rows where ``bad`` is true make the group invalid.
 
         Eager input: a ValueError ``"<message> in <count> rows"`` (or the
         message with ``{rows}`` replaced by the count).  Lazy input:
         the group's metric columns are null and ``n_invalid`` counts the rows.
+        With ``example`` (an expression, e.g. the offending column), the eager
+        error also names the smallest offending value: ``"..., e.g. 7"``.
         """
         if message not in self.checks:
             name = self.row(("check", message), bad.cast(nw.Float64))
             self.checks[message] = name
+            if example is not None:
+                shown = self.row(("check_example", message), nw.when(bad).then(example))
+                self.examples[message] = self.agg("min", shown)
 
     def table(self, key: Hashable, fn: TableFn, columns: list[str]) -> None:
         """A sub-query over the row-level frame returning keys + ``columns``."""
@@ -381,7 +388,21 @@ def _raise_checks(frame: nw.DataFrame, q: Query) -> None:
         count = int(np.nansum(frame.get_column(col).to_numpy().astype(float)))
         if count:
             rows = f"{count} row{'s' if count != 1 else ''}"
-            raise ValueError(message.replace("{rows}", rows) if "{rows}" in message else f"{message} in {rows}")
+            text = message.replace("{rows}", rows) if "{rows}" in message else f"{message} in {rows}"
+            if message in q.examples:
+                text += _example(frame.get_column(q.examples[message]).to_list())
+            raise ValueError(text)
+
+
+def _example(values: list[Any]) -> str:
+    """``", e.g. <smallest offending value>"`` ('' when none is available)."""
+    found = [v for v in values if v is not None and v == v]  # drop null / NaN
+    if not found:
+        return ""
+    value = min(found)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f", e.g. {value!r}"
 
 
 def _finish(table: nw.LazyFrame, q: Query, names: list[str], keys: list[str], eager: bool, backend: str) -> Any:

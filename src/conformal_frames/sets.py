@@ -181,7 +181,11 @@ def label_exprs(q: Query, y: str, classes: tuple[Label, ...]) -> list[nw.Expr]:
         missing = missing | col.is_nan()
     eq = [(col == c).cast(nw.Float64).fill_null(0.0) for c in classes]
     q.check(f"label column {y!r} has missing values", missing)
-    q.check(f"label column {y!r} has labels not among classes {list(classes)!r}", (_total(eq) == 0.0) & ~missing)
+    q.check(
+        f"label column {y!r} has labels not among classes {list(classes)!r}",
+        (_total(eq) == 0.0) & ~missing,
+        example=col,
+    )
     return eq
 
 
