@@ -169,3 +169,22 @@ def test_html_report_opens_in_headless_chromium(parquet: Path, tmp_path: Path) -
     assert dom.count("data:image/png;base64,") == 3
     assert '<tr class="cf-flag">' in dom
     assert "conformal-frames report: 40,000 rows" in dom
+
+
+def test_calibration_columns(tmp_path: Path, capsys) -> None:
+    import conformal_frames as cf
+
+    if not hasattr(cf, "ece"):
+        pytest.skip("the calibration family is not in this version")
+    rng = np.random.default_rng(5)
+    score = rng.uniform(0, 1, 4000)
+    path = tmp_path / "scores.parquet"
+    pl.DataFrame({"campaign": rng.choice(["a", "b"], 4000), "p": score,
+                  "clicked": (rng.uniform(0, 1, 4000) < score).astype(int)}).write_parquet(path)
+    assert cli.main(["report", str(path), "--label", "clicked", "--score", "p", "--by", "campaign", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["summary"]["families"] == ["calibration"]
+    rows = data["tables"]["calibration"]
+    assert [r["campaign"] for r in rows] == ["a", "b"]
+    assert all(0 <= r["ece"] < 0.1 for r in rows)
+    assert {r["bin"] for r in data["tables"]["reliability"]} == set(range(10))
