@@ -18,9 +18,15 @@ from scipy.stats import norm
 # bins
 # ---------------------------------------------------------------------------
 def uniform_bins(s: np.ndarray, num_bins: int) -> np.ndarray:
-    """Bin m holds m/M <= s < (m+1)/M; s = 1 goes to the last bin."""
-    edges = np.array([m / num_bins for m in range(1, num_bins)])
-    return np.array([int(np.sum(v >= edges)) for v in s], dtype=int)
+    """Bin m holds m <= M s < m + 1 (M s the double product); s = 1 goes to the last bin."""
+    out = np.full(len(s), num_bins - 1)
+    for i, v in enumerate(s):
+        scaled = v * num_bins
+        for m in range(num_bins):
+            if m <= scaled < m + 1:
+                out[i] = m
+                break
+    return out
 
 
 def quantile_bins(s: np.ndarray, num_bins: int) -> np.ndarray:

@@ -142,9 +142,10 @@ def binary_row(q: Query, name: str) -> str:
 def bin_row(q: Query, s_row: str, num_bins: int, strategy: Strategy, within: Sequence[str] = ()) -> str:
     """Row column: the bin (0 .. num_bins-1, Float64) of the score ``s_row``.
 
-    ``uniform``: bin ``m`` is ``[m/M, (m+1)/M)``, the last closed at 1 (the
-    float ``floor(M s)`` is corrected against the edges ``m/M`` so that the
-    comparison with the edges is exact).  ``quantile``: with ``r`` the number
+    ``uniform``: bin ``m`` is ``[m/M, (m+1)/M)``, the last closed at 1,
+    computed as ``min(floor(M * s), M - 1)`` with ``M * s`` the (correctly
+    rounded, hence backend-independent) double product: a score written as a
+    decimal edge (0.3 with M = 10) goes to the bin it starts.  ``quantile``: with ``r`` the number
     of rows of the group (and of ``within``) with a smaller score, the row goes
     to the bin that holds position ``r`` when ``n`` positions are split into
     ``M`` runs whose sizes differ by at most one (the first ``n % M`` runs are
@@ -153,8 +154,9 @@ def bin_row(q: Query, s_row: str, num_bins: int, strategy: Strategy, within: Seq
     m = float(num_bins)
     s = nw.col(s_row)
     if strategy == "uniform":
-        b0 = (s * m).floor()
-        b = b0 - (s < b0 / m).cast(F64) + (s >= (b0 + 1.0) / m).cast(F64)
+        # no comparison with the edges m / M: engines may rewrite a division
+        # by a constant as a product with its (rounded) reciprocal
+        b = (s * m).floor()
         # level 4: after the rows the score may come from (top-label confidence)
         return q.row(("ubin", s_row, num_bins), b.clip(0.0, m - 1.0), level=4)
     part = [*_partition(q), *within]
@@ -199,7 +201,7 @@ def _bins_table(y: str, s: str, b: str, prefix: str, sub: str | None):
         return _agg(
             per,
             keys,
-            [nw.col(ece_j).sum().alias(ece_j), nw.col(ece_j).count().cast(F64).alias(cnt), nw.col(ad).sum().alias(ad)],
+            [nw.col(ece_j).sum().alias(ece_j), nw.col(ece_j).count().alias(cnt), nw.col(ad).sum().alias(ad)],
         )
 
     return build
@@ -714,10 +716,11 @@ def _spiegelhalter_table(num: str, den: str, prefix: str):
         a, b, z, za, p1, p2 = (f"{prefix}{x}" for x in ("a", "b", "z", "za", "p1", "p2"))
         out = _agg(rows, keys, [nw.col(num).sum().alias(a), nw.col(den).sum().alias(b)])
         out = out.with_columns(_null_or_inf(nw.col(a), nw.col(b).clip(lower_bound=0.0).sqrt()).alias(z))
+        # one tail evaluation: q = Phi_c(|Z|); one-sided p = q (Z >= 0) or 1 - q
         out = out.with_columns(nw.col(z).abs().alias(za))
-        out = with_normal_sf(out, z, p1, f"{prefix}t1_")
-        out = with_normal_sf(out, za, p2, f"{prefix}t2_")
-        return out.select(*keys, z, p1, (2.0 * nw.col(p2)).clip(upper_bound=1.0).alias(p2))
+        out = with_normal_sf(out, za, p2, f"{prefix}t_")
+        one_sided = nw.when(nw.col(z) >= 0.0).then(nw.col(p2)).otherwise(1.0 - nw.col(p2))
+        return out.select(*keys, z, one_sided.alias(p1), (2.0 * nw.col(p2)).clip(upper_bound=1.0).alias(p2))
 
     return build
 
