@@ -23,8 +23,7 @@ def _frame_dict(d, strings=False):
     return data, classes
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("significance", [0.2, 0.5])
+@pytest.mark.parametrize(("seed", "significance"), [(0, 0.2), (1, 0.5), (2, 0.35)])
 @pytest.mark.parametrize("strings", [False, True], ids=["int", "str"])
 def test_criteria_match_oracle(constructor, seed, significance, strings):
     d = osets.random_pvalues(seed)

@@ -46,10 +46,9 @@ def _list_unsupported(constructor, list_column):
     return list_column and constructor.id == "pandas"
 
 
-@pytest.mark.parametrize("seed", SEEDS[:2])
+@pytest.mark.parametrize(("seed", "num_bins"), [(0, None), (1, 2)])
 @pytest.mark.parametrize("list_column", [False, True], ids=["membership", "list"])
 @pytest.mark.parametrize("strings", [False, True], ids=["int", "str"])
-@pytest.mark.parametrize("num_bins", [None, 2])
 def test_grouped_set_metrics_match_oracle(constructor, seed, list_column, strings, num_bins):
     d = osets.random_sets(seed, strings=strings)
     frame = constructor(osets.frame_dict(d, list_column=list_column))
@@ -68,8 +67,8 @@ def test_grouped_set_metrics_match_oracle(constructor, seed, list_column, string
     assert_close(whole[COLUMNS].to_numpy(), [_expected(d, np.arange(len(d["g"])), num_bins)], rtol=1e-12)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("num_bins", [None, 1, 2, 3, 5])
+@pytest.mark.parametrize("seed", SEEDS[:2])
+@pytest.mark.parametrize("num_bins", [None, 1, 2, 5])
 def test_set_ssc_long_matches_oracle(constructor, seed, num_bins):
     d = osets.random_sets(seed)
     frame = constructor(osets.frame_dict(d, list_column=False))
