@@ -17,6 +17,7 @@ from conformal_frames.core import Metric, evaluate
 from conformal_frames.efficiency import *  # noqa: F403
 from conformal_frames.intervals import *  # noqa: F403
 from conformal_frames.namespace import FAMILIES, ConformalNamespace, conformal, register_accessors
+from conformal_frames.ranking import *  # noqa: F403
 from conformal_frames.results import TestResult
 from conformal_frames.sets import *  # noqa: F403
 

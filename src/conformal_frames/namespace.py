@@ -18,7 +18,7 @@ __all__ = ["ConformalNamespace", "conformal", "register_accessors"]
 #: e.g. ``efficiency``, which shadows the submodule on the package)
 FAMILIES = tuple(
     importlib.import_module(f"conformal_frames.{name}")
-    for name in ("intervals", "sets", "efficiency", "conditional", "calibration")
+    for name in ("intervals", "sets", "efficiency", "conditional", "calibration", "ranking")
 )
 
 #: metric factories exposed as namespace methods (name -> factory)

@@ -1,0 +1,437 @@
+"""Ranking metrics of uncertainty: AUROC, AUARC, excess risk of the target coverage.
+
+A *correctness* column (0/1 or boolean: was the prediction correct / covered)
+and a *confidence* column (any finite number; higher means more confident,
+e.g. the top softmax probability, or ``1 / width`` of an interval) per row;
+a group of ``n`` rows.
+
+* :func:`auroc`: the probability that a correct row has a higher confidence
+  than an incorrect one (ties count one half): the Mann-Whitney form of the
+  area under the ROC curve, from mid-ranks of the confidence inside each group.
+* :func:`auarc`: the area under the accuracy-rejection curve, the mean over
+  ``k = 1..n`` of the accuracy among the ``k`` most confident rows.  Tied
+  confidences are resolved by *averaging over every order of the tied rows*
+  (exact, in closed form), so the value never depends on row order or backend.
+* :func:`excess_risk_target_coverage`: a classifier predicts coverage from
+  feature columns (cross-validated) and its L1 miscoverage loss is compared
+  with the constant predictor ``confidence_level``.  Needs scikit-learn
+  (``pip install conformal-frames[sklearn]``) and an eager frame.
+
+Both AUROC and AUARC are ordinary window functions and sums: grouped and lazy
+on every backend.  Invalid rows (missing / NaN / infinite confidence,
+correctness other than 0/1) are an error on eager input and make the group's
+metrics null (``n_invalid``) on lazy input.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from numbers import Integral
+from typing import Any
+
+import narwhals.stable.v2 as nw
+import numpy as np
+
+from conformal_frames._params import check_probability
+from conformal_frames.calibration import binary_row
+from conformal_frames.core import Metric, Query, _as_keys, _to_lazy
+from conformal_frames.intervals import covered_row
+from conformal_frames.sets import Label, set_covered_row, set_spec
+from conformal_frames.stats import ratio
+
+__all__ = ["auroc", "auarc", "excess_risk_target_coverage"]
+#: factories that become ``.conformal`` methods (``excess_risk_target_coverage``
+#: takes the frame itself: it is eager-only)
+METHODS = ["auroc", "auarc"]
+
+F64 = nw.Float64
+
+
+def _partition(q: Query) -> list[str]:
+    """Internal names of the group keys in the row-level frame."""
+    return list(q.group) if len(q.group) == len(q.keys) else list(q.keys)
+
+
+def _over(expr: nw.Expr, part: Sequence[str]) -> nw.Expr:
+    return expr.over(*part) if part else expr
+
+
+def _inputs(q: Query, correct: str, confidence: str) -> tuple[str, str]:
+    c = binary_row(q, correct)
+    s = q.row(("value", confidence), q.number(confidence))
+    return c, s
+
+
+# ---------------------------------------------------------------------------
+# AUROC
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class AUROC(Metric):
+    correct: str
+    confidence: str
+    default_name = "auroc"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        c, s = _inputs(q, self.correct, self.confidence)
+        part = _partition(q)
+        # mid-rank of the confidence in its group (ties share the average rank)
+        rank = q.row(("midrank", s, tuple(part)), _over(nw.col(s).rank("average"), part).cast(F64), level=1)
+        r_pos = q.row(("rank_correct", c, rank), nw.col(rank) * nw.col(c), level=2)
+        n1 = q.sum(c)
+        n0 = q.n - n1
+        u = q.sum(r_pos) - n1 * (n1 + 1.0) / 2.0
+        return {"": ratio(u, n1 * n0)}
+
+
+def auroc(correct: str, confidence: str) -> AUROC:
+    """Area under the ROC curve of ``confidence`` for predicting ``correct``.
+
+    The Mann-Whitney form: with ``n1`` correct and ``n0`` incorrect rows in
+    the group and ``R1`` the sum of the mid-ranks (ties get the average rank)
+    of the confidences of the correct rows,
+
+    ``auroc = (R1 - n1 (n1 + 1) / 2) / (n1 n0)``,
+
+    the probability that a random correct row is more confident than a random
+    incorrect one, ties counting one half.  Identical to
+    ``sklearn.metrics.roc_auc_score(correct, confidence)`` and to the numpy
+    baseline's ``auroc``.  **Null** when the group has only correct or only
+    incorrect rows (the baseline raises; inside a grouped evaluation a null
+    keeps the other groups).
+
+    Parameters
+    ----------
+    correct : str
+        Column of 0/1 (or boolean) correctness / coverage indicators.
+    confidence : str
+        Column of confidences (any finite numbers; higher = more confident).
+
+    Returns
+    -------
+    AUROC
+        A metric object; evaluate it with ``df.conformal.auroc(...)``,
+        ``df.conformal.evaluate(...)`` or :func:`conformal_frames.evaluate`.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"correct": [1, 1, 0, 0, 1], "conf": [0.9, 0.8, 0.2, 0.8, 0.1]})
+    >>> df.conformal.auroc("correct", "conf")
+    0.5833333333333334
+
+    References
+    ----------
+    J. A. Hanley and B. J. McNeil (1982), "The meaning and use of the area
+    under a receiver operating characteristic (ROC) curve", Radiology 143,
+    29-36.
+    """
+    _check_names(correct=correct, confidence=confidence)
+    return AUROC(correct=correct, confidence=confidence)
+
+
+# ---------------------------------------------------------------------------
+# AUARC
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class AUARC(Metric):
+    correct: str
+    confidence: str
+    default_name = "auarc"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        c, s = _inputs(q, self.correct, self.confidence)
+        part = _partition(q)
+        within = [*part, c]
+        sc = nw.col(s)
+        key = (s, c, tuple(part))
+        # rows of the group with a larger confidence (K0), and up to the end of the tie block
+        above = q.row(("arc_above", *key), _over(sc.rank("min", descending=True), part).cast(F64) - 1.0, level=1)
+        upto = q.row(("arc_upto", *key), _over(sc.rank("max", descending=True), part).cast(F64), level=1)
+        # the same among the rows with the same correctness
+        same_above = q.row(("arc_same_above", *key), _over(sc.rank("min", descending=True), within).cast(F64) - 1.0, level=1)
+        same_upto = q.row(("arc_same_upto", *key), _over(sc.rank("max", descending=True), within).cast(F64), level=1)
+        # position of the row in the order of decreasing confidence (1..n); a tie
+        # block of m rows after K0 others takes positions K0+1..K0+m in any order
+        pos = q.row(("arc_pos", *key), _over(sc.rank("ordinal", descending=True), part).cast(F64), level=1)
+        a, u, sa, su, k = (nw.col(x) for x in (above, upto, same_above, same_upto, pos))
+        is_c = nw.col(c) == 1.0
+        # correct rows above the block (C0) and correct rows up to the end of the block
+        c0 = nw.when(is_c).then(sa).otherwise(a - sa)
+        c_upto = nw.when(is_c).then(su).otherwise(u - su)
+        m = u - a
+        p = (c_upto - c0) / m  # accuracy inside the tie block
+        # expected accuracy of the k most confident rows over the orders of the block
+        term = q.row(("arc_term", *key), (c0 + (k - a) * p) / k, level=2)
+        return {"": ratio(q.sum(term), q.n)}
+
+
+def auarc(correct: str, confidence: str) -> AUARC:
+    """Area under the accuracy-rejection curve (higher is better).
+
+    Rows are retained in order of decreasing confidence; ``acc_k`` is the
+    accuracy of the ``k`` most confident rows and
+
+    ``auarc = (1/n) * sum_{k=1..n} acc_k``.
+
+    **Ties.**  When confidences tie, "the ``k`` most confident" is ambiguous;
+    the numpy baseline takes the tied rows in input order (a stable sort), so
+    its value depends on row order.  Here a block of ``m`` tied rows, after
+    ``K0`` more confident rows of which ``C0`` are correct and with ``p`` the
+    accuracy inside the block, contributes its *expected* accuracy over every
+    order of the block: ``acc_{K0+j} = (C0 + j p) / (K0 + j)`` for
+    ``j = 1..m``.  Without ties this is exactly the baseline's value; with
+    ties it is the mean of the baseline's value over all orders of the tied
+    rows, and it does not depend on row order or backend.
+
+    Parameters
+    ----------
+    correct : str
+        Column of 0/1 (or boolean) correctness indicators.
+    confidence : str
+        Column of confidences (any finite numbers; higher = more confident).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"correct": [0, 0, 1, 1], "conf": [0.1, 0.2, 0.8, 0.9]})
+    >>> df.conformal.auarc("correct", "conf")
+    0.7916666666666666
+
+    References
+    ----------
+    M. S. A. Nadeem, J.-D. Zucker and B. Hanczar (2009), "Accuracy-rejection
+    curves (ARCs) for comparing classification methods with a reject option",
+    PMLR 8, 65-81.
+    """
+    _check_names(correct=correct, confidence=confidence)
+    return AUARC(correct=correct, confidence=confidence)
+
+
+def _check_names(**names: Any) -> None:
+    for param, value in names.items():
+        if not isinstance(value, str):
+            msg = f"{param} must be a column name (a string), got {value!r} ({type(value).__name__})"
+            raise TypeError(msg)
+
+
+# ---------------------------------------------------------------------------
+# excess risk of the target coverage (eager, scikit-learn)
+# ---------------------------------------------------------------------------
+def _l1_miscoverage(pred: np.ndarray, cover: np.ndarray, target: float) -> np.ndarray:
+    """covmetrics' L1 miscoverage loss (0 where ``pred == target``)."""
+    return np.where(pred < target, cover - target, np.where(pred > target, target - cover, 0.0))
+
+
+def ert_numpy(
+    x: np.ndarray, cover: np.ndarray, confidence_level: float, *, model: Any = None, n_splits: int = 5, random_state: int = 42
+) -> float:
+    """Excess risk of the target coverage of one group (numpy in, float out).
+
+    ``KFold(n_splits, shuffle=True, random_state)``; on each fold a clone of
+    ``model`` is fitted on the training rows and predicts
+    ``P(covered | x)`` (``predict_proba[:, 1]``) on the test rows; the fold's
+    value is ``mean(L(target)) - mean(L(pred))`` with the L1 miscoverage loss
+    ``L(pred, c) = c - t if pred < t, t - c if pred > t, 0 if pred == t``
+    (``t = confidence_level``; zero for the constant predictor ``t``), so the
+    fold's value is ``-mean(L(pred, c))`` over its test rows.  The folds' values are averaged.  A training fold
+    whose rows are all covered (or all uncovered) predicts that constant
+    probability (1 or 0) without fitting.
+    """
+    from sklearn.base import clone
+    from sklearn.model_selection import KFold
+
+    if model is None:
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        model = HistGradientBoostingClassifier(random_state=random_state)
+    t = confidence_level
+    values = []
+    for train, test in KFold(n_splits=n_splits, shuffle=True, random_state=random_state).split(x):
+        c_train = cover[train]
+        if np.all(c_train == c_train[0]):
+            pred = np.full(len(test), float(c_train[0]))
+        else:
+            fitted = clone(model).fit(x[train], c_train)
+            if hasattr(fitted, "predict_proba"):
+                proba = np.asarray(fitted.predict_proba(x[test]), dtype=float)
+                classes = list(np.asarray(fitted.classes_, dtype=float))
+                pred = proba[:, classes.index(1.0)]
+            else:
+                pred = np.clip(np.asarray(fitted.predict(x[test]), dtype=float), 1e-5, 1 - 1e-5)
+        # the constant predictor t has loss 0 on every row
+        values.append(0.0 - float(np.mean(_l1_miscoverage(pred, cover[test], t))))
+    return float(np.mean(values))
+
+
+def excess_risk_target_coverage(
+    frame: Any,
+    y: str,
+    lo: str | None = None,
+    hi: str | None = None,
+    *,
+    features: Sequence[str],
+    confidence_level: float,
+    sets: str | Sequence[str] | None = None,
+    classes: Sequence[Label] | None = None,
+    by: str | Sequence[str] | None = None,
+    model: Any = None,
+    n_splits: int = 5,
+    random_state: int = 42,
+) -> Any:
+    """Excess risk of the target coverage (ERT) of Braun et al. (2025).
+
+    A row is *covered* when ``lo <= y <= hi`` (intervals) or ``y`` is in its
+    prediction set (``sets=`` and ``classes=``, as in
+    :mod:`conformal_frames.sets`).  A classifier (default
+    ``HistGradientBoostingClassifier(random_state=random_state)``, or a clone
+    of ``model``) learns ``P(covered | features)`` with ``n_splits``-fold
+    cross-validation (``KFold(shuffle=True, random_state=random_state)``); the
+    ERT is how much lower its L1 miscoverage loss is than the loss of the
+    constant prediction ``confidence_level`` (see :func:`ert_numpy`).  About
+    0 when coverage does not depend on the features; positive when some
+    region is over- or under-covered.  Same definition as the numpy
+    baseline's ``excess_risk_target_coverage`` with its default loss.
+
+    **Eager only** (it fits a model): a lazy frame raises
+    ``NotImplementedError``; collect it first.  Needs scikit-learn
+    (``pip install conformal-frames[sklearn]``).
+
+    Parameters
+    ----------
+    frame
+        An eager frame (pandas, polars, pyarrow-backed pandas...).
+    y, lo, hi : str
+        Observed value and interval bounds (intervals); or ``y`` with ``sets=``.
+    features : list of str
+        Numeric feature columns the classifier uses (missing / NaN / infinite
+        values are an error).
+    confidence_level : float
+        The target coverage, in (0, 1).
+    sets, classes
+        Prediction sets instead of intervals.
+    by : str or list of str, optional
+        Group columns: one ERT per group (cross-validated inside the group);
+        groups with fewer than ``n_splits`` rows get a null ERT.
+    model : scikit-learn classifier, optional
+        An unfitted classifier; cloned for every fold.
+    n_splits : int, default 5
+        Number of cross-validation folds (at least 2).
+    random_state : int, default 42
+        Seed of the fold split (and of the default classifier).
+
+    Returns
+    -------
+    float or frame
+        A float (ungrouped), or a frame of the caller's type: group keys,
+        ``excess_risk_target_coverage``, ``n``, sorted by the keys.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> from sklearn.dummy import DummyClassifier
+    >>> import conformal_frames as cf
+    >>> y = np.arange(12.0)
+    >>> odd = np.arange(12) % 2 == 1  # odd rows are not covered
+    >>> df = pd.DataFrame({"x": y, "y": y, "lo": np.where(odd, y + 1.0, y - 0.1),
+    ...                    "hi": np.where(odd, y + 2.0, y + 0.1)})
+    >>> cf.excess_risk_target_coverage(df, "y", "lo", "hi", features=["x"], confidence_level=0.5,
+    ...     model=DummyClassifier(strategy="prior"), n_splits=2)
+    -0.16666666666666666
+
+    References
+    ----------
+    S. Braun, D. Holzmueller, M. I. Jordan and F. Bach (2025), "Conditional
+    coverage diagnostics for conformal prediction", arXiv:2512.11779.
+    """
+    lf, eager = _to_lazy(frame)
+    if not eager:
+        msg = (
+            "excess_risk_target_coverage fits a classifier and is eager-only; got a lazy "
+            f"{type(nw.to_native(lf)).__name__}: collect it first (e.g. .collect(), .df(), .toPandas())"
+        )
+        raise NotImplementedError(msg)
+    try:
+        import sklearn  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        msg = "excess_risk_target_coverage needs scikit-learn: pip install 'conformal-frames[sklearn]'"
+        raise ImportError(msg) from exc
+    level = check_probability(confidence_level, "confidence_level")
+    if isinstance(n_splits, bool) or not isinstance(n_splits, Integral) or n_splits < 2:
+        msg = f"n_splits must be an integer >= 2, got {n_splits!r}"
+        raise ValueError(msg)
+    if isinstance(random_state, bool) or not isinstance(random_state, Integral):
+        msg = f"random_state must be an integer, got {random_state!r}"
+        raise TypeError(msg)
+    if isinstance(features, str) or not isinstance(features, Sequence) or not features:
+        msg = f"features must be a non-empty list of column names, got {features!r}"
+        raise TypeError(msg)
+    _check_names(y=y, **{f"features[{i}]": f for i, f in enumerate(features)})
+    if len(set(features)) != len(features):
+        msg = f"features has repeated columns: {list(features)!r}"
+        raise ValueError(msg)
+    interval = lo is not None or hi is not None
+    if interval and sets is not None:
+        msg = "pass either lo= and hi= (intervals) or sets= (prediction sets), not both"
+        raise ValueError(msg)
+    if sets is None and (lo is None or hi is None):
+        msg = "pass lo= and hi= (prediction intervals) or sets= and classes= (prediction sets)"
+        raise ValueError(msg)
+    spec = set_spec(sets, classes) if sets is not None else None
+
+    keys = _as_keys(by)
+    schema = lf.collect_schema()
+    for k in keys:
+        if k not in schema:
+            available = ", ".join(repr(c) for c in schema)
+            msg = f"group column {k!r} (by=) not found; available columns: {available}"
+            raise ValueError(msg)
+    group = [f"__cf_k{i}" for i in range(len(keys))]
+    q = Query(schema=schema, keys=keys, group=group)
+    for k in keys:
+        q.check(f"group column {k!r} (by=) has null values in {{rows}}; fill or drop them first", nw.col(k).is_null())
+    cover = set_covered_row(q, y, spec) if spec is not None else covered_row(q, y, lo, hi)  # type: ignore[arg-type]
+    feats = [q.row(("value", f), q.number(f)) for f in features]
+    levels = sorted({lvl for _, _, lvl in q.rows.values()})
+    rows = lf.select(
+        *[nw.col(k).alias(g) for k, g in zip(keys, group)],
+        *[e.alias(n) for n, e, lv in q.rows.values() if lv == levels[0]],
+    )
+    for lvl in levels[1:]:
+        rows = rows.with_columns(*[e.alias(n) for n, e, lv in q.rows.values() if lv == lvl])
+    data = rows.collect()
+    for message, col in q.checks.items():
+        count = int(np.nansum(data.get_column(col).to_numpy().astype(float)))
+        if count:
+            text = f"{count} row{'s' if count != 1 else ''}"
+            raise ValueError(message.replace("{rows}", text) if "{rows}" in message else f"{message} in {text}")
+    x_all = np.column_stack([data.get_column(f).to_numpy().astype(float) for f in feats]) if len(data) else np.empty((0, len(feats)))
+    c_all = data.get_column(cover).to_numpy().astype(float)
+
+    def one(idx: np.ndarray) -> float:
+        if len(idx) < n_splits:
+            return math.nan
+        return ert_numpy(x_all[idx], c_all[idx], level, model=model, n_splits=n_splits, random_state=random_state)
+
+    if not keys:
+        if len(c_all) < n_splits:
+            msg = f"excess_risk_target_coverage needs at least n_splits={n_splits} rows, got {len(c_all)}"
+            raise ValueError(msg)
+        return one(np.arange(len(c_all)))
+    indexed = data.with_row_index("__cf_row")
+    groups = indexed.group_by(*group).agg(nw.col("__cf_row").min().alias("__cf_first")).sort(*group)
+    gid = groups.with_row_index("__cf_gid").select(*group, "__cf_gid")
+    joined = indexed.select(*group, "__cf_row").join(gid, on=group, how="left").sort("__cf_row")
+    gids = joined.get_column("__cf_gid").to_numpy().astype(np.int64)
+    values = [one(np.flatnonzero(gids == g)) for g in range(len(groups))]
+    counts = np.bincount(gids, minlength=len(groups)).astype(np.int64)
+    ns = nw.get_native_namespace(data)
+    out = groups.select(*[nw.col(g).alias(k) for k, g in zip(keys, group)]).with_columns(
+        nw.new_series("excess_risk_target_coverage", np.asarray(values, dtype=float), F64, backend=ns).fill_nan(None),
+        nw.new_series("n", counts, nw.Int64, backend=ns),
+    )
+    return nw.to_native(nw.maybe_reset_index(out))
