@@ -43,6 +43,7 @@ TableFn = Callable[[nw.LazyFrame, list[str]], nw.LazyFrame]
 _INVALID = "__cf_invalid"
 _N = "__cf_n"
 _GID = "__cf_gid"
+_OWN_MESSAGE = "conformal-frames: "
 
 
 @dataclass
@@ -418,7 +419,7 @@ def _finish(table: nw.LazyFrame, q: Query, names: list[str], keys: list[str], ea
         if table.implementation.is_polars():
             return _polars_lazy_steps(table, q, keys, final_cols)
         what = "; ".join(sorted({s.what for s in [*q.group_steps.values(), *q.numpy_steps]}))
-        msg = (
+        msg = _OWN_MESSAGE + (
             f"{what} cannot stay lazy on the {backend} backend; collect the frame first "
             "(e.g. .collect() / .toPandas()) and evaluate the eager frame, or use polars"
         )
@@ -453,8 +454,20 @@ def compute(frame: Any, metrics: Sequence[Metric], by: str | Sequence[str] | Non
     """Narwhals-level evaluation: a narwhals DataFrame (eager) or LazyFrame."""
     lf, eager = _to_lazy(frame)
     keys = _as_keys(by)
-    table, q, names = compile_query(lf, metrics, keys)
-    return _finish(table, q, names, keys, eager, _backend(lf))
+    try:
+        table, q, names = compile_query(lf, metrics, keys)
+        return _finish(table, q, names, keys, eager, _backend(lf))
+    except NotImplementedError as exc:
+        if str(exc).startswith(_OWN_MESSAGE):
+            raise
+        # an operation the backend (through narwhals) cannot run: say which
+        # metrics were asked for and the way out, keep the original reason
+        asked = ", ".join(m.output_name for m in metrics if isinstance(m, Metric))
+        msg = (
+            f"{asked}: the {_backend(lf)} backend cannot run an operation these metrics need "
+            f"({exc}); collect the data to pandas or polars first, or use polars"
+        )
+        raise NotImplementedError(msg) from exc
 
 
 def evaluate(frame: Any, *metrics: Metric, by: str | Sequence[str] | None = None) -> Any:
