@@ -235,3 +235,20 @@ def test_string_label_not_among_classes_is_named(eager_constructor):
         metric = cf.set_coverage("y", "s", classes=["cat", "dog"])
     with pytest.raises(ValueError, match=r"not among classes \['cat', 'dog'\] in 1 row, e.g. 'emu'$"):
         cf.evaluate(frame, metric, by=None)
+
+
+def test_categorical_labels(eager_constructor):
+    import pandas as pd
+    import polars as pl
+
+    data = {"y": ["a", "b", "zz"], "m0": [True, False, False], "m1": [True, True, False]}
+    frame = eager_constructor(data)
+    if isinstance(frame, pl.DataFrame):
+        frame = frame.with_columns(pl.col("y").cast(pl.Categorical))
+    else:
+        frame["y"] = frame["y"].astype("category")
+    assert isinstance(frame, (pd.DataFrame, pl.DataFrame))
+    with pytest.raises(ValueError, match="e.g. 'zz'$"):
+        cf.evaluate(frame, cf.set_coverage("y", ["m0", "m1"], classes=["a", "b"]))
+    ok = frame.head(2) if isinstance(frame, pl.DataFrame) else frame.iloc[:2]
+    assert to_pandas(cf.evaluate(ok, cf.set_coverage("y", ["m0", "m1"], classes=["a", "b"])))["set_coverage"][0] == 1.0

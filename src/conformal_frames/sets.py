@@ -184,7 +184,7 @@ def label_exprs(q: Query, y: str, classes: tuple[Label, ...]) -> list[nw.Expr]:
     q.check(
         f"label column {y!r} has labels not among classes {list(classes)!r}",
         (_total(eq) == 0.0) & ~missing,
-        example=col,
+        example=col.cast(nw.String) if dtype == nw.Categorical or dtype == nw.Enum else col,
     )
     return eq
 
