@@ -252,3 +252,12 @@ def test_categorical_labels(eager_constructor):
         cf.evaluate(frame, cf.set_coverage("y", ["m0", "m1"], classes=["a", "b"]))
     ok = frame.head(2) if isinstance(frame, pl.DataFrame) else frame.iloc[:2]
     assert to_pandas(cf.evaluate(ok, cf.set_coverage("y", ["m0", "m1"], classes=["a", "b"])))["set_coverage"][0] == 1.0
+
+
+def test_class_conditional_coverage_is_by_label(constructor):
+    d = osets.random_sets(2)
+    frame = constructor(osets.frame_dict(d, list_column=False))
+    out = to_pandas(cf.conformal(frame).set_coverage("y", _sets_arg(d, False), classes=d["classes"], by="y"))
+    groups = group_dict(d["yi"])
+    assert list(out["y"]) == list(groups)
+    assert_close(out["set_coverage"], [osets.set_coverage(d["yi"][i], d["m"][i]) for i in groups.values()])

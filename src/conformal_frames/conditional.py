@@ -521,6 +521,10 @@ def min_slab_mean(z: np.ndarray, c: np.ndarray, need: int) -> np.ndarray:
     less than the distance between two distinct fractions with denominators
     ``<= n``; the window found at the upper end then has exactly the minimum
     mean, which is computed from integer counts.  Total O(M n log n).
+
+    The scan itself is in floating point (rounding ~``n * 1e-16``): the result is
+    the exact minimum while that stays below ``1 / (2 n^2)`` (n up to ~10^5), and
+    beyond that within a few ``1e-11`` of it.
     """
     m, n = z.shape
     order = np.argsort(z, axis=1, kind="stable")
