@@ -581,11 +581,12 @@ def _null_or_inf(dev: nw.Expr, scale: nw.Expr) -> nw.Expr:
     return nw.when(scale > 0.0).then(dev / scale).otherwise(degenerate)
 
 
-def _cumulative_table(d: str, v: str, s: str, prefix: str):
-    """Per group: KS and Kuiper statistics and p-values.
+def _cumulative_table(d: str, v: str, s: str, prefix: str, wanted: set[str]):
+    """Per group: KS and Kuiper statistics and the p-values of the ``wanted`` tests.
 
     Rows are aggregated per distinct score first (``sum(y - s)``), then an
-    ordered cumulative sum gives ``n C_k`` at each distinct score.
+    ordered cumulative sum gives ``n C_k`` at each distinct score.  ``wanted``
+    is filled by the metrics' ``build`` before the query runs.
     """
 
     def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
@@ -609,19 +610,28 @@ def _cumulative_table(d: str, v: str, s: str, prefix: str):
         scale = nw.col(vsum).clip(lower_bound=0.0).sqrt()
         kuiper_dev = nw.col(cmax).clip(lower_bound=0.0) - nw.col(cmin).clip(upper_bound=0.0)
         out = out.with_columns(_null_or_inf(nw.col(camax), scale).alias(ks), _null_or_inf(kuiper_dev, scale).alias(ku))
-        out = with_max_abs_sf(out, ks, ks_p, f"{prefix}t1_")
-        out = with_range_sf(out, ku, ku_p, f"{prefix}t2_")
-        return out.select(*keys, ks, ks_p, ku, ku_p)
+        columns = []
+        if "ks" in wanted:
+            out = with_max_abs_sf(out, ks, ks_p, f"{prefix}t1_")
+            columns += [ks, ks_p]
+        if "kuiper" in wanted:
+            out = with_range_sf(out, ku, ku_p, f"{prefix}t2_")
+            columns += [ku, ku_p]
+        return out.select(*keys, *columns)
 
     return build
 
 
-def _cumulative(q: Query, y: str, score: str) -> str:
+def _cumulative(q: Query, y: str, score: str, test: str) -> str:
     y_row, s_row = binary_row(q, y), score_row(q, score)
     d = q.row(("ydiff", y_row, s_row), nw.col(y_row) - nw.col(s_row), level=1)
     v = q.row(("svar", s_row), nw.col(s_row) * (1.0 - nw.col(s_row)), level=1)
     prefix = f"__cf_cum_{y_row}_{s_row}_"
-    q.table(("cumulative", y_row, s_row), _cumulative_table(d, v, s_row, prefix), [])
+    # one table per (label, score) shared by KS and Kuiper; each test adds
+    # itself to the set of p-values the table computes
+    wanted: set[str] = q.__dict__.setdefault("_cf_cumulative_tests", {}).setdefault(prefix, set())
+    wanted.add(test)
+    q.table(("cumulative", y_row, s_row), _cumulative_table(d, v, s_row, prefix, wanted), [])
     return prefix
 
 
@@ -635,7 +645,7 @@ class KSTest(Metric):
     kind: ResultKind = "test"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        p = _cumulative(q, self.y, self.score)
+        p = _cumulative(q, self.y, self.score, "ks")
         return {"": nw.col(f"{p}ks"), "pvalue": nw.col(f"{p}ks_p")}
 
 
@@ -685,7 +695,7 @@ class KuiperTest(Metric):
     kind: ResultKind = "test"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        p = _cumulative(q, self.y, self.score)
+        p = _cumulative(q, self.y, self.score, "kuiper")
         return {"": nw.col(f"{p}ku"), "pvalue": nw.col(f"{p}ku_p")}
 
 
