@@ -397,3 +397,52 @@ def test_probability_rows_need_not_sum_to_one(constructor):
     d = {"y": np.array([0, 1]), "p0": np.array([0.9, 0.1]), "p1": np.array([0.3, 0.5])}
     out = to_pandas(cf.evaluate(constructor(d), cf.top_label_ece("y", ["p0", "p1"], num_bins=2)))
     assert_close(out["top_label_ece"], [(0.1 + 0.5) / 2], rtol=RTOL)
+
+
+def test_cumulative_differences_invalid_rows(constructor):
+    d = {"g": np.array(["a", "a", "b", "b"]), "y": np.array([1.0, 0.0, 1.0, 0.0]), "s": np.array([0.5, 0.2, 1.5, 0.3])}
+    frame = constructor(d)
+    if not constructor.lazy:
+        with pytest.raises(ValueError, match=r"column 's' has values outside \[0, 1\] in 1 row"):
+            cf.cumulative_differences(frame, "y", "s", by="g")
+        return
+    out = to_pandas(cf.cumulative_differences(frame, "y", "s", by="g"))
+    assert list(out["g"]) == ["a", "a", "b", "b"]
+    assert_close(out["cumulative_difference"], [-0.1, 0.15, np.nan, np.nan], rtol=RTOL)
+
+
+# ---------------------------------------------------------------------------
+# property-based: small samples with many ties, polars eager
+# ---------------------------------------------------------------------------
+def test_random_small_samples_match_oracle():
+    import polars as pl
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    grid = [0.0, 0.1, 0.25, 0.3, 0.5, 0.7, 0.75, 0.9, 1.0]
+
+    @settings(max_examples=40, deadline=None)
+    @given(
+        st.lists(st.tuples(st.sampled_from(grid), st.sampled_from([0.0, 1.0])), min_size=1, max_size=12),
+        st.integers(1, 5),
+    )
+    def check(pairs, num_bins):
+        s = np.array([p[0] for p in pairs])
+        y = np.array([p[1] for p in pairs])
+        out = cf.evaluate(
+            pl.DataFrame({"y": y, "s": s}),
+            cf.ece("y", "s", num_bins=num_bins),
+            cf.ece("y", "s", num_bins=num_bins, strategy="quantile").alias("ece_q"),
+            cf.ks_test("y", "s"),
+            cf.kuiper_test("y", "s"),
+        )
+        expected = [
+            oracle.ece(y, s, num_bins),
+            oracle.ece(y, s, num_bins, "quantile"),
+            *oracle.ks(y, s),
+            *oracle.kuiper(y, s),
+        ]
+        got = out.select("ece", "ece_q", "ks", "ks_pvalue", "kuiper", "kuiper_pvalue").row(0)
+        assert_close(np.array(got, dtype=object), expected, rtol=RTOL, atol=ATOL)
+
+    check()
