@@ -81,6 +81,7 @@ class Query:
     #: check message -> aggregated column with an offending value (see :meth:`check`)
     examples: dict[str, str] = field(default_factory=dict)
     tables: dict[Hashable, tuple[TableFn, list[str]]] = field(default_factory=dict)
+    finalizers: dict[Hashable, Callable[[nw.LazyFrame], nw.LazyFrame]] = field(default_factory=dict)
     numpy_steps: list[_NumpyStep] = field(default_factory=list)
     group_steps: dict[str, _GroupStep] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)
@@ -168,8 +169,20 @@ class Query:
                 self.examples[message] = self.agg("min", shown)
 
     def table(self, key: Hashable, fn: TableFn, columns: list[str]) -> None:
-        """A sub-query over the row-level frame returning keys + ``columns``."""
+        """A sub-query over the row-level frame returning keys + ``columns``.
+
+        Prefer main-aggregation statistics (:meth:`sum` ...) plus
+        :meth:`finalize` where the math allows: a table is a second pass over
+        the rows, and polars caches the shared row frame in memory when a
+        query uses it twice (streaming then holds the whole input).
+        """
         self.tables.setdefault(key, (fn, columns))
+
+    def finalize(self, key: Hashable, fn: Callable[[nw.LazyFrame], nw.LazyFrame]) -> None:
+        """A multi-step finalize: ``fn(table) -> table`` adds columns to the
+        aggregated table (one row per group) before the output expressions,
+        e.g. a p-value series computed in several ``with_columns`` steps."""
+        self.finalizers.setdefault(key, fn)
 
     def numpy(self, inputs: list[str], outputs: list[str], fn: NumpyFn, *, what: str) -> None:
         """A numpy step over the aggregated table (one row per group)."""
@@ -330,6 +343,8 @@ def compile_query(
     table = _aggregate(rows, ikeys, aggs)
     for fn, _cols in q.tables.values():
         table = _join(table, fn(rows, ikeys), ikeys)
+    for finalize in q.finalizers.values():
+        table = finalize(table)
     inv = q.rows[_INVALID][0]
     valid = (nw.col(inv) == 0) & (nw.col(_N) > 0)
     expr_outputs = {k: v for k, v in outputs.items() if v is not None}
