@@ -12,7 +12,6 @@ import conformal_frames as cf
 import oracle_calibration as oracle
 from helpers import assert_close, group_dict, to_pandas
 
-SEEDS = [0, 1, 2]
 RTOL = 1e-12
 ATOL = 1e-14  # sums of O(1) terms: cancellation leaves ~n * 1e-16 absolute
 
@@ -446,3 +445,13 @@ def test_random_small_samples_match_oracle():
         assert_close(np.array(got, dtype=object), expected, rtol=RTOL, atol=ATOL)
 
     check()
+
+
+def test_uniform_bins_decimal_edges_start_their_bin(constructor):
+    # 0.1 * k written as decimals go to bin k with M = 10 (M * s is rounded
+    # identically on every backend); 1.0 goes to the last bin
+    s = np.array([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+    d = {"y": np.zeros(len(s)), "s": s}
+    out = to_pandas(cf.conformal(constructor(d)).reliability("y", "s", num_bins=10))
+    assert out["bin"].tolist() == list(range(10))
+    assert out["n"].tolist() == [1] * 9 + [2]
