@@ -188,3 +188,13 @@ def test_calibration_columns(tmp_path: Path, capsys) -> None:
     assert [r["campaign"] for r in rows] == ["a", "b"]
     assert all(0 <= r["ece"] < 0.1 for r in rows)
     assert {r["bin"] for r in data["tables"]["reliability"]} == set(range(10))
+
+
+def test_memory_modes(parquet: Path, capsys) -> None:
+    assert cli._bounded("bounded", 0) and not cli._bounded("exact", 10**15)
+    assert cli._bounded("auto", 10**15) and not cli._bounded("auto", 1000)
+    assert cli.main(["report", str(parquet), *ARGS, "--memory", "bounded", "--format", "json", "--progress"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert "ssc" not in data["tables"] and "widths" in data["tables"]
+    assert "bounded memory" in captured.err

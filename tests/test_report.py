@@ -276,3 +276,31 @@ def test_json_and_csv(rep: Report, tmp_path) -> None:
     long = rep.metrics()
     assert long.columns == ["seg", "level", "family", "metric", "value"]
     assert long.height == 6 * n_metrics
+
+
+def test_bounded_memory_mode() -> None:
+    """No SSC; width quantiles from 512-bin histograms, within one bin of the exact ones."""
+    import polars as pl
+
+    from conformal_frames.report import WIDTH_HISTOGRAM_BINS
+
+    rng = np.random.default_rng(7)
+    n = 20_000
+    x = rng.normal(size=n)
+    df = pl.DataFrame({"g": rng.choice(["a", "b", "c"], n), "y": x + rng.normal(size=n),
+                       "lo": x - rng.gamma(2.0, 1.0, n), "hi": x + rng.gamma(2.0, 1.0, n)})
+    for frame in (df, df.lazy()):
+        exact = report(frame, y="y", lo="lo", hi="hi", by="g", confidence_level=0.9)
+        bounded = report(frame, y="y", lo="lo", hi="hi", by="g", confidence_level=0.9, bounded_memory=True)
+        assert "ssc" not in bounded.tables and "ssc_score" not in bounded.table.columns
+        assert bounded.table["coverage"].to_list() == exact.table["coverage"].to_list()
+        assert bounded.table["pvalue"].to_list() == exact.table["pvalue"].to_list()
+        a, b = bounded.frame("widths"), exact.frame("widths")
+        assert a["min"].to_list() == b["min"].to_list() and a["max"].to_list() == b["max"].to_list()
+        assert a["mean"].to_list() == pytest.approx(b["mean"].to_list(), rel=1e-12)
+        bin_width = ((b["max"] - b["min"]) / WIDTH_HISTOGRAM_BINS).to_numpy()
+        for q in ("q05", "q25", "q50", "q75", "q95"):
+            assert (np.abs(a[q].to_numpy() - b[q].to_numpy()) <= bin_width).all(), q
+    assert "bounded memory" in str(bounded)
+    with pytest.raises(ValueError, match="hsic"):
+        report(df, y="y", lo="lo", hi="hi", hsic=True, bounded_memory=True)

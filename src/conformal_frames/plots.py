@@ -554,7 +554,8 @@ def report_figures(rep: Any) -> dict[str, Any]:
         if level is not None:
             keep("coverage_vs_level", coverage_vs_level(cov_table, level=level, by=seg))
     if "intervals" in rep.tables:
-        keep("ssc", ssc_bars(at(rep.tables["ssc"]), by=seg, confidence_level=target), "Size-stratified coverage")
+        if "ssc" in rep.tables:
+            keep("ssc", ssc_bars(at(rep.tables["ssc"]), by=seg, confidence_level=target), "Size-stratified coverage")
         keep("width_distribution", width_distribution(at(rep.tables["widths"]), by=seg), "Interval width by segment")
     if "reliability" in rep.tables:
         keep("reliability", reliability_diagram(at(rep.tables["reliability"]), by=seg), "Reliability diagram")

@@ -46,6 +46,8 @@ __all__ = ["Report", "report", "under_coverage_test", "holm"]
 
 #: width quantiles collected per group for the width-distribution plot
 WIDTH_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+#: histogram bins of the width quantiles with ``bounded_memory=True``
+WIDTH_HISTOGRAM_BINS = 512
 
 
 # ---------------------------------------------------------------------------
@@ -535,6 +537,54 @@ def _widths_query(frame: Any, lo: str, hi: str, keys: list[str]) -> Any:
     return out.sort(*keys) if keys else out
 
 
+def _widths_histogram(frame: Any, lo: str, hi: str, keys: list[str], bins: int = WIDTH_HISTOGRAM_BINS) -> nw.DataFrame:
+    """Width quantiles from a per-group histogram: memory independent of the rows.
+
+    Two lazy aggregations joined in one plan: per group ``min``, ``max``,
+    ``mean`` and count; then counts per (group, bin) of ``bins`` equal-width
+    bins on ``[min, max]``.  Quantiles are interpolated linearly inside the
+    bin where the cumulative count crosses ``q * n``: exact at the ends,
+    within ``(max - min) / bins`` elsewhere.
+    """
+    w = (nw.col(hi).cast(nw.Float64) - nw.col(lo).cast(nw.Float64)).alias("__w")
+    rows = frame.select(*[nw.col(k) for k in keys], w).filter(nw.col("__w").is_finite() & (nw.col("__w") >= 0))
+    stats_aggs = [nw.col("__w").min().alias("min"), nw.col("__w").max().alias("max"), nw.col("__w").mean().alias("mean")]
+    stats = rows.group_by(*keys).agg(*stats_aggs) if keys else rows.select(*stats_aggs)
+    if isinstance(stats, nw.LazyFrame) and stats.implementation.is_polars():
+        # a small collected table joins without buffering the rows (measured: the
+        # lazy self-join made polars' streaming engine hold O(rows) memory)
+        stats = nw.from_native(stats.collect(engine="streaming").to_native().lazy())
+    joined = rows.join(stats, on=keys, how="inner") if keys else rows.join(stats, how="cross")
+    span = nw.col("max") - nw.col("min")
+    pos = nw.when(span > 0).then((nw.col("__w") - nw.col("min")) / span * bins).otherwise(nw.lit(0.0))
+    b = pos.floor().clip(lower_bound=0, upper_bound=bins - 1).cast(nw.Int64).alias("__b")
+    counts = joined.with_columns(b).group_by(*keys, "__b", "min", "max", "mean").agg(nw.len().alias("__c"))
+    table = _collect(counts)
+    table = table.sort(*keys, "__b") if keys else table.sort("__b")
+    groups: dict[tuple, dict[str, Any]] = {}
+    for r in table.iter_rows(named=True):
+        g = groups.setdefault(tuple(r[k] for k in keys), {**{k: r[k] for k in keys}, "min": r["min"], "max": r["max"],
+                                                         "mean": r["mean"], "counts": np.zeros(bins)})
+        g["counts"][r["__b"]] += r["__c"]
+    out: dict[str, list[Any]] = {k: [] for k in [*keys, *(f"q{round(q * 100):02d}" for q in WIDTH_QUANTILES), "min", "max", "mean"]}
+    for g in groups.values():
+        counts, lo_w, hi_w = g["counts"], float(g["min"]), float(g["max"])
+        edges = np.linspace(lo_w, hi_w, bins + 1)
+        cum = np.concatenate([[0.0], np.cumsum(counts)])
+        for k in keys:
+            out[k].append(g[k])
+        for q in WIDTH_QUANTILES:
+            target = q * cum[-1]
+            i = int(np.clip(np.searchsorted(cum, target, side="left") - 1, 0, bins - 1))
+            frac = (target - cum[i]) / counts[i] if counts[i] else 0.0
+            out[f"q{round(q * 100):02d}"].append(float(edges[i] + frac * (edges[i + 1] - edges[i])))
+        out["min"].append(lo_w)
+        out["max"].append(hi_w)
+        out["mean"].append(float(g["mean"]))
+    schema = {k: table.schema[k] for k in keys} | {c: nw.Float64 for c in out if c not in keys}
+    return nw.from_dict(out, schema=schema, backend=nw.get_native_namespace(table))
+
+
 @dataclass
 class _Plan:
     """Which metrics each family contributes for one target level."""
@@ -564,7 +614,11 @@ class _Plan:
             ms: list[core.Metric] = [iv.coverage(self.y, self.lo, self.hi, ci=self.ci), iv.width(self.lo, self.hi)]
             if target is not None:
                 ms.append(iv.winkler(self.y, self.lo, self.hi, confidence_level=target))
-            ms += [iv.ssc_score(self.y, self.lo, self.hi, num_bins=self.ssc_bins), iv.ssc(self.y, self.lo, self.hi, num_bins=self.ssc_bins)]
+            if self.ssc_bins:
+                ms += [
+                    iv.ssc_score(self.y, self.lo, self.hi, num_bins=self.ssc_bins),
+                    iv.ssc(self.y, self.lo, self.hi, num_bins=self.ssc_bins),
+                ]
             if self.hsic:
                 ms.append(iv.hsic(self.y, self.lo, self.hi))
             if target is not None and self.use_conditional:
@@ -628,6 +682,7 @@ def report(
     correction: str = "holm",
     n_calibration: int | None = None,
     hsic: bool = False,
+    bounded_memory: bool = False,
 ) -> Report:
     """Evaluate every applicable metric per group and return a :class:`Report`.
 
@@ -678,6 +733,13 @@ def report(
     hsic : bool, default False
         Also compute HSIC (collects the width and coverage columns of each
         group, so it is off by default).
+    bounded_memory : bool, default False
+        Keep the engine's memory independent of the number of rows, for
+        inputs larger than memory: no size-stratified coverage (its
+        equal-count width bins need a sort within each group) and width
+        quantiles from a 512-bin histogram per group (within ``(max - min) /
+        512`` of the exact ones) instead of exact quantiles.  Everything
+        else is unchanged (sums and counts).
 
     Returns
     -------
@@ -749,6 +811,12 @@ def report(
     if n_calibration is not None and not use_conditional:
         msg = "n_calibration= needs conformal_frames.coverage_test on eager or polars input"
         raise ValueError(msg)
+    if bounded_memory:
+        if hsic:
+            msg = "hsic=True needs all rows of each group; it cannot run with bounded_memory=True"
+            raise ValueError(msg)
+        ssc_bins = 0
+        notes.append("bounded memory: no size-stratified coverage; width quantiles from 512-bin histograms")
     plan = _Plan(y, lo, hi, label, score, prediction_set, list(classes) if classes is not None else None,
                  num_bins, ssc_bins, ci, alpha, correction, n_calibration, hsic, use_conditional)
     keys = [*keys_by, *([level] if level is not None else [])]
@@ -784,9 +852,10 @@ def report(
         cols = [c for m in ms for c in _output_names(m, schema, keys_by)]
         t = wide.select(*keys, *cols, *common)
         if name == "intervals":
-            t, ssc_long = _split_bins(t, keys, "ssc", ssc_bins, {"ssc": "coverage"})
+            tables[name] = t
+            if ssc_bins:
+                t, tables["ssc"] = _split_bins(t, keys, "ssc", ssc_bins, {"ssc": "coverage"})
             tables[name] = _with_test(t, "coverage", "__cf_test", level, confidence_level, alpha, correction, summary)
-            tables["ssc"] = ssc_long
             continue
         elif name == "sets":
             t = _with_test(t, "set_coverage", "__cf_settest", level, confidence_level, alpha, correction, summary)
@@ -795,7 +864,9 @@ def report(
         tables[name] = t
     if "intervals" in tables:
         assert lo is not None and hi is not None
-        tables["widths"] = _collect(_widths_query(base, lo, hi, keys))
+        tables["widths"] = (
+            _widths_histogram(base, lo, hi, keys) if bounded_memory else _collect(_widths_query(base, lo, hi, keys))
+        )
     if "reliability" in tables:  # keep the display order: reliability last
         tables["reliability"] = tables.pop("reliability")
     summary = _summary(tables, keys, level, confidence_level, [f for f in families if f != "reliability"], notes, summary)
