@@ -472,9 +472,11 @@ def compute(frame: Any, metrics: Sequence[Metric], by: str | Sequence[str] | Non
     try:
         table, q, names = compile_query(lf, metrics, keys)
         return _finish(table, q, names, keys, eager, _backend(lf))
-    except NotImplementedError as exc:
+    except (NotImplementedError, RuntimeError) as exc:
         if str(exc).startswith(_OWN_MESSAGE):
             raise
+        if not isinstance(exc, NotImplementedError) and "not supported" not in str(exc):
+            raise  # a real failure, not a backend limitation
         # an operation the backend (through narwhals) cannot run: say which
         # metrics were asked for and the way out, keep the original reason
         asked = ", ".join(m.output_name for m in metrics if isinstance(m, Metric))
