@@ -290,8 +290,6 @@ class Report:
         head = "".join(f"<li>{html.escape(line)}</li>" for line in self._header_lines()[1:])
         title = html.escape(self._header_lines()[0])
         body = [f'<div class="cf-report"><h2>{title}</h2><ul>{head}</ul>']
-        for title, t in self._display_tables():
-            body.append(f"<h3>{html.escape(title)}</h3>{_html_table(t, self.keys)}")
         if images:
             body.append("<h3>Plots</h3>")
             for name, data in images.items():
@@ -299,6 +297,8 @@ class Report:
                     f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
                     f"<figcaption>{html.escape(name.replace('_', ' '))}</figcaption></figure>"
                 )
+        for title, t in self._display_tables():
+            body.append(f"<h3>{html.escape(title)}</h3>{_html_table(t, self.keys)}")
         body.append("</div>")
         return "".join(body)
 
@@ -384,7 +384,7 @@ _CSS = (
     ".cf-report table{border-collapse:collapse;margin:0 0 1em 0}"
     ".cf-report th,.cf-report td{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap}"
     ".cf-report th{background:#f0f0f0}.cf-report tr.cf-flag td{background:#fde2e1}"
-    ".cf-report img{max-width:100%}"
+    ".cf-report img{max-width:100%}.cf-report figure{display:inline-block;vertical-align:top;margin:0 1em 1em 0}"
 )
 
 
