@@ -129,7 +129,7 @@ def test_help_is_complete(capsys) -> None:
     text = capsys.readouterr().out
     for flag in ("--y", "--lo", "--hi", "--label", "--score", "--set", "--by", "--level-col", "--confidence-level",
                  "--alpha", "--correction", "--out", "--format", "--no-plots", "--progress", "--quiet",
-                 "--fail-on-under-coverage", "--input-format", "--separator"):
+                 "--fail-on-under-coverage", "--input-format", "--separator", "--classes", "--memory"):
         assert flag in text, flag
     assert "exit codes:" in text and "5  --fail-on-under-coverage" in text
 
@@ -198,3 +198,16 @@ def test_memory_modes(parquet: Path, capsys) -> None:
     data = json.loads(captured.out)
     assert "ssc" not in data["tables"] and "widths" in data["tables"]
     assert "bounded memory" in captured.err
+
+
+def test_prediction_sets(tmp_path: Path, capsys) -> None:
+    import conformal_frames as cf
+
+    if not hasattr(cf, "set_coverage"):
+        pytest.skip("the prediction-set family is not in this version")
+    path = tmp_path / "sets.parquet"
+    pl.DataFrame({"g": ["a", "a", "b", "b"], "y": [0, 1, 2, 2], "s": [[0], [0, 2], [2], [1]]}).write_parquet(path)
+    assert cli.main(["report", str(path), "--label", "y", "--set", "s", "--classes", "0,1,2", "--by", "g", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["tables"]["sets"]
+    assert [r["set_coverage"] for r in rows] == [0.5, 0.5]
+    assert [r["set_size"] for r in rows] == [1.5, 1.0]

@@ -230,6 +230,7 @@ def _run_report(args: argparse.Namespace) -> int:
                 label=args.label,
                 score=args.score,
                 prediction_set=args.prediction_set,
+                classes=_classes(args.classes),
                 by=by or None,
                 confidence_level=args.confidence_level,
                 level=args.level_col,
@@ -283,6 +284,16 @@ def _demo(args: argparse.Namespace) -> int:
         written = _write_outputs(rep, args.out, _Progress(False), plots=not args.no_plots)
         print(f"wrote {len(written)} files to {args.out}: {', '.join(p.name for p in written)}", file=sys.stderr)
     return EXIT_OK
+
+
+def _classes(text: str | None) -> list[Any] | None:
+    if text is None:
+        return None
+    labels = [c.strip() for c in text.split(",") if c.strip()]
+    try:
+        return [int(c) for c in labels]
+    except ValueError:
+        return labels
 
 
 def _probability(text: str) -> float:
@@ -351,6 +362,11 @@ def build_parser() -> argparse.ArgumentParser:
     cols.add_argument("--label", metavar="COL", help="binary label (calibration) or true class (prediction sets)")
     cols.add_argument("--score", metavar="COL", help="predicted probability in [0, 1] (calibration)")
     cols.add_argument("--set", dest="prediction_set", metavar="COL", help="list column of predicted labels (prediction sets)")
+    cols.add_argument(
+        "--classes", metavar="LABELS",
+        help="comma-separated class labels of the prediction sets (default: the distinct values of --label); "
+        "integers when every label parses as one",
+    )
     cols.add_argument(
         "--by", metavar="COL", nargs="+", action="append",
         help="group column(s); repeat or separate with commas: --by region model, --by region,model",
