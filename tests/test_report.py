@@ -304,3 +304,14 @@ def test_bounded_memory_mode() -> None:
     assert "bounded memory" in str(bounded)
     with pytest.raises(ValueError, match="hsic"):
         report(df, y="y", lo="lo", hi="hi", hsic=True, bounded_memory=True)
+
+
+def test_pandas_tables_have_a_default_index() -> None:
+    import pandas as pd
+
+    rep = report(pd.DataFrame(_data(30)), y="y", lo="lo", hi="hi", by="seg", level="level")
+    assert rep.table.index.tolist() == list(range(6))
+    assert rep.under_covered.index.tolist() == [0, 1]
+    assert rep.frame("ssc").index.tolist() == list(range(len(rep.frame("ssc"))))
+    k = np.round(rep.table["coverage"] * rep.table["n"]).to_numpy()
+    assert rep.table["pvalue"].to_numpy() == pytest.approx(binom.cdf(k, rep.table["n"].to_numpy(), rep.table["target"].to_numpy()), rel=1e-12)

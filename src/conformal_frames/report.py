@@ -166,7 +166,7 @@ class Report:
         """The main table: interval metrics per group (else the first family)."""
         for name in ("intervals", "sets", "calibration"):
             if name in self.tables:
-                return nw.to_native(self.tables[name])
+                return _native(self.tables[name])
         msg = "the report has no metric table"
         raise ValueError(msg)
 
@@ -180,11 +180,11 @@ class Report:
             raise ValueError(msg)
         cov = "coverage" if name == "intervals" else "set_coverage"
         cols = [*self.keys, cov, "target", "n", "pvalue", "pvalue_adjusted"]
-        return nw.to_native(t.filter(nw.col("under_covered")).select(*cols))
+        return _native(t.filter(nw.col("under_covered")).select(*cols))
 
     def frame(self, name: str) -> Any:
         """One table by family name, as a native frame."""
-        return nw.to_native(self.tables[name])
+        return _native(self.tables[name])
 
     def metrics(self) -> Any:
         """All metrics in long (tidy) form: keys, ``family``, ``metric``, ``value``.
@@ -839,7 +839,7 @@ def report(
         if level is not None:
             part = part.with_columns(nw.lit(v, nw.Float64).alias(level))
         parts.append(part)
-    wide = _collect(parts[0] if len(parts) == 1 else nw.concat(parts, how="vertical"))
+    wide = _fresh_index(_collect(parts[0] if len(parts) == 1 else nw.concat(parts, how="vertical")))
     wide = wide.select(*keys, *[c for c in wide.columns if c not in keys])
     if keys:
         wide = wide.sort(*keys)
@@ -874,6 +874,17 @@ def report(
     columns = {k: v for k, v in {"y": y, "lo": lo, "hi": hi, "label": label, "score": score,
                                  "prediction_set": prediction_set, "level": level}.items() if v is not None}
     return Report(tables=tables, summary=summary, keys=keys, by=keys_by, level=level, columns=columns)
+
+
+def _fresh_index(t: nw.DataFrame) -> nw.DataFrame:
+    """pandas-like frames get a default 0..n-1 index (polars and pyarrow have none)."""
+    if t.implementation.is_pandas_like():
+        return nw.from_native(nw.to_native(t).reset_index(drop=True), eager_only=True)
+    return t
+
+
+def _native(t: nw.DataFrame) -> Any:
+    return nw.to_native(_fresh_index(t))
 
 
 def _split_bins(t: nw.DataFrame, keys: list[str], name: str, num_bins: int, rename: dict[str, str]) -> tuple[nw.DataFrame, nw.DataFrame]:
