@@ -315,3 +315,15 @@ def test_pandas_tables_have_a_default_index() -> None:
     assert rep.frame("ssc").index.tolist() == list(range(len(rep.frame("ssc"))))
     k = np.round(rep.table["coverage"] * rep.table["n"]).to_numpy()
     assert rep.table["pvalue"].to_numpy() == pytest.approx(binom.cdf(k, rep.table["n"].to_numpy(), rep.table["target"].to_numpy()), rel=1e-12)
+
+
+def test_namespace_method() -> None:
+    import pandas as pd
+    import polars as pl
+
+    data = _data(20)
+    for frame in (pd.DataFrame(data), pl.DataFrame(data).lazy()):
+        rep = frame.conformal.report(y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9)
+        assert isinstance(rep, Report) and rep.summary["groups"] == 3
+    rel = cf.conformal(pl.DataFrame(data).to_pandas()).report(y="y", lo="lo", hi="hi")
+    assert rel.summary["rows"] == 120
