@@ -46,7 +46,7 @@ from conformal_frames.brownian import (
     with_normal_sf,
     with_range_sf,
 )
-from conformal_frames.core import Metric, Query, ResultKind
+from conformal_frames.core import Metric, Query
 from conformal_frames.sets import Label, check_classes, label_exprs
 from conformal_frames.stats import ratio, wilson_interval
 
@@ -215,6 +215,33 @@ def _binned(q: Query, y_row: str, s_row: str, num_bins: int, strategy: Strategy,
     return prefix
 
 
+#: uniform bins up to this many are summed in the main aggregation (one pass,
+#: streamable); more bins, quantile bins and per-label bins use a sub-query
+WIDE_BINS = 32
+
+
+def bin_errors(q: Query, y_row: str, s_row: str, num_bins: int, strategy: Strategy) -> tuple[nw.Expr, nw.Expr]:
+    """``(sum_bins |sum y - sum s|, max_bins |mean y - mean s|)`` per group.
+
+    Uniform bins (``num_bins <= WIDE_BINS``) are elementary sums of the main
+    aggregation: per bin the row count, ``sum y`` and ``sum s`` of the rows
+    in the bin.  Otherwise a per-(group, bin) sub-query.
+    """
+    if strategy != "uniform" or num_bins > WIDE_BINS:
+        p = _binned(q, y_row, s_row, num_bins, strategy)
+        return nw.col(f"{p}ad"), nw.col(f"{p}gap")
+    b = bin_row(q, s_row, num_bins, strategy)
+    y, s = nw.col(y_row), nw.col(s_row)
+    diffs, gaps = [], []
+    for m in range(num_bins):
+        inside = (nw.col(b) == float(m)).cast(F64)
+        cnt = q.sum(q.row(("in_bin", b, m), inside, level=5))
+        diff = (q.sum(q.row(("bin_y", b, m, y_row), inside * y, level=5)) - q.sum(q.row(("bin_s", b, m, s_row), inside * s, level=5))).abs()
+        diffs.append(diff)
+        gaps.append(nw.when(cnt > 0.0).then(diff / cnt))
+    return _total(diffs), nw.max_horizontal(*gaps)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ECE(Metric):
     y: str
@@ -224,8 +251,8 @@ class ECE(Metric):
     default_name = "ece"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        p = _binned(q, binary_row(q, self.y), score_row(q, self.score), self.num_bins, self.strategy)
-        return {"": ratio(nw.col(f"{p}ad"), q.n)}
+        ad, _ = bin_errors(q, binary_row(q, self.y), score_row(q, self.score), self.num_bins, self.strategy)
+        return {"": ratio(ad, q.n)}
 
 
 def ece(y: str, score: str, *, num_bins: int = 10, strategy: Strategy = "uniform") -> ECE:
@@ -275,8 +302,8 @@ class MCE(Metric):
     default_name = "mce"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        p = _binned(q, binary_row(q, self.y), score_row(q, self.score), self.num_bins, self.strategy)
-        return {"": nw.col(f"{p}gap")}
+        _, gap = bin_errors(q, binary_row(q, self.y), score_row(q, self.score), self.num_bins, self.strategy)
+        return {"": gap}
 
 
 def mce(y: str, score: str, *, num_bins: int = 10, strategy: Strategy = "uniform") -> MCE:
@@ -355,7 +382,7 @@ class Reliability(Metric):
     strategy: Strategy = "uniform"
     ci: float = 0.95
     default_name = "reliability"
-    kind: ResultKind = "table"
+    kind = "table"
     long = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
@@ -533,8 +560,8 @@ class ClasswiseECE(Metric):
         eces = []
         for p, c, e in zip(self.probs, self.classes, eq):
             y_k = q.row(("label_eq", self.y, c), e)
-            prefix = _binned(q, y_k, score_row(q, p), self.num_bins, self.strategy)
-            eces.append(ratio(nw.col(f"{prefix}ad"), q.n))
+            ad, _ = bin_errors(q, y_k, score_row(q, p), self.num_bins, self.strategy)
+            eces.append(ratio(ad, q.n))
         return {"": _total(eces) / float(len(eces))}
 
 
@@ -640,9 +667,7 @@ class KSTest(Metric):
     y: str
     score: str
     default_name = "ks"
-    # annotated: ``kind`` is a field of Metric, a bare class attribute would be
-    # shadowed by the inherited field default
-    kind: ResultKind = "test"
+    kind = "test"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         p = _cumulative(q, self.y, self.score, "ks")
@@ -690,9 +715,7 @@ class KuiperTest(Metric):
     y: str
     score: str
     default_name = "kuiper"
-    # annotated: ``kind`` is a field of Metric, a bare class attribute would be
-    # shadowed by the inherited field default
-    kind: ResultKind = "test"
+    kind = "test"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         p = _cumulative(q, self.y, self.score, "kuiper")
@@ -721,16 +744,17 @@ def kuiper_test(y: str, score: str) -> KuiperTest:
     return KuiperTest(y=y, score=score)
 
 
-def _spiegelhalter_table(num: str, den: str, prefix: str):
-    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-        a, b, z, za, p1, p2 = (f"{prefix}{x}" for x in ("a", "b", "z", "za", "p1", "p2"))
-        out = _agg(rows, keys, [nw.col(num).sum().alias(a), nw.col(den).sum().alias(b)])
+def _spiegelhalter_finalize(a: str, b: str, prefix: str):
+    """z and p-values from the main aggregation's sums (one pass over the rows)."""
+
+    def build(out: nw.LazyFrame) -> nw.LazyFrame:
+        z, za, p1, p2 = (f"{prefix}{x}" for x in ("z", "za", "p1", "p2"))
         out = out.with_columns(_null_or_inf(nw.col(a), nw.col(b).clip(lower_bound=0.0).sqrt()).alias(z))
         # one tail evaluation: q = Phi_c(|Z|); one-sided p = q (Z >= 0) or 1 - q
         out = out.with_columns(nw.col(z).abs().alias(za))
         out = with_normal_sf(out, za, p2, f"{prefix}t_")
         one_sided = nw.when(nw.col(z) >= 0.0).then(nw.col(p2)).otherwise(1.0 - nw.col(p2))
-        return out.select(*keys, z, one_sided.alias(p1), (2.0 * nw.col(p2)).clip(upper_bound=1.0).alias(p2))
+        return out.with_columns(one_sided.alias(p1), (2.0 * nw.col(p2)).clip(upper_bound=1.0).alias(p2))
 
     return build
 
@@ -740,9 +764,7 @@ class SpiegelhalterTest(Metric):
     y: str
     score: str
     default_name = "spiegelhalter"
-    # annotated: ``kind`` is a field of Metric, a bare class attribute would be
-    # shadowed by the inherited field default
-    kind: ResultKind = "test"
+    kind = "test"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s = binary_row(q, self.y), score_row(q, self.score)
@@ -750,7 +772,7 @@ class SpiegelhalterTest(Metric):
         num = q.row(("spieg_num", y, s), (ys - ss) * (1.0 - 2.0 * ss), level=1)
         den = q.row(("spieg_den", s), (1.0 - 2.0 * ss) ** 2 * ss * (1.0 - ss), level=1)
         prefix = f"__cf_spieg_{y}_{s}_"
-        q.table(("spiegelhalter", y, s), _spiegelhalter_table(num, den, prefix), [])
+        q.finalize(("spiegelhalter", y, s), _spiegelhalter_finalize(q.agg("sum", num), q.agg("sum", den), prefix))
         return {"": nw.col(f"{prefix}z"), "pvalue": nw.col(f"{prefix}p1"), "pvalue_two_sided": nw.col(f"{prefix}p2")}
 
 

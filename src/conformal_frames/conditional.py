@@ -366,7 +366,7 @@ class CoverageTest(Metric):
     alpha: float = 0.05
     correction: str = "holm"
     default_name = "coverage_test"
-    kind: str = "test"
+    kind = "test"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         covered = self.target.covered(q)

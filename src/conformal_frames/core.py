@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import narwhals.stable.v2 as nw
 import numpy as np
@@ -209,10 +209,12 @@ class Metric:
 
     name: str | None = None
 
-    default_name = "metric"
-    kind: ResultKind = "score"
+    default_name: ClassVar[str] = "metric"
+    #: what a direct eager, ungrouped call returns: a float ("score"), a
+    #: TestResult ("test": outputs ``<name>`` and ``<name>_pvalue``) or a frame
+    kind: ClassVar[ResultKind] = "score"
     #: the frame returned by a direct call is this long table (not evaluate's)
-    long = False
+    long: ClassVar[bool] = False
 
     @property
     def output_name(self) -> str:
