@@ -327,3 +327,8 @@ def test_namespace_method() -> None:
         assert isinstance(rep, Report) and rep.summary["groups"] == 3
     rel = cf.conformal(pl.DataFrame(data).to_pandas()).report(y="y", lo="lo", hi="hi")
     assert rel.summary["rows"] == 120
+
+
+def test_not_a_frame() -> None:
+    with pytest.raises(TypeError, match="expected a DataFrame"):
+        report([1, 2, 3], y="y", lo="lo", hi="hi")

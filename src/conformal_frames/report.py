@@ -31,7 +31,7 @@ import html
 import io
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -785,11 +785,11 @@ def report(
         msg = "prediction-set metrics need label= (the true label) with prediction_set="
         raise ValueError(msg)
 
-    base = frame if isinstance(frame, (nw.DataFrame, nw.LazyFrame)) else core._to_lazy(frame)[0]
-    if not isinstance(frame, (nw.DataFrame, nw.LazyFrame)):
+    if isinstance(frame, (nw.DataFrame, nw.LazyFrame)):
+        base = frame
+    else:
+        core._to_lazy(frame)  # the core's clear TypeError for series and non-frames
         base = nw.from_native(frame)
-        if not isinstance(base, (nw.DataFrame, nw.LazyFrame)):
-            core._to_lazy(frame)  # raises the core's message for series
     schema = base.collect_schema()
     _schema_check(
         schema,
