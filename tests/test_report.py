@@ -332,3 +332,22 @@ def test_namespace_method() -> None:
 def test_not_a_frame() -> None:
     with pytest.raises(TypeError, match="expected a DataFrame"):
         report([1, 2, 3], y="y", lo="lo", hi="hi")
+
+
+def test_coverage_gap_in_summary(rep: Report) -> None:
+    t = rep.table
+    for item in rep.summary["pooled_coverage"]:
+        sub = t.filter(t["target"] == item["target"])
+        dev = (sub["coverage"] - item["target"]).abs()
+        assert item["gap"] == pytest.approx(dev.mean(), rel=1e-12)
+        assert item["gap_weighted"] == pytest.approx((dev * sub["n"]).sum() / sub["n"].sum(), rel=1e-12)
+        assert item["coverage"] == pytest.approx((sub["coverage"] * sub["n"]).sum() / sub["n"].sum(), rel=1e-12)
+    if hasattr(cf, "coverage_gap"):  # the conditional family's definition agrees
+        import polars as pl
+
+        data = pl.DataFrame(_data())
+        for item in rep.summary["pooled_coverage"]:
+            one = data.filter(pl.col("level") == item["target"])
+            for weighted, key in ((False, "gap"), (True, "gap_weighted")):
+                ref = one.conformal.coverage_gap("y", "lo", "hi", groups="seg", confidence_level=item["target"], weighted=weighted)
+                assert item[key] == pytest.approx(ref, rel=1e-12)

@@ -146,8 +146,10 @@ class Report:
         ``"widths"`` (width quantiles per group), and when they apply
         ``"calibration"``, ``"reliability"``, ``"sets"``.
     summary : dict
-        Rows, groups, pooled coverage per target, worst group, the
-        significantly under-covered groups, invalid rows, the test used.
+        Rows, groups, pooled coverage per target with the coverage gap
+        (mean ``|coverage_g - target|`` over the groups, unweighted and
+        weighted by rows), worst group, the significantly under-covered
+        groups, invalid rows, the test used.
     keys : list of str
         Group columns of the interval table (``by`` plus the level column).
     """
@@ -236,9 +238,13 @@ class Report:
         if s.get("target"):
             lines.append(f"target coverage: {s['target']}")
         for item in s.get("pooled_coverage", []):
-            lines.append(
-                f"pooled coverage{_at(item['target'])}: {_fmt(item['coverage'])} over {item['n']:,} rows"
-            )
+            line = f"pooled coverage{_at(item['target'])}: {_fmt(item['coverage'])} over {item['n']:,} rows"
+            if "gap" in item:
+                line += (
+                    f"; coverage gap mean |coverage - target| over groups {_fmt(item['gap'])}"
+                    f" (weighted by rows {_fmt(item['gap_weighted'])})"
+                )
+            lines.append(line)
         if s.get("worst_group"):
             w = s["worst_group"]
             lines.append(
@@ -974,9 +980,12 @@ def _summary(
             sel = np.ones(len(t), bool) if tv is None else target == tv
             sel &= ~np.isnan(cov)
             if sel.any():
-                pooled.append(
-                    {"target": tv, "coverage": float((cov[sel] * n[sel]).sum() / n[sel].sum()), "n": int(n[sel].sum())}
-                )
+                item = {"target": tv, "coverage": float((cov[sel] * n[sel]).sum() / n[sel].sum()), "n": int(n[sel].sum())}
+                if tv is not None and keys:
+                    dev = np.abs(cov[sel] - tv)
+                    item["gap"] = float(dev.mean())
+                    item["gap_weighted"] = float((dev * n[sel]).sum() / n[sel].sum())
+                pooled.append(item)
         out["pooled_coverage"] = pooled
         gap = cov - target if "target" in t.columns else cov
         if keys and np.isfinite(gap).any():
