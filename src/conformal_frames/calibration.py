@@ -61,6 +61,8 @@ METHODS = [
     "kuiper_test",
     "spiegelhalter_test",
 ]
+#: functions of a frame that become ``.conformal`` methods
+FRAME_METHODS = ["cumulative_differences"]
 __all__ = [
     *METHODS,
     "cumulative_differences",

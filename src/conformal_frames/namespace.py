@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
-
-import importlib
 
 from conformal_frames.core import Metric, evaluate, evaluate_one
 
 __all__ = ["ConformalNamespace", "conformal", "register_accessors"]
 
 #: metric families; each lists in ``METHODS`` the factories that become
-#: ``.conformal`` methods
+#: ``.conformal`` methods, and may list in ``FRAME_METHODS`` functions
+#: ``f(frame, ...)`` that become methods on the namespace's frame
 #: (imported by module path: a family may export a function of its own name,
 #: e.g. ``efficiency``, which shadows the submodule on the package)
 FAMILIES = tuple(
@@ -51,6 +51,15 @@ def _method(name: str, factory: Callable[..., Metric]) -> Callable[..., Any]:
     method.__name__ = name
     method.__qualname__ = f"ConformalNamespace.{name}"
     method.__doc__ = (factory.__doc__ or "").split("\n")[0] + f"\n\n    Evaluates :func:`conformal_frames.{name}` with ``by=``; see there.\n"
+    return method
+
+
+def _frame_method(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def method(self: ConformalNamespace, *args: Any, **kwargs: Any) -> Any:
+        return fn(self._frame, *args, **kwargs)
+
+    method.__qualname__ = f"ConformalNamespace.{name}"
     return method
 
 
@@ -105,11 +114,14 @@ def register_accessors() -> None:
             pl.api.register_lazyframe_namespace("conformal")(ConformalNamespace)
 
 
-def _report(self: ConformalNamespace, **kwargs: Any) -> Any:
+def _report(frame: Any, **kwargs: Any) -> Any:
     """Evaluation report of this frame; see :func:`conformal_frames.report.report`."""
-    from conformal_frames.report import report
+    from conformal_frames.report import report  # report imports matplotlib lazily
 
-    return report(self._frame, **kwargs)
+    return report(frame, **kwargs)
 
 
-ConformalNamespace.report = _report  # type: ignore[attr-defined]
+for _module in FAMILIES:
+    for _name in getattr(_module, "FRAME_METHODS", ()):
+        setattr(ConformalNamespace, _name, _frame_method(_name, getattr(_module, _name)))
+ConformalNamespace.report = _frame_method("report", _report)  # type: ignore[attr-defined]

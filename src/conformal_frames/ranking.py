@@ -45,6 +45,8 @@ __all__ = ["auroc", "auarc", "excess_risk_target_coverage"]
 #: factories that become ``.conformal`` methods (``excess_risk_target_coverage``
 #: takes the frame itself: it is eager-only)
 METHODS = ["auroc", "auarc"]
+#: functions of a frame that become ``.conformal`` methods
+FRAME_METHODS = ["excess_risk_target_coverage"]
 
 F64 = nw.Float64
 
