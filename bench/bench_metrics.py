@@ -215,20 +215,25 @@ def main(argv: list[str] | None = None) -> int:
            best_of(lambda: cf.evaluate(pdf, cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), by="seg"), r),
            best_of(lambda: cf.evaluate(df, cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), by="seg"), r), "", "slower-at-most")
 
-    # one pass: 8 metrics vs one coverage
-    eight = [
+    # one pass: 8 metrics vs one coverage (single-pass metrics, then with the
+    # two that need ordered windows: ssc_score and ks)
+    single_pass = [
         cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"),
         cf.winkler("y", "lo", "hi", confidence_level=0.9),
         cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=0.9),
-        cf.ssc_score("y", "lo", "hi", num_bins=3),
     ]
     if has_calibration:
-        eight += [cf.ece("label", "score", num_bins=10), cf.ks_test("label", "score"), cf.spiegelhalter_test("label", "score")]
+        single_pass += [cf.ece("label", "score", num_bins=10), cf.mce("label", "score", num_bins=10),
+                        cf.brier("label", "score"), cf.spiegelhalter_test("label", "score")]
+        with_windows = [*single_pass[:6], cf.ssc_score("y", "lo", "hi", num_bins=3), cf.ks_test("label", "score")]
     else:
-        eight += [cf.coverage("y", "lo", "hi", ci=0.9).alias("c90"), cf.width("lo", "hi").alias("w2"), cf.winkler("y", "lo", "hi", confidence_level=0.8).alias("w80")]
-    record(f"one pass: evaluate({len(eight)} metrics) vs coverage alone (grouped)",
-           best_of(lambda: cf.evaluate(df, *eight, by="seg"), r),
-           best_of(lambda: cf.evaluate(df, cf.coverage("y", "lo", "hi"), by="seg"), r), "<= 3x", "slower-at-most")
+        with_windows = []
+    t_cov = best_of(lambda: cf.evaluate(df, cf.coverage("y", "lo", "hi"), by="seg"), r)
+    record(f"one pass: evaluate({len(single_pass)} single-pass metrics) vs coverage alone (grouped)",
+           best_of(lambda: cf.evaluate(df, *single_pass, by="seg"), r), t_cov, "<= 3x", "slower-at-most")
+    if with_windows:
+        record("one pass: evaluate(8 metrics incl. ssc_score, ks) vs coverage alone (grouped)",
+               best_of(lambda: cf.evaluate(df, *with_windows, by="seg"), r), t_cov, "<= 3x", "slower-at-most")
 
     # HSIC
     t_hsic = best_of(lambda: df.conformal.hsic("y", "lo", "hi"), r)
