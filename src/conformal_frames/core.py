@@ -85,6 +85,8 @@ class Query:
     numpy_steps: list[_NumpyStep] = field(default_factory=list)
     group_steps: dict[str, _GroupStep] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)
+    #: aggregated column counting invalid rows (set by compile_query)
+    invalid: str = _INVALID
 
     # -- inputs -----------------------------------------------------------
     def column(self, name: str) -> nw.Expr:
@@ -313,7 +315,7 @@ def _join(left: nw.LazyFrame, right: nw.LazyFrame, keys: list[str]) -> nw.LazyFr
 
 
 def compile_query(
-    lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str]
+    lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str], *, eager: bool = False
 ) -> tuple[nw.LazyFrame, Query, list[str]]:
     """Compile ``metrics`` into one lazy query.
 
@@ -337,17 +339,25 @@ def compile_query(
                 raise ValueError(msg)
             outputs[name] = expr
     checks = list(q.checks.values())
-    invalid = nw.any_horizontal(*[nw.col(c) > 0 for c in checks], ignore_nulls=True) if checks else nw.lit(False)
-    q.row(_INVALID, invalid.cast(nw.Float64), level=max([lv for *_, lv in q.rows.values()], default=0) + 1)
+    if eager:
+        # eager input raises on any invalid row: the check sums suffice (no
+        # row-level "any invalid" column); the mask only guards empty groups
+        inv = _INVALID
+    else:
+        # lazy input: n_invalid counts rows with at least one problem
+        invalid = nw.any_horizontal(*[nw.col(c) > 0 for c in checks], ignore_nulls=True) if checks else nw.lit(False)
+        inv = q.row(_INVALID, invalid.cast(nw.Float64), level=max([lv for *_, lv in q.rows.values()], default=0) + 1)
     rows = _rows_frame(lf, q)
     aggs = [nw.len().alias(_N), *[e.alias(n) for n, e in q.aggs.values()]]
-    aggs += [nw.col(c).sum().alias(c) for c in [*checks, q.rows[_INVALID][0]]]
+    aggs += [nw.col(c).sum().alias(c) for c in [*checks, *([] if eager else [inv])]]
     table = _aggregate(rows, ikeys, aggs)
+    if eager:
+        table = table.with_columns((nw.sum_horizontal(*checks) if checks else nw.lit(0.0)).alias(inv))
+    q.invalid = inv
     for fn, _cols in q.tables.values():
         table = _join(table, fn(rows, ikeys), ikeys)
     for finalize in q.finalizers.values():
         table = finalize(table)
-    inv = q.rows[_INVALID][0]
     valid = (nw.col(inv) == 0) & (nw.col(_N) > 0)
     expr_outputs = {k: v for k, v in outputs.items() if v is not None}
     if expr_outputs:
@@ -369,7 +379,7 @@ def _numpy_apply(frame: nw.DataFrame, q: Query) -> nw.DataFrame:
         cols.update({k: np.asarray(result[k], dtype=float) for k in step.outputs})
     if not cols:
         return frame
-    valid = (frame.get_column(q.rows[_INVALID][0]).to_numpy() == 0) & (frame.get_column(_N).to_numpy() > 0)
+    valid = (frame.get_column(q.invalid).to_numpy() == 0) & (frame.get_column(_N).to_numpy() > 0)
     ns = nw.get_native_namespace(frame)
     return frame.with_columns(
         *[nw.new_series(k, np.where(valid, v, np.nan), nw.Float64, backend=ns).fill_nan(None) for k, v in cols.items()]
@@ -394,7 +404,7 @@ def _group_apply(frame: nw.DataFrame, rows: nw.LazyFrame, q: Query) -> nw.DataFr
     data = {c: narrow.get_column(c).to_numpy().astype(float) for c in needed}
     ns = nw.get_native_namespace(frame)
     new = []
-    valid = (frame.get_column(q.rows[_INVALID][0]).to_numpy() == 0) & (frame.get_column(_N).to_numpy() > 0)
+    valid = (frame.get_column(q.invalid).to_numpy() == 0) & (frame.get_column(_N).to_numpy() > 0)
     for step in q.group_steps.values():
         values = np.asarray(step.fn(group_index, n_groups, {c: data[c] for c in step.rows}), dtype=float)
         new.append(nw.new_series(step.output, np.where(valid, values, np.nan), nw.Float64, backend=ns).fill_nan(None))
@@ -424,7 +434,7 @@ def _example(values: list[Any]) -> str:
 
 
 def _finish(table: nw.LazyFrame, q: Query, names: list[str], keys: list[str], eager: bool, backend: str) -> Any:
-    inv = q.rows[_INVALID][0]
+    inv = q.invalid
     final_cols = [*[nw.col(ik).alias(k) for k, ik in zip(keys, q.group)], *names, nw.col(_N).cast(nw.Int64).alias("n")]
     if eager:
         frame = table.collect()
@@ -447,7 +457,7 @@ def _finish(table: nw.LazyFrame, q: Query, names: list[str], keys: list[str], ea
 def _polars_lazy_steps(table: nw.LazyFrame, q: Query, keys: list[str], final_cols: list[nw.Expr | str]) -> nw.LazyFrame:
     """Numpy steps on a polars LazyFrame, kept lazy with ``map_batches``."""
     rows_native = q._rows_lf.to_native()  # type: ignore[attr-defined]
-    inv = q.rows[_INVALID][0]
+    inv = q.invalid
 
     def run(df: Any) -> Any:
         frame = nw.from_native(df, eager_only=True)
@@ -472,7 +482,7 @@ def compute(frame: Any, metrics: Sequence[Metric], by: str | Sequence[str] | Non
     lf, eager = _to_lazy(frame)
     keys = _as_keys(by)
     try:
-        table, q, names = compile_query(lf, metrics, keys)
+        table, q, names = compile_query(lf, metrics, keys, eager=eager)
         return _finish(table, q, names, keys, eager, _backend(lf))
     except (NotImplementedError, RuntimeError) as exc:
         if str(exc).startswith(_OWN_MESSAGE):
