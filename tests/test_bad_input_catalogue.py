@@ -519,3 +519,12 @@ def test_bad_input(case: Case, constructor: Any, request: pytest.FixtureRequest)
 def test_catalogue_size() -> None:
     assert len(CASES) >= 30
     assert len({c.id for c in CASES}) == len(CASES)
+
+
+def test_docs_page_lists_every_case() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "bad-input.md").read_text()
+    missing = [c.id for c in CASES if f"`{c.id}`" not in page]
+    assert not missing, f"docs/bad-input.md does not list {missing}"
+    for case in CASES:
+        for backend in case.xfail:  # every known bug is in the docs' table
+            assert f"`{case.id}`" in page.split("## Known bugs")[1], case.id

@@ -97,9 +97,11 @@ def auroc(correct: str, confidence: str) -> AUROC:
     ``auroc = (R1 - n1 (n1 + 1) / 2) / (n1 n0)``,
 
     the probability that a random correct row is more confident than a random
-    incorrect one, ties counting one half.  Identical to
+    incorrect one, ties counting one half.  Equal to
     ``sklearn.metrics.roc_auc_score(correct, confidence)`` and to the numpy
-    baseline's ``auroc``.  **Null** when the group has only correct or only
+    baseline's ``auroc`` up to the last bit (the sum of mid-ranks is exact:
+    this is the correctly rounded ``U / (n1 n0)``; scikit-learn integrates the
+    ROC curve with the trapezoid rule).  **Null** when the group has only correct or only
     incorrect rows (the baseline raises; inside a grouped evaluation a null
     keeps the other groups).
 
