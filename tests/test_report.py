@@ -10,7 +10,8 @@ import pytest
 from scipy.stats import binom, false_discovery_control
 
 import conformal_frames as cf
-from conformal_frames.report import Report, holm, report, under_coverage_test
+from conformal_frames.conditional import holm
+from conformal_frames.report import Report, report, under_coverage_test
 
 
 def _data(n_per: int = 200, seed: int = 0) -> dict[str, list]:

@@ -41,8 +41,9 @@ import numpy as np
 from scipy.stats import binom
 
 from conformal_frames import core
+from conformal_frames.conditional import benjamini_hochberg, holm
 
-__all__ = ["Report", "report", "under_coverage_test", "holm"]
+__all__ = ["Report", "report", "under_coverage_test"]
 
 #: width quantiles collected per group for the width-distribution plot
 WIDTH_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -53,31 +54,6 @@ WIDTH_HISTOGRAM_BINS = 512
 # ---------------------------------------------------------------------------
 # fallback grouped inference
 # ---------------------------------------------------------------------------
-def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
-    """Holm (1979) step-down adjusted p-values (family-wise error rate).
-
-    ``p_adj(i) = max_{j <= i} min(1, (m - j + 1) p(j))`` over the p-values
-    sorted increasingly; NaN p-values are ignored (and stay NaN); ``m`` counts
-    the non-NaN ones.
-
-    Examples
-    --------
-    >>> holm([0.01, 0.04, 0.03]).round(4).tolist()
-    [0.03, 0.06, 0.06]
-    """
-    p = np.asarray(pvalues, dtype=float)
-    out = np.full(p.shape, np.nan)
-    ok = ~np.isnan(p)
-    m = int(ok.sum())
-    if m == 0:
-        return out
-    idx = np.flatnonzero(ok)
-    order = idx[np.argsort(p[idx], kind="stable")]
-    scaled = (m - np.arange(m)) * p[order]
-    out[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
-    return out
-
-
 def under_coverage_test(
     covered: np.ndarray,
     n: np.ndarray,
@@ -116,11 +92,7 @@ def under_coverage_test(
     if correction == "holm":
         adj = holm(p)
     elif correction == "bh":
-        from scipy.stats import false_discovery_control
-
-        adj = np.full(p.shape, np.nan)
-        if ok.any():
-            adj[ok] = false_discovery_control(p[ok], method="bh")
+        adj = benjamini_hochberg(p)
     elif correction == "none":
         adj = p.copy()
     else:
