@@ -189,3 +189,23 @@ def test_float32_scores_at_bin_edges(constructor) -> None:
     got = to_pandas(cf.evaluate(frame, cf.ece("label", "score", num_bins=10)))["ece"][0]
     assert_close(got, ocal.ece(y, s32.astype(np.float64), 10), rtol=RTOL, atol=ATOL)
     assert not math.isnan(got)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="intervals.hsic (gauss.grouped_gauss_form): the box expansion uses absolute positions t = w / sqrt(k0); "
+    "once their ulp is comparable to the kernel scale the kernel distances are rounded: widths 1.5e100 (1 + 2^-52) "
+    "and 1.5e100 with coverage 1 and 0 and kernel_sizes (2, 0.5) give HSIC 0.0 instead of 0.9298734950321937 "
+    "(the definition with exact differences w_i - w_j); already at widths 1.5e16 and 1.5e16 + 4 the Gauss form is "
+    "0.4908 instead of 0.4998",
+)
+def test_hsic_huge_widths(eager_constructor) -> None:
+    h = float.fromhex
+    d = {  # widths 1.5e100 (1 + 2^-52) and 1.5e100; the first row is covered (y == hi), the second not
+        "y": np.array([h("0x1.0567fa71f3263p+333"), h("0x1.e8247d00c138ap+333")]),
+        "lo": np.array([h("0x1.4f9ee577cfe26p+330"), h("0x1.f5c64b86b8b1dp+332")]),
+        "hi": np.array([h("0x1.0567fa71f3263p+333"), h("0x1.d65743865582cp+333")]),
+    }
+    assert d["hi"][0] - d["lo"][0] != d["hi"][1] - d["lo"][1]
+    got = cf.conformal(eager_constructor(d)).hsic("y", "lo", "hi", kernel_sizes=(2.0, 0.5))
+    assert_close(got, oracle.hsic(d["y"], d["lo"], d["hi"], (2.0, 0.5)), rtol=1e-9)  # 0.9298734950321937

