@@ -129,6 +129,11 @@ XFAIL_EXAMPLE_NA = (
     "core._example: on a pyarrow-backed pandas frame the example values are pd.NA for valid rows and "
                 "`v == v` raises TypeError('boolean value of NA is ambiguous') from inside pandas while formatting the error"
 )
+XFAIL_SPARK_INF_BIN = (
+    "calibration.bin_row: the uniform bin floor(M * s) is computed for invalid rows too; with s = inf Spark (ANSI "
+    "mode) raises ArithmeticException [ARITHMETIC_OVERFLOW] from inside Spark at collect time instead of null "
+    "metrics and n_invalid"
+)
 MISSING = "has missing \\(null/NaN\\) or infinite values in 1 row"
 BAD_VALUES = {"null": None, "nan": math.nan, "inf": math.inf}
 
@@ -192,7 +197,8 @@ CASES: list[Case] = [
     ],
     *[
         Case(f"{bad}-in-{col}", f"{bad} in {col} (calibration)", "rows", frame=replaced(col, value),
-             metrics=calibration_metrics, error=(ValueError, rf"column '{col}' {MISSING}"), n_invalid=[1, 0])
+             metrics=calibration_metrics, error=(ValueError, rf"column '{col}' {MISSING}"), n_invalid=[1, 0],
+             xfail={"pyspark": XFAIL_SPARK_INF_BIN} if (bad, col) == ("inf", "score") else {})
         for col in ("label", "score") for bad, value in BAD_VALUES.items()
     ],
     *[
@@ -353,6 +359,8 @@ CASES += [
              "core._to_lazy (raised inside narwhals, not a conformal_frames error naming the column)",
              "duckdb": "a DuckDB relation with two columns named 'y': evaluate silently uses one of them "
              "(coverage 1.0) instead of raising",
+             "pyspark": "a Spark DataFrame with two columns named 'y': AnalysisException [AMBIGUOUS_REFERENCE] "
+             "from inside Spark instead of a conformal_frames error naming the column",
          }),
     Case("sets-float-list", "a list column of floats with integer classes", "special",
          xfail={b: "sets.membership_exprs accepts a List(Float64) set column with integer classes; polars 2 then "
