@@ -81,7 +81,15 @@ def _pyspark(data: dict[str, Any]) -> Any:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # pyspark on pandas >= 3
-        return spark_session().createDataFrame(_polars(data).to_arrow())
+        return spark_session().createDataFrame(_spark_compatible(_polars(data)).to_arrow())
+
+
+def _spark_compatible(table: Any) -> Any:
+    """Spark has no unsigned integer types: widen them to the next signed type."""
+    import polars as pl
+
+    wider = {pl.UInt8: pl.Int16, pl.UInt16: pl.Int32, pl.UInt32: pl.Int64, pl.UInt64: pl.Int64}
+    return table.with_columns(pl.col(c).cast(wider[t]) for c, t in table.schema.items() if t in wider)
 
 
 CONSTRUCTORS: dict[str, tuple[Constructor, str, bool]] = {

@@ -48,7 +48,7 @@ from conformal_frames.brownian import (
 )
 from conformal_frames.core import Metric, Query
 from conformal_frames.sets import Label, check_classes, label_exprs
-from conformal_frames.stats import ratio, wilson_interval
+from conformal_frames.stats import max_of, ratio, wilson_interval
 
 METHODS = [
     "ece",
@@ -241,7 +241,7 @@ def bin_errors(q: Query, y_row: str, s_row: str, num_bins: int, strategy: Strate
         diff = (q.sum(q.row(("bin_y", b, m, y_row), inside * y, level=5)) - q.sum(q.row(("bin_s", b, m, s_row), inside * s, level=5))).abs()
         diffs.append(diff)
         gaps.append(nw.when(cnt > 0.0).then(diff / cnt))
-    return _total(diffs), nw.max_horizontal(*gaps)
+    return _total(diffs), max_of(*gaps)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -474,7 +474,7 @@ class TopLabelECE(Metric):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         p_rows = [score_row(q, p) for p in self.probs]
         eq = label_exprs(q, self.y, self.classes)
-        conf = q.row(("top_conf", self.probs), nw.max_horizontal(*[nw.col(p) for p in p_rows]), level=1)
+        conf = q.row(("top_conf", self.probs), max_of(*[nw.col(p) for p in p_rows]), level=1)
         pred_expr: nw.Expr = nw.lit(float(len(p_rows) - 1))
         for k in range(len(p_rows) - 2, -1, -1):  # first maximal column wins
             pred_expr = nw.when(nw.col(p_rows[k]) == nw.col(conf)).then(nw.lit(float(k))).otherwise(pred_expr)

@@ -44,7 +44,7 @@ import narwhals.stable.v2 as nw
 from conformal_frames._params import check_probability
 from conformal_frames.core import Metric, Query
 from conformal_frames.sets import Label, check_classes, label_exprs
-from conformal_frames.stats import ratio
+from conformal_frames.stats import max_of, ratio
 
 __all__ = ["efficiency_criteria"]
 METHODS = list(__all__)
@@ -86,9 +86,9 @@ class Efficiency(Metric):
         p = pvalue_exprs(q, self.pvalues)
         eps = self.significance
         key = (self.pvalues, eps)
-        largest = nw.max_horizontal(*p)
+        largest = max_of(*p)
         n_largest = _total([(pk == largest).cast(nw.Float64) for pk in p])
-        below = nw.max_horizontal(*[nw.when(pk < largest).then(pk).otherwise(nw.lit(-1.0)) for pk in p])
+        below = max_of(*[nw.when(pk < largest).then(pk).otherwise(nw.lit(-1.0)) for pk in p])
         second = nw.when(n_largest >= 2.0).then(largest).otherwise(below)
         member = [(pk > eps).cast(nw.Float64) for pk in p]
         size = _total(member)
@@ -106,7 +106,7 @@ class Efficiency(Metric):
             assert self.classes is not None
             eq = label_exprs(q, self.y, self.classes)
             false_in_set = size - _total([e * m for e, m in zip(eq, member)])
-            rows["OU"] = nw.max_horizontal(*[nw.when(e == 0.0).then(pk).otherwise(nw.lit(-1.0)) for e, pk in zip(eq, p)])
+            rows["OU"] = max_of(*[nw.when(e == 0.0).then(pk).otherwise(nw.lit(-1.0)) for e, pk in zip(eq, p)])
             rows["OF"] = _total(p) - _total([e * pk for e, pk in zip(eq, p)])
             rows["OM"] = (false_in_set > 0.0).cast(nw.Float64)
             rows["OE"] = false_in_set

@@ -22,7 +22,7 @@ from conformal_frames._params import (
 )
 from conformal_frames.core import Metric, Query
 from conformal_frames.gauss import grouped_gauss_form
-from conformal_frames.stats import ratio, wilson_interval
+from conformal_frames.stats import min_of, ratio, wilson_interval
 
 __all__ = ["coverage", "width", "ssc", "ssc_score", "winkler", "cwc", "hsic"]
 METHODS = list(__all__)
@@ -264,7 +264,7 @@ class SSCScore(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.num_bins)]
-        return {"": nw.min_horizontal(*covs)}
+        return {"": min_of(*covs)}
 
 
 def ssc_score(y: str, lo: str, hi: str, *, num_bins: int = 3) -> SSCScore:

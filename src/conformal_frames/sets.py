@@ -33,7 +33,7 @@ import numpy as np
 
 from conformal_frames._params import check_bins, check_probability
 from conformal_frames.core import Metric, Query
-from conformal_frames.stats import ratio, wilson_interval
+from conformal_frames.stats import min_of, ratio, wilson_interval
 
 __all__ = ["set_coverage", "set_size", "singleton_rate", "empty_rate", "set_ssc", "set_ssc_score"]
 METHODS = list(__all__)
@@ -440,7 +440,7 @@ class SetSSCScore(Metric):
     default_name = "set_ssc_score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        return {"": nw.min_horizontal(*[cov for cov, _ in _ssc_strata(q, self.y, self.spec, self.num_bins)])}
+        return {"": min_of(*[cov for cov, _ in _ssc_strata(q, self.y, self.spec, self.num_bins)])}
 
 
 def set_ssc_score(

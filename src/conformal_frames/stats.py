@@ -26,3 +26,17 @@ def wilson_interval(successes: nw.Expr, n: nw.Expr, confidence: float) -> tuple[
 def ratio(num: nw.Expr, den: nw.Expr) -> nw.Expr:
     """``num / den``, null where ``den`` is 0."""
     return nw.when(den != 0).then(num / den)
+
+
+def max_of(*exprs: nw.Expr) -> nw.Expr:
+    """Row-wise maximum of one or more expressions (ignoring nulls).
+
+    One expression is returned as is: some engines (Spark's ``greatest``)
+    reject a horizontal maximum of a single column.
+    """
+    return exprs[0] if len(exprs) == 1 else nw.max_horizontal(*exprs)
+
+
+def min_of(*exprs: nw.Expr) -> nw.Expr:
+    """Row-wise minimum of one or more expressions (ignoring nulls); see :func:`max_of`."""
+    return exprs[0] if len(exprs) == 1 else nw.min_horizontal(*exprs)
