@@ -222,26 +222,27 @@ def _binned(q: Query, y_row: str, s_row: str, num_bins: int, strategy: Strategy,
 WIDE_BINS = 32
 
 
-def bin_errors(q: Query, y_row: str, s_row: str, num_bins: int, strategy: Strategy) -> tuple[nw.Expr, nw.Expr]:
-    """``(sum_bins |sum y - sum s|, max_bins |mean y - mean s|)`` per group.
+def bin_errors(q: Query, y_row: str, s_row: str, num_bins: int, strategy: Strategy, *, gaps: bool = False) -> tuple[nw.Expr, nw.Expr | None]:
+    """``(sum_bins |sum (y - s)|, max_bins |mean y - mean s|)`` per group.
 
     Uniform bins (``num_bins <= WIDE_BINS``) are elementary sums of the main
-    aggregation: per bin the row count, ``sum y`` and ``sum s`` of the rows
-    in the bin.  Otherwise a per-(group, bin) sub-query.
+    aggregation: per bin ``sum (y - s)`` over the rows in the bin (and, with
+    ``gaps``, the row count).  Otherwise a per-(group, bin) sub-query.
     """
     if strategy != "uniform" or num_bins > WIDE_BINS:
         p = _binned(q, y_row, s_row, num_bins, strategy)
         return nw.col(f"{p}ad"), nw.col(f"{p}gap")
     b = bin_row(q, s_row, num_bins, strategy)
-    y, s = nw.col(y_row), nw.col(s_row)
-    diffs, gaps = [], []
+    d = q.row(("ydiff", y_row, s_row), nw.col(y_row) - nw.col(s_row), level=1)
+    diffs, gap_exprs = [], []
     for m in range(num_bins):
-        inside = (nw.col(b) == float(m)).cast(F64)
-        cnt = q.sum(q.row(("in_bin", b, m), inside, level=5))
-        diff = (q.sum(q.row(("bin_y", b, m, y_row), inside * y, level=5)) - q.sum(q.row(("bin_s", b, m, s_row), inside * s, level=5))).abs()
+        in_bin = nw.col(b) == float(m)
+        diff = q.sum(q.row(("bin_diff", d, b, m), nw.when(in_bin).then(nw.col(d)).otherwise(0.0), level=5)).abs()
         diffs.append(diff)
-        gaps.append(nw.when(cnt > 0.0).then(diff / cnt))
-    return _total(diffs), max_of(*gaps)
+        if gaps:
+            cnt = q.sum(q.row(("bin_count", b, m), in_bin.cast(F64), level=5))
+            gap_exprs.append(nw.when(cnt > 0.0).then(diff / cnt))
+    return _total(diffs), (max_of(*gap_exprs) if gaps else None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -304,7 +305,7 @@ class MCE(Metric):
     default_name = "mce"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        _, gap = bin_errors(q, binary_row(q, self.y), score_row(q, self.score), self.num_bins, self.strategy)
+        _, gap = bin_errors(q, binary_row(q, self.y), score_row(q, self.score), self.num_bins, self.strategy, gaps=True)
         return {"": gap}
 
 
