@@ -10,8 +10,9 @@ duplicating rows).
 
 Profiles (``HYPOTHESIS_PROFILE``):
 
-- ``ci`` (default): few examples per test and backend, derandomized (the
-  same examples on every run); the whole file runs in well under a minute;
+- ``ci`` (default): few examples per test and backend (2 on PySpark, whose
+  queries take seconds), derandomized (the same examples on every run); the
+  whole file runs in under a minute without Spark;
 - ``dev``: many random examples, for local runs before a release::
 
       HYPOTHESIS_PROFILE=dev python -m pytest -q tests/test_properties.py
@@ -60,6 +61,15 @@ settings.register_profile(
 PROFILE = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 #: cross-backend tests run three backends per example: fewer examples in ci
 CROSS = settings(PROFILE, max_examples=max(4, PROFILE.max_examples // 2))
+
+
+
+def _profile(constructor: Any) -> settings:
+    """The profile for one backend: a Spark query takes seconds, so PySpark gets 2 examples in ci."""
+    if constructor.id == "pyspark" and PROFILE.max_examples < 50:
+        return settings(PROFILE, max_examples=2)
+    return PROFILE
+
 
 #: the three backends compared by the invariance tests (always available in the test extra)
 TRIO = ["pandas", "polars", "duckdb"]
@@ -197,7 +207,7 @@ def _interval_expected(d: dict[str, np.ndarray], idx: np.ndarray, num_bins: int)
 
 
 def test_intervals_match_oracle(constructor: Any) -> None:
-    @PROFILE
+    @_profile(constructor)
     @given(frame_params(), st.integers(1, 6))
     def check(p: dict[str, Any], num_bins: int) -> None:
         d = interval_data(p)
@@ -246,7 +256,7 @@ def test_calibration_matches_oracle(constructor: Any, monkeypatch: pytest.Monkey
     monkeypatch.setattr(ocal, "max_abs_sf", _small_x_guard(ocal.max_abs_sf))
     monkeypatch.setattr(ocal, "range_sf", _small_x_guard(ocal.range_sf))
 
-    @PROFILE
+    @_profile(constructor)
     @given(frame_params(), st.integers(1, 12), st.sampled_from(["uniform", "quantile"]))
     def check(p: dict[str, Any], num_bins: int, strategy: str) -> None:
         d = calibration_data(p)
@@ -281,7 +291,7 @@ def test_ranking_matches_sklearn(constructor: Any) -> None:
     from sklearn.metrics import roc_auc_score
     from test_ranking import auarc_expected
 
-    @PROFILE
+    @_profile(constructor)
     @given(frame_params())
     def check(p: dict[str, Any]) -> None:
         d = ranking_data(p)
@@ -296,7 +306,7 @@ def test_ranking_matches_sklearn(constructor: Any) -> None:
 
 
 def test_sets_and_efficiency_match_oracle(constructor: Any) -> None:
-    @PROFILE
+    @_profile(constructor)
     @given(frame_params(), st.sampled_from([None, 1, 2, 3]), st.sampled_from([0.05, 0.3, 0.5]))
     def check(p: dict[str, Any], num_bins: int | None, eps: float) -> None:
         d = set_data(p)
@@ -328,7 +338,7 @@ def test_sets_and_efficiency_match_oracle(constructor: Any) -> None:
 
 
 def test_conditional_matches_oracle(constructor: Any) -> None:
-    @PROFILE
+    @_profile(constructor)
     @given(frame_params(), st.sampled_from([0.5, 0.8, 0.95]))
     def check(p: dict[str, Any], level: float) -> None:
         d = interval_data(p)
