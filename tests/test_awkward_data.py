@@ -193,14 +193,6 @@ def test_float32_scores_at_bin_edges(constructor) -> None:
     assert not math.isnan(got)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="intervals.hsic (gauss.grouped_gauss_form): the box expansion uses absolute positions t = w / sqrt(k0); "
-    "once their ulp is comparable to the kernel scale the kernel distances are rounded: widths 1.5e100 (1 + 2^-52) "
-    "and 1.5e100 with coverage 1 and 0 and kernel_sizes (2, 0.5) give HSIC 0.0 instead of 0.9298734950321937 "
-    "(the definition with exact differences w_i - w_j); already at widths 1.5e16 and 1.5e16 + 4 the Gauss form is "
-    "0.4908 instead of 0.4998",
-)
 def test_hsic_huge_widths(eager_constructor) -> None:
     h = float.fromhex
     d = {  # widths 1.5e100 (1 + 2^-52) and 1.5e100; the first row is covered (y == hi), the second not

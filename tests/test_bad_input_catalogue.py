@@ -125,15 +125,6 @@ def efficiency_metrics() -> list[cf.Metric]:
     return [cf.efficiency_criteria("label3", ["p0", "p1", "p2"], classes=[0, 1, 2], significance=0.25)]
 
 
-XFAIL_EXAMPLE_NA = (
-    "core._example: on a pyarrow-backed pandas frame the example values are pd.NA for valid rows and "
-                "`v == v` raises TypeError('boolean value of NA is ambiguous') from inside pandas while formatting the error"
-)
-XFAIL_SPARK_INF_BIN = (
-    "calibration.bin_row: the uniform bin floor(M * s) is computed for invalid rows too; with s = inf Spark (ANSI "
-    "mode) raises ArithmeticException [ARITHMETIC_OVERFLOW] from inside Spark at collect time instead of null "
-    "metrics and n_invalid"
-)
 MISSING = "has missing \\(null/NaN\\) or infinite values in 1 row"
 BAD_VALUES = {"null": None, "nan": math.nan, "inf": math.inf}
 
@@ -197,8 +188,7 @@ CASES: list[Case] = [
     ],
     *[
         Case(f"{bad}-in-{col}", f"{bad} in {col} (calibration)", "rows", frame=replaced(col, value),
-             metrics=calibration_metrics, error=(ValueError, rf"column '{col}' {MISSING}"), n_invalid=[1, 0],
-             xfail={"pyspark": XFAIL_SPARK_INF_BIN} if (bad, col) == ("inf", "score") else {})
+             metrics=calibration_metrics, error=(ValueError, rf"column '{col}' {MISSING}"), n_invalid=[1, 0])
         for col in ("label", "score") for bad, value in BAD_VALUES.items()
     ],
     *[
@@ -236,11 +226,11 @@ CASES: list[Case] = [
     Case("label-not-in-classes", "labels outside the classes", "rows", frame=replaced("label3", 7),
          metrics=set_metrics,
          error=(ValueError, r"label column 'label3' has labels not among classes \[0, 1, 2\] in 1 row, e.g. 7"),
-         n_invalid=[1, 0], xfail={"pandas[pyarrow]": XFAIL_EXAMPLE_NA}),
+         n_invalid=[1, 0]),
     Case("negative-label", "negative labels (the baseline wraps them around)", "rows", frame=replaced("label3", -1),
          metrics=efficiency_metrics,
          error=(ValueError, r"label column 'label3' has labels not among classes \[0, 1, 2\] in 1 row, e.g. -1"),
-         n_invalid=[1, 0], xfail={"pandas[pyarrow]": XFAIL_EXAMPLE_NA}),
+         n_invalid=[1, 0]),
     Case("pvalue-outside-01", "p-values outside [0, 1]", "rows", frame=replaced("p1", 1.2),
          metrics=efficiency_metrics, error=(ValueError, r"p-value column 'p1' has values outside \[0, 1\] in 1 row"),
          n_invalid=[1, 0]),
@@ -324,13 +314,8 @@ CASES += [
     Case("empty-frame-grouped", "empty frame (grouped)", "value", frame=_empty_frame(),  # type: ignore[arg-type]
          metrics=lambda: [cf.coverage("y", "lo", "hi"), cf.ece("label", "score")], check=_check_empty),
     Case("empty-frame-ks", "empty frame, a calibration test", "value", frame=_empty_frame(), by=None,  # type: ignore[arg-type]
-         metrics=lambda: [cf.ks_test("label", "score")], check=_check_empty,
-         xfail={"pandas[pyarrow]": "ks_test on an empty pyarrow-backed pandas frame: TypeError 'loop of ufunc does not "
-                "support argument 0 of type float which has no callable exp method' from inside pandas/numpy "
-                "(the Brownian series is evaluated on a null double[pyarrow] column)"}),
-    Case("empty-frame-ssc", "empty frame, SSC long table", "special", frame=_empty_frame(), by=None,  # type: ignore[arg-type]
-         xfail={b: "cf.conformal(empty pandas frame).ssc(...): IntCastingNaNError from inside pandas: SSC.to_long casts "
-                "the null bin count of the single empty group to Int64" for b in ("pandas", "pandas[pyarrow]")}),
+         metrics=lambda: [cf.ks_test("label", "score")], check=_check_empty),
+    Case("empty-frame-ssc", "empty frame, SSC long table", "special", frame=_empty_frame(), by=None),  # type: ignore[arg-type]
     Case("groups-of-size-1-and-2", "groups of size 1 and 2", "value",
          frame={"g": ["one", "two", "two"], **{k: BASE[k][:3] for k in ("y", "lo", "hi", "label", "score")}},
          metrics=lambda: [cf.coverage("y", "lo", "hi"), cf.ssc_score("y", "lo", "hi", num_bins=3),
@@ -351,21 +336,8 @@ CASES += [
     Case("categorical-key", "categorical by= key", "special"),
     Case("enum-key", "Enum by= key", "special"),
     Case("empty-group-after-filter", "a group emptied by a filter (Enum key with an unused category)", "special"),
-    Case("duplicate-column-names", "duplicate column names", "special",
-         xfail={
-             "pandas": "a pandas frame with two columns named 'y': narwhals' DuplicateError escapes from "
-             "core._to_lazy (raised inside narwhals, not a conformal_frames error naming the column)",
-             "pandas[pyarrow]": "a pandas frame with two columns named 'y': narwhals' DuplicateError escapes from "
-             "core._to_lazy (raised inside narwhals, not a conformal_frames error naming the column)",
-             "duckdb": "a DuckDB relation with two columns named 'y': evaluate silently uses one of them "
-             "(coverage 1.0) instead of raising",
-             "pyspark": "a Spark DataFrame with two columns named 'y': AnalysisException [AMBIGUOUS_REFERENCE] "
-             "from inside Spark instead of a conformal_frames error naming the column",
-         }),
-    Case("sets-float-list", "a list column of floats with integer classes", "special",
-         xfail={b: "sets.membership_exprs accepts a List(Float64) set column with integer classes; polars 2 then "
-                "raises InvalidOperationError ('list.contains' cannot check for Int32 values in List(Float64) data) "
-                "from inside polars" for b in ("polars", "polars[lazy]")}),
+    Case("duplicate-column-names", "duplicate column names", "special"),
+    Case("sets-float-list", "a list column of floats with integer classes", "special"),
 ]
 
 

@@ -356,21 +356,25 @@ def with_normal_sf(frame: Any, z: str, out: str, tmp: str) -> Any:
 
 def _with_sf(frame: Any, x: str, out: str, tmp: str, theta: nw.Expr, series: tuple[tuple[float, float], ...]) -> Any:
     """``out = P(X > x)``: ``1 - theta`` below 2, the tail series above."""
-    xl = f"{tmp}xl"
-    frame = frame.with_columns(nw.col(x).clip(lower_bound=_SWITCH, upper_bound=_BIG).alias(xl))
+    xl, xf = f"{tmp}xl", f"{tmp}xf"
+    # the series run on a filled Float64 copy (a missing statistic stays
+    # null through _sf_expr): an all-null column may have no float dtype
+    # (pyarrow-backed pandas), and numpy's exp rejects it
+    frame = frame.with_columns(nw.col(x).fill_null(1.0).cast(nw.Float64).alias(xf))
+    frame = frame.with_columns(nw.col(xf).clip(lower_bound=_SWITCH, upper_bound=_BIG).alias(xl))
     zs = [f"{tmp}z{i}" for i in range(len(series))]
     ts = [f"{tmp}t{i}" for i in range(len(series))]
     frame = frame.with_columns(*[(m * nw.col(xl)).alias(z) for z, (m, _w) in zip(zs, series)])
     frame = frame.with_columns(*[_t_of(nw.col(z)).alias(t) for z, t in zip(zs, ts)])
     tail = nw.sum_horizontal(*[w * _phi_c(nw.col(z), nw.col(t)) for z, t, (_m, w) in zip(zs, ts, series)])
-    return frame.with_columns(_sf_expr(nw.col(x), theta, tail).alias(out)).drop(xl, *zs, *ts)
+    return frame.with_columns(_sf_expr(nw.col(x), theta, tail).alias(out)).drop(xl, xf, *zs, *ts)
 
 
 def with_max_abs_sf(frame: Any, x: str, out: str, tmp: str) -> Any:
     """Add ``out = P(sup|B| > x)`` (the KS p-value) to a narwhals frame; see :func:`brownian_max_abs_sf`."""
-    return _with_sf(frame, x, out, tmp, _theta_max_abs_cdf(nw.col(x)), _KS_TAIL)
+    return _with_sf(frame, x, out, tmp, _theta_max_abs_cdf(nw.col(f"{tmp}xf")), _KS_TAIL)
 
 
 def with_range_sf(frame: Any, x: str, out: str, tmp: str) -> Any:
     """Add ``out = P(range > x)`` (the Kuiper p-value) to a narwhals frame; see :func:`brownian_range_sf`."""
-    return _with_sf(frame, x, out, tmp, _theta_range_cdf(nw.col(x)), _KUIPER_TAIL)
+    return _with_sf(frame, x, out, tmp, _theta_range_cdf(nw.col(f"{tmp}xf")), _KUIPER_TAIL)

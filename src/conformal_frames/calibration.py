@@ -158,7 +158,9 @@ def bin_row(q: Query, s_row: str, num_bins: int, strategy: Strategy, within: Seq
     if strategy == "uniform":
         # no comparison with the edges m / M: engines may rewrite a division
         # by a constant as a product with its (rounded) reciprocal
-        b = (s * m).floor()
+        # invalid scores (NaN, inf; their rows are reported) are clamped first:
+        # floor(inf) overflows in Spark's ANSI mode
+        b = (s.fill_nan(0.0).clip(0.0, 1.0) * m).floor()
         # level 4: after the rows the score may come from (top-label confidence)
         return q.row(("ubin", s_row, num_bins), b.clip(0.0, m - 1.0), level=4)
     part = [*_partition(q), *within]

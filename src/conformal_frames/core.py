@@ -266,18 +266,30 @@ def _to_lazy(frame: Any) -> tuple[nw.LazyFrame, bool]:
     else:
         try:
             nw_frame = nw.from_native(frame)
+        except nw.exceptions.DuplicateError as exc:
+            msg = f"the frame has duplicate column names; rename them first ({exc})"
+            raise ValueError(msg) from exc
         except TypeError as exc:
             msg = (
                 f"expected a DataFrame supported by narwhals (pandas, polars, DuckDB, "
                 f"PySpark, Dask, ...), got {type(frame).__name__}"
             )
             raise TypeError(msg) from exc
+    if not isinstance(nw_frame, (nw.DataFrame, nw.LazyFrame)):
+        msg = f"expected a DataFrame, got a Series ({type(frame).__name__})"
+        raise TypeError(msg)
+    _check_unique_columns(list(nw_frame.columns))
     if isinstance(nw_frame, nw.DataFrame):
         return nw_frame.lazy(), True
-    if isinstance(nw_frame, nw.LazyFrame):
-        return nw_frame, False
-    msg = f"expected a DataFrame, got a Series ({type(frame).__name__})"
-    raise TypeError(msg)
+    return nw_frame, False
+
+
+def _check_unique_columns(columns: list[str]) -> None:
+    seen: set[str] = set()
+    repeated = sorted({c for c in columns if c in seen or seen.add(c)})  # type: ignore[func-returns-value]
+    if repeated:
+        msg = f"the frame has duplicate column names {repeated!r}; rename them first"
+        raise ValueError(msg)
 
 
 def _check_keys(schema: Mapping[str, Any], keys: list[str]) -> None:
@@ -422,9 +434,19 @@ def _raise_checks(frame: nw.DataFrame, q: Query) -> None:
             raise ValueError(text)
 
 
+def _present(value: Any) -> bool:
+    """Not null, not NaN, not a missing-value sentinel such as ``pd.NA``."""
+    if value is None:
+        return False
+    try:
+        return bool(value == value)
+    except TypeError:  # pd.NA: "boolean value of NA is ambiguous"
+        return False
+
+
 def _example(values: list[Any]) -> str:
     """``", e.g. <smallest offending value>"`` ('' when none is available)."""
-    found = [v for v in values if v is not None and v == v]  # drop null / NaN
+    found = [v for v in values if _present(v)]
     if not found:
         return ""
     value = min(found)

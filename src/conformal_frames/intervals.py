@@ -207,7 +207,7 @@ class SSC(Metric):
                 *keys,
                 nw.lit(b, nw.Int64).alias("bin"),
                 nw.col(f"{name}_bin{b}").alias(name),
-                nw.col(f"{name}_bin{b}_n").cast(nw.Int64).alias("n"),
+                nw.col(f"{name}_bin{b}_n").fill_null(0.0).cast(nw.Int64).alias("n"),
             )
             for b in range(self.num_bins)
         ]
@@ -379,7 +379,11 @@ def _hsic_groups(k0: float, k1: float):
         n = np.bincount(group, minlength=n_groups).astype(float)
         with np.errstate(invalid="ignore", divide="ignore"):
             p = np.bincount(group, c, minlength=n_groups) / n
-            form = grouped_gauss_form(w, c - p[group], group, n_groups, k0)
+            # widths relative to the group's smallest: exact differences even
+            # for huge widths (the box expansion works with positions)
+            low = np.full(n_groups, np.inf)
+            np.minimum.at(low, group, w)
+            form = grouped_gauss_form(w - low[group], c - p[group], group, n_groups, k0)
             value = np.sqrt(np.maximum(2.0 * -math.expm1(-1.0 / k1) * form, 0.0)) / (n - 1)
         return np.where(n > 1, value, np.nan)
 

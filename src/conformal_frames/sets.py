@@ -144,7 +144,10 @@ def membership_exprs(q: Query, spec: SetSpec) -> list[nw.Expr]:
                 "alternatively pass one boolean membership column per class with classes="
             )
             raise TypeError(msg)
-        if not _label_kind_ok(dtype.inner, spec.classes):
+        inner_ok = _label_kind_ok(dtype.inner, spec.classes)
+        if isinstance(spec.classes[0], int):  # list.contains needs an integer list for integer labels
+            inner_ok = dtype.inner.is_integer()
+        if not inner_ok:
             msg = f"set column {name!r} holds {dtype.inner} labels but classes are {list(spec.classes)!r}"
             raise TypeError(msg)
         mem = [col.list.contains(c).cast(nw.Float64) for c in spec.classes]
