@@ -25,7 +25,6 @@ metrics null (``n_invalid``) on lazy input.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral
@@ -36,9 +35,9 @@ import numpy as np
 
 from conformal_frames._params import check_probability
 from conformal_frames.calibration import binary_row
-from conformal_frames.core import Metric, Query, _as_keys, _to_lazy
-from conformal_frames.intervals import covered_row
-from conformal_frames.sets import Label, set_covered_row, set_spec
+from conformal_frames.conditional import Target, _target
+from conformal_frames.core import Metric, Query, _to_lazy, evaluate_one
+from conformal_frames.sets import Label
 from conformal_frames.stats import ratio
 
 __all__ = ["auroc", "auarc", "excess_risk_target_coverage"]
@@ -378,64 +377,48 @@ def excess_risk_target_coverage(
     if len(set(features)) != len(features):
         msg = f"features has repeated columns: {list(features)!r}"
         raise ValueError(msg)
-    interval = lo is not None or hi is not None
-    if interval and sets is not None:
-        msg = "pass either lo= and hi= (intervals) or sets= (prediction sets), not both"
-        raise ValueError(msg)
-    if sets is None and (lo is None or hi is None):
-        msg = "pass lo= and hi= (prediction intervals) or sets= and classes= (prediction sets)"
-        raise ValueError(msg)
-    spec = set_spec(sets, classes) if sets is not None else None
-
-    keys = _as_keys(by)
-    schema = lf.collect_schema()
-    for k in keys:
-        if k not in schema:
-            available = ", ".join(repr(c) for c in schema)
-            msg = f"group column {k!r} (by=) not found; available columns: {available}"
-            raise ValueError(msg)
-    group = [f"__cf_k{i}" for i in range(len(keys))]
-    q = Query(schema=schema, keys=keys, group=group)
-    for k in keys:
-        q.check(f"group column {k!r} (by=) has null values in {{rows}}; fill or drop them first", nw.col(k).is_null())
-    cover = set_covered_row(q, y, spec) if spec is not None else covered_row(q, y, lo, hi)  # type: ignore[arg-type]
-    feats = [q.row(("value", f), q.number(f)) for f in features]
-    levels = sorted({lvl for _, _, lvl in q.rows.values()})
-    rows = lf.select(
-        *[nw.col(k).alias(g) for k, g in zip(keys, group)],
-        *[e.alias(n) for n, e, lv in q.rows.values() if lv == levels[0]],
+    metric = ExcessRisk(
+        target=_target(y, lo, hi, sets, classes),
+        features=tuple(features),
+        level=level,
+        model=model,
+        n_splits=int(n_splits),
+        random_state=int(random_state),
+        grouped=by is not None,
     )
-    for lvl in levels[1:]:
-        rows = rows.with_columns(*[e.alias(n) for n, e, lv in q.rows.values() if lv == lvl])
-    data = rows.collect()
-    for message, col in q.checks.items():
-        count = int(np.nansum(data.get_column(col).to_numpy().astype(float)))
-        if count:
-            text = f"{count} row{'s' if count != 1 else ''}"
-            raise ValueError(message.replace("{rows}", text) if "{rows}" in message else f"{message} in {text}")
-    x_all = np.column_stack([data.get_column(f).to_numpy().astype(float) for f in feats]) if len(data) else np.empty((0, len(feats)))
-    c_all = data.get_column(cover).to_numpy().astype(float)
+    return evaluate_one(lf.collect(), metric, by=by)
 
-    def one(idx: np.ndarray) -> float:
-        if len(idx) < n_splits:
-            return math.nan
-        return ert_numpy(x_all[idx], c_all[idx], level, model=model, n_splits=n_splits, random_state=random_state)
 
-    if not keys:
-        if len(c_all) < n_splits:
-            msg = f"excess_risk_target_coverage needs at least n_splits={n_splits} rows, got {len(c_all)}"
-            raise ValueError(msg)
-        return one(np.arange(len(c_all)))
-    indexed = data.with_row_index("__cf_row")
-    groups = indexed.group_by(*group).agg(nw.col("__cf_row").min().alias("__cf_first")).sort(*group)
-    gid = groups.with_row_index("__cf_gid").select(*group, "__cf_gid")
-    joined = indexed.select(*group, "__cf_row").join(gid, on=group, how="left").sort("__cf_row")
-    gids = joined.get_column("__cf_gid").to_numpy().astype(np.int64)
-    values = [one(np.flatnonzero(gids == g)) for g in range(len(groups))]
-    counts = np.bincount(gids, minlength=len(groups)).astype(np.int64)
-    ns = nw.get_native_namespace(data)
-    out = groups.select(*[nw.col(g).alias(k) for k, g in zip(keys, group)]).with_columns(
-        nw.new_series("excess_risk_target_coverage", np.asarray(values, dtype=float), F64, backend=ns).fill_nan(None),
-        nw.new_series("n", counts, nw.Int64, backend=ns),
-    )
-    return nw.to_native(nw.maybe_reset_index(out))
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ExcessRisk(Metric):
+    """ERT per group: a per-group numpy step of the core (all rows of a group)."""
+
+    target: Target
+    features: tuple[str, ...]
+    level: float
+    model: Any
+    n_splits: int
+    random_state: int
+    grouped: bool
+    default_name = "excess_risk_target_coverage"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        cover = self.target.covered(q)
+        feats = [q.row(("value", f), q.number(f)) for f in self.features]
+
+        def per_group(group: np.ndarray, n_groups: int, data: dict[str, np.ndarray]) -> np.ndarray:
+            x_all = np.column_stack([data[f] for f in feats]) if len(group) else np.empty((0, len(feats)))
+            c_all = data[cover]
+            if not self.grouped and len(c_all) < self.n_splits:
+                msg = f"excess_risk_target_coverage needs at least n_splits={self.n_splits} rows, got {len(c_all)}"
+                raise ValueError(msg)
+            out = np.full(n_groups, np.nan)
+            for g in range(n_groups):
+                idx = np.flatnonzero(group == g)
+                if len(idx) >= self.n_splits:
+                    out[g] = ert_numpy(x_all[idx], c_all[idx], self.level, model=self.model,
+                                       n_splits=self.n_splits, random_state=self.random_state)
+            return out
+
+        q.per_group(self.output_name, [cover, *feats], per_group, what="excess_risk_target_coverage (fits a classifier per group)")
+        return {"": None}
