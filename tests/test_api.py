@@ -139,3 +139,9 @@ def test_test_result_unpacks_like_scipy():
     r = cf.TestResult(statistic=1.5, pvalue=0.1)
     stat, p = r
     assert (stat, p) == (1.5, 0.1)
+
+
+def test_long_tables_of_pandas_have_a_fresh_index():
+    df = pd.DataFrame(DATA)
+    for table in (df.conformal.ssc("y", "lo", "hi", num_bins=2), df.conformal.ssc("y", "lo", "hi", num_bins=2, by="g")):
+        assert list(table.index) == list(range(len(table)))

@@ -568,7 +568,7 @@ def evaluate_one(frame: Any, metric: Metric, by: str | Sequence[str] | None = No
     if metric.long:
         lazy = result if isinstance(result, nw.LazyFrame) else result.lazy()
         long = metric.to_long(lazy, keys)
-        return nw.to_native(long if isinstance(result, nw.LazyFrame) else long.collect())
+        return nw.to_native(long if isinstance(result, nw.LazyFrame) else nw.maybe_reset_index(long.collect()))
     if isinstance(result, nw.LazyFrame) or keys:
         return nw.to_native(result)
     row = result.row(0)
