@@ -143,5 +143,11 @@ def test_test_result_unpacks_like_scipy():
 
 def test_long_tables_of_pandas_have_a_fresh_index():
     df = pd.DataFrame(DATA)
-    for table in (df.conformal.ssc("y", "lo", "hi", num_bins=2), df.conformal.ssc("y", "lo", "hi", num_bins=2, by="g")):
+    scores = pd.DataFrame({"label": [1, 0, 1, 0, 1], "score": [0.9, 0.2, 0.6, 0.6, 0.1], "g": DATA["g"]})
+    for table in (
+        df.conformal.ssc("y", "lo", "hi", num_bins=2),
+        df.conformal.ssc("y", "lo", "hi", num_bins=2, by="g"),
+        scores.conformal.reliability("label", "score", num_bins=2),
+        scores.conformal.cumulative_differences("label", "score", by="g"),
+    ):
         assert list(table.index) == list(range(len(table)))

@@ -868,7 +868,7 @@ def cumulative_differences(frame: Any, y: str, score: str, *, by: str | Sequence
     value = (nw.col(dsum) / nw.col(total)).alias("cumulative_difference")
     if eager:
         out = cells.select(*keys, nw.col(scol).alias(score), cnt, value)
-        return nw.to_native(out.sort(*keys, score).collect())
+        return nw.to_native(nw.maybe_reset_index(out.sort(*keys, score).collect()))
     assert isinstance(validity, nw.LazyFrame)
     ok = validity.select(*keys, nw.col("n_invalid").alias("__cf_n_invalid"))
     cells = cells.join(ok, on=keys, how="left") if keys else cells.join(ok, how="cross")
