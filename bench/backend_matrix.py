@@ -49,9 +49,12 @@ def data(n: int = 200, seed: int = 0) -> dict[str, Any]:
 
 SETS = dict(sets=["in0", "in1", "in2"], classes=[0, 1, 2])
 METRICS = {
-    "coverage, width, winkler, cwc": [cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"),
-                                      cf.winkler("y", "lo", "hi", confidence_level=0.9),
-                                      cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=0.9)],
+    "coverage, width, winkler, cwc": [
+        cf.coverage("y", "lo", "hi"),
+        cf.width("lo", "hi"),
+        cf.winkler("y", "lo", "hi", confidence_level=0.9),
+        cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=0.9),
+    ],
     "ssc, ssc_score": [cf.ssc_score("y", "lo", "hi")],
     "hsic": [cf.hsic("y", "lo", "hi")],
     "set_coverage, set_size, singleton/empty rate": [cf.set_coverage("cls", **SETS), cf.set_size(**SETS)],
@@ -62,8 +65,10 @@ METRICS = {
     "worst_slab_coverage": [cf.worst_slab_coverage("y", "lo", "hi", features=["x1", "x2"], n_directions=20)],
     "ece, mce, brier (uniform bins)": [cf.ece("label", "score"), cf.mce("label", "score"), cf.brier("label", "score")],
     "ece (quantile bins)": [cf.ece("label", "score", strategy="quantile")],
-    "top_label_ece, classwise_ece": [cf.top_label_ece("cls", ["p0", "p1", "p2"], classes=[0, 1, 2]),
-                                     cf.classwise_ece("cls", ["p0", "p1", "p2"], classes=[0, 1, 2])],
+    "top_label_ece, classwise_ece": [
+        cf.top_label_ece("cls", ["p0", "p1", "p2"], classes=[0, 1, 2]),
+        cf.classwise_ece("cls", ["p0", "p1", "p2"], classes=[0, 1, 2]),
+    ],
     "ks_test, kuiper_test": [cf.ks_test("label", "score"), cf.kuiper_test("label", "score")],
     "spiegelhalter_test": [cf.spiegelhalter_test("label", "score")],
     "auroc, auarc": [cf.auroc("label", "score"), cf.auarc("label", "score")],

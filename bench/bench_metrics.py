@@ -72,8 +72,12 @@ def polars_coverage_width(df: pl.DataFrame, by: str | None) -> pl.DataFrame:
 def polars_ece(df: pl.DataFrame, by: str | None, num_bins: int = 10) -> pl.DataFrame:
     keys = [by] if by else []
     b = (pl.col("score") * num_bins).floor().clip(upper_bound=num_bins - 1).alias("bin")
-    per_bin = df.group_by(*keys, b).agg(pl.len().alias("n"), pl.col("label").sum().alias("sy"), pl.col("score").sum().alias("ss"))
-    out = per_bin.group_by(keys or pl.lit(0)).agg(((pl.col("sy") - pl.col("ss")).abs().sum() / pl.col("n").sum()).alias("ece"))
+    per_bin = df.group_by(*keys, b).agg(
+        pl.len().alias("n"), pl.col("label").sum().alias("sy"), pl.col("score").sum().alias("ss")
+    )
+    out = per_bin.group_by(keys or pl.lit(0)).agg(
+        ((pl.col("sy") - pl.col("ss")).abs().sum() / pl.col("n").sum()).alias("ece")
+    )
     return out.sort(keys) if keys else out
 
 
@@ -85,7 +89,9 @@ def polars_ks(df: pl.DataFrame, by: str | None) -> pl.DataFrame:
         pl.len().alias("n"),
     )
     cum = pl.col("d").cum_sum()
-    per_score = per_score.with_columns((cum.over(keys, order_by="score") if keys else cum.over(order_by="score")).alias("c"))
+    per_score = per_score.with_columns(
+        (cum.over(keys, order_by="score") if keys else cum.over(order_by="score")).alias("c")
+    )
     agg = [pl.col("c").abs().max().alias("m"), pl.col("v").sum().alias("v"), pl.col("n").sum().alias("n")]
     out = per_score.group_by(keys).agg(agg) if keys else per_score.select(agg)
     out = out.with_columns((pl.col("m") / pl.col("v").sqrt()).alias("ks"))
@@ -153,87 +159,157 @@ def main(argv: list[str] | None = None) -> int:
             met = "met" if 1 / ratio >= limit else "missed"
             shown = f"{1 / ratio:.1f}x faster"
         rows.append((what, ours, other, shown, f"{target}: {met}" if target else "(reported)"))
-        print(f"{what:<58} ours {ours * 1e3:9.1f} ms  other {other * 1e3:9.1f} ms  {shown:>16}  {target} {met}", flush=True)
+        print(
+            f"{what:<58} ours {ours * 1e3:9.1f} ms  other {other * 1e3:9.1f} ms  {shown:>16}  {target} {met}",
+            flush=True,
+        )
 
     r = args.repeat
     has_calibration = hasattr(cf, "ece") and hasattr(cf, "ks_test")
 
     # grouped, polars input vs hand-written polars
-    record("grouped coverage+width vs hand-written polars",
-           best_of(lambda: cf.evaluate(df, cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), by="seg"), r),
-           best_of(lambda: polars_coverage_width(df, "seg"), r), "<= 1.3x", "slower-at-most")
+    record(
+        "grouped coverage+width vs hand-written polars",
+        best_of(lambda: cf.evaluate(df, cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), by="seg"), r),
+        best_of(lambda: polars_coverage_width(df, "seg"), r),
+        "<= 1.3x",
+        "slower-at-most",
+    )
     if has_calibration:
-        record("grouped ECE (10 uniform bins) vs hand-written polars",
-               best_of(lambda: cf.evaluate(df, cf.ece("label", "score", num_bins=10), by="seg"), r),
-               best_of(lambda: polars_ece(df, "seg"), r), "<= 1.3x", "slower-at-most")
-        record("grouped KS vs hand-written polars",
-               best_of(lambda: cf.evaluate(df, cf.ks_test("label", "score"), by="seg"), r),
-               best_of(lambda: polars_ks(df, "seg"), r), "<= 1.3x", "slower-at-most")
+        record(
+            "grouped ECE (10 uniform bins) vs hand-written polars",
+            best_of(lambda: cf.evaluate(df, cf.ece("label", "score", num_bins=10), by="seg"), r),
+            best_of(lambda: polars_ece(df, "seg"), r),
+            "<= 1.3x",
+            "slower-at-most",
+        )
+        record(
+            "grouped KS vs hand-written polars",
+            best_of(lambda: cf.evaluate(df, cf.ks_test("label", "score"), by="seg"), r),
+            best_of(lambda: polars_ks(df, "seg"), r),
+            "<= 1.3x",
+            "slower-at-most",
+        )
 
     # grouped vs pandas groupby.apply of the baseline
     if baseline is not None:
         grouped = pdf.groupby("seg")
         apply = lambda fn: grouped.apply(fn, include_groups=False)  # noqa: E731
-        record("grouped coverage+width vs pandas groupby.apply(mapie)",
-               best_of(lambda: cf.evaluate(df, cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), by="seg"), r),
-               best_of(lambda: apply(baseline["cov_width"]), 1), ">= 10x", "faster-at-least")
+        record(
+            "grouped coverage+width vs pandas groupby.apply(mapie)",
+            best_of(lambda: cf.evaluate(df, cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), by="seg"), r),
+            best_of(lambda: apply(baseline["cov_width"]), 1),
+            ">= 10x",
+            "faster-at-least",
+        )
         if has_calibration:
-            record("grouped ECE vs pandas groupby.apply(mapie)",
-                   best_of(lambda: cf.evaluate(df, cf.ece("label", "score", num_bins=10), by="seg"), r),
-                   best_of(lambda: apply(baseline["ece"]), 1), ">= 10x", "faster-at-least")
-            record("grouped KS vs pandas groupby.apply(mapie)",
-                   best_of(lambda: cf.evaluate(df, cf.ks_test("label", "score"), by="seg"), r),
-                   best_of(lambda: apply(baseline["ks"]), 1), ">= 10x", "faster-at-least")
+            record(
+                "grouped ECE vs pandas groupby.apply(mapie)",
+                best_of(lambda: cf.evaluate(df, cf.ece("label", "score", num_bins=10), by="seg"), r),
+                best_of(lambda: apply(baseline["ece"]), 1),
+                ">= 10x",
+                "faster-at-least",
+            )
+            record(
+                "grouped KS vs pandas groupby.apply(mapie)",
+                best_of(lambda: cf.evaluate(df, cf.ks_test("label", "score"), by="seg"), r),
+                best_of(lambda: apply(baseline["ks"]), 1),
+                ">= 10x",
+                "faster-at-least",
+            )
 
         # ungrouped vs the baseline on numpy arrays
-        from mapie.metrics.regression import regression_coverage_score, regression_mean_width_score, regression_ssc_score
+        from mapie.metrics.regression import (
+            regression_coverage_score,
+            regression_mean_width_score,
+            regression_ssc_score,
+        )
 
         y, lo, hi = (df[c].to_numpy() for c in ("y", "lo", "hi"))
         intervals = np.stack([lo, hi], axis=1)[:, :, None]
-        record("ungrouped coverage vs mapie (numpy)",
-               best_of(lambda: df.conformal.coverage("y", "lo", "hi"), r),
-               best_of(lambda: regression_coverage_score(y, intervals), r), "<= 1.5x", "slower-at-most")
-        record("ungrouped width vs mapie (numpy)",
-               best_of(lambda: df.conformal.width("lo", "hi"), r),
-               best_of(lambda: regression_mean_width_score(intervals), r), "<= 1.5x", "slower-at-most")
-        record("ungrouped SSC score (3 bins) vs mapie (numpy)",
-               best_of(lambda: df.conformal.ssc_score("y", "lo", "hi", num_bins=3), r),
-               best_of(lambda: regression_ssc_score(y, intervals, num_bins=3), r), ">= 2x", "faster-at-least")
+        record(
+            "ungrouped coverage vs mapie (numpy)",
+            best_of(lambda: df.conformal.coverage("y", "lo", "hi"), r),
+            best_of(lambda: regression_coverage_score(y, intervals), r),
+            "<= 1.5x",
+            "slower-at-most",
+        )
+        record(
+            "ungrouped width vs mapie (numpy)",
+            best_of(lambda: df.conformal.width("lo", "hi"), r),
+            best_of(lambda: regression_mean_width_score(intervals), r),
+            "<= 1.5x",
+            "slower-at-most",
+        )
+        record(
+            "ungrouped SSC score (3 bins) vs mapie (numpy)",
+            best_of(lambda: df.conformal.ssc_score("y", "lo", "hi", num_bins=3), r),
+            best_of(lambda: regression_ssc_score(y, intervals, num_bins=3), r),
+            ">= 2x",
+            "faster-at-least",
+        )
         if has_calibration:
             from mapie.metrics.calibration import expected_calibration_error, kolmogorov_smirnov_statistic
 
             lab, sc = df["label"].to_numpy(), df["score"].to_numpy()
-            record("ungrouped ECE vs mapie (numpy)",
-                   best_of(lambda: df.conformal.ece("label", "score", num_bins=10), r),
-                   best_of(lambda: expected_calibration_error(lab, sc, num_bins=10), r), ">= 2x", "faster-at-least")
-            record("ungrouped KS vs mapie (numpy)",
-                   best_of(lambda: df.conformal.ks_test("label", "score"), r),
-                   best_of(lambda: kolmogorov_smirnov_statistic(lab, sc), r), ">= 2x", "faster-at-least")
+            record(
+                "ungrouped ECE vs mapie (numpy)",
+                best_of(lambda: df.conformal.ece("label", "score", num_bins=10), r),
+                best_of(lambda: expected_calibration_error(lab, sc, num_bins=10), r),
+                ">= 2x",
+                "faster-at-least",
+            )
+            record(
+                "ungrouped KS vs mapie (numpy)",
+                best_of(lambda: df.conformal.ks_test("label", "score"), r),
+                best_of(lambda: kolmogorov_smirnov_statistic(lab, sc), r),
+                ">= 2x",
+                "faster-at-least",
+            )
 
     # pandas input vs polars input, same call
-    record("pandas input vs polars input (grouped coverage+width)",
-           best_of(lambda: cf.evaluate(pdf, cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), by="seg"), r),
-           best_of(lambda: cf.evaluate(df, cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), by="seg"), r), "", "slower-at-most")
+    record(
+        "pandas input vs polars input (grouped coverage+width)",
+        best_of(lambda: cf.evaluate(pdf, cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), by="seg"), r),
+        best_of(lambda: cf.evaluate(df, cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), by="seg"), r),
+        "",
+        "slower-at-most",
+    )
 
     # one pass: 8 metrics vs one coverage (single-pass metrics, then with the
     # two that need ordered windows: ssc_score and ks)
     single_pass = [
-        cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"),
+        cf.coverage("y", "lo", "hi"),
+        cf.width("lo", "hi"),
         cf.winkler("y", "lo", "hi", confidence_level=0.9),
         cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=0.9),
     ]
     if has_calibration:
-        single_pass += [cf.ece("label", "score", num_bins=10), cf.mce("label", "score", num_bins=10),
-                        cf.brier("label", "score"), cf.spiegelhalter_test("label", "score")]
+        single_pass += [
+            cf.ece("label", "score", num_bins=10),
+            cf.mce("label", "score", num_bins=10),
+            cf.brier("label", "score"),
+            cf.spiegelhalter_test("label", "score"),
+        ]
         with_windows = [*single_pass[:6], cf.ssc_score("y", "lo", "hi", num_bins=3), cf.ks_test("label", "score")]
     else:
         with_windows = []
     t_cov = best_of(lambda: cf.evaluate(df, cf.coverage("y", "lo", "hi"), by="seg"), r)
-    record(f"one pass: evaluate({len(single_pass)} single-pass metrics) vs coverage alone (grouped)",
-           best_of(lambda: cf.evaluate(df, *single_pass, by="seg"), r), t_cov, "<= 3x", "slower-at-most")
+    record(
+        f"one pass: evaluate({len(single_pass)} single-pass metrics) vs coverage alone (grouped)",
+        best_of(lambda: cf.evaluate(df, *single_pass, by="seg"), r),
+        t_cov,
+        "<= 3x",
+        "slower-at-most",
+    )
     if with_windows:
-        record("one pass: evaluate(8 metrics incl. ssc_score, ks) vs coverage alone (grouped)",
-               best_of(lambda: cf.evaluate(df, *with_windows, by="seg"), r), t_cov, "<= 3x", "slower-at-most")
+        record(
+            "one pass: evaluate(8 metrics incl. ssc_score, ks) vs coverage alone (grouped)",
+            best_of(lambda: cf.evaluate(df, *with_windows, by="seg"), r),
+            t_cov,
+            "<= 3x",
+            "slower-at-most",
+        )
 
     # HSIC
     t_hsic = best_of(lambda: df.conformal.hsic("y", "lo", "hi"), r)
@@ -249,15 +325,17 @@ def main(argv: list[str] | None = None) -> int:
             metrics += [cf.ece("label", "score"), cf.ks_test("label", "score")]
         for size in sizes:
             d = make_data(size, args.segments, seed=1)
-            t = best_of(lambda: cf.evaluate(d, *metrics, by="seg"), 1 if size >= 10_000_000 else r)
+            t = best_of(lambda d=d: cf.evaluate(d, *metrics, by="seg"), 1 if size >= 10_000_000 else r)
             scaling.append((size, t))
             print(f"scaling: n={size:>10,}  {t:8.3f} s  ({t / size * 1e9:6.1f} ns/row)", flush=True)
             del d
 
     print()
-    print(f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"polars {pl.__version__}, numpy {np.__version__}, narwhals {__import__('narwhals').__version__}"
-          + (f", mapie {__import__('mapie').__version__}" if baseline else ""))
+    print(
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"polars {pl.__version__}, numpy {np.__version__}, narwhals {__import__('narwhals').__version__}"
+        + (f", mapie {__import__('mapie').__version__}" if baseline else "")
+    )
     print(f"Data: {n:,} rows, {args.segments:,} segments; best of {r} runs\n")
     print("| comparison | ours (ms) | other (ms) | ratio | target |")
     print("|---|---:|---:|---:|---|")

@@ -83,8 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     write_dataset(args.rows)
-    print(f"dataset: {args.rows:,} rows in {DATA} (written in {time.perf_counter() - t0:.0f} s; "
-          f"{sum(p.stat().st_size for p in DATA.glob('*.parquet')) / 1e9:.2f} GB)", flush=True)
+    print(
+        f"dataset: {args.rows:,} rows in {DATA} (written in {time.perf_counter() - t0:.0f} s; "
+        f"{sum(p.stat().st_size for p in DATA.glob('*.parquet')) / 1e9:.2f} GB)",
+        flush=True,
+    )
     for which in ("five", "ks"):
         res = subprocess.run([sys.executable, "-c", EVALUATE, str(DATA), which], capture_output=True, text=True)
         if res.returncode != 0:

@@ -120,8 +120,6 @@ def _available(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-
-
 @pytest.fixture(params=list(CONSTRUCTORS))
 def constructor(request: pytest.FixtureRequest) -> Constructor:
     make, module, lazy = CONSTRUCTORS[request.param]

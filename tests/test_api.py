@@ -64,7 +64,9 @@ def test_lazy_polars_is_not_executed_until_collect():
         return df
 
     lf = pl.LazyFrame(DATA).map_batches(spy, schema=pl.LazyFrame(DATA).collect_schema())
-    out = lf.conformal.evaluate(cf.coverage("y", "lo", "hi"), cf.ssc_score("y", "lo", "hi"), cf.hsic("y", "lo", "hi"), by="g")
+    out = lf.conformal.evaluate(
+        cf.coverage("y", "lo", "hi"), cf.ssc_score("y", "lo", "hi"), cf.hsic("y", "lo", "hi"), by="g"
+    )
     assert calls == []
     collected = out.collect()
     assert calls and collected.height == 2
@@ -100,7 +102,13 @@ def test_column_names_with_spaces(constructor):
         cf.ssc_score("y true", "lower bound", "upper bound", num_bins=2),
     ]
     out = to_pandas(cf.evaluate(constructor(d), *metrics, by="the segment"))
-    ref = to_pandas(cf.evaluate(pl.DataFrame(DATA), *[cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), cf.ssc_score("y", "lo", "hi", num_bins=2)], by="g"))
+    ref = to_pandas(
+        cf.evaluate(
+            pl.DataFrame(DATA),
+            *[cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), cf.ssc_score("y", "lo", "hi", num_bins=2)],
+            by="g",
+        )
+    )
     assert list(out["the segment"]) == ["a", "b"]
     assert_close(out[["coverage", "width", "ssc_score"]].to_numpy(), ref[["coverage", "width", "ssc_score"]].to_numpy())
 

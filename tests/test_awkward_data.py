@@ -51,8 +51,16 @@ def _expected(d: dict[str, np.ndarray], idx: np.ndarray) -> list[float]:
 
     y, lo, hi, s, lab = (d[k][idx] for k in ("y", "lo", "hi", "score", "label"))
     return [
-        oracle.coverage(y, lo, hi), oracle.width(lo, hi), oracle.winkler(y, lo, hi, 0.9), oracle.ssc_score(y, lo, hi, 3),
-        ocal.ece(lab, s, 10), ocal.brier(lab, s), *ocal.ks(lab, s), auroc_pairs(lab, s), auarc_expected(lab, s), len(idx),
+        oracle.coverage(y, lo, hi),
+        oracle.width(lo, hi),
+        oracle.winkler(y, lo, hi, 0.9),
+        oracle.ssc_score(y, lo, hi, 3),
+        ocal.ece(lab, s, 10),
+        ocal.brier(lab, s),
+        *ocal.ks(lab, s),
+        auroc_pairs(lab, s),
+        auarc_expected(lab, s),
+        len(idx),
     ]
 
 
@@ -74,7 +82,9 @@ def test_ten_thousand_groups_of_one(constructor) -> None:
     some = np.random.default_rng(1).choice(n, size=20, replace=False)
     for i in some:  # the KS tests of single rows, against the oracle
         ks = ocal.ks(d["label"][i : i + 1], d["score"][i : i + 1])
-        assert_close(out.loc[i, ["ks", "ks_pvalue"]].to_numpy(dtype=float, na_value=np.nan), ks, rtol=RTOL, what=f"ks row {i}")
+        assert_close(
+            out.loc[i, ["ks", "ks_pvalue"]].to_numpy(dtype=float, na_value=np.nan), ks, rtol=RTOL, what=f"ks row {i}"
+        )
 
 
 def test_one_group_holds_99_percent(constructor) -> None:
@@ -132,7 +142,12 @@ def test_float32_inputs_match_float64(constructor) -> None:
     low, exact = _as_float64_of(d, ["y", "lo", "hi", "score"], "float32")
     a = to_pandas(cf.evaluate(constructor(low), *METRICS, by="g"))
     b = to_pandas(cf.evaluate(constructor(exact), *METRICS, by="g"))
-    assert_close(a[COLS].to_numpy(dtype=float, na_value=np.nan), b[COLS].to_numpy(dtype=float, na_value=np.nan), rtol=RTOL, atol=ATOL)
+    assert_close(
+        a[COLS].to_numpy(dtype=float, na_value=np.nan),
+        b[COLS].to_numpy(dtype=float, na_value=np.nan),
+        rtol=RTOL,
+        atol=ATOL,
+    )
     for i, key in enumerate(a["g"]):  # and the float64 run is the oracle's
         idx = np.flatnonzero(d["g"] == key)
         exp = _expected({k: v for k, v in exact.items()}, idx)
@@ -142,15 +157,25 @@ def test_float32_inputs_match_float64(constructor) -> None:
 def test_integer_and_small_int_inputs(constructor) -> None:
     rng = np.random.default_rng(8)
     n = 500
-    d = {"y": rng.integers(-50, 50, size=n).astype(np.int16), "lo": rng.integers(-60, 0, size=n).astype(np.int32),
-         "hi": rng.integers(0, 60, size=n).astype(np.int64), "label": rng.integers(0, 2, size=n).astype(np.int8),
-         "score": rng.integers(0, 2, size=n).astype(np.uint8), "g": rng.choice(np.array(["x", "y"], dtype=object), size=n)}
+    d = {
+        "y": rng.integers(-50, 50, size=n).astype(np.int16),
+        "lo": rng.integers(-60, 0, size=n).astype(np.int32),
+        "hi": rng.integers(0, 60, size=n).astype(np.int64),
+        "label": rng.integers(0, 2, size=n).astype(np.int8),
+        "score": rng.integers(0, 2, size=n).astype(np.uint8),
+        "g": rng.choice(np.array(["x", "y"], dtype=object), size=n),
+    }
     if constructor.id == "pyspark":  # Spark has no unsigned integer types
         d["score"] = d["score"].astype(np.int16)
     exact = {k: (v.astype(np.float64) if k != "g" else v) for k, v in d.items()}
     a = to_pandas(cf.evaluate(constructor(d), *METRICS, by="g"))
     b = to_pandas(cf.evaluate(constructor(exact), *METRICS, by="g"))
-    assert_close(a[COLS].to_numpy(dtype=float, na_value=np.nan), b[COLS].to_numpy(dtype=float, na_value=np.nan), rtol=RTOL, atol=ATOL)
+    assert_close(
+        a[COLS].to_numpy(dtype=float, na_value=np.nan),
+        b[COLS].to_numpy(dtype=float, na_value=np.nan),
+        rtol=RTOL,
+        atol=ATOL,
+    )
 
 
 @pytest.mark.parametrize("kind", ["nullable", "pyarrow"])
@@ -161,12 +186,30 @@ def test_pandas_extension_dtypes_match_numpy(kind: str) -> None:
     d["flag"] = d["label"] == 1.0
     base = pd.DataFrame(d)
     if kind == "nullable":
-        ext = base.astype({"y": "Float64", "lo": "Float64", "hi": "Float64", "score": "Float64",
-                           "label": "Int64", "flag": "boolean", "g": "string"})
+        ext = base.astype(
+            {
+                "y": "Float64",
+                "lo": "Float64",
+                "hi": "Float64",
+                "score": "Float64",
+                "label": "Int64",
+                "flag": "boolean",
+                "g": "string",
+            }
+        )
     else:
         pytest.importorskip("pyarrow")
-        ext = base.astype({"y": "double[pyarrow]", "lo": "double[pyarrow]", "hi": "float[pyarrow]", "score": "double[pyarrow]",
-                           "label": "int64[pyarrow]", "flag": "bool[pyarrow]", "g": "string[pyarrow]"})
+        ext = base.astype(
+            {
+                "y": "double[pyarrow]",
+                "lo": "double[pyarrow]",
+                "hi": "float[pyarrow]",
+                "score": "double[pyarrow]",
+                "label": "int64[pyarrow]",
+                "flag": "bool[pyarrow]",
+                "g": "string[pyarrow]",
+            }
+        )
         ext["hi"] = base["hi"].astype("double[pyarrow]")  # float32 would round the bounds
     snapshot = ext.copy(deep=True)
     metrics = [*METRICS, cf.auroc("flag", "score").alias("auroc_flag")]
@@ -174,7 +217,12 @@ def test_pandas_extension_dtypes_match_numpy(kind: str) -> None:
     b = to_pandas(cf.evaluate(base, *metrics, by="g"))
     assert [str(k) for k in a["g"]] == list(b["g"])
     cols = [*COLS, "auroc_flag"]
-    assert_close(a[cols].to_numpy(dtype=float, na_value=np.nan), b[cols].to_numpy(dtype=float, na_value=np.nan), rtol=RTOL, atol=ATOL)
+    assert_close(
+        a[cols].to_numpy(dtype=float, na_value=np.nan),
+        b[cols].to_numpy(dtype=float, na_value=np.nan),
+        rtol=RTOL,
+        atol=ATOL,
+    )
     pd.testing.assert_frame_equal(ext, snapshot)  # never mutated
     # a missing value in a nullable column is an invalid row (pd.NA, not a NaN)
     bad = ext.copy()

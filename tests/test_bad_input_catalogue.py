@@ -130,110 +130,260 @@ BAD_VALUES = {"null": None, "nan": math.nan, "inf": math.inf}
 
 CASES: list[Case] = [
     # -- columns and dtypes -------------------------------------------------
-    Case("missing-column", "a metric column that does not exist", "error",
-         metrics=lambda: [cf.coverage("yy", "lo", "hi")],
-         error=(ValueError, r"column 'yy' not found; available columns: 'g', 'y', 'lo'")),
-    Case("missing-by-column", "a by= column that does not exist", "error", by="seg",
-         metrics=lambda: [cf.coverage("y", "lo", "hi")],
-         error=(ValueError, r"group column 'seg' \(by=\) not found; available columns")),
-    Case("string-scores", "string scores", "error", metrics=lambda: [cf.ece("label", "name")],
-         error=(TypeError, r"column 'name' must be numeric, found dtype String")),
-    Case("boolean-y-intervals", "boolean y for intervals", "error", metrics=lambda: [cf.coverage("flag", "lo", "hi")],
-         error=(TypeError, r"column 'flag' must be numeric, found dtype Boolean")),
-    Case("by-is-metric-column", "a by= column that is also a metric column", "error", by="y",
-         metrics=lambda: [cf.coverage("y", "lo", "hi")],
-         error=(ValueError, r"column 'y' is both a group key \(by=\) and a metric input")),
-    Case("string-labels-int-classes", "string labels with integer classes", "error",
-         metrics=lambda: [cf.set_coverage("name", MEMBERS, classes=[0, 1, 2])],
-         error=(TypeError, r"label column 'name' has dtype String but classes are \[0, 1, 2\]")),
-    Case("sets-string-column", "sets of the wrong type: a string column", "error",
-         metrics=lambda: [cf.set_coverage("label3", "name", classes=[0, 1, 2])],
-         error=(TypeError, r"set column 'name' must be a list column of labels, found dtype String")),
-    Case("sets-float-membership", "sets of the wrong type: float membership columns", "error",
-         metrics=lambda: [cf.set_coverage("label3", ["p0", "p1", "p2"], classes=[0, 1, 2])],
-         error=(TypeError, r"membership column 'p0' must be boolean, found dtype Float64")),
-    Case("sets-not-a-list", "sets= neither a column name nor a list of names", "error",
-         metrics=lambda: [cf.set_coverage("label3", 3, classes=[0, 1, 2])],  # type: ignore[arg-type]
-         error=(TypeError, r"sets must be the name of a list column or a list of boolean membership column names")),
-    Case("pvalues-classes-mismatch", "p-value columns that do not match classes", "error",
-         metrics=lambda: [cf.efficiency_criteria("label3", ["p0", "p1", "p2"], classes=[0, 1], significance=0.1)],
-         error=(ValueError, r"mismatched classes and p-value columns: 3 columns \['p0', 'p1', 'p2'\] but 2 classes")),
-    Case("membership-classes-mismatch", "membership columns that do not match classes", "error",
-         metrics=lambda: [cf.set_size(MEMBERS, classes=[0, 1])],
-         error=(ValueError, r"mismatched classes and membership columns: 3 columns")),
+    Case(
+        "missing-column",
+        "a metric column that does not exist",
+        "error",
+        metrics=lambda: [cf.coverage("yy", "lo", "hi")],
+        error=(ValueError, r"column 'yy' not found; available columns: 'g', 'y', 'lo'"),
+    ),
+    Case(
+        "missing-by-column",
+        "a by= column that does not exist",
+        "error",
+        by="seg",
+        metrics=lambda: [cf.coverage("y", "lo", "hi")],
+        error=(ValueError, r"group column 'seg' \(by=\) not found; available columns"),
+    ),
+    Case(
+        "string-scores",
+        "string scores",
+        "error",
+        metrics=lambda: [cf.ece("label", "name")],
+        error=(TypeError, r"column 'name' must be numeric, found dtype String"),
+    ),
+    Case(
+        "boolean-y-intervals",
+        "boolean y for intervals",
+        "error",
+        metrics=lambda: [cf.coverage("flag", "lo", "hi")],
+        error=(TypeError, r"column 'flag' must be numeric, found dtype Boolean"),
+    ),
+    Case(
+        "by-is-metric-column",
+        "a by= column that is also a metric column",
+        "error",
+        by="y",
+        metrics=lambda: [cf.coverage("y", "lo", "hi")],
+        error=(ValueError, r"column 'y' is both a group key \(by=\) and a metric input"),
+    ),
+    Case(
+        "string-labels-int-classes",
+        "string labels with integer classes",
+        "error",
+        metrics=lambda: [cf.set_coverage("name", MEMBERS, classes=[0, 1, 2])],
+        error=(TypeError, r"label column 'name' has dtype String but classes are \[0, 1, 2\]"),
+    ),
+    Case(
+        "sets-string-column",
+        "sets of the wrong type: a string column",
+        "error",
+        metrics=lambda: [cf.set_coverage("label3", "name", classes=[0, 1, 2])],
+        error=(TypeError, r"set column 'name' must be a list column of labels, found dtype String"),
+    ),
+    Case(
+        "sets-float-membership",
+        "sets of the wrong type: float membership columns",
+        "error",
+        metrics=lambda: [cf.set_coverage("label3", ["p0", "p1", "p2"], classes=[0, 1, 2])],
+        error=(TypeError, r"membership column 'p0' must be boolean, found dtype Float64"),
+    ),
+    Case(
+        "sets-not-a-list",
+        "sets= neither a column name nor a list of names",
+        "error",
+        metrics=lambda: [cf.set_coverage("label3", 3, classes=[0, 1, 2])],  # type: ignore[arg-type]
+        error=(TypeError, r"sets must be the name of a list column or a list of boolean membership column names"),
+    ),
+    Case(
+        "pvalues-classes-mismatch",
+        "p-value columns that do not match classes",
+        "error",
+        metrics=lambda: [cf.efficiency_criteria("label3", ["p0", "p1", "p2"], classes=[0, 1], significance=0.1)],
+        error=(ValueError, r"mismatched classes and p-value columns: 3 columns \['p0', 'p1', 'p2'\] but 2 classes"),
+    ),
+    Case(
+        "membership-classes-mismatch",
+        "membership columns that do not match classes",
+        "error",
+        metrics=lambda: [cf.set_size(MEMBERS, classes=[0, 1])],
+        error=(ValueError, r"mismatched classes and membership columns: 3 columns"),
+    ),
     # -- parameters -----------------------------------------------------------
     *[
-        Case(f"num-bins-{v!r}", f"num_bins={v!r}", "error", metrics=lambda v=v: [cf.ece("label", "score", num_bins=v)],
-             error=(ValueError, rf"num_bins must be a positive integer, got {v!r}"))
+        Case(
+            f"num-bins-{v!r}",
+            f"num_bins={v!r}",
+            "error",
+            metrics=lambda v=v: [cf.ece("label", "score", num_bins=v)],
+            error=(ValueError, rf"num_bins must be a positive integer, got {v!r}"),
+        )
         for v in (0, -1, 2.5, True)
     ],
     *[
-        Case(f"confidence-level-{v!r}", f"confidence_level={v!r}", "error",
-             metrics=lambda v=v: [cf.winkler("y", "lo", "hi", confidence_level=v)],
-             error=(ValueError, rf"confidence_level must be a number strictly between 0 and 1, got {v!r}"))
+        Case(
+            f"confidence-level-{v!r}",
+            f"confidence_level={v!r}",
+            "error",
+            metrics=lambda v=v: [cf.winkler("y", "lo", "hi", confidence_level=v)],
+            error=(ValueError, rf"confidence_level must be a number strictly between 0 and 1, got {v!r}"),
+        )
         for v in (0, 1, -0.1, 1.5, math.nan)
     ],
     *[
-        Case(f"significance-{v!r}", f"significance={v!r}", "error",
-             metrics=lambda v=v: [cf.efficiency_criteria(None, ["p0", "p1", "p2"], significance=v)],
-             error=(ValueError, rf"significance must be a number strictly between 0 and 1, got {v!r}"))
+        Case(
+            f"significance-{v!r}",
+            f"significance={v!r}",
+            "error",
+            metrics=lambda v=v: [cf.efficiency_criteria(None, ["p0", "p1", "p2"], significance=v)],
+            error=(ValueError, rf"significance must be a number strictly between 0 and 1, got {v!r}"),
+        )
         for v in (0.0, 1.0, -0.5, 2)
     ],
     # -- invalid rows -------------------------------------------------------
     *[
-        Case(f"{bad}-in-{col}", f"{bad} in {col} (intervals)", "rows", frame=replaced(col, value),
-             metrics=interval_metrics(use_y=col == "y"),
-             error=(ValueError, rf"column '{col}' {MISSING}"), n_invalid=[1, 0])
-        for col in ("y", "lo", "hi") for bad, value in BAD_VALUES.items()
-    ],
-    *[
-        Case(f"{bad}-in-{col}", f"{bad} in {col} (calibration)", "rows", frame=replaced(col, value),
-             metrics=calibration_metrics, error=(ValueError, rf"column '{col}' {MISSING}"), n_invalid=[1, 0])
-        for col in ("label", "score") for bad, value in BAD_VALUES.items()
-    ],
-    *[
-        Case(f"{bad}-in-{col}", f"{bad} in {col} (ranking)", "rows", frame=replaced(col, value),
-             metrics=ranking_metrics, error=(ValueError, rf"column '{col}' {MISSING}"), n_invalid=[1, 0])
-        for col in ("correct", "conf") for bad, value in BAD_VALUES.items()
-    ],
-    *[
-        Case(f"{bad}-in-p0", f"{bad} in a p-value column", "rows", frame=replaced("p0", value),
-             metrics=efficiency_metrics, error=(ValueError, rf"column 'p0' {MISSING}"), n_invalid=[1, 0])
+        Case(
+            f"{bad}-in-{col}",
+            f"{bad} in {col} (intervals)",
+            "rows",
+            frame=replaced(col, value),
+            metrics=interval_metrics(use_y=col == "y"),
+            error=(ValueError, rf"column '{col}' {MISSING}"),
+            n_invalid=[1, 0],
+        )
+        for col in ("y", "lo", "hi")
         for bad, value in BAD_VALUES.items()
     ],
-    Case("null-in-set-label", "null true label (sets)", "rows", frame=replaced("label3", None),
-         metrics=set_metrics, error=(ValueError, r"label column 'label3' has missing values in 1 row"), n_invalid=[1, 0]),
-    Case("null-in-membership", "null in a membership column", "rows", frame=replaced("m1", None),
-         metrics=set_metrics, error=(ValueError, r"membership column 'm1' has missing values in 1 row"), n_invalid=[1, 0],
-         # numpy-backed pandas stores a boolean column with a missing value as dtype object
-         backend_error={"pandas": (TypeError, r"membership column 'm1' must be boolean, found dtype Object")}),
-    Case("null-group-key", "null in a by= column", "rows", frame=replaced("g", None),
-         metrics=lambda: [cf.coverage("y", "lo", "hi")],
-         error=(ValueError, r"group column 'g' \(by=\) has null values in 1 row; fill or drop them first"),
-         n_invalid=[0, 0, 1]),  # the null group sorts last
-    Case("lo-greater-than-hi", "lo > hi", "rows", frame=replaced("lo", 3.5),
-         metrics=lambda: [cf.width("lo", "hi"), cf.coverage("y", "lo", "hi")],
-         error=(ValueError, r"column 'lo' is greater than column 'hi' in 1 row"), n_invalid=[1, 0]),
-    Case("scores-outside-01", "scores outside [0, 1]", "rows", frame=data(score=[0.2, 1.5, -0.2, 0.6, 0.3, 0.8]),
-         metrics=calibration_metrics, error=(ValueError, r"column 'score' has values outside \[0, 1\] in 2 rows"),
-         n_invalid=[2, 0]),
-    Case("labels-not-binary", "labels outside {0, 1}", "rows", frame=replaced("label", 2.0),
-         metrics=calibration_metrics, error=(ValueError, r"column 'label' has labels other than 0 and 1 in 1 row"),
-         n_invalid=[1, 0]),
-    Case("correct-not-binary", "correctness outside {0, 1}", "rows", frame=replaced("correct", -1.0),
-         metrics=ranking_metrics, error=(ValueError, r"column 'correct' has labels other than 0 and 1 in 1 row"),
-         n_invalid=[1, 0]),
-    Case("label-not-in-classes", "labels outside the classes", "rows", frame=replaced("label3", 7),
-         metrics=set_metrics,
-         error=(ValueError, r"label column 'label3' has labels not among classes \[0, 1, 2\] in 1 row, e.g. 7"),
-         n_invalid=[1, 0]),
-    Case("negative-label", "negative labels (the baseline wraps them around)", "rows", frame=replaced("label3", -1),
-         metrics=efficiency_metrics,
-         error=(ValueError, r"label column 'label3' has labels not among classes \[0, 1, 2\] in 1 row, e.g. -1"),
-         n_invalid=[1, 0]),
-    Case("pvalue-outside-01", "p-values outside [0, 1]", "rows", frame=replaced("p1", 1.2),
-         metrics=efficiency_metrics, error=(ValueError, r"p-value column 'p1' has values outside \[0, 1\] in 1 row"),
-         n_invalid=[1, 0]),
+    *[
+        Case(
+            f"{bad}-in-{col}",
+            f"{bad} in {col} (calibration)",
+            "rows",
+            frame=replaced(col, value),
+            metrics=calibration_metrics,
+            error=(ValueError, rf"column '{col}' {MISSING}"),
+            n_invalid=[1, 0],
+        )
+        for col in ("label", "score")
+        for bad, value in BAD_VALUES.items()
+    ],
+    *[
+        Case(
+            f"{bad}-in-{col}",
+            f"{bad} in {col} (ranking)",
+            "rows",
+            frame=replaced(col, value),
+            metrics=ranking_metrics,
+            error=(ValueError, rf"column '{col}' {MISSING}"),
+            n_invalid=[1, 0],
+        )
+        for col in ("correct", "conf")
+        for bad, value in BAD_VALUES.items()
+    ],
+    *[
+        Case(
+            f"{bad}-in-p0",
+            f"{bad} in a p-value column",
+            "rows",
+            frame=replaced("p0", value),
+            metrics=efficiency_metrics,
+            error=(ValueError, rf"column 'p0' {MISSING}"),
+            n_invalid=[1, 0],
+        )
+        for bad, value in BAD_VALUES.items()
+    ],
+    Case(
+        "null-in-set-label",
+        "null true label (sets)",
+        "rows",
+        frame=replaced("label3", None),
+        metrics=set_metrics,
+        error=(ValueError, r"label column 'label3' has missing values in 1 row"),
+        n_invalid=[1, 0],
+    ),
+    Case(
+        "null-in-membership",
+        "null in a membership column",
+        "rows",
+        frame=replaced("m1", None),
+        metrics=set_metrics,
+        error=(ValueError, r"membership column 'm1' has missing values in 1 row"),
+        n_invalid=[1, 0],
+        # numpy-backed pandas stores a boolean column with a missing value as dtype object
+        backend_error={"pandas": (TypeError, r"membership column 'm1' must be boolean, found dtype Object")},
+    ),
+    Case(
+        "null-group-key",
+        "null in a by= column",
+        "rows",
+        frame=replaced("g", None),
+        metrics=lambda: [cf.coverage("y", "lo", "hi")],
+        error=(ValueError, r"group column 'g' \(by=\) has null values in 1 row; fill or drop them first"),
+        n_invalid=[0, 0, 1],
+    ),  # the null group sorts last
+    Case(
+        "lo-greater-than-hi",
+        "lo > hi",
+        "rows",
+        frame=replaced("lo", 3.5),
+        metrics=lambda: [cf.width("lo", "hi"), cf.coverage("y", "lo", "hi")],
+        error=(ValueError, r"column 'lo' is greater than column 'hi' in 1 row"),
+        n_invalid=[1, 0],
+    ),
+    Case(
+        "scores-outside-01",
+        "scores outside [0, 1]",
+        "rows",
+        frame=data(score=[0.2, 1.5, -0.2, 0.6, 0.3, 0.8]),
+        metrics=calibration_metrics,
+        error=(ValueError, r"column 'score' has values outside \[0, 1\] in 2 rows"),
+        n_invalid=[2, 0],
+    ),
+    Case(
+        "labels-not-binary",
+        "labels outside {0, 1}",
+        "rows",
+        frame=replaced("label", 2.0),
+        metrics=calibration_metrics,
+        error=(ValueError, r"column 'label' has labels other than 0 and 1 in 1 row"),
+        n_invalid=[1, 0],
+    ),
+    Case(
+        "correct-not-binary",
+        "correctness outside {0, 1}",
+        "rows",
+        frame=replaced("correct", -1.0),
+        metrics=ranking_metrics,
+        error=(ValueError, r"column 'correct' has labels other than 0 and 1 in 1 row"),
+        n_invalid=[1, 0],
+    ),
+    Case(
+        "label-not-in-classes",
+        "labels outside the classes",
+        "rows",
+        frame=replaced("label3", 7),
+        metrics=set_metrics,
+        error=(ValueError, r"label column 'label3' has labels not among classes \[0, 1, 2\] in 1 row, e.g. 7"),
+        n_invalid=[1, 0],
+    ),
+    Case(
+        "negative-label",
+        "negative labels (the baseline wraps them around)",
+        "rows",
+        frame=replaced("label3", -1),
+        metrics=efficiency_metrics,
+        error=(ValueError, r"label column 'label3' has labels not among classes \[0, 1, 2\] in 1 row, e.g. -1"),
+        n_invalid=[1, 0],
+    ),
+    Case(
+        "pvalue-outside-01",
+        "p-values outside [0, 1]",
+        "rows",
+        frame=replaced("p1", 1.2),
+        metrics=efficiency_metrics,
+        error=(ValueError, r"p-value column 'p1' has values outside \[0, 1\] in 1 row"),
+        n_invalid=[1, 0],
+    ),
 ]
 
 
@@ -286,8 +436,11 @@ def _extreme_scores_check(out: pd.DataFrame, case: Case) -> None:
         i = g == key
         ks, ks_p = ocal.ks(label[i], score[i])
         ku, ku_p = ocal.kuiper(label[i], score[i])
-        assert_close(out[["ks", "ks_pvalue", "kuiper", "kuiper_pvalue"]].iloc[row].to_numpy(dtype=float, na_value=np.nan),
-                     [ks, ks_p, ku, ku_p], what=f"tests {key}")
+        assert_close(
+            out[["ks", "ks_pvalue", "kuiper", "kuiper_pvalue"]].iloc[row].to_numpy(dtype=float, na_value=np.nan),
+            [ks, ks_p, ku, ku_p],
+            what=f"tests {key}",
+        )
         assert_close(out["ece"][row], ocal.ece(label[i], score[i], 4), what=f"ece {key}")
         assert_close(out["brier"][row], ocal.brier(label[i], score[i]), what=f"brier {key}")
 
@@ -303,36 +456,95 @@ def _integer_check(out: pd.DataFrame, case: Case) -> None:
 
 
 INT_FRAME = data(
-    y=[1, 2, 3, 4, 5, 7], lo=[0, 3, 2, 3, 4, 5], hi=[2, 3, 4, 5, 6, 6],
-    label=[0, 1, 1, 1, 0, 1], score=[0, 1, 1, 1, 0, 0],
+    y=[1, 2, 3, 4, 5, 7],
+    lo=[0, 3, 2, 3, 4, 5],
+    hi=[2, 3, 4, 5, 6, 6],
+    label=[0, 1, 1, 1, 0, 1],
+    score=[0, 1, 1, 1, 0, 0],
 )
 
 CASES += [
-    Case("empty-frame", "empty frame (ungrouped)", "value", frame=_empty_frame(), by=None,  # type: ignore[arg-type]
-         metrics=lambda: [cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), cf.ece("label", "score"), cf.brier("label", "score")],
-         check=_check_empty),
-    Case("empty-frame-grouped", "empty frame (grouped)", "value", frame=_empty_frame(),  # type: ignore[arg-type]
-         metrics=lambda: [cf.coverage("y", "lo", "hi"), cf.ece("label", "score")], check=_check_empty),
-    Case("empty-frame-ks", "empty frame, a calibration test", "value", frame=_empty_frame(), by=None,  # type: ignore[arg-type]
-         metrics=lambda: [cf.ks_test("label", "score")], check=_check_empty),
+    Case(
+        "empty-frame",
+        "empty frame (ungrouped)",
+        "value",
+        frame=_empty_frame(),
+        by=None,  # type: ignore[arg-type]
+        metrics=lambda: [
+            cf.coverage("y", "lo", "hi"),
+            cf.width("lo", "hi"),
+            cf.ece("label", "score"),
+            cf.brier("label", "score"),
+        ],
+        check=_check_empty,
+    ),
+    Case(
+        "empty-frame-grouped",
+        "empty frame (grouped)",
+        "value",
+        frame=_empty_frame(),  # type: ignore[arg-type]
+        metrics=lambda: [cf.coverage("y", "lo", "hi"), cf.ece("label", "score")],
+        check=_check_empty,
+    ),
+    Case(
+        "empty-frame-ks",
+        "empty frame, a calibration test",
+        "value",
+        frame=_empty_frame(),
+        by=None,  # type: ignore[arg-type]
+        metrics=lambda: [cf.ks_test("label", "score")],
+        check=_check_empty,
+    ),
     Case("empty-frame-ssc", "empty frame, SSC long table", "special", frame=_empty_frame(), by=None),  # type: ignore[arg-type]
-    Case("groups-of-size-1-and-2", "groups of size 1 and 2", "value",
-         frame={"g": ["one", "two", "two"], **{k: BASE[k][:3] for k in ("y", "lo", "hi", "label", "score")}},
-         metrics=lambda: [cf.coverage("y", "lo", "hi"), cf.ssc_score("y", "lo", "hi", num_bins=3),
-                          cf.ece("label", "score", num_bins=5), cf.ks_test("label", "score")],
-         check=_small_groups_check),
-    Case("constant-widths-ssc", "constant widths for SSC", "value", by=None,
-         frame=data(lo=[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], hi=[2.0, 3.0, 4.0, 5.0, 6.0, 7.0], y=[1.0, 3.5, 3.0, 1.0, 5.0, 8.0]),
-         metrics=lambda: [cf.ssc("y", "lo", "hi", num_bins=3), cf.ssc_score("y", "lo", "hi", num_bins=3)],
-         check=_constant_width_check),
-    Case("scores-all-0-or-1", "all scores 0 or 1", "value",
-         frame=data(score=[0.0, 1.0, 1.0, 1.0, 0.0, 0.0], label=[0.0, 1.0, 1.0, 1.0, 0.0, 1.0]),
-         metrics=lambda: [cf.ks_test("label", "score"), cf.kuiper_test("label", "score"),
-                          cf.ece("label", "score", num_bins=4), cf.brier("label", "score")],
-         check=_extreme_scores_check),
-    Case("integer-columns", "integer columns where floats are expected", "value", frame=INT_FRAME,
-         metrics=lambda: [cf.winkler("y", "lo", "hi", confidence_level=0.9), cf.width("lo", "hi"), cf.brier("label", "score")],
-         check=_integer_check),
+    Case(
+        "groups-of-size-1-and-2",
+        "groups of size 1 and 2",
+        "value",
+        frame={"g": ["one", "two", "two"], **{k: BASE[k][:3] for k in ("y", "lo", "hi", "label", "score")}},
+        metrics=lambda: [
+            cf.coverage("y", "lo", "hi"),
+            cf.ssc_score("y", "lo", "hi", num_bins=3),
+            cf.ece("label", "score", num_bins=5),
+            cf.ks_test("label", "score"),
+        ],
+        check=_small_groups_check,
+    ),
+    Case(
+        "constant-widths-ssc",
+        "constant widths for SSC",
+        "value",
+        by=None,
+        frame=data(
+            lo=[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], hi=[2.0, 3.0, 4.0, 5.0, 6.0, 7.0], y=[1.0, 3.5, 3.0, 1.0, 5.0, 8.0]
+        ),
+        metrics=lambda: [cf.ssc("y", "lo", "hi", num_bins=3), cf.ssc_score("y", "lo", "hi", num_bins=3)],
+        check=_constant_width_check,
+    ),
+    Case(
+        "scores-all-0-or-1",
+        "all scores 0 or 1",
+        "value",
+        frame=data(score=[0.0, 1.0, 1.0, 1.0, 0.0, 0.0], label=[0.0, 1.0, 1.0, 1.0, 0.0, 1.0]),
+        metrics=lambda: [
+            cf.ks_test("label", "score"),
+            cf.kuiper_test("label", "score"),
+            cf.ece("label", "score", num_bins=4),
+            cf.brier("label", "score"),
+        ],
+        check=_extreme_scores_check,
+    ),
+    Case(
+        "integer-columns",
+        "integer columns where floats are expected",
+        "value",
+        frame=INT_FRAME,
+        metrics=lambda: [
+            cf.winkler("y", "lo", "hi", confidence_level=0.9),
+            cf.width("lo", "hi"),
+            cf.brier("label", "score"),
+        ],
+        check=_integer_check,
+    ),
     Case("categorical-key", "categorical by= key", "special"),
     Case("enum-key", "Enum by= key", "special"),
     Case("empty-group-after-filter", "a group emptied by a filter (Enum key with an unused category)", "special"),
@@ -361,7 +573,7 @@ def _expect_error(fn: Callable[[], Any], error: tuple[type[Exception], str]) -> 
     kind, pattern = error
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001 - the point is to inspect any exception
+    except Exception as exc:
         _assert_ours(exc)
         assert isinstance(exc, kind), f"expected {kind.__name__}, got {type(exc).__name__}: {exc}"
         import re
@@ -391,7 +603,6 @@ def _keyed(constructor: Any, d: dict[str, Any], dtype: Any) -> Any:
 
 
 def _run_special(case: Case, constructor: Any) -> None:
-    lazy = constructor.lazy
     if case.id in ("categorical-key", "enum-key"):
         d = data(g=["b", "a", "b", "c", "c", "b"])
         plain = to_pandas(cf.evaluate(constructor(d), cf.coverage("y", "lo", "hi"), cf.ece("label", "score"), by="g"))
@@ -452,7 +663,7 @@ def _run_special(case: Case, constructor: Any) -> None:
         frame = constructor(d)
         try:
             out = to_pandas(cf.evaluate(frame, cf.set_coverage("label3", "s", classes=[0, 1, 2]), by="g"))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             _assert_ours(exc)  # acceptable: a TypeError naming the set column
             assert isinstance(exc, TypeError) and "set column 's'" in str(exc), str(exc)
             return
@@ -506,5 +717,5 @@ def test_docs_page_lists_every_case() -> None:
     missing = [c.id for c in CASES if f"`{c.id}`" not in page]
     assert not missing, f"docs/bad-input.md does not list {missing}"
     for case in CASES:
-        for backend in case.xfail:  # every known bug is in the docs' table
+        for _backend in case.xfail:  # every known bug is in the docs' table
             assert f"`{case.id}`" in page.split("## Known bugs")[1], case.id

@@ -137,7 +137,9 @@ def test_lazy_input_stays_lazy(lazy_constructor):
 @pytest.mark.parametrize(("num_bins", "strategy"), [(5, "uniform"), (4, "quantile")])
 def test_reliability_matches_oracle(constructor, seed, num_bins, strategy):
     d = random_calibration(seed)
-    out = to_pandas(cf.conformal(constructor(d)).reliability("y", "s", num_bins=num_bins, strategy=strategy, ci=0.9, by="g"))
+    out = to_pandas(
+        cf.conformal(constructor(d)).reliability("y", "s", num_bins=num_bins, strategy=strategy, ci=0.9, by="g")
+    )
     assert list(out.columns) == ["g", "bin", "mean_score", "frequency", "frequency_ci_low", "frequency_ci_high", "n"]
     expected = []
     for key, idx in group_dict(d["g"]).items():
@@ -145,7 +147,12 @@ def test_reliability_matches_oracle(constructor, seed, num_bins, strategy):
             expected.append((key, *row))
     assert [(k, int(b)) for k, b in zip(out["g"], out["bin"])] == [(e[0], e[1]) for e in expected]
     values = np.array([e[2:] for e in expected], dtype=float)
-    assert_close(out[["mean_score", "frequency", "frequency_ci_low", "frequency_ci_high", "n"]].to_numpy(), values, rtol=1e-12, atol=1e-15)
+    assert_close(
+        out[["mean_score", "frequency", "frequency_ci_low", "frequency_ci_high", "n"]].to_numpy(),
+        values,
+        rtol=1e-12,
+        atol=1e-15,
+    )
 
 
 def test_reliability_in_evaluate_is_wide(constructor):
@@ -165,7 +172,12 @@ def test_cumulative_differences_match_oracle(constructor, seed):
         values, counts, c = oracle.cumulative_differences(d["y"][idx], d["s"][idx])
         rows += [(key, v, n, ci) for v, n, ci in zip(values, counts, c)]
     assert list(out["g"]) == [r[0] for r in rows]
-    assert_close(out[["s", "count", "cumulative_difference"]].to_numpy(), np.array([r[1:] for r in rows], dtype=float), rtol=RTOL, atol=ATOL)
+    assert_close(
+        out[["s", "count", "cumulative_difference"]].to_numpy(),
+        np.array([r[1:] for r in rows], dtype=float),
+        rtol=RTOL,
+        atol=ATOL,
+    )
 
 
 def test_cumulative_differences_ungrouped_and_types(constructor):
@@ -293,7 +305,9 @@ def test_diff_quantile_bins_follow_scores_not_row_order(constructor):
     y = np.array([0.0, 0, 1, 1, 1, 0])
     s = np.array([0.1, 0.2, 0.3, 0.7, 0.8, 0.9])
     a = to_pandas(cf.evaluate(constructor({"y": y, "s": s}), cf.ece("y", "s", num_bins=2, strategy="quantile")))
-    b = to_pandas(cf.evaluate(constructor({"y": y[::-1], "s": s[::-1]}), cf.ece("y", "s", num_bins=2, strategy="quantile")))
+    b = to_pandas(
+        cf.evaluate(constructor({"y": y[::-1], "s": s[::-1]}), cf.ece("y", "s", num_bins=2, strategy="quantile"))
+    )
     assert_close(a["ece"], [oracle.ece(y, s, 2, "quantile")], rtol=RTOL)
     assert_close(b["ece"], a["ece"], rtol=RTOL)
 
@@ -347,7 +361,9 @@ def test_boolean_labels(constructor):
     d = {"y": np.array([True, False, True, True]), "s": np.array([0.9, 0.2, 0.4, 0.6])}
     out = to_pandas(cf.evaluate(constructor(d), cf.ece("y", "s", num_bins=3), cf.ks_test("y", "s")))
     y = d["y"].astype(float)
-    assert_close(out[["ece", "ks", "ks_pvalue"]].to_numpy(), [[oracle.ece(y, d["s"], 3), *oracle.ks(y, d["s"])]], rtol=RTOL)
+    assert_close(
+        out[["ece", "ks", "ks_pvalue"]].to_numpy(), [[oracle.ece(y, d["s"], 3), *oracle.ks(y, d["s"])]], rtol=RTOL
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -359,7 +375,11 @@ def test_sigma_zero_groups(constructor):
         "y": np.array([0.0, 1.0, 1.0, 0.0, 1.0, 1.0]),
         "s": np.array([0.0, 1.0, 0.5, 0.5, 0.0, 1.0]),
     }
-    out = to_pandas(cf.evaluate(constructor(d), cf.ks_test("y", "s"), cf.kuiper_test("y", "s"), cf.spiegelhalter_test("y", "s"), by="g"))
+    out = to_pandas(
+        cf.evaluate(
+            constructor(d), cf.ks_test("y", "s"), cf.kuiper_test("y", "s"), cf.spiegelhalter_test("y", "s"), by="g"
+        )
+    )
     out = out.set_index("g")
     # every label equals its certain score: no information -> null
     assert out.loc["agree", ["ks", "ks_pvalue", "kuiper", "kuiper_pvalue", "spiegelhalter"]].isna().all()
@@ -369,7 +389,11 @@ def test_sigma_zero_groups(constructor):
     # scores 1/2: Spiegelhalter's variance is 0 and so is its numerator -> null;
     # KS is defined (sigma > 0)
     assert pd.isna(out.loc["half", "spiegelhalter"])
-    assert_close(out.loc["half", ["ks", "ks_pvalue"]].to_numpy(), oracle.ks(np.array([1.0, 0.0]), np.array([0.5, 0.5])), rtol=RTOL)
+    assert_close(
+        out.loc["half", ["ks", "ks_pvalue"]].to_numpy(),
+        oracle.ks(np.array([1.0, 0.0]), np.array([0.5, 0.5])),
+        rtol=RTOL,
+    )
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, None])

@@ -25,11 +25,15 @@ def _frame(n: int = 40_000, seed: int = 3):
     sigma = 0.5 + 0.3 * model + 0.2 * np.abs(x)
     y = x + sigma * rng.standard_normal(n)
     half = np.where((region == 3) & (model == 2), 0.6, 1.0) * 1.6449 * sigma
-    return pl.DataFrame({
-        "region": np.array([f"r{i}" for i in range(10)])[region],
-        "model": np.array([f"m{i}" for i in range(5)])[model],
-        "y": y, "lo": x - half, "hi": x + half,
-    })
+    return pl.DataFrame(
+        {
+            "region": np.array([f"r{i}" for i in range(10)])[region],
+            "model": np.array([f"m{i}" for i in range(5)])[model],
+            "y": y,
+            "lo": x - half,
+            "hi": x + half,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +57,14 @@ def test_report_parquet_text_and_outputs(parquet: Path, tmp_path: Path, capsys) 
     assert "  - region=r3, model=m2: coverage" in captured.out
     assert "[conformal-frames] computing metrics per group: done in" in captured.err
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["coverage_by_segment.png", "metrics.csv", "report.html", "report.json", "ssc.png", "width_distribution.png"]
+    assert names == [
+        "coverage_by_segment.png",
+        "metrics.csv",
+        "report.html",
+        "report.json",
+        "ssc.png",
+        "width_distribution.png",
+    ]
     page = (out / "report.html").read_text()
     assert page.count('src="data:image/png;base64,') == 3
     data = json.loads((out / "report.json").read_text())
@@ -74,7 +85,12 @@ def test_report_matches_the_library(parquet: Path, capsys) -> None:
 def test_csv_input_and_csv_output(tmp_path: Path, capsys) -> None:
     path = tmp_path / "preds.csv"
     _frame(3000).write_csv(path)
-    assert cli.main(["report", str(path), "--y", "y", "--lo", "lo", "--hi", "hi", "--by", "region,model", "--format", "csv"]) == 0
+    assert (
+        cli.main(
+            ["report", str(path), "--y", "y", "--lo", "lo", "--hi", "hi", "--by", "region,model", "--format", "csv"]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "region,model,family,metric,value"
     assert lines[1].startswith("r0,m0,intervals,coverage,")
@@ -84,7 +100,23 @@ def test_level_column(tmp_path: Path, capsys) -> None:
     frames = [_frame(2000).with_columns(level=pl.lit(lv)) for lv in (0.8, 0.9)]
     path = tmp_path / "levels.parquet"
     pl.concat(frames).write_parquet(path)
-    code = cli.main(["report", str(path), "--y", "y", "--lo", "lo", "--hi", "hi", "--by", "model", "--level-col", "level", "--no-plots"])
+    code = cli.main(
+        [
+            "report",
+            str(path),
+            "--y",
+            "y",
+            "--lo",
+            "lo",
+            "--hi",
+            "hi",
+            "--by",
+            "model",
+            "--level-col",
+            "level",
+            "--no-plots",
+        ]
+    )
     assert code == 0
     assert "10 groups by model, level" in capsys.readouterr().out
 
@@ -117,8 +149,13 @@ def test_exit_codes(parquet: Path, tmp_path: Path, capsys) -> None:
     capsys.readouterr()
     # invalid rows: the report is printed, the exit code says the data are flawed
     flawed = tmp_path / "flawed.parquet"
-    _frame(500).with_columns(hi=pl.when(pl.int_range(pl.len()) == 7).then(None).otherwise(pl.col("hi"))).write_parquet(flawed)
-    assert cli.main(["report", str(flawed), "--y", "y", "--lo", "lo", "--hi", "hi", "--by", "model"]) == cli.EXIT_INVALID_ROWS
+    _frame(500).with_columns(hi=pl.when(pl.int_range(pl.len()) == 7).then(None).otherwise(pl.col("hi"))).write_parquet(
+        flawed
+    )
+    assert (
+        cli.main(["report", str(flawed), "--y", "y", "--lo", "lo", "--hi", "hi", "--by", "model"])
+        == cli.EXIT_INVALID_ROWS
+    )
     captured = capsys.readouterr()
     assert "1 rows have invalid values" in captured.err and "conformal-frames report" in captured.out
 
@@ -127,9 +164,29 @@ def test_help_is_complete(capsys) -> None:
     with pytest.raises(SystemExit):
         cli.main(["report", "--help"])
     text = capsys.readouterr().out
-    for flag in ("--y", "--lo", "--hi", "--label", "--score", "--set", "--by", "--level-col", "--confidence-level",
-                 "--alpha", "--correction", "--out", "--format", "--no-plots", "--progress", "--quiet",
-                 "--fail-on-under-coverage", "--input-format", "--separator", "--classes", "--memory"):
+    for flag in (
+        "--y",
+        "--lo",
+        "--hi",
+        "--label",
+        "--score",
+        "--set",
+        "--by",
+        "--level-col",
+        "--confidence-level",
+        "--alpha",
+        "--correction",
+        "--out",
+        "--format",
+        "--no-plots",
+        "--progress",
+        "--quiet",
+        "--fail-on-under-coverage",
+        "--input-format",
+        "--separator",
+        "--classes",
+        "--memory",
+    ):
         assert flag in text, flag
     assert "exit codes:" in text and "5  --fail-on-under-coverage" in text
 
@@ -151,7 +208,9 @@ def test_console_script_runs(parquet: Path) -> None:
     assert json.loads(res.stdout)["summary"]["groups"] == 50
 
 
-CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), shutil.which("google-chrome")) if p), None)
+CHROMIUM = next(
+    (p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), shutil.which("google-chrome")) if p), None
+)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (Debian: apt-get install chromium)")
@@ -159,10 +218,19 @@ def test_html_report_opens_in_headless_chromium(parquet: Path, tmp_path: Path) -
     pytest.importorskip("matplotlib", reason="plots need matplotlib ([plot] extra)")
     out = tmp_path / "out"
     assert cli.main(["report", str(parquet), *ARGS, "--out", str(out), "-q"]) == 0
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}"]
-    res = subprocess.run([CHROMIUM, *flags, "--dump-dom", (out / "report.html").as_uri()],
-                         capture_output=True, text=True, timeout=120)
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    res = subprocess.run(
+        [CHROMIUM, *flags, "--dump-dom", (out / "report.html").as_uri()], capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     dom = res.stdout
     assert "<table>" in dom and "<th>coverage</th>" in dom
@@ -179,9 +247,13 @@ def test_calibration_columns(tmp_path: Path, capsys) -> None:
     rng = np.random.default_rng(5)
     score = rng.uniform(0, 1, 4000)
     path = tmp_path / "scores.parquet"
-    pl.DataFrame({"campaign": rng.choice(["a", "b"], 4000), "p": score,
-                  "clicked": (rng.uniform(0, 1, 4000) < score).astype(int)}).write_parquet(path)
-    assert cli.main(["report", str(path), "--label", "clicked", "--score", "p", "--by", "campaign", "--format", "json"]) == 0
+    pl.DataFrame(
+        {"campaign": rng.choice(["a", "b"], 4000), "p": score, "clicked": (rng.uniform(0, 1, 4000) < score).astype(int)}
+    ).write_parquet(path)
+    assert (
+        cli.main(["report", str(path), "--label", "clicked", "--score", "p", "--by", "campaign", "--format", "json"])
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["summary"]["families"] == ["calibration"]
     rows = data["tables"]["calibration"]
@@ -207,7 +279,12 @@ def test_prediction_sets(tmp_path: Path, capsys) -> None:
         pytest.skip("the prediction-set family is not in this version")
     path = tmp_path / "sets.parquet"
     pl.DataFrame({"g": ["a", "a", "b", "b"], "y": [0, 1, 2, 2], "s": [[0], [0, 2], [2], [1]]}).write_parquet(path)
-    assert cli.main(["report", str(path), "--label", "y", "--set", "s", "--classes", "0,1,2", "--by", "g", "--format", "json"]) == 0
+    assert (
+        cli.main(
+            ["report", str(path), "--label", "y", "--set", "s", "--classes", "0,1,2", "--by", "g", "--format", "json"]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)["tables"]["sets"]
     assert [r["set_coverage"] for r in rows] == [0.5, 0.5]
     assert [r["set_size"] for r in rows] == [1.5, 1.0]

@@ -55,8 +55,17 @@ def test_coverage_gap_intervals_match_oracle(constructor, seed):
     assert list(out["outer"]) == ["u", "v"]
     for row, (key, idx) in zip(out.itertuples(index=False), group_dict(d["outer"]).items()):
         e = _gap_oracle(c[idx], d["g"][idx], 0.8)
-        assert_close([row.coverage_gap, row.wgap, row.coverage_gap_worst_coverage, row.coverage_gap_worst_n, row.coverage_gap_groups],
-                     [e["gap"], e["weighted"], e["worst_coverage"], e["worst_n"], e["groups"]], what=f"{constructor.id} {key}")
+        assert_close(
+            [
+                row.coverage_gap,
+                row.wgap,
+                row.coverage_gap_worst_coverage,
+                row.coverage_gap_worst_n,
+                row.coverage_gap_groups,
+            ],
+            [e["gap"], e["weighted"], e["worst_coverage"], e["worst_n"], e["groups"]],
+            what=f"{constructor.id} {key}",
+        )
         assert row.coverage_gap_worst_g == e["worst_label"]
         assert row.wgap_worst_g == e["worst_label"]
 
@@ -68,17 +77,29 @@ def test_coverage_gap_sets_two_group_columns(constructor, seed):
     rng = np.random.default_rng(seed)
     data["h"] = rng.choice(["p", "q"], size=len(d["g"]))
     sets = [f"m{j}" for j in range(4)]
-    out = to_pandas(cf.evaluate(constructor(data), cf.coverage_gap("y", sets=sets, classes=d["classes"], groups=["g", "h"], confidence_level=0.7)))
+    out = to_pandas(
+        cf.evaluate(
+            constructor(data),
+            cf.coverage_gap("y", sets=sets, classes=d["classes"], groups=["g", "h"], confidence_level=0.7),
+        )
+    )
     c = osets.set_covered(d["yi"], d["m"])
     combo = np.array([f"{a}|{b}" for a, b in zip(d["g"], data["h"])])
     e = _gap_oracle(c, combo, 0.7)
-    assert_close(out[["coverage_gap", "coverage_gap_worst_coverage", "coverage_gap_worst_n", "coverage_gap_groups"]].to_numpy(),
-                 [[e["gap"], e["worst_coverage"], e["worst_n"], e["groups"]]])
+    assert_close(
+        out[["coverage_gap", "coverage_gap_worst_coverage", "coverage_gap_worst_n", "coverage_gap_groups"]].to_numpy(),
+        [[e["gap"], e["worst_coverage"], e["worst_n"], e["groups"]]],
+    )
     assert f"{out['coverage_gap_worst_g'][0]}|{out['coverage_gap_worst_h'][0]}" == e["worst_label"]
 
 
 def test_coverage_gap_ties_pick_smallest_label(constructor):
-    data = {"y": [0.0] * 6, "lo": [-1.0, 1.0, -1.0, 1.0, -1.0, -1.0], "hi": [1.0] * 6, "g": ["c", "c", "a", "a", "b", "b"]}
+    data = {
+        "y": [0.0] * 6,
+        "lo": [-1.0, 1.0, -1.0, 1.0, -1.0, -1.0],
+        "hi": [1.0] * 6,
+        "g": ["c", "c", "a", "a", "b", "b"],
+    }
     out = to_pandas(cf.evaluate(constructor(data), cf.coverage_gap("y", "lo", "hi", groups="g", confidence_level=0.9)))
     assert out["coverage_gap_worst_g"][0] == "a"
     assert_close(out["coverage_gap"], [(0.4 + 0.4 + 0.1) / 3])
@@ -99,12 +120,16 @@ def _test_oracle(k, n, target, ci, method, n_calibration=None):
 
         a = math.ceil((n_calibration + 1) * target)
         b = n_calibration + 1 - a
-        p = np.array([
-            sum(comb(nn, j) * np.exp(betaln(j + a, nn - j + b) - betaln(a, b)) for j in range(int(kk) + 1))
-            for kk, nn in zip(k, n)
-        ])
+        p = np.array(
+            [
+                sum(comb(nn, j) * np.exp(betaln(j + a, nn - j + b) - betaln(a, b)) for j in range(int(kk) + 1))
+                for kk, nn in zip(k, n)
+            ]
+        )
     m = "wilson" if method == "wilson" else "exact"
-    bounds = np.array([binomtest(int(kk), int(nn)).proportion_ci(confidence_level=ci, method=m) for kk, nn in zip(k, n)])
+    bounds = np.array(
+        [binomtest(int(kk), int(nn)).proportion_ci(confidence_level=ci, method=m) for kk, nn in zip(k, n)]
+    )
     return p, bounds[:, 0], bounds[:, 1]
 
 
@@ -114,10 +139,22 @@ def _test_oracle(k, n, target, ci, method, n_calibration=None):
 )
 def test_coverage_test_matches_oracle(constructor, seed, method, n_calibration):
     d = random_intervals(seed)
-    metric = cf.coverage_test("y", "lo", "hi", confidence_level=0.8, ci=0.9, method=method, n_calibration=n_calibration, correction="bh", alpha=0.1)
+    metric = cf.coverage_test(
+        "y",
+        "lo",
+        "hi",
+        confidence_level=0.8,
+        ci=0.9,
+        method=method,
+        n_calibration=n_calibration,
+        correction="bh",
+        alpha=0.1,
+    )
     frame = constructor(d)
     if _lazy_unsupported(constructor):
-        with pytest.raises(NotImplementedError, match=f"coverage_test.*cannot stay lazy on the {constructor.id} backend"):
+        with pytest.raises(
+            NotImplementedError, match=f"coverage_test.*cannot stay lazy on the {constructor.id} backend"
+        ):
             cf.evaluate(frame, metric, by="g")
         return
     out = to_pandas(cf.evaluate(frame, metric, by="g"))
@@ -139,7 +176,9 @@ def test_coverage_test_matches_oracle(constructor, seed, method, n_calibration):
 def test_coverage_test_sets_and_scalar(eager_constructor):
     d = osets.random_sets(3)
     data = osets.frame_dict(d, list_column=False)
-    res = cf.conformal(eager_constructor(data)).coverage_test("y", sets=[f"m{j}" for j in range(4)], classes=d["classes"], confidence_level=0.9)
+    res = cf.conformal(eager_constructor(data)).coverage_test(
+        "y", sets=[f"m{j}" for j in range(4)], classes=d["classes"], confidence_level=0.9
+    )
     c = osets.set_covered(d["yi"], d["m"])
     assert res.statistic == pytest.approx(c.mean(), rel=1e-12)
     assert res.pvalue == pytest.approx(binom.cdf(c.sum(), len(c), 0.9), rel=1e-12)
@@ -199,7 +238,9 @@ def test_worst_slab_grouped_matches_oracle(constructor, seed):
     rng = np.random.default_rng(seed)
     n = 60
     data = {
-        "x1": np.round(rng.normal(size=n), 1), "x2": rng.normal(size=n), "y": rng.normal(size=n),
+        "x1": np.round(rng.normal(size=n), 1),
+        "x2": rng.normal(size=n),
+        "y": rng.normal(size=n),
         "g": np.array(["a"] * 40 + ["b"] * 17 + ["one"] + ["two"] * 2),
     }
     data["lo"], data["hi"] = -np.abs(rng.normal(size=n)) * 1.5, np.abs(rng.normal(size=n)) * 1.5
@@ -223,7 +264,16 @@ def test_worst_slab_finds_planted_region():
     n = 3000
     x = rng.uniform(size=(n, 3))
     covered = ~((x[:, 0] > 0.85) & (rng.random(n) < 0.8))
-    df = pl.DataFrame({"x0": x[:, 0], "x1": x[:, 1], "x2": x[:, 2], "y": np.zeros(n), "lo": np.where(covered, -1.0, 1.0), "hi": np.ones(n)})
+    df = pl.DataFrame(
+        {
+            "x0": x[:, 0],
+            "x1": x[:, 1],
+            "x2": x[:, 2],
+            "y": np.zeros(n),
+            "lo": np.where(covered, -1.0, 1.0),
+            "hi": np.ones(n),
+        }
+    )
     value = df.conformal.worst_slab_coverage("y", "lo", "hi", features=["x0", "x1", "x2"], delta=0.1, n_directions=200)
     assert value < 0.5 < (covered.mean())
 
@@ -268,9 +318,17 @@ def test_groups_column_checks(constructor):
 def test_empty_frame_gives_null():
     import polars as pl
 
-    frame = pl.DataFrame({"y": [], "lo": [], "hi": [], "g": []}, schema={"y": pl.Float64, "lo": pl.Float64, "hi": pl.Float64, "g": pl.String})
-    out = to_pandas(cf.evaluate(frame, cf.coverage_gap("y", "lo", "hi", groups="g", confidence_level=0.9),
-                                cf.coverage_test("y", "lo", "hi", confidence_level=0.9)))
+    frame = pl.DataFrame(
+        {"y": [], "lo": [], "hi": [], "g": []},
+        schema={"y": pl.Float64, "lo": pl.Float64, "hi": pl.Float64, "g": pl.String},
+    )
+    out = to_pandas(
+        cf.evaluate(
+            frame,
+            cf.coverage_gap("y", "lo", "hi", groups="g", confidence_level=0.9),
+            cf.coverage_test("y", "lo", "hi", confidence_level=0.9),
+        )
+    )
     assert np.isnan(out["coverage_gap"][0]) and np.isnan(out["coverage_test_pvalue"][0]) and int(out["n"][0]) == 0
 
 

@@ -19,12 +19,23 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_docs_build_strict(tmp_path: Path) -> None:
     res = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     site = tmp_path / "site"
-    for page in ("index.html", "getting-started/index.html", "intervals/index.html", "plots/index.html",
-                 "api/index.html", "differences/index.html", "backends/index.html", "performance/index.html"):
+    for page in (
+        "index.html",
+        "getting-started/index.html",
+        "intervals/index.html",
+        "plots/index.html",
+        "api/index.html",
+        "differences/index.html",
+        "backends/index.html",
+        "performance/index.html",
+    ):
         assert (site / page).exists(), page
     api = (site / "api" / "index.html").read_text()
     assert "under_coverage_test" in api and "coverage_by_segment" in api

@@ -30,7 +30,9 @@ def test_criteria_match_oracle(constructor, seed, significance, strings):
     data, classes = _frame_dict(d, strings)
     cols = [f"p{j}" for j in range(len(classes))]
     frame = constructor(data)
-    out = to_pandas(cf.conformal(frame).efficiency_criteria("y", cols, classes=classes, significance=significance, by="g"))
+    out = to_pandas(
+        cf.conformal(frame).efficiency_criteria("y", cols, classes=classes, significance=significance, by="g")
+    )
     groups = group_dict(d["g"])
     assert list(out["g"]) == sorted(groups)
     assert list(out.columns) == ["g", *ALL, "n", *(["n_invalid"] if constructor.lazy else [])]
@@ -44,14 +46,20 @@ def test_prior_criteria_without_labels(constructor, seed):
     data = {f"p{j}": d["p"][:, j] for j in range(3)}
     out = to_pandas(cf.evaluate(constructor(data), cf.efficiency_criteria(None, ["p0", "p1", "p2"], significance=0.3)))
     expected = osets.criteria(d["p"], 0.3)
-    assert_close(out[[f"efficiency_{c}" for c in PRIOR]].to_numpy(), [[expected[c] for c in PRIOR]], rtol=1e-12, atol=1e-15)
+    assert_close(
+        out[[f"efficiency_{c}" for c in PRIOR]].to_numpy(), [[expected[c] for c in PRIOR]], rtol=1e-12, atol=1e-15
+    )
     assert not any(f"efficiency_{c}" in out.columns for c in ("OU", "OF", "OM", "OE"))
 
 
 def test_label_conditional_is_by_label(constructor):
     d = osets.random_pvalues(4)
     data, classes = _frame_dict(d)
-    out = to_pandas(cf.conformal(constructor(data)).efficiency_criteria("y", [f"p{j}" for j in range(4)], classes=classes, significance=0.25, by="y"))
+    out = to_pandas(
+        cf.conformal(constructor(data)).efficiency_criteria(
+            "y", [f"p{j}" for j in range(4)], classes=classes, significance=0.25, by="y"
+        )
+    )
     groups = group_dict(d["yi"])
     assert list(out["y"]) == sorted(groups)
     expected = [[osets.criteria(d["p"][i], 0.25, d["yi"][i])[c] for c in ALL] for i in groups.values()]
@@ -61,7 +69,11 @@ def test_label_conditional_is_by_label(constructor):
 def test_ties_for_u_and_ou(constructor):
     # largest value twice -> U equals it; OU over false labels with ties
     data = {"y": [0, 1, 2], "p0": [0.7, 0.7, 0.2], "p1": [0.7, 0.1, 0.2], "p2": [0.1, 0.7, 0.2]}
-    out = to_pandas(cf.evaluate(constructor(data), cf.efficiency_criteria("y", ["p0", "p1", "p2"], classes=[0, 1, 2], significance=0.15)))
+    out = to_pandas(
+        cf.evaluate(
+            constructor(data), cf.efficiency_criteria("y", ["p0", "p1", "p2"], classes=[0, 1, 2], significance=0.15)
+        )
+    )
     assert_close(out["efficiency_U"], [(0.7 + 0.7 + 0.2) / 3])
     assert_close(out["efficiency_OU"], [(0.7 + 0.7 + 0.2) / 3])
     assert_close(out["efficiency_F"], [(0.8 + 0.8 + 0.4) / 3])
@@ -82,7 +94,9 @@ def test_pvalues_outside_unit_interval(constructor):
 def test_label_not_among_classes(eager_constructor):
     data = {"y": [0, 5], "p0": [0.5, 0.2], "p1": [0.1, 0.3]}
     with pytest.raises(ValueError, match=r"label column 'y' has labels not among classes \[0, 1\] in 1 row, e.g. 5$"):
-        cf.evaluate(eager_constructor(data), cf.efficiency_criteria("y", ["p0", "p1"], classes=[0, 1], significance=0.1))
+        cf.evaluate(
+            eager_constructor(data), cf.efficiency_criteria("y", ["p0", "p1"], classes=[0, 1], significance=0.1)
+        )
 
 
 @pytest.mark.parametrize(
@@ -90,7 +104,12 @@ def test_label_not_among_classes(eager_constructor):
     [
         (("y", ["p0", "p1"]), {"classes": [0, 1], "significance": 0.0}, ValueError, "significance must be"),
         (("y", ["p0", "p1"]), {"classes": [0, 1], "significance": 1.0}, ValueError, "significance must be"),
-        (("y", ["p0", "p1"]), {"classes": [0, 1, 2], "significance": 0.1}, ValueError, "mismatched classes and p-value columns"),
+        (
+            ("y", ["p0", "p1"]),
+            {"classes": [0, 1, 2], "significance": 0.1},
+            ValueError,
+            "mismatched classes and p-value columns",
+        ),
         (("y", ["p0", "p1"]), {"significance": 0.1}, ValueError, "classes= is required"),
         (("y", ["p0"]), {"classes": [0], "significance": 0.1}, ValueError, "at least two"),
         (("y", "p0"), {"classes": [0], "significance": 0.1}, TypeError, "list of column names"),
@@ -103,4 +122,7 @@ def test_bad_parameters(args, kwargs, error, match):
 
 def test_non_numeric_pvalues(constructor):
     with pytest.raises(TypeError, match="column 'p0' must be numeric"):
-        cf.evaluate(constructor({"p0": ["a", "b"], "p1": [0.1, 0.2]}), cf.efficiency_criteria(None, ["p0", "p1"], significance=0.1))
+        cf.evaluate(
+            constructor({"p0": ["a", "b"], "p1": [0.1, 0.2]}),
+            cf.efficiency_criteria(None, ["p0", "p1"], significance=0.1),
+        )

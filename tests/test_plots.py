@@ -27,10 +27,17 @@ def _fifty(n: int = 6000, seed: int = 0) -> dict[str, np.ndarray]:
     parts = []
     for lv, z in ((0.8, 1.2816), (0.9, 1.6449), (0.95, 1.96)):
         half = z * scale * np.where(seg == 7, 0.6, 1.0)
-        parts.append({"seg": np.array([f"segment_{i:02d}" for i in seg]), "level": np.full(n, lv),
-                      "y": y, "lo": x - half, "hi": x + half,
-                      "label": (rng.uniform(size=n) < 1 / (1 + np.exp(-x))).astype(np.int64),
-                      "score": 1 / (1 + np.exp(-1.3 * x))})
+        parts.append(
+            {
+                "seg": np.array([f"segment_{i:02d}" for i in seg]),
+                "level": np.full(n, lv),
+                "y": y,
+                "lo": x - half,
+                "hi": x + half,
+                "label": (rng.uniform(size=n) < 1 / (1 + np.exp(-x))).astype(np.int64),
+                "score": 1 / (1 + np.exp(-1.3 * x)),
+            }
+        )
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 

@@ -63,7 +63,6 @@ PROFILE = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 CROSS = settings(PROFILE, max_examples=max(4, PROFILE.max_examples // 2))
 
 
-
 def _profile(constructor: Any) -> settings:
     """The profile for one backend: a Spark query takes seconds, so PySpark gets 2 examples in ci."""
     if constructor.id == "pyspark" and PROFILE.max_examples < 50:
@@ -78,12 +77,14 @@ TRIO = ["pandas", "polars", "duckdb"]
 # ---------------------------------------------------------------------------
 # strategies
 # ---------------------------------------------------------------------------
-KEY_TEXT = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=0, max_size=6
+KEY_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=0, max_size=6)
+keys_strategy = (
+    st.lists(KEY_TEXT, min_size=1, max_size=6, unique=True)
+    .map(
+        lambda ks: [k if i % 2 else f"{k} x" for i, k in enumerate(ks)]  # every other key has a space
+    )
+    .filter(lambda ks: len(set(ks)) == len(ks))
 )
-keys_strategy = st.lists(KEY_TEXT, min_size=1, max_size=6, unique=True).map(
-    lambda ks: [k if i % 2 else f"{k} x" for i, k in enumerate(ks)]  # every other key has a space
-).filter(lambda ks: len(set(ks)) == len(ks))
 
 
 @st.composite
@@ -136,7 +137,7 @@ def calibration_data(p: dict[str, Any]) -> dict[str, np.ndarray]:
     elif style == "constant":
         s = np.full(n, s[0])
     elif style == "extreme":
-        s = np.where(rng.random(n) < 0.5, rng.integers(0, 2, size=n).astype(float), s ** 20)
+        s = np.where(rng.random(n) < 0.5, rng.integers(0, 2, size=n).astype(float), s**20)
     label = (rng.random(n) < s).astype(float)
     if rng.random() < 0.1:
         label[:] = label[0]  # constant labels
@@ -270,7 +271,17 @@ def test_calibration_matches_oracle(constructor: Any, monkeypatch: pytest.Monkey
         ]
         out = by_key(to_pandas(cf.evaluate(constructor(d), *metrics, by="g")))
         assert set(out) == set(d["g"])
-        cols = ["ece", "mce", "brier", "ks", "ks_pvalue", "kuiper", "kuiper_pvalue", "spiegelhalter", "spiegelhalter_pvalue"]
+        cols = [
+            "ece",
+            "mce",
+            "brier",
+            "ks",
+            "ks_pvalue",
+            "kuiper",
+            "kuiper_pvalue",
+            "spiegelhalter",
+            "spiegelhalter_pvalue",
+        ]
         for key, row in out.items():
             i = d["g"] == key
             y, s = d["label"][i], d["score"][i]
@@ -289,18 +300,23 @@ def test_calibration_matches_oracle(constructor: Any, monkeypatch: pytest.Monkey
 
 def test_ranking_matches_sklearn(constructor: Any) -> None:
     from sklearn.metrics import roc_auc_score
+
     from test_ranking import auarc_expected
 
     @_profile(constructor)
     @given(frame_params())
     def check(p: dict[str, Any]) -> None:
         d = ranking_data(p)
-        out = by_key(to_pandas(cf.evaluate(constructor(d), cf.auroc("correct", "conf"), cf.auarc("correct", "conf"), by="g")))
+        out = by_key(
+            to_pandas(cf.evaluate(constructor(d), cf.auroc("correct", "conf"), cf.auarc("correct", "conf"), by="g"))
+        )
         for key, row in out.items():
             i = d["g"] == key
             c, s = d["correct"][i], d["conf"][i]
             exp_roc = roc_auc_score(c, s) if len(np.unique(c)) == 2 else math.nan
-            assert_close(_floats(row, ["auroc", "auarc"]), [exp_roc, auarc_expected(c, s)], rtol=RTOL, atol=ATOL, what=repr(key))
+            assert_close(
+                _floats(row, ["auroc", "auarc"]), [exp_roc, auarc_expected(c, s)], rtol=RTOL, atol=ATOL, what=repr(key)
+            )
 
     check()
 
@@ -325,14 +341,22 @@ def test_sets_and_efficiency_match_oracle(constructor: Any) -> None:
             i = d["g"] == key
             yi, m, pv = d["yi"][i], d["m"][i], d["p"][i]
             exp = [
-                osets.set_coverage(yi, m), osets.set_size(m), osets.size_rate(m, 1), osets.size_rate(m, 0),
+                osets.set_coverage(yi, m),
+                osets.set_size(m),
+                osets.size_rate(m, 1),
+                osets.size_rate(m, 0),
                 osets.set_ssc_score(yi, m, num_bins),
             ]
             got = _floats(row, ["set_coverage", "set_size", "singleton_rate", "empty_rate", "set_ssc_score"])
             assert_close(got, exp, rtol=RTOL, what=f"sets {key!r}")
             c = osets.criteria(pv, eps, yi)
-            assert_close(_floats(row, [f"efficiency_{x}" for x in crit]), [c[x] for x in crit], rtol=RTOL, atol=ATOL,
-                         what=f"efficiency {key!r}")
+            assert_close(
+                _floats(row, [f"efficiency_{x}" for x in crit]),
+                [c[x] for x in crit],
+                rtol=RTOL,
+                atol=ATOL,
+                what=f"efficiency {key!r}",
+            )
 
     check()
 
@@ -344,28 +368,39 @@ def test_conditional_matches_oracle(constructor: Any) -> None:
         d = interval_data(p)
         d["h"] = np.where(np.arange(p["n"]) % 3 == 0, "outer a", "outer ü")
         frame = constructor(d)
-        gap = to_pandas(cf.evaluate(
-            frame,
-            cf.coverage_gap("y", "lo", "hi", groups="g", confidence_level=level),
-            cf.coverage_gap("y", "lo", "hi", groups="g", confidence_level=level, weighted=True).alias("wgap"),
-            by="h",
-        ))
+        gap = to_pandas(
+            cf.evaluate(
+                frame,
+                cf.coverage_gap("y", "lo", "hi", groups="g", confidence_level=level),
+                cf.coverage_gap("y", "lo", "hi", groups="g", confidence_level=level, weighted=True).alias("wgap"),
+                by="h",
+            )
+        )
         for _, row in gap.iterrows():
             i = d["h"] == row["h"]
-            covs = {k: oracle.coverage(d["y"][i & (d["g"] == k)], d["lo"][i & (d["g"] == k)], d["hi"][i & (d["g"] == k)])
-                    for k in set(d["g"][i])}
+            covs = {
+                k: oracle.coverage(d["y"][i & (d["g"] == k)], d["lo"][i & (d["g"] == k)], d["hi"][i & (d["g"] == k)])
+                for k in set(d["g"][i])
+            }
             sizes = {k: int(np.sum(i & (d["g"] == k))) for k in covs}
             exp_gap = np.mean([abs(c - level) for c in covs.values()])
             exp_w = sum(sizes[k] * abs(c - level) for k, c in covs.items()) / i.sum()
-            assert_close(_floats(row, ["coverage_gap", "wgap", "coverage_gap_worst_coverage", "coverage_gap_groups"]),
-                         [exp_gap, exp_w, min(covs.values()), len(covs)], rtol=RTOL, atol=ATOL, what="coverage_gap")
+            assert_close(
+                _floats(row, ["coverage_gap", "wgap", "coverage_gap_worst_coverage", "coverage_gap_groups"]),
+                [exp_gap, exp_w, min(covs.values()), len(covs)],
+                rtol=RTOL,
+                atol=ATOL,
+                what="coverage_gap",
+            )
         test = cf.coverage_test("y", "lo", "hi", confidence_level=level)
         if constructor.id in ("duckdb", "pyspark"):  # scipy on the aggregated table: eager-only there (documented)
             with pytest.raises(NotImplementedError, match="cannot stay lazy"):
                 to_pandas(cf.evaluate(frame, test, by="g"))
             return
         out = to_pandas(cf.evaluate(frame, test, by="g"))
-        k = np.array([oracle.covered(d["y"][d["g"] == g], d["lo"][d["g"] == g], d["hi"][d["g"] == g]).sum() for g in out["g"]])
+        k = np.array(
+            [oracle.covered(d["y"][d["g"] == g], d["lo"][d["g"] == g], d["hi"][d["g"] == g]).sum() for g in out["g"]]
+        )
         n = np.array([np.sum(d["g"] == g) for g in out["g"]])
         pv = binom.cdf(k, n, level)
         assert_close(out["coverage_test"], k / n, rtol=RTOL)
@@ -405,8 +440,21 @@ def _mixed_metrics(names: dict[str, str] | None = None) -> list[cf.Metric]:
     ]
 
 
-MIXED_COLS = ["coverage", "width", "winkler", "ssc_score", "ece", "ece_q", "ks", "ks_pvalue", "kuiper", "kuiper_pvalue",
-              "auroc", "auarc", "n"]
+MIXED_COLS = [
+    "coverage",
+    "width",
+    "winkler",
+    "ssc_score",
+    "ece",
+    "ece_q",
+    "ks",
+    "ks_pvalue",
+    "kuiper",
+    "kuiper_pvalue",
+    "auroc",
+    "auarc",
+    "n",
+]
 
 
 def _table(out: pd.DataFrame, rename: dict[Any, Any] | None = None) -> dict[Any, np.ndarray]:
@@ -441,10 +489,25 @@ def test_invariances(p: dict[str, Any], rnd: Any) -> None:
     # group keys renamed (a bijection onto other unicode strings)
     mapping = {k: f"ключ {i} ✓ {k[::-1]}" for i, k in enumerate(sorted(set(d["g"])))}
     renamed = dict(d, g=np.array([mapping[k] for k in d["g"]], dtype=object))
-    _same(base, _table(to_pandas(cf.evaluate(_make("duckdb", renamed), *_mixed_metrics(), by="g")), {v: k for k, v in mapping.items()}), "keys")
+    _same(
+        base,
+        _table(
+            to_pandas(cf.evaluate(_make("duckdb", renamed), *_mixed_metrics(), by="g")),
+            {v: k for k, v in mapping.items()},
+        ),
+        "keys",
+    )
     # columns renamed (spaces, unicode, a name that looks like an internal one)
-    names = {"y": "y ✓", "lo": "lower bound", "hi": "__cf_r0", "label": "étiquette", "score": "s c o r e",
-             "correct": "n", "conf": "g2", "g": "group key ü"}
+    names = {
+        "y": "y ✓",
+        "lo": "lower bound",
+        "hi": "__cf_r0",
+        "label": "étiquette",
+        "score": "s c o r e",
+        "correct": "n",
+        "conf": "g2",
+        "g": "group key ü",
+    }
     cols = {names.get(k, k): v for k, v in d.items()}
     out = to_pandas(cf.evaluate(_make("pandas", cols), *_mixed_metrics(names), by="group key ü"))
     _same(base, _table(out.rename(columns={"group key ü": "g"})), "columns")
@@ -458,7 +521,9 @@ def test_invariances(p: dict[str, Any], rnd: Any) -> None:
 def test_widening_never_lowers_coverage(p: dict[str, Any], down: float, up: float, backend: str) -> None:
     d = interval_data(p)
     rng = np.random.default_rng(p["seed"] + 1)
-    wider = dict(d, lo=d["lo"] - down * rng.random(p["n"]) * abs(d["lo"]), hi=d["hi"] + up * rng.random(p["n"]) * abs(d["hi"]))
+    wider = dict(
+        d, lo=d["lo"] - down * rng.random(p["n"]) * abs(d["lo"]), hi=d["hi"] + up * rng.random(p["n"]) * abs(d["hi"])
+    )
     a = by_key(to_pandas(cf.evaluate(_make(backend, d), cf.coverage("y", "lo", "hi"), by="g")))
     b = by_key(to_pandas(cf.evaluate(_make(backend, wider), cf.coverage("y", "lo", "hi"), by="g")))
     for k in a:
@@ -476,7 +541,9 @@ def test_scaling_scales_width_and_winkler(p: dict[str, Any], c: float, backend: 
     b = by_key(to_pandas(cf.evaluate(_make(backend, scaled), *metrics, by="g")))
     for k in a:
         assert b[k]["coverage"] == a[k]["coverage"], k  # multiplying by c > 0 keeps every comparison
-        assert_close([b[k]["width"], b[k]["winkler"]], [c * a[k]["width"], c * a[k]["winkler"]], rtol=1e-13, what=repr(k))
+        assert_close(
+            [b[k]["width"], b[k]["winkler"]], [c * a[k]["width"], c * a[k]["winkler"]], rtol=1e-13, what=repr(k)
+        )
 
 
 @CROSS

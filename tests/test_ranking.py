@@ -133,7 +133,9 @@ def test_row_order_and_ties_do_not_matter(eager_constructor) -> None:
     a = to_pandas(cf.evaluate(eager_constructor(d), cf.auroc("c", "s"), cf.auarc("c", "s"), by="g"))
     b = to_pandas(cf.evaluate(eager_constructor(shuffled), cf.auroc("c", "s"), cf.auarc("c", "s"), by="g"))
     cols = ["auroc", "auarc"]
-    assert_close(a[cols].to_numpy(dtype=float, na_value=np.nan), b[cols].to_numpy(dtype=float, na_value=np.nan), rtol=1e-13)
+    assert_close(
+        a[cols].to_numpy(dtype=float, na_value=np.nan), b[cols].to_numpy(dtype=float, na_value=np.nan), rtol=1e-13
+    )
 
 
 def test_single_class_groups_are_null(constructor) -> None:
@@ -215,13 +217,22 @@ def test_ert_grouped(eager_constructor) -> None:
     d["g"][:3] = "tiny"  # fewer rows than folds: null
     out = to_pandas(
         cf.excess_risk_target_coverage(
-            eager_constructor(d), "y", "lo", "hi", features=["x1"], confidence_level=0.8, by="g", model=LogisticRegression()
+            eager_constructor(d),
+            "y",
+            "lo",
+            "hi",
+            features=["x1"],
+            confidence_level=0.8,
+            by="g",
+            model=LogisticRegression(),
         )
     )
     cover = ((d["lo"] <= d["y"]) & (d["y"] <= d["hi"])).astype(float)
     exp = []
     for key, idx in group_dict(d["g"]).items():
-        exp.append(math.nan if key == "tiny" else ert_direct(d["x1"][idx, None], cover[idx], 0.8, LogisticRegression(), 5, 42))
+        exp.append(
+            math.nan if key == "tiny" else ert_direct(d["x1"][idx, None], cover[idx], 0.8, LogisticRegression(), 5, 42)
+        )
     assert list(out["g"]) == ["a", "b", "tiny"]
     assert list(out["n"]) == [len(i) for i in group_dict(d["g"]).values()]
     assert_close(out["excess_risk_target_coverage"], exp, rtol=1e-12)
@@ -234,7 +245,9 @@ def test_ert_default_model() -> None:
     d = _ert_data(1, n=80)
     got = cf.excess_risk_target_coverage(pl.DataFrame(d), "y", "lo", "hi", features=["x1"], confidence_level=0.8)
     cover = ((d["lo"] <= d["y"]) & (d["y"] <= d["hi"])).astype(float)
-    assert got == pytest.approx(ert_direct(d["x1"][:, None], cover, 0.8, HistGradientBoostingClassifier(random_state=42), 5, 42), rel=1e-12)
+    assert got == pytest.approx(
+        ert_direct(d["x1"][:, None], cover, 0.8, HistGradientBoostingClassifier(random_state=42), 5, 42), rel=1e-12
+    )
 
 
 def test_ert_sets_and_docstring_number() -> None:
@@ -245,8 +258,14 @@ def test_ert_sets_and_docstring_number() -> None:
     covered = np.arange(12) % 2 == 0
     df = pd.DataFrame({"x": y, "y": [0] * 12, "c0": covered, "c1": ~covered})
     got = cf.excess_risk_target_coverage(
-        df, "y", sets=["c0", "c1"], classes=[0, 1], features=["x"], confidence_level=0.5,
-        model=DummyClassifier(strategy="prior"), n_splits=2,
+        df,
+        "y",
+        sets=["c0", "c1"],
+        classes=[0, 1],
+        features=["x"],
+        confidence_level=0.5,
+        model=DummyClassifier(strategy="prior"),
+        n_splits=2,
     )
     assert got == pytest.approx(-0.16666666666666666, rel=1e-12)  # the baseline's docstring example
 

@@ -202,7 +202,9 @@ def test_errors_name_the_column_and_list_the_available_ones() -> None:
     import polars as pl
 
     df = pl.DataFrame(_data(5))
-    with pytest.raises(ValueError, match=r"column 'upper' \(hi=\) not found; available columns: 'seg', 'level', 'y', 'lo', 'hi'"):
+    with pytest.raises(
+        ValueError, match=r"column 'upper' \(hi=\) not found; available columns: 'seg', 'level', 'y', 'lo', 'hi'"
+    ):
         report(df, y="y", lo="lo", hi="upper")
     with pytest.raises(ValueError, match=r"'region' \(by\[0\]=\) not found"):
         report(df, y="y", lo="lo", hi="hi", by="region")
@@ -239,7 +241,10 @@ def test_text_rendering(rep: Report) -> None:
     text = str(rep)
     lines = text.splitlines()
     assert lines[0] == "conformal-frames report: 1,200 rows, 6 groups by seg, level"
-    assert "significantly under-covered: 2 of 6 tested groups (one-sided exact binomial test of coverage >= target, Holm, alpha=0.05; by " in text
+    assert (
+        "significantly under-covered: 2 of 6 tested groups (one-sided exact binomial test of coverage >= target, Holm, alpha=0.05; by "
+        in text
+    )
     assert "  - seg=c, level=0.8: coverage" in text
     header = next(line for line in lines if line.startswith("seg  level"))
     assert "coverage" in header and "under_covered" in header
@@ -288,8 +293,14 @@ def test_bounded_memory_mode() -> None:
     rng = np.random.default_rng(7)
     n = 20_000
     x = rng.normal(size=n)
-    df = pl.DataFrame({"g": rng.choice(["a", "b", "c"], n), "y": x + rng.normal(size=n),
-                       "lo": x - rng.gamma(2.0, 1.0, n), "hi": x + rng.gamma(2.0, 1.0, n)})
+    df = pl.DataFrame(
+        {
+            "g": rng.choice(["a", "b", "c"], n),
+            "y": x + rng.normal(size=n),
+            "lo": x - rng.gamma(2.0, 1.0, n),
+            "hi": x + rng.gamma(2.0, 1.0, n),
+        }
+    )
     for frame in (df, df.lazy()):
         exact = report(frame, y="y", lo="lo", hi="hi", by="g", confidence_level=0.9)
         bounded = report(frame, y="y", lo="lo", hi="hi", by="g", confidence_level=0.9, bounded_memory=True)
@@ -315,7 +326,9 @@ def test_pandas_tables_have_a_default_index() -> None:
     assert rep.under_covered.index.tolist() == [0, 1]
     assert rep.frame("ssc").index.tolist() == list(range(len(rep.frame("ssc"))))
     k = np.round(rep.table["coverage"] * rep.table["n"]).to_numpy()
-    assert rep.table["pvalue"].to_numpy() == pytest.approx(binom.cdf(k, rep.table["n"].to_numpy(), rep.table["target"].to_numpy()), rel=1e-12)
+    assert rep.table["pvalue"].to_numpy() == pytest.approx(
+        binom.cdf(k, rep.table["n"].to_numpy(), rep.table["target"].to_numpy()), rel=1e-12
+    )
 
 
 def test_namespace_method() -> None:
@@ -350,5 +363,7 @@ def test_coverage_gap_in_summary(rep: Report) -> None:
         for item in rep.summary["pooled_coverage"]:
             one = data.filter(pl.col("level") == item["target"])
             for weighted, key in ((False, "gap"), (True, "gap_weighted")):
-                ref = one.conformal.coverage_gap("y", "lo", "hi", groups="seg", confidence_level=item["target"], weighted=weighted)
+                ref = one.conformal.coverage_gap(
+                    "y", "lo", "hi", groups="seg", confidence_level=item["target"], weighted=weighted
+                )
                 assert item[key] == pytest.approx(ref, rel=1e-12)

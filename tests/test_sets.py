@@ -27,7 +27,16 @@ def _metrics(d, list_column, num_bins):
     ]
 
 
-COLUMNS = ["set_coverage", "set_coverage_ci_low", "set_coverage_ci_high", "set_size", "singleton_rate", "empty_rate", "set_ssc_score", "n"]
+COLUMNS = [
+    "set_coverage",
+    "set_coverage_ci_low",
+    "set_coverage_ci_high",
+    "set_size",
+    "singleton_rate",
+    "empty_rate",
+    "set_ssc_score",
+    "n",
+]
 
 
 def _expected(d, idx, num_bins):
@@ -37,8 +46,14 @@ def _expected(d, idx, num_bins):
     k = osets.set_covered(yi, m).sum()
     low, high = wilson(k, len(idx), 0.9)
     return [
-        osets.set_coverage(yi, m), low, high, osets.set_size(m), osets.size_rate(m, 1), osets.size_rate(m, 0),
-        osets.set_ssc_score(yi, m, num_bins), len(idx),
+        osets.set_coverage(yi, m),
+        low,
+        high,
+        osets.set_size(m),
+        osets.size_rate(m, 1),
+        osets.size_rate(m, 0),
+        osets.set_ssc_score(yi, m, num_bins),
+        len(idx),
     ]
 
 
@@ -72,10 +87,14 @@ def test_grouped_set_metrics_match_oracle(constructor, seed, list_column, string
 def test_set_ssc_long_matches_oracle(constructor, seed, num_bins):
     d = osets.random_sets(seed)
     frame = constructor(osets.frame_dict(d, list_column=False))
-    out = to_pandas(cf.conformal(frame).set_ssc("y", _sets_arg(d, False), classes=d["classes"], num_bins=num_bins, by="g"))
+    out = to_pandas(
+        cf.conformal(frame).set_ssc("y", _sets_arg(d, False), classes=d["classes"], num_bins=num_bins, by="g")
+    )
     assert list(out.columns) == ["g", "size_min", "size_max", "set_ssc", "n"]
     expected = [
-        (key, *row) for key, idx in group_dict(d["g"]).items() for row in osets.set_ssc(d["yi"][idx], d["m"][idx], num_bins)
+        (key, *row)
+        for key, idx in group_dict(d["g"]).items()
+        for row in osets.set_ssc(d["yi"][idx], d["m"][idx], num_bins)
     ]
     assert [tuple(r) for r in out[["g", "size_min", "size_max"]].itertuples(index=False)] == [e[:3] for e in expected]
     assert_close(out["set_ssc"], [e[3] for e in expected])
@@ -120,13 +139,15 @@ def test_reference_ssc_example(constructor, list_column):
 def test_reference_mean_width_example(constructor):
     # baseline: sets of 5 rows x 3 classes at two levels -> mean widths [2., 1.8];
     # levels are rows here (long format) and by="level"
-    sets = np.array([
-        [[False, False], [False, True], [True, True]],
-        [[False, True], [True, False], [True, True]],
-        [[True, False], [True, True], [True, False]],
-        [[False, False], [True, True], [True, True]],
-        [[True, True], [False, True], [True, False]],
-    ])
+    sets = np.array(
+        [
+            [[False, False], [False, True], [True, True]],
+            [[False, True], [True, False], [True, True]],
+            [[True, False], [True, True], [True, False]],
+            [[False, False], [True, True], [True, True]],
+            [[True, True], [False, True], [True, False]],
+        ]
+    )
     data = {"level": [0] * 5 + [1] * 5}
     for j in range(3):
         data[f"m{j}"] = list(sets[:, j, 0]) + list(sets[:, j, 1])
@@ -155,7 +176,9 @@ def test_label_not_among_classes(constructor):
         out = to_pandas(cf.evaluate(frame, metric))
         assert np.isnan(out["set_coverage"][0]) and int(out["n_invalid"][0]) == 2
     else:
-        with pytest.raises(ValueError, match=r"label column 'y' has labels not among classes \[0, 1\] in 2 rows, e.g. 7$"):
+        with pytest.raises(
+            ValueError, match=r"label column 'y' has labels not among classes \[0, 1\] in 2 rows, e.g. 7$"
+        ):
             cf.evaluate(frame, metric)
 
 
@@ -178,8 +201,10 @@ def test_wrong_set_column_types(constructor):
     with pytest.raises(TypeError, match="set column 's' must be a list column"):
         cf.evaluate(frame, cf.set_size("s", classes=[0, 1]))
     with pytest.raises(TypeError, match="label column 'y' has dtype"):
-        cf.evaluate(constructor({"y": ["a", "b"], "m0": [True, False], "m1": [True, True]}),
-                    cf.set_coverage("y", ["m0", "m1"], classes=[0, 1]))
+        cf.evaluate(
+            constructor({"y": ["a", "b"], "m0": [True, False], "m1": [True, True]}),
+            cf.set_coverage("y", ["m0", "m1"], classes=[0, 1]),
+        )
 
 
 def test_pandas_object_lists_say_what_to_do():

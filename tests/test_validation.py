@@ -72,7 +72,9 @@ def test_missing_or_infinite_values(constructor, column, bad):
         assert out.drop(columns=["g", "n", "n_invalid"]).iloc[1].notna().all()  # group b: computed
     else:
         for m in metrics:
-            with pytest.raises(ValueError, match=rf"column '{column}' has missing \(null/NaN\) or infinite values in 1 row"):
+            with pytest.raises(
+                ValueError, match=rf"column '{column}' has missing \(null/NaN\) or infinite values in 1 row"
+            ):
                 cf.evaluate(frame, m)
 
 
@@ -152,8 +154,14 @@ def test_duplicate_output_names():
 
 
 def test_empty_frame(constructor):
-    empty = constructor({"y": np.array([], float), "lo": np.array([], float), "hi": np.array([], float), "g": np.array([], str)})
-    metrics = [m for m in ALL_INTERVAL_METRICS if not isinstance(m, (cf.intervals.HSIC, cf.intervals.SSC)) or not constructor.lazy]
+    empty = constructor(
+        {"y": np.array([], float), "lo": np.array([], float), "hi": np.array([], float), "g": np.array([], str)}
+    )
+    metrics = [
+        m
+        for m in ALL_INTERVAL_METRICS
+        if not isinstance(m, (cf.intervals.HSIC, cf.intervals.SSC)) or not constructor.lazy
+    ]
     out = to_pandas(cf.evaluate(empty, *metrics))
     assert len(out) == 1 and out["n"][0] == 0
     assert out.drop(columns=["n", *(["n_invalid"] if constructor.lazy else [])]).iloc[0].isna().all()

@@ -18,12 +18,14 @@ def _prune(items: list[Any], docs: Path) -> list[Any]:
     kept: list[Any] = []
     for item in items:
         if isinstance(item, dict):
-            (title, value), = item.items()
+            ((title, value),) = item.items()
             if isinstance(value, list):
                 sub = _prune(value, docs)
                 if sub:
                     kept.append({title: sub})
-            elif isinstance(value, str) and not value.startswith(("http://", "https://")) and not (docs / value).exists():
+            elif (
+                isinstance(value, str) and not value.startswith(("http://", "https://")) and not (docs / value).exists()
+            ):
                 log.info("nav: %s (%s) does not exist yet; left out", title, value)
             else:
                 kept.append(item)

@@ -55,8 +55,8 @@ __all__ = [
     "kolmogorov_smirnov_cdf",
     "kuiper_cdf",
     "max_abs_sf_expr",
-    "range_sf_expr",
     "normal_sf_expr",
+    "range_sf_expr",
 ]
 
 _SWITCH = 2.0

@@ -224,7 +224,9 @@ def _binned(q: Query, y_row: str, s_row: str, num_bins: int, strategy: Strategy,
 WIDE_BINS = 32
 
 
-def bin_errors(q: Query, y_row: str, s_row: str, num_bins: int, strategy: Strategy, *, gaps: bool = False) -> tuple[nw.Expr, nw.Expr | None]:
+def bin_errors(
+    q: Query, y_row: str, s_row: str, num_bins: int, strategy: Strategy, *, gaps: bool = False
+) -> tuple[nw.Expr, nw.Expr | None]:
     """``(sum_bins |sum (y - s)|, max_bins |mean y - mean s|)`` per group.
 
     Uniform bins (``num_bins <= WIDE_BINS``) are elementary sums of the main

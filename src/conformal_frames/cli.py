@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,12 @@ class _Progress:
 
         def tick() -> None:
             while not stop.wait(1.0):
-                print(f"\r[conformal-frames] {message} ... {time.perf_counter() - t0:.0f} s", end="", file=sys.stderr, flush=True)
+                print(
+                    f"\r[conformal-frames] {message} ... {time.perf_counter() - t0:.0f} s",
+                    end="",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
         ticker = threading.Thread(target=tick, daemon=True) if tty else None
         if ticker is None:
@@ -87,7 +92,9 @@ class _Progress:
             if ticker is not None:
                 ticker.join()
                 print("\r", end="", file=sys.stderr)
-            print(f"[conformal-frames] {message}: done in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+            print(
+                f"[conformal-frames] {message}: done in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True
+            )
 
 
 class CLIError(Exception):
@@ -149,10 +156,8 @@ def _input_size(path: str) -> int:
 
     total = 0
     for p in glob.glob(path) or [path]:
-        try:
+        with suppress(OSError):
             total += os.path.getsize(p)
-        except OSError:
-            pass
     return total
 
 
@@ -275,7 +280,9 @@ def _demo(args: argparse.Namespace) -> int:
         try:
             import pandas as pd
         except ImportError:
-            print("conformal-frames demo needs polars or pandas: pip install 'conformal-frames[polars]'", file=sys.stderr)
+            print(
+                "conformal-frames demo needs polars or pandas: pip install 'conformal-frames[polars]'", file=sys.stderr
+            )
             return EXIT_USAGE
         frame = pd.DataFrame(data)
     rep = report(frame, y="y", lo="lo", hi="hi", by="segment", level="level", hsic=True)
@@ -319,12 +326,15 @@ def _positive_int(text: str) -> int:
 def _output_options(p: argparse.ArgumentParser) -> None:
     out = p.add_argument_group("output")
     out.add_argument(
-        "--format", choices=["text", "html", "json", "csv"], default="text",
+        "--format",
+        choices=["text", "html", "json", "csv"],
+        default="text",
         help="what to print on stdout: text (terminal tables, default), html (the report page, "
         "without plots), json (summary and tables), csv (all metrics in long form)",
     )
     out.add_argument(
-        "--out", metavar="DIR",
+        "--out",
+        metavar="DIR",
         help="also write report.html (plots embedded), report.json, metrics.csv and one PNG per plot into DIR",
     )
     out.add_argument("--no-plots", action="store_true", help="do not draw plots (no matplotlib needed)")
@@ -354,46 +364,91 @@ def build_parser() -> argparse.ArgumentParser:
         "--confidence-level 0.9 --out report/\n\n" + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    rp.add_argument("file", metavar="FILE", help="input file: .parquet/.pq or .csv/.tsv (a glob pattern works for Parquet)")
+    rp.add_argument(
+        "file", metavar="FILE", help="input file: .parquet/.pq or .csv/.tsv (a glob pattern works for Parquet)"
+    )
     cols = rp.add_argument_group("columns")
     cols.add_argument("--y", metavar="COL", help="observed value (intervals)")
     cols.add_argument("--lo", metavar="COL", help="lower bound of the prediction interval")
     cols.add_argument("--hi", metavar="COL", help="upper bound of the prediction interval")
     cols.add_argument("--label", metavar="COL", help="binary label (calibration) or true class (prediction sets)")
     cols.add_argument("--score", metavar="COL", help="predicted probability in [0, 1] (calibration)")
-    cols.add_argument("--set", dest="prediction_set", metavar="COL", help="list column of predicted labels (prediction sets)")
     cols.add_argument(
-        "--classes", metavar="LABELS",
+        "--set", dest="prediction_set", metavar="COL", help="list column of predicted labels (prediction sets)"
+    )
+    cols.add_argument(
+        "--classes",
+        metavar="LABELS",
         help="comma-separated class labels of the prediction sets (default: the distinct values of --label); "
         "integers when every label parses as one",
     )
     cols.add_argument(
-        "--by", metavar="COL", nargs="+", action="append",
+        "--by",
+        metavar="COL",
+        nargs="+",
+        action="append",
         help="group column(s); repeat or separate with commas: --by region model, --by region,model",
     )
     cols.add_argument(
-        "--level-col", metavar="COL",
+        "--level-col",
+        metavar="COL",
         help="column of nominal levels (several levels stacked in long format); a group column and each group's target",
     )
     opts = rp.add_argument_group("metrics")
-    opts.add_argument("--confidence-level", type=_probability, metavar="P", help="nominal coverage, e.g. 0.9 (exclusive with --level-col)")
-    opts.add_argument("--alpha", type=_probability, default=0.05, metavar="A", help="significance of the under-coverage test (default 0.05)")
-    opts.add_argument("--correction", choices=["holm", "bh", "none"], default="holm", help="multiplicity correction across segments (default holm)")
-    opts.add_argument("--num-bins", type=_positive_int, default=10, metavar="M", help="score bins for calibration (default 10)")
-    opts.add_argument("--ssc-bins", type=_positive_int, default=3, metavar="K", help="width bins for size-stratified coverage (default 3)")
     opts.add_argument(
-        "--memory", choices=["auto", "exact", "bounded"], default="auto",
+        "--confidence-level",
+        type=_probability,
+        metavar="P",
+        help="nominal coverage, e.g. 0.9 (exclusive with --level-col)",
+    )
+    opts.add_argument(
+        "--alpha",
+        type=_probability,
+        default=0.05,
+        metavar="A",
+        help="significance of the under-coverage test (default 0.05)",
+    )
+    opts.add_argument(
+        "--correction",
+        choices=["holm", "bh", "none"],
+        default="holm",
+        help="multiplicity correction across segments (default holm)",
+    )
+    opts.add_argument(
+        "--num-bins", type=_positive_int, default=10, metavar="M", help="score bins for calibration (default 10)"
+    )
+    opts.add_argument(
+        "--ssc-bins",
+        type=_positive_int,
+        default=3,
+        metavar="K",
+        help="width bins for size-stratified coverage (default 3)",
+    )
+    opts.add_argument(
+        "--memory",
+        choices=["auto", "exact", "bounded"],
+        default="auto",
         help="exact: size-stratified coverage and exact width quantiles (memory grows with the rows); "
         "bounded: memory independent of the rows (no SSC, width quantiles from 512-bin histograms); "
         f"auto (default): bounded when the input is larger than 1/{round(1 / AUTO_BOUNDED_FRACTION)} of the physical memory",
     )
     inp = rp.add_argument_group("input")
-    inp.add_argument("--input-format", choices=["auto", "csv", "parquet"], default="auto", help="default: from the file extension")
+    inp.add_argument(
+        "--input-format", choices=["auto", "csv", "parquet"], default="auto", help="default: from the file extension"
+    )
     inp.add_argument("--separator", default=",", metavar="CHAR", help="CSV field separator (default ','; tab for .tsv)")
     _output_options(rp)
     run = rp.add_argument_group("run")
-    run.add_argument("--fail-on-under-coverage", action="store_true", help=f"exit with {EXIT_UNDER_COVERED} when a segment is significantly under-covered")
-    run.add_argument("--progress", action="store_true", help=f"progress on stderr even for small inputs (default: inputs >= {PROGRESS_BYTES // 2**20} MiB)")
+    run.add_argument(
+        "--fail-on-under-coverage",
+        action="store_true",
+        help=f"exit with {EXIT_UNDER_COVERED} when a segment is significantly under-covered",
+    )
+    run.add_argument(
+        "--progress",
+        action="store_true",
+        help=f"progress on stderr even for small inputs (default: inputs >= {PROGRESS_BYTES // 2**20} MiB)",
+    )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
     rp.set_defaults(func=_run_report)
 

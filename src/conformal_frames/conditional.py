@@ -203,7 +203,9 @@ def _gap_table(covered: str, gcols: list[str], labels: list[str], target: float 
         if keys:
             return stats.join(worst, on=keys, how="left")
         one = f"{prefix}one"  # a left join on a constant: one row even when there is no group
-        joined = stats.with_columns(nw.lit(1).alias(one)).join(worst.with_columns(nw.lit(1).alias(one)), on=one, how="left")
+        joined = stats.with_columns(nw.lit(1).alias(one)).join(
+            worst.with_columns(nw.lit(1).alias(one)), on=one, how="left"
+        )
         return joined.drop(one)
 
     return build
@@ -231,7 +233,11 @@ class CoverageGap(Metric):
         table = _gap_table(covered, gcols, labels, self.confidence_level, prefix, level)
         q.table(("coverage_gap", name), table, [])
         groups = nw.col(f"{prefix}groups")
-        gap = ratio(nw.col(f"{prefix}gapw_sum"), nw.col(f"{prefix}rows")) if self.weighted else ratio(nw.col(f"{prefix}gap_sum"), groups)
+        gap = (
+            ratio(nw.col(f"{prefix}gapw_sum"), nw.col(f"{prefix}rows"))
+            if self.weighted
+            else ratio(nw.col(f"{prefix}gap_sum"), groups)
+        )
         out: dict[str, nw.Expr | None] = {"": gap, "worst_coverage": nw.col(f"{prefix}worst")}
         out.update({f"worst_{g}": None for g in self.groups})  # label columns come from the table as they are
         out["worst_n"] = nw.col(f"{prefix}worst_n")
@@ -482,7 +488,7 @@ def coverage_test(
             msg = f"n_calibration must be a positive integer, got {n_calibration!r}"
             raise ValueError(msg)
         n_calibration = int(n_calibration)
-        a, b = split_conformal_law(n_calibration, level) if isinstance(level, float) else (0.0, 1.0)
+        _, b = split_conformal_law(n_calibration, level) if isinstance(level, float) else (0.0, 1.0)
         if b < 1:
             msg = (
                 f"n_calibration={n_calibration} is too small for confidence_level={level}: "
@@ -547,7 +553,7 @@ def min_slab_mean(z: np.ndarray, c: np.ndarray, need: int) -> np.ndarray:
         feasible = (scan(mid)[0] <= 0).any(axis=1)
         hi = np.where(feasible, mid, hi)
         lo = np.where(feasible, lo, mid)
-    gap, best_start = scan(hi)
+    gap, _ = scan(hi)
     j = need + np.argmax(gap <= 0, axis=1)  # a window end reaching <= hi
     s = prefix - hi[:, None] * pos
     limit = (j - need)[:, None]

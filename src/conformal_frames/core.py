@@ -33,7 +33,7 @@ import numpy as np
 
 from conformal_frames.results import TestResult
 
-__all__ = ["Metric", "Query", "evaluate", "compute"]
+__all__ = ["Metric", "Query", "compute", "evaluate"]
 
 ResultKind = Literal["score", "test", "table"]
 NumpyFn = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
@@ -109,10 +109,7 @@ class Query:
         expr = self.column(name)
         dtype = self.schema[name]
         if not dtype.is_numeric():
-            msg = (
-                f"column {name!r} must be numeric, found dtype {dtype}; "
-                "cast it to a float or integer type first"
-            )
+            msg = f"column {name!r} must be numeric, found dtype {dtype}; cast it to a float or integer type first"
             raise TypeError(msg)
         value = expr.cast(nw.Float64)
         self.check(
@@ -493,13 +490,15 @@ def _polars_lazy_steps(table: nw.LazyFrame, q: Query, keys: list[str], final_col
 
     out_schema = {k: schema[ik] for k, ik in zip(keys, q.group)}
     # outputs already in the table keep their dtype (e.g. a worst-group label); numpy outputs are Float64
-    out_schema.update({c: schema[c] if c in schema else pl.Float64 for c in final_cols if isinstance(c, str)})
+    out_schema.update({c: schema.get(c, pl.Float64) for c in final_cols if isinstance(c, str)})
     out_schema["n"] = pl.Int64
     out_schema["n_invalid"] = pl.Int64
     return nw.from_native(native.map_batches(run, schema=pl.Schema(out_schema), streamable=False))
 
 
-def compute(frame: Any, metrics: Sequence[Metric], by: str | Sequence[str] | None = None) -> nw.LazyFrame | nw.DataFrame:
+def compute(
+    frame: Any, metrics: Sequence[Metric], by: str | Sequence[str] | None = None
+) -> nw.LazyFrame | nw.DataFrame:
     """Narwhals-level evaluation: a narwhals DataFrame (eager) or LazyFrame."""
     lf, eager = _to_lazy(frame)
     keys = _as_keys(by)

@@ -24,7 +24,7 @@ from conformal_frames.core import Metric, Query
 from conformal_frames.gauss import grouped_gauss_form
 from conformal_frames.stats import min_of, ratio, wilson_interval
 
-__all__ = ["coverage", "width", "ssc", "ssc_score", "winkler", "cwc", "hsic"]
+__all__ = ["coverage", "cwc", "hsic", "ssc", "ssc_score", "width", "winkler"]
 METHODS = list(__all__)
 
 
@@ -401,7 +401,9 @@ class HSIC(Metric):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = width_row(q, self.lo, self.hi)
         c = covered_row(q, self.y, self.lo, self.hi)
-        q.per_group(self.output_name, [w, c], _hsic_groups(*self.kernel_sizes), what="hsic (needs all rows of each group)")
+        q.per_group(
+            self.output_name, [w, c], _hsic_groups(*self.kernel_sizes), what="hsic (needs all rows of each group)"
+        )
         return {"": None}
 
 

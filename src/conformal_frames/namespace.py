@@ -50,7 +50,9 @@ def _method(name: str, factory: Callable[..., Metric]) -> Callable[..., Any]:
 
     method.__name__ = name
     method.__qualname__ = f"ConformalNamespace.{name}"
-    method.__doc__ = (factory.__doc__ or "").split("\n")[0] + f"\n\n    Evaluates :func:`conformal_frames.{name}` with ``by=``; see there.\n"
+    method.__doc__ = (factory.__doc__ or "").split("\n")[
+        0
+    ] + f"\n\n    Evaluates :func:`conformal_frames.{name}` with ``by=``; see there.\n"
     return method
 
 

@@ -25,10 +25,10 @@ from conformal_frames import core
 __all__ = [
     "coverage_by_segment",
     "coverage_vs_level",
-    "ssc_bars",
-    "width_distribution",
     "reliability_diagram",
     "reliability_table",
+    "ssc_bars",
+    "width_distribution",
 ]
 
 _NOMINAL = "#444444"
@@ -167,7 +167,11 @@ def coverage_by_segment(
     pos = {lab: i for i, lab in enumerate(uniq)}
     ax = _axes(ax, len(uniq))
     cov, low, high = _floats(t, "coverage"), _floats(t, "coverage_ci_low"), _floats(t, "coverage_ci_high")
-    flag = np.array(t.get_column("under_covered").to_list(), bool) if "under_covered" in t.columns else np.zeros(len(t), bool)
+    flag = (
+        np.array(t.get_column("under_covered").to_list(), bool)
+        if "under_covered" in t.columns
+        else np.zeros(len(t), bool)
+    )
     levels = sorted(set(target[~np.isnan(target)].tolist())) if level is not None else []
     colors = _level_colors(levels) if levels else {}
     offsets = {lv: (i - (len(levels) - 1) / 2) * 0.22 for i, lv in enumerate(levels)}
@@ -181,8 +185,16 @@ def coverage_by_segment(
                 continue
             label = (f"level {lv:g}" if lv is not None else "coverage") if not f else None
             ax.errorbar(
-                cov[s], ypos[s], xerr=[cov[s] - low[s], high[s] - cov[s]], fmt="o", ms=4, capsize=2,
-                color=_FLAG if f else color, ecolor=_FLAG if f else color, label=label, lw=1,
+                cov[s],
+                ypos[s],
+                xerr=[cov[s] - low[s], high[s] - cov[s]],
+                fmt="o",
+                ms=4,
+                capsize=2,
+                color=_FLAG if f else color,
+                ecolor=_FLAG if f else color,
+                label=label,
+                lw=1,
             )
         if lv is not None:
             ax.axvline(lv, color=color, ls="--", lw=1)
@@ -241,15 +253,41 @@ def coverage_vs_level(
     shown = groups if len(groups) <= highlight else sorted(groups, key=lambda g: gap[g])[:highlight]
     grid = np.array(sorted(set(lv.tolist())))
     pad = 0.02
-    ax.plot([grid.min() - pad, grid.max() + pad], [grid.min() - pad, grid.max() + pad], ls="--", color=_NOMINAL, lw=1, label="nominal (y = x)")
+    ax.plot(
+        [grid.min() - pad, grid.max() + pad],
+        [grid.min() - pad, grid.max() + pad],
+        ls="--",
+        color=_NOMINAL,
+        lw=1,
+        label="nominal (y = x)",
+    )
     others = [g for g in groups if g not in shown]
     for i, g in enumerate(others):
         s = lab == g
-        ax.plot(lv[s], cov[s], color="0.7", lw=0.8, marker=".", ms=3, label=f"other groups ({len(others)})" if i == 0 else None, zorder=1)
+        ax.plot(
+            lv[s],
+            cov[s],
+            color="0.7",
+            lw=0.8,
+            marker=".",
+            ms=3,
+            label=f"other groups ({len(others)})" if i == 0 else None,
+            zorder=1,
+        )
     for i, g in enumerate(shown):
         s = lab == g
-        ax.errorbar(lv[s], cov[s], yerr=[cov[s] - low[s], high[s] - cov[s]], marker="o", ms=4, capsize=2, lw=1.2,
-                    color=f"C{i % 10}", label=g if seg else "coverage", zorder=2)
+        ax.errorbar(
+            lv[s],
+            cov[s],
+            yerr=[cov[s] - low[s], high[s] - cov[s]],
+            marker="o",
+            ms=4,
+            capsize=2,
+            lw=1.2,
+            color=f"C{i % 10}",
+            label=g if seg else "coverage",
+            zorder=2,
+        )
     ax.set_xlabel(f"nominal level ({level})")
     ax.set_ylabel("empirical coverage")
     title = "Coverage vs nominal level"
@@ -375,9 +413,16 @@ def width_distribution(
         {"label": lab, "whislo": a, "q1": b, "med": c, "q3": d, "whishi": e, "mean": m, "fliers": []}
         for lab, a, b, c, d, e, m in zip(labels, *(_floats(t, k) for k in ("q05", "q25", "q50", "q75", "q95", "mean")))
     ]
-    ax.bxp(stats, orientation="horizontal", showmeans=True, widths=0.6, patch_artist=True,
-           boxprops={"facecolor": "#cfe2f3"}, medianprops={"color": "#1f4e79"},
-           meanprops={"marker": "D", "markerfacecolor": "#e67e22", "markeredgecolor": "#e67e22", "markersize": 4})
+    ax.bxp(
+        stats,
+        orientation="horizontal",
+        showmeans=True,
+        widths=0.6,
+        patch_artist=True,
+        boxprops={"facecolor": "#cfe2f3"},
+        medianprops={"color": "#1f4e79"},
+        meanprops={"marker": "D", "markerfacecolor": "#e67e22", "markeredgecolor": "#e67e22", "markersize": 4},
+    )
     ax.set_yticks(range(1, len(labels) + 1), labels, fontsize=8 if len(labels) > 25 else 9)
     ax.set_ylim(len(labels) + 0.5, 0.5)
     ax.set_xlabel("interval width (box: 25-75 %, whiskers: 5-95 %, diamond: mean)")
@@ -478,7 +523,9 @@ def reliability_diagram(
     else:
         t = _eager(data)
     cols = {k: _pick(t, k) for k in _REL_COLUMNS}
-    missing = [f"{k} (one of {', '.join(v)})" for k, v in _REL_COLUMNS.items() if cols[k] is None and k in ("score", "freq")]
+    missing = [
+        f"{k} (one of {', '.join(v)})" for k, v in _REL_COLUMNS.items() if cols[k] is None and k in ("score", "freq")
+    ]
     if missing:
         _need(t, missing, "pass label=, score= for raw rows")
     sort_by = [*seg, cols["score"]]
@@ -489,17 +536,30 @@ def reliability_diagram(
     xs, ys = _floats(t, cols["score"]), _floats(t, cols["freq"])
     counts = _floats(t, cols["count"]) if cols["count"] else np.ones(len(t))
     groups = list(dict.fromkeys(labels.tolist()))
-    gap = {g: float(np.nansum(counts[labels == g] * np.abs(ys - xs)[labels == g]) / np.nansum(counts[labels == g])) for g in groups}
+    gap = {
+        g: float(np.nansum(counts[labels == g] * np.abs(ys - xs)[labels == g]) / np.nansum(counts[labels == g]))
+        for g in groups
+    }
     shown = groups if len(groups) <= highlight else sorted(groups, key=lambda g: -gap[g])[:highlight]
     others = [g for g in groups if g not in shown]
     for i, g in enumerate(others):
         s = labels == g
-        ax.plot(xs[s], ys[s], color="0.75", lw=0.8, marker=".", ms=3, label=f"other groups ({len(others)})" if i == 0 else None)
+        ax.plot(
+            xs[s],
+            ys[s],
+            color="0.75",
+            lw=0.8,
+            marker=".",
+            ms=3,
+            label=f"other groups ({len(others)})" if i == 0 else None,
+        )
     for i, g in enumerate(shown):
         s = labels == g
         color = f"C{i % 10}"
         if cols["low"] and cols["high"]:
-            ax.fill_between(xs[s], _floats(t, cols["low"])[s], _floats(t, cols["high"])[s], color=color, alpha=0.18, lw=0)
+            ax.fill_between(
+                xs[s], _floats(t, cols["low"])[s], _floats(t, cols["high"])[s], color=color, alpha=0.18, lw=0
+            )
         ax.plot(xs[s], ys[s], marker="o", ms=4, color=color, lw=1.2, label=g if seg else "observed frequency")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
@@ -548,7 +608,9 @@ def report_figures(rep: Any) -> dict[str, Any]:
         cov_table = rep.tables["intervals"]
     elif "sets" in rep.tables:
         t = rep.tables["sets"]
-        cov_table = t.rename({c: c.replace("set_coverage", "coverage") for c in t.columns if c.startswith("set_coverage")})
+        cov_table = t.rename(
+            {c: c.replace("set_coverage", "coverage") for c in t.columns if c.startswith("set_coverage")}
+        )
     if cov_table is not None:
         keep("coverage_by_segment", coverage_by_segment(cov_table, by=seg, level=level))
         if level is not None:

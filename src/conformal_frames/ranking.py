@@ -40,7 +40,7 @@ from conformal_frames.core import Metric, Query, _to_lazy, evaluate_one
 from conformal_frames.sets import Label
 from conformal_frames.stats import ratio
 
-__all__ = ["auroc", "auarc", "excess_risk_target_coverage"]
+__all__ = ["auarc", "auroc", "excess_risk_target_coverage"]
 #: factories that become ``.conformal`` methods (``excess_risk_target_coverage``
 #: takes the frame itself: it is eager-only)
 METHODS = ["auroc", "auarc"]
@@ -154,7 +154,9 @@ class AUARC(Metric):
         above = q.row(("arc_above", *key), _over(sc.rank("min", descending=True), part).cast(F64) - 1.0, level=1)
         upto = q.row(("arc_upto", *key), _over(sc.rank("max", descending=True), part).cast(F64), level=1)
         # the same among the rows with the same correctness
-        same_above = q.row(("arc_same_above", *key), _over(sc.rank("min", descending=True), within).cast(F64) - 1.0, level=1)
+        same_above = q.row(
+            ("arc_same_above", *key), _over(sc.rank("min", descending=True), within).cast(F64) - 1.0, level=1
+        )
         same_upto = q.row(("arc_same_upto", *key), _over(sc.rank("max", descending=True), within).cast(F64), level=1)
         # position of the row in the order of decreasing confidence (1..n); a tie
         # block of m rows after K0 others takes positions K0+1..K0+m in any order
@@ -230,7 +232,13 @@ def _l1_miscoverage(pred: np.ndarray, cover: np.ndarray, target: float) -> np.nd
 
 
 def ert_numpy(
-    x: np.ndarray, cover: np.ndarray, confidence_level: float, *, model: Any = None, n_splits: int = 5, random_state: int = 42
+    x: np.ndarray,
+    cover: np.ndarray,
+    confidence_level: float,
+    *,
+    model: Any = None,
+    n_splits: int = 5,
+    random_state: int = 42,
 ) -> float:
     """Excess risk of the target coverage of one group (numpy in, float out).
 
@@ -416,9 +424,20 @@ class ExcessRisk(Metric):
             for g in range(n_groups):
                 idx = np.flatnonzero(group == g)
                 if len(idx) >= self.n_splits:
-                    out[g] = ert_numpy(x_all[idx], c_all[idx], self.level, model=self.model,
-                                       n_splits=self.n_splits, random_state=self.random_state)
+                    out[g] = ert_numpy(
+                        x_all[idx],
+                        c_all[idx],
+                        self.level,
+                        model=self.model,
+                        n_splits=self.n_splits,
+                        random_state=self.random_state,
+                    )
             return out
 
-        q.per_group(self.output_name, [cover, *feats], per_group, what="excess_risk_target_coverage (fits a classifier per group)")
+        q.per_group(
+            self.output_name,
+            [cover, *feats],
+            per_group,
+            what="excess_risk_target_coverage (fits a classifier per group)",
+        )
         return {"": None}

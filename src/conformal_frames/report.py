@@ -499,7 +499,9 @@ def _schema_check(schema: Any, names: dict[str, str | None]) -> None:
 
 def _level_values(frame: Any, level: str) -> list[float]:
     values = _collect(frame.select(nw.col(level)).unique()).get_column(level).to_list()
-    bad = [v for v in values if v is None or isinstance(v, bool) or not (isinstance(v, (int, float)) and 0 < float(v) < 1)]
+    bad = [
+        v for v in values if v is None or isinstance(v, bool) or not (isinstance(v, (int, float)) and 0 < float(v) < 1)
+    ]
     if bad:
         msg = f"level column {level!r} must hold confidence levels strictly between 0 and 1; found {bad[:5]!r}"
         raise ValueError(msg)
@@ -526,7 +528,11 @@ def _widths_histogram(frame: Any, lo: str, hi: str, keys: list[str], bins: int =
     """
     w = (nw.col(hi).cast(nw.Float64) - nw.col(lo).cast(nw.Float64)).alias("__w")
     rows = frame.select(*[nw.col(k) for k in keys], w).filter(nw.col("__w").is_finite() & (nw.col("__w") >= 0))
-    stats_aggs = [nw.col("__w").min().alias("min"), nw.col("__w").max().alias("max"), nw.col("__w").mean().alias("mean")]
+    stats_aggs = [
+        nw.col("__w").min().alias("min"),
+        nw.col("__w").max().alias("max"),
+        nw.col("__w").mean().alias("mean"),
+    ]
     stats = rows.group_by(*keys).agg(*stats_aggs) if keys else rows.select(*stats_aggs)
     if isinstance(stats, nw.LazyFrame) and stats.implementation.is_polars():
         # a small collected table joins without buffering the rows (measured: the
@@ -541,10 +547,14 @@ def _widths_histogram(frame: Any, lo: str, hi: str, keys: list[str], bins: int =
     table = table.sort(*keys, "__b") if keys else table.sort("__b")
     groups: dict[tuple, dict[str, Any]] = {}
     for r in table.iter_rows(named=True):
-        g = groups.setdefault(tuple(r[k] for k in keys), {**{k: r[k] for k in keys}, "min": r["min"], "max": r["max"],
-                                                         "mean": r["mean"], "counts": np.zeros(bins)})
+        g = groups.setdefault(
+            tuple(r[k] for k in keys),
+            {**{k: r[k] for k in keys}, "min": r["min"], "max": r["max"], "mean": r["mean"], "counts": np.zeros(bins)},
+        )
         g["counts"][r["__b"]] += r["__c"]
-    out: dict[str, list[Any]] = {k: [] for k in [*keys, *(f"q{round(q * 100):02d}" for q in WIDTH_QUANTILES), "min", "max", "mean"]}
+    out: dict[str, list[Any]] = {
+        k: [] for k in [*keys, *(f"q{round(q * 100):02d}" for q in WIDTH_QUANTILES), "min", "max", "mean"]
+    }
     for g in groups.values():
         counts, lo_w, hi_w = g["counts"], float(g["min"]), float(g["max"])
         edges = np.linspace(lo_w, hi_w, bins + 1)
@@ -630,8 +640,13 @@ class _Plan:
         assert self.y is not None or self.label is not None
         y = self.y if "lo" in kw else self.label
         return cf.coverage_test(
-            y, **kw, confidence_level=target, ci=self.ci, n_calibration=self.n_calibration,
-            alpha=self.alpha, correction=self.correction,
+            y,
+            **kw,
+            confidence_level=target,
+            ci=self.ci,
+            n_calibration=self.n_calibration,
+            alpha=self.alpha,
+            correction=self.correction,
         )
 
 
@@ -795,8 +810,23 @@ def report(
             raise ValueError(msg)
         ssc_bins = 0
         notes.append("bounded memory: no size-stratified coverage; width quantiles from 512-bin histograms")
-    plan = _Plan(y, lo, hi, label, score, prediction_set, list(classes) if classes is not None else None,
-                 num_bins, ssc_bins, ci, alpha, correction, n_calibration, hsic, use_conditional)
+    plan = _Plan(
+        y,
+        lo,
+        hi,
+        label,
+        score,
+        prediction_set,
+        list(classes) if classes is not None else None,
+        num_bins,
+        ssc_bins,
+        ci,
+        alpha,
+        correction,
+        n_calibration,
+        hsic,
+        use_conditional,
+    )
     keys = [*keys_by, *([level] if level is not None else [])]
     levels: list[float | None] = _level_values(base, level) if level is not None else [confidence_level]
     families = plan.families(levels[0])
@@ -847,10 +877,23 @@ def report(
         )
     if "reliability" in tables:  # keep the display order: reliability last
         tables["reliability"] = tables.pop("reliability")
-    summary = _summary(tables, keys, level, confidence_level, [f for f in families if f != "reliability"], notes, summary)
+    summary = _summary(
+        tables, keys, level, confidence_level, [f for f in families if f != "reliability"], notes, summary
+    )
     summary["invalid_rows"] = invalid
-    columns = {k: v for k, v in {"y": y, "lo": lo, "hi": hi, "label": label, "score": score,
-                                 "prediction_set": prediction_set, "level": level}.items() if v is not None}
+    columns = {
+        k: v
+        for k, v in {
+            "y": y,
+            "lo": lo,
+            "hi": hi,
+            "label": label,
+            "score": score,
+            "prediction_set": prediction_set,
+            "level": level,
+        }.items()
+        if v is not None
+    }
     return Report(tables=tables, summary=summary, keys=keys, by=keys_by, level=level, columns=columns)
 
 
@@ -865,23 +908,36 @@ def _native(t: nw.DataFrame) -> Any:
     return nw.to_native(_fresh_index(t))
 
 
-def _split_bins(t: nw.DataFrame, keys: list[str], name: str, num_bins: int, rename: dict[str, str]) -> tuple[nw.DataFrame, nw.DataFrame]:
+def _split_bins(
+    t: nw.DataFrame, keys: list[str], name: str, num_bins: int, rename: dict[str, str]
+) -> tuple[nw.DataFrame, nw.DataFrame]:
     """Wide per-bin columns ``{name}_bin{b}[_{field}]`` to a long table ``keys, bin, fields..., n``."""
     prefix = f"{name}_bin"
     bin_cols = [c for c in t.columns if c.startswith(prefix)]
-    fields = sorted({c[len(prefix):].partition("_")[2] for c in bin_cols} - {"n"}, key=lambda f: [c[len(prefix):].partition("_")[2] for c in bin_cols].index(f))
+    fields = sorted(
+        {c[len(prefix) :].partition("_")[2] for c in bin_cols} - {"n"},
+        key=lambda f: [c[len(prefix) :].partition("_")[2] for c in bin_cols].index(f),
+    )
     parts = []
     for b in range(num_bins):
         sel = [nw.col(f"{prefix}{b}{'_' + f if f else ''}").alias(rename.get(f or name, f or name)) for f in fields]
-        parts.append(t.select(*keys, nw.lit(b, nw.Int64).alias("bin"), *sel, nw.col(f"{prefix}{b}_n").cast(nw.Int64).alias("n")))
+        parts.append(
+            t.select(*keys, nw.lit(b, nw.Int64).alias("bin"), *sel, nw.col(f"{prefix}{b}_n").cast(nw.Int64).alias("n"))
+        )
     long = nw.concat(parts, how="vertical").filter(nw.col("n") > 0)
     long = long.sort(*keys, "bin") if keys else long.sort("bin")
     return t.drop(*bin_cols), long
 
 
 def _with_test(
-    t: nw.DataFrame, cov: str, test: str, level: str | None, confidence_level: float | None,
-    alpha: float, correction: str, summary: dict[str, Any],
+    t: nw.DataFrame,
+    cov: str,
+    test: str,
+    level: str | None,
+    confidence_level: float | None,
+    alpha: float,
+    correction: str,
+    summary: dict[str, Any],
 ) -> nw.DataFrame:
     """Target, p-values (conditional family, else the fallback), flag."""
     if level is not None:
@@ -916,7 +972,8 @@ def _with_test(
         nw.new_series("under_covered", flag, nw.Boolean, backend=ns),
     )
     summary.setdefault(
-        "test", f"one-sided exact binomial test of coverage >= target, {names[correction]}, alpha={alpha:g}; by {source}"
+        "test",
+        f"one-sided exact binomial test of coverage >= target, {names[correction]}, alpha={alpha:g}; by {source}",
     )
     return t
 
@@ -952,7 +1009,11 @@ def _summary(
             sel = np.ones(len(t), bool) if tv is None else target == tv
             sel &= ~np.isnan(cov)
             if sel.any():
-                item = {"target": tv, "coverage": float((cov[sel] * n[sel]).sum() / n[sel].sum()), "n": int(n[sel].sum())}
+                item = {
+                    "target": tv,
+                    "coverage": float((cov[sel] * n[sel]).sum() / n[sel].sum()),
+                    "n": int(n[sel].sum()),
+                }
                 if tv is not None and keys:
                     dev = np.abs(cov[sel] - tv)
                     item["gap"] = float(dev.mean())

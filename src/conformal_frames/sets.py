@@ -26,7 +26,7 @@ import operator
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from numbers import Integral
-from typing import Any, Union
+from typing import Any
 
 import narwhals.stable.v2 as nw
 import numpy as np
@@ -35,10 +35,10 @@ from conformal_frames._params import check_bins, check_probability
 from conformal_frames.core import Metric, Query
 from conformal_frames.stats import min_of, ratio, wilson_interval
 
-__all__ = ["set_coverage", "set_size", "singleton_rate", "empty_rate", "set_ssc", "set_ssc_score"]
+__all__ = ["empty_rate", "set_coverage", "set_size", "set_ssc", "set_ssc_score", "singleton_rate"]
 METHODS = list(__all__)
 
-Label = Union[int, str]
+Label = int | str
 
 
 # ---------------------------------------------------------------------------
@@ -138,7 +138,11 @@ def membership_exprs(q: Query, spec: SetSpec) -> list[nw.Expr]:
         col = q.column(name)
         dtype = q.schema[name]
         if not isinstance(dtype, nw.List):
-            hint = " (a pandas column of Python lists has dtype object: convert it to a pyarrow list dtype, e.g. pd.ArrowDtype(pa.list_(pa.int64())), or use boolean membership columns)" if dtype == nw.Object else ""
+            hint = (
+                " (a pandas column of Python lists has dtype object: convert it to a pyarrow list dtype, e.g. pd.ArrowDtype(pa.list_(pa.int64())), or use boolean membership columns)"
+                if dtype == nw.Object
+                else ""
+            )
             msg = (
                 f"set column {name!r} must be a list column of labels, found dtype {dtype}{hint}; "
                 "alternatively pass one boolean membership column per class with classes="
@@ -328,8 +332,6 @@ def empty_rate(sets: str | Sequence[str], *, classes: Sequence[Label]) -> SizeRa
     0.25
     """
     return EmptyRate(spec=set_spec(sets, classes), size=0)
-
-
 
 
 # ---------------------------------------------------------------------------
