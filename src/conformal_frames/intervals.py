@@ -20,7 +20,7 @@ from conformal_frames._params import (
     check_positive_pair,
     check_probability,
 )
-from conformal_frames.core import Metric, Query
+from conformal_frames.core import Metric, Query, TableFn, TableRef, aggregate, over
 from conformal_frames.gauss import grouped_gauss_form
 from conformal_frames.stats import min_of, ratio, wilson_interval
 
@@ -137,7 +137,7 @@ def width(lo: str, hi: str) -> Width:
 # ---------------------------------------------------------------------------
 # size-stratified coverage
 # ---------------------------------------------------------------------------
-def _ssc_table(width_col: str, covered_col: str, num_bins: int, prefix: str):
+def _ssc_table(width_col: str, covered_col: str, num_bins: int) -> TableFn:
     """Sub-query: per group, rows of each equal-count width bin and covered rows.
 
     Rows are ordered by (width, covered); rows tied on both are
@@ -147,16 +147,14 @@ def _ssc_table(width_col: str, covered_col: str, num_bins: int, prefix: str):
     one (the first ``n % num_bins`` bins get one extra row).
     """
 
-    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-        cnt, end, n = f"{prefix}cnt", f"{prefix}end", f"{prefix}n"
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        cnt, end, n = ref.name("cnt"), ref.name("end"), ref.name("n")
         cells = rows.group_by(*keys, width_col, covered_col).agg(nw.len().alias(cnt))
         cells = cells.with_columns(nw.col(cnt).cast(nw.Float64))
         order = [width_col, covered_col]
-        running = nw.col(cnt).cum_sum()
-        total = nw.col(cnt).sum()
         cells = cells.with_columns(
-            (running.over(*keys, order_by=order) if keys else running.over(order_by=order)).alias(end),
-            (total.over(*keys) if keys else total).alias(n),
+            over(nw.col(cnt).cum_sum(), keys, order_by=order).alias(end),
+            over(nw.col(cnt).sum(), keys).alias(n),
         )
         size = (nw.col(n) / num_bins).floor()
         extra = nw.col(n) - size * num_bins
@@ -166,10 +164,10 @@ def _ssc_table(width_col: str, covered_col: str, num_bins: int, prefix: str):
             bin_lo = size * b + nw.min_horizontal(nw.lit(float(b)), extra)
             bin_hi = bin_lo + size + nw.when(extra > b).then(nw.lit(1.0)).otherwise(nw.lit(0.0))
             overlap = (nw.min_horizontal(nw.col(end), bin_hi) - nw.max_horizontal(start, bin_lo)).clip(lower_bound=0.0)
-            parts += [overlap.alias(f"{prefix}n{b}"), (overlap * nw.col(covered_col)).alias(f"{prefix}k{b}")]
+            parts += [overlap.alias(ref.name(f"n{b}")), (overlap * nw.col(covered_col)).alias(ref.name(f"k{b}"))]
         cells = cells.with_columns(*parts)
-        sums = [nw.col(f"{prefix}{s}{b}").sum() for b in range(num_bins) for s in ("n", "k")]
-        return cells.group_by(*keys).agg(*sums) if keys else cells.select(*sums)
+        sums = [nw.col(ref.name(f"{s}{b}")).sum() for b in range(num_bins) for s in ("n", "k")]
+        return aggregate(cells, keys, sums)
 
     return build
 
@@ -178,9 +176,8 @@ def _ssc_bins(q: Query, y: str, lo: str, hi: str, num_bins: int) -> list[tuple[n
     """(coverage, rows) expressions of each width bin; coverage null when empty."""
     w = width_row(q, lo, hi)
     c = covered_row(q, y, lo, hi)
-    prefix = f"__cf_ssc{num_bins}_{w}_{c}_"
-    q.table(("ssc", w, c, num_bins), _ssc_table(w, c, num_bins, prefix), [])
-    return [(ratio(nw.col(f"{prefix}k{b}"), nw.col(f"{prefix}n{b}")), nw.col(f"{prefix}n{b}")) for b in range(num_bins)]
+    t = q.table(("ssc", w, c, num_bins), _ssc_table(w, c, num_bins))
+    return [(ratio(t.col(f"k{b}"), t.col(f"n{b}")), t.col(f"n{b}")) for b in range(num_bins)]
 
 
 @dataclass(frozen=True, kw_only=True)

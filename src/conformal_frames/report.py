@@ -650,11 +650,6 @@ class _Plan:
         )
 
 
-def _output_names(metric: core.Metric, schema: Any, keys: list[str]) -> list[str]:
-    q = core.Query(schema=schema, keys=keys)
-    return list(metric.outputs(metric.build(q)))
-
-
 def report(
     frame: Any,
     *,
@@ -857,7 +852,7 @@ def report(
     summary: dict[str, Any] = {}
     common = ["n", *(["n_invalid"] if invalid else [])]
     for name, ms in families.items():
-        cols = [c for m in ms for c in _output_names(m, schema, keys_by)]
+        cols = [c for m in ms for c in m.output_names(schema, keys_by)]
         t = wide.select(*keys, *cols, *common)
         if name == "intervals":
             tables[name] = t

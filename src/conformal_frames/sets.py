@@ -21,8 +21,6 @@ a list whose elements are not distinct members of ``classes``.
 
 from __future__ import annotations
 
-import functools
-import operator
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from numbers import Integral
@@ -32,7 +30,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._params import check_bins, check_probability
-from conformal_frames.core import Metric, Query
+from conformal_frames.core import Metric, Query, total
 from conformal_frames.stats import min_of, ratio, wilson_interval
 
 __all__ = ["empty_rate", "set_coverage", "set_size", "set_ssc", "set_ssc_score", "singleton_rate"]
@@ -126,10 +124,6 @@ def _label_kind_ok(dtype: Any, classes: tuple[Label, ...]) -> bool:
 # ---------------------------------------------------------------------------
 # row-level expressions shared by set metrics (and conditional coverage)
 # ---------------------------------------------------------------------------
-def _total(exprs: list[nw.Expr]) -> nw.Expr:
-    return functools.reduce(operator.add, exprs)
-
-
 def membership_exprs(q: Query, spec: SetSpec) -> list[nw.Expr]:
     """Float64 0/1 expression per class: is class ``k`` in the row's set."""
     if spec.is_list:
@@ -158,7 +152,7 @@ def membership_exprs(q: Query, spec: SetSpec) -> list[nw.Expr]:
         q.check(f"set column {name!r} has missing values", col.is_null())
         q.check(
             f"set column {name!r} has labels not among classes {list(spec.classes)!r} (or repeated labels)",
-            col.list.len().cast(nw.Float64) != _total(mem),
+            col.list.len().cast(nw.Float64) != total(mem),
         )
         return mem
     mem = []
@@ -190,7 +184,7 @@ def label_exprs(q: Query, y: str, classes: tuple[Label, ...]) -> list[nw.Expr]:
     q.check(f"label column {y!r} has missing values", missing)
     q.check(
         f"label column {y!r} has labels not among classes {list(classes)!r}",
-        (_total(eq) == 0.0) & ~missing,
+        (total(eq) == 0.0) & ~missing,
         example=col.cast(nw.String) if dtype == nw.Categorical or dtype == nw.Enum else col,
     )
     return eq
@@ -202,18 +196,18 @@ def _key(spec: SetSpec) -> Hashable:
 
 def size_row(q: Query, spec: SetSpec) -> str:
     """Row column: the set size ``|C_i|`` (Float64)."""
-    return q.row(("set_size", _key(spec)), _total(membership_exprs(q, spec)))
+    return q.row(("set_size", _key(spec)), total(membership_exprs(q, spec)))
 
 
 def set_covered_row(q: Query, y: str, spec: SetSpec) -> str:
     """Row column: 1.0 where the true label is in the set, else 0.0."""
     mem = membership_exprs(q, spec)
     eq = label_exprs(q, y, spec.classes)
-    return q.row(("set_covered", y, _key(spec)), _total([e * m for e, m in zip(eq, mem)]))
+    return q.row(("set_covered", y, _key(spec)), total([e * m for e, m in zip(eq, mem)]))
 
 
 def _size_indicator(q: Query, spec: SetSpec, lo: int, hi: int) -> str:
-    size = _total(membership_exprs(q, spec))
+    size = total(membership_exprs(q, spec))
     return q.row(("set_size_in", _key(spec), lo, hi), ((size >= lo) & (size <= hi)).cast(nw.Float64))
 
 
@@ -365,7 +359,9 @@ def _ssc_strata(q: Query, y: str, spec: SetSpec, num_bins: int | None) -> list[t
     out = []
     for lo, hi in size_strata(spec.k, num_bins):
         inside = _size_indicator(q, spec, lo, hi)
-        hits = q.row(("set_ssc_hits", y, _key(spec), lo, hi), nw.col(inside) * nw.col(covered), level=1)
+        hits = q.row(
+            ("set_ssc_hits", y, _key(spec), lo, hi), nw.col(inside) * nw.col(covered), inputs=[inside, covered]
+        )
         count = q.sum(inside)
         out.append((ratio(q.sum(hits), count), count))
     return out
