@@ -223,6 +223,7 @@ class Query:
                 f"column {name!r} has integers beyond 2^53 in absolute value, which Float64 cannot hold exactly",
                 big,
             )
+            expr = nw.when(~big).then(expr)  # never cast them (pyarrow refuses; others would round)
         value = expr.cast(nw.Float64)
         self.check(
             f"column {name!r} has missing (null/NaN) or infinite values",
@@ -236,7 +237,7 @@ class Query:
 
         ``inputs`` are the row columns (names returned by earlier ``row``
         calls) that ``expr`` uses; input columns of the frame (:meth:`column`,
-        :meth:`number`) need no declaration.  A row is computed after its
+        :meth:`number`) need no declaration (they are available in every layer).  A row is computed after its
         inputs: the ``with_columns`` layers of the row frame follow from the
         declarations.  A row that uses a window (:meth:`over`) declares at
         least one input (the group keys exist from the second layer on).
@@ -528,7 +529,9 @@ def _rows_frame(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
     layers: dict[int, list[nw.Expr]] = {}
     for r in q.rows.values():
         layers.setdefault(r.level, []).append(r.expr.alias(r.name))
-    rows = lf.select(*[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)], *layers.get(0, []))
+    # the input columns stay available to the later layers (rows with inputs may use them too)
+    inputs = [nw.col(c) for c in q.schema if c in q.used]
+    rows = lf.select(*[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)], *inputs, *layers.get(0, []))
     for level in sorted(layers):
         if level > 0:
             rows = rows.with_columns(*layers[level])
