@@ -17,8 +17,10 @@ import numpy as np
 from conformal_frames._params import (
     check_bins,
     check_finite,
+    check_level,
     check_positive_pair,
     check_probability,
+    level_row,
 )
 from conformal_frames._renames import renamed
 from conformal_frames.core import Metric, Query
@@ -295,19 +297,21 @@ class Winkler(Metric):
     y: str
     lo: str
     hi: str
-    confidence_level: float
+    confidence_level: float | str
     default_name = "winkler"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         lo_e, hi_e = interval_bounds(q, self.lo, self.hi)
         y_e = q.number(self.y)
-        alpha = 1.0 - self.confidence_level
         miss = (lo_e - y_e).clip(lower_bound=0.0) + (y_e - hi_e).clip(lower_bound=0.0)
-        score = q.row(("winkler", self.y, self.lo, self.hi, alpha), (hi_e - lo_e) + (2.0 / alpha) * miss)
+        # a level column (a by= key, checked by level_row) enters the same arithmetic per row
+        level = self.confidence_level
+        alpha = 1.0 - nw.col(level).cast(nw.Float64) if level_row(q, level) else 1.0 - float(level)
+        score = q.row(("winkler", self.y, self.lo, self.hi, level), (hi_e - lo_e) + (2.0 / alpha) * miss)
         return {"": ratio(q.sum(score), q.n)}
 
 
-def winkler(y: str, lo: str, hi: str, *, confidence_level: float) -> Winkler:
+def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str) -> Winkler:
     """Mean Winkler interval score (lower is better).
 
     ``(1/n) sum_i [w_i + (2/alpha) ((lo_i - y_i)^+ + (y_i - hi_i)^+)]`` with
@@ -328,7 +332,7 @@ def winkler(y: str, lo: str, hi: str, *, confidence_level: float) -> Winkler:
     "Strictly proper scoring rules, prediction, and estimation", JASA 102,
     359-378 (section 6.2).
     """
-    return Winkler(y=y, lo=lo, hi=hi, confidence_level=check_probability(confidence_level, "confidence_level"))
+    return Winkler(y=y, lo=lo, hi=hi, confidence_level=check_level(confidence_level))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -337,7 +341,7 @@ class CWC(Metric):
     lo: str
     hi: str
     eta: float
-    confidence_level: float
+    confidence_level: float | str
     default_name = "cwc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
@@ -345,11 +349,13 @@ class CWC(Metric):
         mean_w = ratio(q.sum(width_row(q, self.lo, self.hi)), q.n)
         y_row = q.row(("value", self.y), q.number(self.y))
         span = q.max(y_row) - q.min(y_row)
-        penalty = (-self.eta * (cov - self.confidence_level) ** 2).exp()
+        level = level_row(q, self.confidence_level)
+        target = q.min(level) if level is not None else float(self.confidence_level)  # constant per group
+        penalty = (-self.eta * (cov - target) ** 2).exp()
         return {"": (1.0 - ratio(mean_w, span)) * penalty}
 
 
-def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float) -> CWC:
+def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str) -> CWC:
     """Coverage width-based criterion (higher is better).
 
     ``(1 - mean(w) / (max(y) - min(y))) * exp(-eta * (coverage - confidence_level)^2)``.
@@ -369,7 +375,7 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float) -> CWC
         lo=lo,
         hi=hi,
         eta=check_finite(eta, "eta"),
-        confidence_level=check_probability(confidence_level, "confidence_level"),
+        confidence_level=check_level(confidence_level),
     )
 
 
