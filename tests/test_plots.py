@@ -93,7 +93,7 @@ def test_ssc_bars(df) -> None:
     assert len(ax.patches) == 150
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend == ["nominal 0.9", "width bin 0 (narrowest)", "width bin 1", "width bin 2 (widest)"]
-    long = one.conformal.ssc("y", "lo", "hi", num_bins=3, by="seg")  # the metric's own table works too
+    long = one.conformal.ssc("y", "lo", "hi", n_bins=3, by="seg")  # the metric's own table works too
     fig, ax2 = plt.subplots()
     assert plots.ssc_bars(long, by="seg", ax=ax2) is ax2
 

@@ -160,7 +160,7 @@ def test_ssc_table_and_widths() -> None:
     df = pl.DataFrame(data).with_columns(hi=pl.col("hi") + pl.col("y").abs())  # widths vary
     rep = report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9, ssc_bins=2)
     ssc = rep.frame("ssc")
-    ref = df.conformal.ssc("y", "lo", "hi", num_bins=2, by="seg")
+    ref = df.conformal.ssc("y", "lo", "hi", n_bins=2, by="seg")
     assert ssc["coverage"].to_list() == pytest.approx(ref["ssc"].to_list(), rel=1e-12)
     assert ssc["n"].to_list() == ref["n"].to_list()
     widths = rep.frame("widths")

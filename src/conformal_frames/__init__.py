@@ -36,14 +36,24 @@ from conformal_frames.efficiency import efficiency_criteria
 from conformal_frames.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
 from conformal_frames.ranking import auarc, auroc, excess_risk_target_coverage
-from conformal_frames.results import TestResult
+from conformal_frames.results import (
+    CoverageTestResult,
+    KSTestResult,
+    KuiperTestResult,
+    SpiegelhalterTestResult,
+    TestResult,
+)
 from conformal_frames.sets import empty_rate, set_coverage, set_size, set_ssc, set_ssc_score, singleton_rate
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ConformalNamespace",
+    "CoverageTestResult",
+    "KSTestResult",
+    "KuiperTestResult",
     "Metric",
+    "SpiegelhalterTestResult",
     "TestResult",
     "auarc",
     "auroc",

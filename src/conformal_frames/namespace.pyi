@@ -28,7 +28,7 @@ class ConformalNamespace:
         lo: str,
         hi: str,
         *,
-        ci: float = ...,
+        ci_level: float = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -39,7 +39,7 @@ class ConformalNamespace:
         hi: str,
         *,
         eta: float,
-        confidence_level: float,
+        confidence_level: float | str,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -59,7 +59,7 @@ class ConformalNamespace:
         lo: str,
         hi: str,
         *,
-        num_bins: int = ...,
+        n_bins: int = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -69,7 +69,7 @@ class ConformalNamespace:
         lo: str,
         hi: str,
         *,
-        num_bins: int = ...,
+        n_bins: int = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -82,7 +82,7 @@ class ConformalNamespace:
         lo: str,
         hi: str,
         *,
-        confidence_level: float,
+        confidence_level: float | str,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -100,7 +100,7 @@ class ConformalNamespace:
         sets: str | Sequence[str],
         *,
         classes: Sequence[Label],
-        ci: float = ...,
+        ci_level: float = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -118,7 +118,7 @@ class ConformalNamespace:
         sets: str | Sequence[str],
         *,
         classes: Sequence[Label],
-        num_bins: int | None = ...,
+        n_bins: int | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -128,7 +128,7 @@ class ConformalNamespace:
         sets: str | Sequence[str],
         *,
         classes: Sequence[Label],
-        num_bins: int | None = ...,
+        n_bins: int | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -146,7 +146,7 @@ class ConformalNamespace:
         pvalues: Sequence[str],
         *,
         classes: Sequence[Label] | None = ...,
-        significance: float,
+        confidence_level: float | str,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -173,10 +173,10 @@ class ConformalNamespace:
         sets: str | Sequence[str] | None = ...,
         classes: Sequence[Label] | None = ...,
         confidence_level: float | str,
-        ci: float = ...,
+        ci_level: float = ...,
         method: Literal["wilson", "clopper-pearson"] = ...,
         n_calibration: int | None = ...,
-        alpha: float = ...,
+        significance: float = ...,
         correction: Literal["holm", "bh", "none"] = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
@@ -201,7 +201,7 @@ class ConformalNamespace:
         y: str,
         score: str,
         *,
-        num_bins: int = ...,
+        n_bins: int = ...,
         strategy: Strategy = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
@@ -211,7 +211,7 @@ class ConformalNamespace:
         y: str,
         score: str,
         *,
-        num_bins: int = ...,
+        n_bins: int = ...,
         strategy: Strategy = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
@@ -224,9 +224,9 @@ class ConformalNamespace:
         y: str,
         score: str,
         *,
-        num_bins: int = ...,
+        n_bins: int = ...,
         strategy: Strategy = ...,
-        ci: float = ...,
+        ci_level: float = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -234,9 +234,9 @@ class ConformalNamespace:
         self,
         y: str,
         probs: Sequence[str],
-        classes: Sequence[Label] | None = ...,
         *,
-        num_bins: int = ...,
+        classes: Sequence[Label] | None = ...,
+        n_bins: int = ...,
         strategy: Strategy = ...,
         weighted: bool = ...,
         by: str | Sequence[str] | None = ...,
@@ -246,9 +246,9 @@ class ConformalNamespace:
         self,
         y: str,
         probs: Sequence[str],
-        classes: Sequence[Label] | None = ...,
         *,
-        num_bins: int = ...,
+        classes: Sequence[Label] | None = ...,
+        n_bins: int = ...,
         strategy: Strategy = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
@@ -263,20 +263,10 @@ class ConformalNamespace:
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
     ) -> Any: ...
     def auroc(
-        self,
-        correct: str,
-        confidence: str,
-        *,
-        by: str | Sequence[str] | None = ...,
-        invalid: InvalidPolicy | None = ...,
+        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
     ) -> Any: ...
     def auarc(
-        self,
-        correct: str,
-        confidence: str,
-        *,
-        by: str | Sequence[str] | None = ...,
-        invalid: InvalidPolicy | None = ...,
+        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
     ) -> Any: ...
     def cumulative_differences(self, y: str, score: str, *, by: str | Sequence[str] | None = ...) -> Any: ...
     def excess_risk_target_coverage(
@@ -286,13 +276,13 @@ class ConformalNamespace:
         hi: str | None = ...,
         *,
         features: Sequence[str],
-        confidence_level: float,
+        confidence_level: float | str,
         sets: str | Sequence[str] | None = ...,
         classes: Sequence[Label] | None = ...,
         by: str | Sequence[str] | None = ...,
         model: Any = ...,
         n_splits: int = ...,
-        random_state: int = ...,
+        seed: int = ...,
     ) -> Any: ...
     def report(
         self,

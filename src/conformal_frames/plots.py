@@ -331,7 +331,7 @@ def ssc_bars(
             raise ValueError(msg)
         from conformal_frames.intervals import ssc
 
-        metric = ssc(y, lo, hi, num_bins=num_bins)
+        metric = ssc(y, lo, hi, n_bins=num_bins)
         res = core.compute(data, [metric], seg or None)
         t = _eager(metric.to_long(res if isinstance(res, nw.LazyFrame) else res.lazy(), seg))
         t = t.rename({metric.output_name: "coverage"})
@@ -470,7 +470,7 @@ def reliability_table(
 
     seg = _keys(by)
     if hasattr(cf, "reliability"):
-        out = cf.conformal(data).reliability(label, score, num_bins=num_bins, ci=ci, by=seg or None)
+        out = cf.conformal(data).reliability(label, score, n_bins=num_bins, ci_level=ci, by=seg or None)
         return nw.to_native(_eager(out))
     from conformal_frames.stats import wilson_interval
 

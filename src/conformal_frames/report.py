@@ -599,13 +599,16 @@ class _Plan:
 
         out: dict[str, list[core.Metric]] = {}
         if self.y is not None and self.lo is not None and self.hi is not None:
-            ms: list[core.Metric] = [iv.coverage(self.y, self.lo, self.hi, ci=self.ci), iv.width(self.lo, self.hi)]
+            ms: list[core.Metric] = [
+                iv.coverage(self.y, self.lo, self.hi, ci_level=self.ci),
+                iv.width(self.lo, self.hi),
+            ]
             if target is not None:
                 ms.append(iv.winkler(self.y, self.lo, self.hi, confidence_level=target))
             if self.ssc_bins:
                 ms += [
-                    iv.ssc_score(self.y, self.lo, self.hi, num_bins=self.ssc_bins),
-                    iv.ssc(self.y, self.lo, self.hi, num_bins=self.ssc_bins),
+                    iv.ssc_score(self.y, self.lo, self.hi, n_bins=self.ssc_bins),
+                    iv.ssc(self.y, self.lo, self.hi, n_bins=self.ssc_bins),
                 ]
             if self.hsic:
                 ms.append(iv.hsic(self.y, self.lo, self.hi))
@@ -615,7 +618,7 @@ class _Plan:
         if self.prediction_set is not None and self.label is not None and hasattr(cf, "set_coverage"):
             s, y, classes = self.prediction_set, self.label, self.classes
             ms = [
-                cf.set_coverage(y, s, classes=classes, ci=self.ci),
+                cf.set_coverage(y, s, classes=classes, ci_level=self.ci),
                 cf.set_size(s, classes=classes),
                 cf.singleton_rate(s, classes=classes),
                 cf.empty_rate(s, classes=classes),
@@ -625,13 +628,13 @@ class _Plan:
             out["sets"] = ms
         if self.score is not None and self.label is not None and hasattr(cf, "ece"):
             y, sc = self.label, self.score
-            ms = [cf.ece(y, sc, num_bins=self.num_bins)]
+            ms = [cf.ece(y, sc, n_bins=self.num_bins)]
             for name in ("brier", "ks_test", "kuiper_test", "spiegelhalter_test"):
                 if hasattr(cf, name):
                     ms.append(getattr(cf, name)(y, sc))
             out["calibration"] = ms
             if hasattr(cf, "reliability"):
-                out["reliability"] = [cf.reliability(y, sc, num_bins=self.num_bins, ci=self.ci)]
+                out["reliability"] = [cf.reliability(y, sc, n_bins=self.num_bins, ci_level=self.ci)]
         return out
 
     def _test(self, target: float, **kw: Any) -> core.Metric:
@@ -643,9 +646,9 @@ class _Plan:
             y,
             **kw,
             confidence_level=target,
-            ci=self.ci,
+            ci_level=self.ci,
             n_calibration=self.n_calibration,
-            alpha=self.alpha,
+            significance=self.alpha,
             correction=self.correction,
         )
 
