@@ -110,3 +110,18 @@ def test_policy_is_checked():
         cf.evaluate(frame, *METRICS, invalid="skip")
     with pytest.raises(TypeError, match="invalid= must be"):
         frame.conformal.coverage("y", "lo", "hi", invalid=True)
+
+
+def test_cumulative_differences_policies(constructor):
+    d = {"y": [1.0, 0.0, None, 1.0, 0.0], "s": [0.5, 0.5, 0.25, 0.75, 0.75], "g": ["a", "a", "a", "b", "b"]}
+    ns = cf.conformal(constructor(d))
+    dropped = to_pandas(ns.cumulative_differences("y", "s", by="g", invalid="drop"))
+    # a: the valid rows (1, 0.5) and (0, 0.5): C = (0.5 - 0.5) / 2 = 0; b: 0.25 - 0.75 = -0.5, / 2
+    assert list(dropped["g"]) == ["a", "b"] and list(dropped["n"]) == [2, 2]
+    assert_close(dropped["cumulative_difference"], [0.0, -0.25])
+    nulled = to_pandas(ns.cumulative_differences("y", "s", by="g", invalid="null"))
+    assert list(nulled["g"]) == ["a", "a", "b"]
+    assert_close(nulled["cumulative_difference"], [math.nan, math.nan, -0.25])
+    if not constructor.lazy:
+        with pytest.raises(ValueError, match=r"column 'y' has missing \(null/NaN\) or infinite values in 1 row"):
+            ns.cumulative_differences("y", "s", by="g")

@@ -797,7 +797,9 @@ def spiegelhalter_test(y: str, score: str) -> SpiegelhalterTest:
 # ---------------------------------------------------------------------------
 # cumulative differences as a frame
 # ---------------------------------------------------------------------------
-def cumulative_differences(frame: Any, y: str, score: str, *, by: str | Sequence[str] | None = None) -> Any:
+def cumulative_differences(
+    frame: Any, y: str, score: str, *, by: str | Sequence[str] | None = None, invalid: core.InvalidPolicy | None = None
+) -> Any:
     """Cumulative differences ``C_k`` at each distinct score, per group.
 
     ``C_k = (1/n) sum_{i: s_i <= s_(k)} (y_i - s_i)`` where ``s_(k)`` is the
@@ -809,9 +811,11 @@ def cumulative_differences(frame: Any, y: str, score: str, *, by: str | Sequence
     Returns a frame of the caller's type (eager in, eager out; lazy in, lazy
     out) with the group keys, the score column (distinct values, ascending),
     ``n`` (rows at that score) and ``cumulative_difference``; sorted by
-    keys and score.  Input validation as for the tests: on eager input an
-    error; on lazy input the groups with invalid rows get null
-    ``cumulative_difference``.
+    keys and score.  Input validation as for the tests, with the invalid-row
+    policy ``invalid=`` of :func:`conformal_frames.evaluate`: ``"raise"``
+    (eager default) raises, ``"null"`` (lazy default) gives the groups with
+    invalid rows a null ``cumulative_difference``, ``"drop"`` leaves the
+    invalid rows out.
 
     Examples
     --------
@@ -836,7 +840,12 @@ def cumulative_differences(frame: Any, y: str, score: str, *, by: str | Sequence
         msg = "the label and score columns cannot be group keys (by=)"
         raise ValueError(msg)
     # validation: the Brier score registers exactly the checks of the tests
-    validity = core.compute(frame, [brier(y, score)], by)
+    checks = [brier(y, score)]
+    policy = core.policy(invalid, eager)
+    if policy == "drop":
+        lf = lf.filter(~core.invalid_mask(lf, checks, keys))
+    else:
+        validity = core.compute(frame, checks, by, invalid=policy)  # "raise": raises here
     ycol, scol, dcol, cnt, dsum, n_total = "__cf_y", "__cf_s", "__cf_d", "n", "__cf_dsum", "__cf_total"
     y_expr = nw.col(y).cast(F64)
     rows = lf.select(*keys, y_expr.alias(ycol), nw.col(score).cast(F64).alias(scol))
@@ -848,11 +857,10 @@ def cumulative_differences(frame: Any, y: str, score: str, *, by: str | Sequence
         over(nw.col(cnt).sum(), keys).cast(F64).alias(n_total),
     )
     value = (nw.col(dsum) / nw.col(n_total)).alias("cumulative_difference")
-    if eager:
-        out = cells.select(*keys, nw.col(scol).alias(score), cnt, value)
-        return nw.to_native(nw.maybe_reset_index(out.sort(*keys, score).collect()))
-    assert isinstance(validity, nw.LazyFrame)
-    ok = validity.select(*keys, nw.col("n_invalid").alias("__cf_n_invalid"))
+    if policy != "null":
+        out = cells.select(*keys, nw.col(scol).alias(score), cnt, value).sort(*keys, score)
+        return nw.to_native(nw.maybe_reset_index(out.collect()) if eager else out)
+    ok = validity.lazy().select(*keys, nw.col("n_invalid").alias("__cf_n_invalid"))
     cells = cells.join(ok, on=keys, how="left") if keys else cells.join(ok, how="cross")
     valid = nw.col("__cf_n_invalid") == 0
     out = cells.select(
@@ -861,4 +869,5 @@ def cumulative_differences(frame: Any, y: str, score: str, *, by: str | Sequence
         cnt,
         nw.when(valid).then(value).otherwise(nw.lit(None, F64)).alias("cumulative_difference"),
     )
-    return nw.to_native(out.sort(*keys, score, nulls_last=True))
+    out = out.sort(*keys, score, nulls_last=True)
+    return nw.to_native(nw.maybe_reset_index(out.collect()) if eager else out)

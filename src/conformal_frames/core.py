@@ -50,7 +50,9 @@ __all__ = [
     "as_keys",
     "compute",
     "evaluate",
+    "invalid_mask",
     "over",
+    "policy",
     "to_lazy",
     "total",
 ]
@@ -508,6 +510,24 @@ def _key_checks(q: Query) -> None:
 
 def _backend(lf: nw.LazyFrame) -> str:
     return str(lf.implementation).split(".")[-1].lower()
+
+
+def invalid_mask(lf: nw.LazyFrame, metrics: Sequence[Metric], keys: Sequence[str]) -> nw.Expr:
+    """A boolean expression over ``lf``'s columns: the row fails a check of ``metrics``.
+
+    For functions of a frame that apply ``invalid="drop"`` themselves
+    (:func:`~conformal_frames.calibration.cumulative_differences`).
+    """
+    q = Query(schema=lf.collect_schema(), keys=list(keys))
+    _key_checks(q)
+    _build_outputs(q, metrics)
+    bad = [c.bad for c in q.checks.values()]
+    return nw.any_horizontal(*bad, ignore_nulls=True) if bad else nw.lit(False)
+
+
+def policy(invalid: Any, eager: bool) -> InvalidPolicy:
+    """The invalid-row policy: ``invalid`` checked, or the default for the input."""
+    return _policy(invalid, eager)
 
 
 def _policy(invalid: Any, eager: bool) -> InvalidPolicy:

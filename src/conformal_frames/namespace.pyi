@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, Literal
 
-from conformal_frames.calibration import Strategy
+from conformal_frames.calibration import Strategy, core
 from conformal_frames.core import InvalidPolicy, Metric
 from conformal_frames.report import Report
 from conformal_frames.sets import Label
@@ -268,7 +268,9 @@ class ConformalNamespace:
     def auarc(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
     ) -> Any: ...
-    def cumulative_differences(self, y: str, score: str, *, by: str | Sequence[str] | None = ...) -> Any: ...
+    def cumulative_differences(
+        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: core.InvalidPolicy | None = ...
+    ) -> Any: ...
     def excess_risk_target_coverage(
         self,
         y: str,
@@ -283,6 +285,7 @@ class ConformalNamespace:
         model: Any = ...,
         n_splits: int = ...,
         seed: int = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def report(
         self,

@@ -37,7 +37,7 @@ from conformal_frames._params import check_level, level_row
 from conformal_frames._renames import renamed
 from conformal_frames.calibration import binary_row
 from conformal_frames.conditional import Target, _target
-from conformal_frames.core import Metric, Query, evaluate_one, to_lazy
+from conformal_frames.core import InvalidPolicy, Metric, Query, evaluate_one, to_lazy
 from conformal_frames.sets import Label
 from conformal_frames.stats import ratio
 
@@ -284,6 +284,7 @@ def excess_risk_target_coverage(
     model: Any = None,
     n_splits: int = 5,
     seed: int = 42,
+    invalid: InvalidPolicy | None = None,
 ) -> Any:
     """Excess risk of the target coverage (ERT) of Braun et al. (2025).
 
@@ -326,6 +327,9 @@ def excess_risk_target_coverage(
         Number of cross-validation folds (at least 2).
     seed : int, default 42
         Seed of the fold split (and of the default classifier).
+    invalid : {"raise", "drop", "null"}, optional
+        The invalid-row policy, as in :func:`conformal_frames.evaluate`
+        (default ``"raise"``: the input is eager).
 
     Returns
     -------
@@ -387,7 +391,7 @@ def excess_risk_target_coverage(
         seed=int(seed),
         grouped=by is not None,
     )
-    return evaluate_one(lf.collect(), metric, by=by)
+    return evaluate_one(lf.collect(), metric, by=by, invalid=invalid)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
