@@ -80,7 +80,7 @@ def test_drop_with_a_table_metric_and_a_window_metric(constructor):
     out = to_pandas(
         cf.evaluate(
             constructor(d),
-            cf.ssc_score("y", "lo", "hi", num_bins=1),
+            cf.ssc_score("y", "lo", "hi", n_bins=1),
             cf.auroc("ok", "s"),
             cf.coverage("y", "lo", "hi"),
             invalid="drop",
