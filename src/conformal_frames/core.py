@@ -240,10 +240,13 @@ class Query:
         """Register a row-level column; returns its (internal) name.
 
         ``inputs`` are the row columns (names returned by earlier ``row``
-        calls) that ``expr`` uses; input columns of the frame (:meth:`column`,
-        :meth:`number`) need no declaration (they are available in every layer).  A row is computed after its
-        inputs: the ``with_columns`` layers of the row frame follow from the
-        declarations.  A row that uses a window (:meth:`over`) declares at
+        calls) that ``expr`` uses.  A row without inputs is computed from the
+        frame's columns (:meth:`column`, :meth:`number`); a row with inputs
+        uses row columns only (register an input column as a row first, e.g.
+        ``q.row(("value", name), q.number(name))``): the frame's own columns
+        are not carried along, so a user column may have any name.  A row is
+        computed after its inputs: the ``with_columns`` layers of the row
+        frame follow from the declarations.  A row that uses a window (:meth:`over`) declares at
         least one input (the group keys exist from the second layer on).
         """
         if key not in self.rows:
@@ -561,9 +564,7 @@ def _rows_frame(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
     layers: dict[int, list[nw.Expr]] = {}
     for r in q.rows.values():
         layers.setdefault(r.level, []).append(r.expr.alias(r.name))
-    # the input columns stay available to the later layers (rows with inputs may use them too)
-    inputs = [nw.col(c) for c in q.schema if c in q.used]
-    rows = lf.select(*[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)], *inputs, *layers.get(0, []))
+    rows = lf.select(*[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)], *layers.get(0, []))
     for level in sorted(layers):
         if level > 0:
             rows = rows.with_columns(*layers[level])
