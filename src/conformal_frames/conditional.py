@@ -36,7 +36,7 @@ from conformal_frames._renames import renamed
 from conformal_frames.core import Metric, Query
 from conformal_frames.intervals import covered_row
 from conformal_frames.results import CoverageTestResult
-from conformal_frames.sets import Label, SetSpec, set_covered_row, set_spec
+from conformal_frames.sets import Label, SetSpec, arrow_lists, set_covered_row, set_spec
 from conformal_frames.stats import ratio, wilson_interval
 
 __all__ = ["coverage_gap", "coverage_test", "worst_slab_coverage"]
@@ -62,6 +62,16 @@ class Target:
         return covered_row(q, self.y, self.lo, self.hi)
 
 
+class TargetMetric(Metric):
+    """A metric of the covered indicator: a pandas list column of dtype object is converted first."""
+
+    target: Target
+
+    def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
+        sets = self.target.sets
+        return arrow_lists(frame, [sets.sets]) if sets is not None and isinstance(sets.sets, str) else frame
+
+
 def _target(y: str, lo: str | None, hi: str | None, sets: Any, classes: Any) -> Target:
     if not isinstance(y, str):
         msg = f"y must be a column name, got {y!r}"
@@ -71,7 +81,8 @@ def _target(y: str, lo: str | None, hi: str | None, sets: Any, classes: Any) -> 
         msg = "pass either lo= and hi= (intervals) or sets= (prediction sets), not both"
         raise ValueError(msg)
     if sets is not None:
-        return Target(y=y, sets=set_spec(sets, classes))
+        reason = "coverage is compared row by row with the label of each set element"
+        return Target(y=y, sets=set_spec(sets, classes, need_classes=reason))
     if lo is None or hi is None:
         msg = "pass lo= and hi= (prediction intervals) or sets= and classes= (prediction sets)"
         raise ValueError(msg)
@@ -188,7 +199,7 @@ def _gap_table(covered: str, gcols: list[str], labels: list[str], target: float 
 
 
 @dataclass(frozen=True, kw_only=True)
-class CoverageGap(Metric):
+class CoverageGap(TargetMetric):
     target: Target
     groups: tuple[str, ...]
     confidence_level: float | str
@@ -339,7 +350,7 @@ def _inference_step(k: str, n: str, level: str | None, checks: list[str], output
 
 
 @dataclass(frozen=True, kw_only=True)
-class CoverageTest(Metric):
+class CoverageTest(TargetMetric):
     target: Target
     confidence_level: float | str
     ci_level: float = 0.95
@@ -574,7 +585,7 @@ def _slab_groups(n_features: int, delta: float, n_directions: int, seed: int, ch
 
 
 @dataclass(frozen=True, kw_only=True)
-class WorstSlab(Metric):
+class WorstSlab(TargetMetric):
     target: Target
     features: tuple[str, ...]
     delta: float = 0.1

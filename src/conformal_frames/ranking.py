@@ -36,7 +36,7 @@ import numpy as np
 from conformal_frames._params import check_level, level_row
 from conformal_frames._renames import renamed
 from conformal_frames.calibration import binary_row
-from conformal_frames.conditional import Target, _target
+from conformal_frames.conditional import Target, TargetMetric, _target
 from conformal_frames.core import Metric, Query, _to_lazy, evaluate_one
 from conformal_frames.sets import Label
 from conformal_frames.stats import ratio
@@ -403,7 +403,7 @@ def excess_risk_target_coverage(
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class ExcessRisk(Metric):
+class ExcessRisk(TargetMetric):
     """ERT per group: a per-group numpy step of the core (all rows of a group)."""
 
     target: Target
