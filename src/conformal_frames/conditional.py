@@ -270,6 +270,14 @@ def coverage_gap(
     weighted : bool, default False
         Weight each group's deviation by its size.
 
+    Returns
+    -------
+    CoverageGap
+        A metric object.  ``df.conformal.coverage_gap(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``coverage_gap`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
+
     Examples
     --------
     >>> import polars as pl
@@ -446,6 +454,37 @@ def coverage_test(
     on polars LazyFrames, eager-only on other lazy backends (collect first).
     An ungrouped eager call returns a test result: ``.statistic`` (coverage)
     and ``.pvalue``.
+
+    Parameters
+    ----------
+    y, lo, hi : str
+        Observed value and interval bounds (prediction intervals).
+    sets : str or list of str, optional
+        Prediction sets instead of intervals (with ``y`` the true label).
+    classes : list of int or str, optional
+        The labels of the sets (required with ``sets=``).
+    confidence_level : float or str
+        The target coverage ``t`` tested, in (0, 1); or the
+        name of a ``by=`` column holding each group's level.
+    ci_level : float, default 0.95
+        Confidence level of the interval of each group's coverage.
+    method : {"wilson", "clopper-pearson"}, default "wilson"
+        The confidence interval.
+    n_calibration : int, optional
+        Number of calibration points of a split-conformal predictor: the
+        null law becomes the exact Beta-binomial one.
+    significance : float, default 0.05
+        Size of the test: a group is flagged when its adjusted p-value is below it.
+    correction : {"holm", "bh", "none"}, default "holm"
+        The multiplicity adjustment across the groups of the result.
+
+    Returns
+    -------
+    CoverageTest
+        A metric object.  ``df.conformal.coverage_test(...)`` returns a
+        :class:`~conformal_frames.results.CoverageTestResult` on an eager frame without
+        ``by=``, otherwise a frame of the caller's type with the columns
+        ``coverage_test``, ``coverage_test_pvalue``, ... and ``n``.
 
     Examples
     --------
@@ -631,6 +670,31 @@ def worst_slab_coverage(
     O(n) vectorised scans; see :func:`min_slab_mean`), O(n) memory per
     direction, never a loop over all ``(a, b)`` pairs.  Needs all rows of a
     group: lazy on polars LazyFrames, eager-only on other lazy backends.
+
+    Parameters
+    ----------
+    y, lo, hi : str
+        Observed value and interval bounds (prediction intervals).
+    sets : str or list of str, optional
+        Prediction sets instead of intervals (with ``y`` the true label).
+    classes : list of int or str, optional
+        The labels of the sets (required with ``sets=``).
+    features : str or list of str
+        Numeric feature columns spanning the space of slabs.
+    delta : float, default 0.1
+        Smallest fraction of the group's rows a slab must hold, in (0, 1].
+    n_directions : int, default 1000
+        Number of random directions ``M``.
+    seed : int, default 0
+        Seed of the random directions.
+
+    Returns
+    -------
+    WorstSlab
+        A metric object.  ``df.conformal.worst_slab_coverage(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``worst_slab_coverage`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------

@@ -353,7 +353,8 @@ def _explode_table(lst: str, order: str, label: str | None, prefix: str) -> Any:
 
     def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         e, o, y, rid, hit, d, one, ne = (f"{prefix}{x}" for x in ("e", "o", "y", "rid", "hit", "d", "one", "ne"))
-        cols = [*keys, nw.col(lst).alias(e), nw.col(order).alias(o), *([nw.col(label).alias(y)] if label else [])]
+        cols: list[nw.Expr | str] = [*keys, nw.col(lst).alias(e), nw.col(order).alias(o)]
+        cols += [nw.col(label).alias(y)] if label else []
         r = rows.select(*cols).with_row_index(rid, order_by=[o]).explode(e).filter(~nw.col(e).is_null())
         aggs = [nw.col(e).n_unique().alias(d)]
         if label:
@@ -426,10 +427,20 @@ def set_coverage(
         Column of true labels (integers or strings).
     sets : str or list of str
         A list column of labels, or one boolean membership column per class.
-    classes : list of int or str
-        The possible labels; with membership columns, the label of each column.
+    classes : list of int or str, optional
+        The possible labels; required with membership columns (the label of
+        each column, in order).  With a list column and no ``classes``, the
+        labels come from the data (a repeated label counts once).
     ci_level : float, default 0.95
         Confidence level of the Wilson interval.
+
+    Returns
+    -------
+    SetCoverage
+        A metric object.  ``df.conformal.set_coverage(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``set_coverage`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
@@ -456,6 +467,23 @@ class SetSize(SetMetric):
 
 def set_size(sets: str | Sequence[str], *, classes: Sequence[Label] | None = None) -> SetSize:
     """Mean prediction-set size ``(1/n) * sum_i |C_i|``.
+
+    Parameters
+    ----------
+    sets : str or list of str
+        A list column of labels, or one boolean membership column per class.
+    classes : list of int or str, optional
+        The possible labels; required with membership columns (the label of
+        each column, in order).  With a list column and no ``classes``, the
+        labels come from the data (a repeated label counts once).
+
+    Returns
+    -------
+    SetSize
+        A metric object.  ``df.conformal.set_size(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``set_size`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
@@ -495,6 +523,23 @@ class EmptyRate(SizeRate):
 def singleton_rate(sets: str | Sequence[str], *, classes: Sequence[Label] | None = None) -> SizeRate:
     """Fraction of prediction sets with exactly one label.
 
+    Parameters
+    ----------
+    sets : str or list of str
+        A list column of labels, or one boolean membership column per class.
+    classes : list of int or str, optional
+        The possible labels; required with membership columns (the label of
+        each column, in order).  With a list column and no ``classes``, the
+        labels come from the data (a repeated label counts once).
+
+    Returns
+    -------
+    SizeRate
+        A metric object.  ``df.conformal.singleton_rate(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``singleton_rate`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
+
     Examples
     --------
     >>> import pandas as pd
@@ -508,6 +553,23 @@ def singleton_rate(sets: str | Sequence[str], *, classes: Sequence[Label] | None
 
 def empty_rate(sets: str | Sequence[str], *, classes: Sequence[Label] | None = None) -> SizeRate:
     """Fraction of empty prediction sets.
+
+    Parameters
+    ----------
+    sets : str or list of str
+        A list column of labels, or one boolean membership column per class.
+    classes : list of int or str, optional
+        The possible labels; required with membership columns (the label of
+        each column, in order).  With a list column and no ``classes``, the
+        labels come from the data (a repeated label counts once).
+
+    Returns
+    -------
+    SizeRate
+        A metric object.  ``df.conformal.empty_rate(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``empty_rate`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
@@ -607,6 +669,26 @@ def set_ssc(
     the coverage column and ``n`` (rows in the stratum).  Inside ``evaluate`` the
     strata are wide columns ``set_ssc_bin0``, ``set_ssc_bin0_n``, ...
 
+    Parameters
+    ----------
+    y : str
+        Column of true labels.
+    sets : str or list of str
+        A list column of labels, or one boolean membership column per class.
+    classes : list of int or str
+        The possible labels ``c_1..c_K`` (they fix the sizes ``0..K``); with
+        membership columns, the label of each column, in order.
+    n_bins : int, optional
+        ``None``: one stratum per size; an integer: that many contiguous
+        ranges of sizes.
+
+    Returns
+    -------
+    SetSSC
+        A metric object.  ``df.conformal.set_ssc(...)`` returns the long
+        table described above, a frame of the caller's type (lazy in, lazy
+        out); inside :func:`~conformal_frames.evaluate` the wide columns.
+
     Examples
     --------
     >>> import polars as pl
@@ -647,6 +729,27 @@ def set_ssc_score(
     """Minimum size-stratified coverage over the strata that have rows.
 
     See :func:`set_ssc`.
+
+    Parameters
+    ----------
+    y : str
+        Column of true labels.
+    sets : str or list of str
+        A list column of labels, or one boolean membership column per class.
+    classes : list of int or str
+        The possible labels ``c_1..c_K`` (they fix the sizes ``0..K``); with
+        membership columns, the label of each column, in order.
+    n_bins : int, optional
+        ``None``: one stratum per size; an integer: that many contiguous
+        ranges of sizes.
+
+    Returns
+    -------
+    SetSSCScore
+        A metric object.  ``df.conformal.set_ssc_score(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``set_ssc_score`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
