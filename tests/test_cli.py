@@ -112,7 +112,7 @@ def test_level_column(tmp_path: Path, capsys) -> None:
             "hi",
             "--by",
             "model",
-            "--level-col",
+            "--confidence-level",
             "level",
             "--no-plots",
         ]
@@ -141,7 +141,9 @@ def test_exit_codes(parquet: Path, tmp_path: Path, capsys) -> None:
     garbage.write_bytes(b"not parquet at all")
     assert cli.main(["report", str(garbage), "--y", "y", "--lo", "lo", "--hi", "hi"]) == cli.EXIT_INPUT
     assert cli.main(["report", str(parquet), "--y", "y"]) == cli.EXIT_USAGE
-    assert "missing lo=, hi=" in capsys.readouterr().err
+    assert "--y alone is not enough: give --lo and --hi (intervals)" in capsys.readouterr().err
+    assert cli.main(["report", str(parquet), "--y", "y", "--lo", "lo"]) == cli.EXIT_USAGE
+    assert "interval metrics need --y, --lo and --hi; missing --hi" in capsys.readouterr().err
     assert cli.main(["report", str(parquet), *ARGS, "--fail-on-under-coverage", "-q"]) == cli.EXIT_UNDER_COVERED
     with pytest.raises(SystemExit) as exc:
         cli.main(["report", str(parquet), "--confidence-level", "90"])
@@ -157,7 +159,8 @@ def test_exit_codes(parquet: Path, tmp_path: Path, capsys) -> None:
         == cli.EXIT_INVALID_ROWS
     )
     captured = capsys.readouterr()
-    assert "1 rows have invalid values" in captured.err and "conformal-frames report" in captured.out
+    assert "conformal-frames: error: 1 row with invalid values" in captured.err
+    assert "conformal-frames report" in captured.out
 
 
 def test_help_is_complete(capsys) -> None:
@@ -168,13 +171,17 @@ def test_help_is_complete(capsys) -> None:
         "--y",
         "--lo",
         "--hi",
-        "--label",
         "--score",
-        "--set",
+        "--score-y",
+        "--sets",
         "--by",
-        "--level-col",
         "--confidence-level",
-        "--alpha",
+        "--significance",
+        "--invalid",
+        "--null-values",
+        "--decimal-comma",
+        "--max-rows",
+        "--max-segments",
         "--correction",
         "--out",
         "--format",
@@ -188,7 +195,9 @@ def test_help_is_complete(capsys) -> None:
         "--memory",
     ):
         assert flag in text, flag
-    assert "exit codes:" in text and "5  --fail-on-under-coverage" in text
+    assert "exit codes:" in text and "5  --fail-on-under-coverage" in text and "6  --fail-on-under-coverage" in text
+    for old in ("--label", "--set ", "--level-col", "--alpha", "--num-bins", "--ssc-bins"):
+        assert old not in text
 
 
 def test_demo_uses_the_report(capsys) -> None:
@@ -251,8 +260,7 @@ def test_calibration_columns(tmp_path: Path, capsys) -> None:
         {"campaign": rng.choice(["a", "b"], 4000), "p": score, "clicked": (rng.uniform(0, 1, 4000) < score).astype(int)}
     ).write_parquet(path)
     assert (
-        cli.main(["report", str(path), "--label", "clicked", "--score", "p", "--by", "campaign", "--format", "json"])
-        == 0
+        cli.main(["report", str(path), "--y", "clicked", "--score", "p", "--by", "campaign", "--format", "json"]) == 0
     )
     data = json.loads(capsys.readouterr().out)
     assert data["summary"]["families"] == ["calibration"]
@@ -281,7 +289,7 @@ def test_prediction_sets(tmp_path: Path, capsys) -> None:
     pl.DataFrame({"g": ["a", "a", "b", "b"], "y": [0, 1, 2, 2], "s": [[0], [0, 2], [2], [1]]}).write_parquet(path)
     assert (
         cli.main(
-            ["report", str(path), "--label", "y", "--set", "s", "--classes", "0,1,2", "--by", "g", "--format", "json"]
+            ["report", str(path), "--y", "y", "--sets", "s", "--classes", "0,1,2", "--by", "g", "--format", "json"]
         )
         == 0
     )
