@@ -392,3 +392,30 @@ def test_bh_correction_and_significance_come_from_coverage_test() -> None:
     assert "Benjamini-Hochberg, significance=1e-06" in rep.summary["test"]
     with pytest.raises(ValueError, match="correction must be"):
         report(data, y="y", lo="lo", hi="hi", confidence_level=0.9, correction="bonferroni")
+
+
+def test_many_segments_stay_readable() -> None:
+    """2,000 segments: text and HTML tables capped with a count; the full table stays available."""
+    import polars as pl
+
+    rng = np.random.default_rng(11)
+    n = 20_000
+    seg = rng.integers(0, 2000, n)
+    y = rng.standard_normal(n)
+    half = np.where(seg == 1234, 0.0, 1.645)
+    df = pl.DataFrame({"seg": [f"s{i:04d}" for i in seg], "y": y, "lo": -half, "hi": half})
+    rep = report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9)
+    groups = rep.summary["groups"]
+    assert groups > 1900 and rep.table.height == groups  # the full table
+    text = str(rep)
+    assert len(text.splitlines()) < 200
+    assert f"... {groups - 50:,} more groups not shown (the full table: rep.frame('intervals'))" in text
+    interval_rows = text.split("Interval metrics per group\n")[1].split("\n\n")[0].splitlines()
+    assert len(interval_rows) == 2 + 50 + 1  # header, separator, 50 groups, the count
+    assert any(line.startswith("s1234 ") for line in interval_rows)  # the flagged segment is shown
+    page = rep.to_html(plots=False)
+    assert len(page) < 200_000
+    assert page.count("<tr") == 2 * (1 + 50)  # intervals and ssc: header and 50 groups each
+    assert f"{groups - 50:,} more groups not shown" in page
+    rep.max_rows = None
+    assert len(str(rep).splitlines()) > 2 * groups

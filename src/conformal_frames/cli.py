@@ -91,11 +91,10 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (``conformal-frames: error: ...``, exit 2)."""
+    """argparse with one-line errors (``conformal-frames: error: ...``, exit 2, from :func:`main`)."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"conformal-frames: error: {message} (see {self.prog} --help)", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
+        raise CLIError(f"{message} (see {self.prog} --help)", EXIT_USAGE)
 
 
 class _Renamed(argparse.Action):
