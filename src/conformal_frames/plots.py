@@ -205,7 +205,9 @@ def _flags(t: nw.DataFrame) -> np.ndarray:
     return np.array([v is True or v == 1 for v in t.get_column("under_covered").to_list()], bool)
 
 
-def _draw_coverage(ax: Any, sel: np.ndarray, ypos: np.ndarray, arrays: dict[str, np.ndarray], color: Any, name: str):
+def _draw_coverage(
+    ax: Any, sel: np.ndarray, ypos: np.ndarray, arrays: dict[str, np.ndarray], color: Any, name: str
+) -> None:
     cov, low, high, flag = arrays["cov"], arrays["low"], arrays["high"], arrays["flag"]
     for f in (False, True):
         s = sel & (flag == f)
@@ -629,11 +631,11 @@ def reliability_diagram(
     matplotlib.axes.Axes
     """
     seg = core._as_keys(by)
-    if y is not None or score is not None:
-        if None in (y, score):
-            msg = "give both y= and score= (raw rows) or neither (a reliability table)"
-            raise ValueError(msg)
+    if y is not None and score is not None:
         t = _eager(reliability_table(data, y=y, score=score, n_bins=n_bins, by=seg or None))
+    elif y is not None or score is not None:
+        msg = "give both y= and score= (raw rows) or neither (a reliability table)"
+        raise ValueError(msg)
     else:
         t = _eager(data)
     cols = {k: _pick(t, k) for k in _REL_COLUMNS}

@@ -133,6 +133,7 @@ class Plan:
 
     def _sets(self, y: str, sets: str) -> list[core.Metric]:
         classes = self.classes
+        assert classes is not None  # filled from the data by the report when not given
         return [
             self._coverage("sets", y, sets=sets, classes=classes),
             set_size(sets, classes=classes),

@@ -10,7 +10,6 @@ available from the :class:`~conformal_frames.report.Report`.
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -88,7 +87,8 @@ def rank(t: nw.DataFrame) -> np.ndarray:
         cov = floats(t, cov_col)
         target = floats(t, "target") if "target" in t.columns else np.zeros(m)
         p = floats(t, "pvalue_adjusted") if "pvalue_adjusted" in t.columns else np.ones(m)
-        flagged = np.array([v is True for v in t.get_column("under_covered").to_list()]) if p.size else p
+        flags = t.get_column("under_covered").to_list() if "under_covered" in t.columns else [False] * m
+        flagged = np.array([v is True for v in flags], dtype=bool)
         untested = np.isnan(cov) | np.isnan(p)
         score = np.where(flagged, 0, np.where(untested, 1, 2))
         return np.lexsort((np.nan_to_num(cov - target, nan=0.0), np.nan_to_num(p, nan=1.0), score))
@@ -245,7 +245,3 @@ def header_lines(s: dict[str, Any], keys: list[str], columns: dict[str, str], ma
         lines.append(f"note: {plural(s['dropped_rows'], 'row')} with invalid values dropped (n counts the valid rows)")
     lines += [f"note: {note}" for note in s.get("notes", [])]
     return lines
-
-
-def is_nan(v: Any) -> bool:
-    return isinstance(v, float) and math.isnan(v)
