@@ -67,6 +67,7 @@ class Report:
     max_rows: int | None = MAX_ROWS
     max_segments: int | None = MAX_SEGMENTS
     _figures: dict[str, Any] = field(default_factory=dict, repr=False)
+    _figures_cap: int | None = field(default=None, repr=False)
 
     # -- frames -----------------------------------------------------------
     @property
@@ -124,10 +125,10 @@ class Report:
     # -- plots ------------------------------------------------------------
     def figures(self) -> dict[str, Any]:
         """The report's plots (matplotlib Figures) by name; needs the ``[plot]`` extra."""
-        if not self._figures:
+        if not self._figures or self._figures_cap != self.max_segments:
             from conformal_frames.plots import report_figures  # plots never imports the report
 
-            self._figures = report_figures(self)
+            self._figures, self._figures_cap = report_figures(self), self.max_segments
         return self._figures
 
     # -- rendering --------------------------------------------------------
