@@ -102,7 +102,7 @@ def interval_metrics(use_y: bool = True) -> Callable[[], list[cf.Metric]]:
                 cf.coverage("y", "lo", "hi"),
                 cf.winkler("y", "lo", "hi", confidence_level=0.9),
                 cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=0.9),
-                cf.ssc_score("y", "lo", "hi", num_bins=2),
+                cf.ssc_score("y", "lo", "hi", n_bins=2),
             ]
         return out
 
@@ -110,7 +110,7 @@ def interval_metrics(use_y: bool = True) -> Callable[[], list[cf.Metric]]:
 
 
 def calibration_metrics() -> list[cf.Metric]:
-    return [cf.ece("label", "score", num_bins=5), cf.brier("label", "score"), cf.ks_test("label", "score")]
+    return [cf.ece("label", "score", n_bins=5), cf.brier("label", "score"), cf.ks_test("label", "score")]
 
 
 def ranking_metrics() -> list[cf.Metric]:
@@ -122,7 +122,7 @@ def set_metrics() -> list[cf.Metric]:
 
 
 def efficiency_metrics() -> list[cf.Metric]:
-    return [cf.efficiency_criteria("label3", ["p0", "p1", "p2"], classes=[0, 1, 2], significance=0.25)]
+    return [cf.efficiency_criteria("label3", ["p0", "p1", "p2"], classes=[0, 1, 2], confidence_level=0.75)]
 
 
 MISSING = "has missing \\(null/NaN\\) or infinite values in 1 row"
@@ -199,7 +199,7 @@ CASES: list[Case] = [
         "pvalues-classes-mismatch",
         "p-value columns that do not match classes",
         "error",
-        metrics=lambda: [cf.efficiency_criteria("label3", ["p0", "p1", "p2"], classes=[0, 1], significance=0.1)],
+        metrics=lambda: [cf.efficiency_criteria("label3", ["p0", "p1", "p2"], classes=[0, 1], confidence_level=0.9)],
         error=(ValueError, r"mismatched classes and p-value columns: 3 columns \['p0', 'p1', 'p2'\] but 2 classes"),
     ),
     Case(
@@ -212,11 +212,11 @@ CASES: list[Case] = [
     # -- parameters -----------------------------------------------------------
     *[
         Case(
-            f"num-bins-{v!r}",
-            f"num_bins={v!r}",
+            f"n-bins-{v!r}",
+            f"n_bins={v!r}",
             "error",
-            metrics=lambda v=v: [cf.ece("label", "score", num_bins=v)],
-            error=(ValueError, rf"num_bins must be a positive integer, got {v!r}"),
+            metrics=lambda v=v: [cf.ece("label", "score", n_bins=v)],
+            error=(ValueError, rf"n_bins must be a positive integer, got {v!r}"),
         )
         for v in (0, -1, 2.5, True)
     ],
@@ -232,11 +232,11 @@ CASES: list[Case] = [
     ],
     *[
         Case(
-            f"significance-{v!r}",
-            f"significance={v!r}",
+            f"efficiency-confidence-level-{v!r}",
+            f"efficiency_criteria(confidence_level={v!r})",
             "error",
-            metrics=lambda v=v: [cf.efficiency_criteria(None, ["p0", "p1", "p2"], significance=v)],
-            error=(ValueError, rf"significance must be a number strictly between 0 and 1, got {v!r}"),
+            metrics=lambda v=v: [cf.efficiency_criteria(None, ["p0", "p1", "p2"], confidence_level=v)],
+            error=(ValueError, rf"confidence_level must be a number strictly between 0 and 1, got {v!r}"),
         )
         for v in (0.0, 1.0, -0.5, 2)
     ],
@@ -418,7 +418,7 @@ def _small_groups_check(out: pd.DataFrame, case: Case) -> None:
         assert_close(out["coverage"][row], oracle.coverage(y[i], lo[i], hi[i]), what=f"coverage {key}")
         assert_close(out["ssc_score"][row], oracle.ssc_score(y[i], lo[i], hi[i], 3), what=f"ssc {key}")
         assert_close(out["ece"][row], ocal.ece(label[i], score[i], 5), what=f"ece {key}")
-        assert_close(out["ks"][row], ocal.ks(label[i], score[i])[0], what=f"ks {key}")
+        assert_close(out["ks_test"][row], ocal.ks(label[i], score[i])[0], what=f"ks {key}")
 
 
 def _constant_width_check(out: pd.DataFrame, case: Case) -> None:
@@ -437,7 +437,9 @@ def _extreme_scores_check(out: pd.DataFrame, case: Case) -> None:
         ks, ks_p = ocal.ks(label[i], score[i])
         ku, ku_p = ocal.kuiper(label[i], score[i])
         assert_close(
-            out[["ks", "ks_pvalue", "kuiper", "kuiper_pvalue"]].iloc[row].to_numpy(dtype=float, na_value=np.nan),
+            out[["ks_test", "ks_test_pvalue", "kuiper_test", "kuiper_test_pvalue"]]
+            .iloc[row]
+            .to_numpy(dtype=float, na_value=np.nan),
             [ks, ks_p, ku, ku_p],
             what=f"tests {key}",
         )
@@ -503,8 +505,8 @@ CASES += [
         frame={"g": ["one", "two", "two"], **{k: BASE[k][:3] for k in ("y", "lo", "hi", "label", "score")}},
         metrics=lambda: [
             cf.coverage("y", "lo", "hi"),
-            cf.ssc_score("y", "lo", "hi", num_bins=3),
-            cf.ece("label", "score", num_bins=5),
+            cf.ssc_score("y", "lo", "hi", n_bins=3),
+            cf.ece("label", "score", n_bins=5),
             cf.ks_test("label", "score"),
         ],
         check=_small_groups_check,
@@ -517,7 +519,7 @@ CASES += [
         frame=data(
             lo=[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], hi=[2.0, 3.0, 4.0, 5.0, 6.0, 7.0], y=[1.0, 3.5, 3.0, 1.0, 5.0, 8.0]
         ),
-        metrics=lambda: [cf.ssc("y", "lo", "hi", num_bins=3), cf.ssc_score("y", "lo", "hi", num_bins=3)],
+        metrics=lambda: [cf.ssc("y", "lo", "hi", n_bins=3), cf.ssc_score("y", "lo", "hi", n_bins=3)],
         check=_constant_width_check,
     ),
     Case(
@@ -528,7 +530,7 @@ CASES += [
         metrics=lambda: [
             cf.ks_test("label", "score"),
             cf.kuiper_test("label", "score"),
-            cf.ece("label", "score", num_bins=4),
+            cf.ece("label", "score", n_bins=4),
             cf.brier("label", "score"),
         ],
         check=_extreme_scores_check,

@@ -14,9 +14,9 @@ SEEDS = [0, 1, 2]
 
 def _metrics():
     return [
-        cf.coverage("y", "lo", "hi", ci=0.9),
+        cf.coverage("y", "lo", "hi", ci_level=0.9),
         cf.width("lo", "hi"),
-        cf.ssc_score("y", "lo", "hi", num_bins=3),
+        cf.ssc_score("y", "lo", "hi", n_bins=3),
         cf.winkler("y", "lo", "hi", confidence_level=0.9),
         cf.cwc("y", "lo", "hi", eta=0.5, confidence_level=0.9),
     ]
@@ -64,7 +64,7 @@ def test_ungrouped_metrics_match_oracle(constructor, seed):
 @pytest.mark.parametrize("num_bins", [1, 2, 3, 4])
 def test_ssc_long_matches_oracle(constructor, seed, num_bins):
     d = random_intervals(seed)
-    out = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", num_bins=num_bins, by="g"))
+    out = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", n_bins=num_bins, by="g"))
     expected = []
     for key, idx in group_dict(d["g"]).items():
         for b, cov, n in oracle.ssc(d["y"][idx], d["lo"][idx], d["hi"][idx], num_bins):
@@ -79,8 +79,8 @@ def test_ssc_is_independent_of_row_order(constructor):
     d = random_intervals(5)
     perm = np.random.default_rng(9).permutation(len(d["y"]))
     shuffled = {k: v[perm] for k, v in d.items()}
-    a = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", num_bins=4, by="g"))
-    b = to_pandas(cf.conformal(constructor(shuffled)).ssc("y", "lo", "hi", num_bins=4, by="g"))
+    a = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", n_bins=4, by="g"))
+    b = to_pandas(cf.conformal(constructor(shuffled)).ssc("y", "lo", "hi", n_bins=4, by="g"))
     assert_close(a["ssc"], b["ssc"])
 
 
@@ -88,7 +88,7 @@ def test_ssc_constant_widths_ties_broken_by_coverage(constructor):
     # all widths equal: bins follow the (width, covered) order, so the
     # uncovered rows fill the first bin whatever the row order
     d = {"y": np.array([0.0, 5.0, 0.0, 5.0, 0.0, 0.0]), "lo": np.full(6, -1.0), "hi": np.full(6, 1.0)}
-    out = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", num_bins=3))
+    out = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", n_bins=3))
     assert_close(out["ssc"], [0.0, 1.0, 1.0])
     assert_close(out["n"], [2, 2, 2])
 
@@ -125,7 +125,7 @@ def test_backends_agree(constructor, seed):
     import polars as pl
 
     d = random_intervals(seed)
-    metrics = [*_metrics(), cf.ssc("y", "lo", "hi", num_bins=2)]
+    metrics = [*_metrics(), cf.ssc("y", "lo", "hi", n_bins=2)]
     reference = to_pandas(cf.evaluate(pl.DataFrame(d), *metrics, by="g"))
     out = to_pandas(cf.evaluate(constructor(d), *metrics, by="g"))
     cols = [c for c in reference.columns if c != "g"]

@@ -100,12 +100,12 @@ def test_null_group_keys(constructor):
             cf.evaluate(frame, cf.coverage("y", "lo", "hi"), by="g")
 
 
-@pytest.mark.parametrize("num_bins", [0, -1, 2.5, True, "3", None])
-def test_invalid_num_bins(num_bins):
-    with pytest.raises(ValueError, match=rf"num_bins must be a positive integer, got {num_bins!r}"):
-        cf.ssc("y", "lo", "hi", num_bins=num_bins)
-    with pytest.raises(ValueError, match="num_bins must be a positive integer"):
-        cf.ssc_score("y", "lo", "hi", num_bins=num_bins)
+@pytest.mark.parametrize("n_bins", [0, -1, 2.5, True, "3", None])
+def test_invalid_n_bins(n_bins):
+    with pytest.raises(ValueError, match=rf"n_bins must be a positive integer, got {n_bins!r}"):
+        cf.ssc("y", "lo", "hi", n_bins=n_bins)
+    with pytest.raises(ValueError, match="n_bins must be a positive integer"):
+        cf.ssc_score("y", "lo", "hi", n_bins=n_bins)
 
 
 @pytest.mark.parametrize("level", [0, 1, -0.1, 1.5, math.nan, True, "0.9"])
@@ -116,10 +116,10 @@ def test_invalid_confidence_level(level):
         cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=level)
 
 
-@pytest.mark.parametrize("ci", [0, 1, 2.0, math.nan])
-def test_invalid_ci(ci):
-    with pytest.raises(ValueError, match="ci must be a number strictly between 0 and 1"):
-        cf.coverage("y", "lo", "hi", ci=ci)
+@pytest.mark.parametrize("ci_level", [0, 1, 2.0, math.nan])
+def test_invalid_ci_level(ci_level):
+    with pytest.raises(ValueError, match="ci_level must be a number strictly between 0 and 1"):
+        cf.coverage("y", "lo", "hi", ci_level=ci_level)
 
 
 @pytest.mark.parametrize("sizes", [(1,), (1, 2, 3), (0, 1), (1, -2), (1, math.inf), (True, 1), "ab", 3])

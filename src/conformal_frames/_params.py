@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from numbers import Real
 from typing import Any
 
@@ -15,7 +16,18 @@ def check_probability(value: Any, name: str) -> float:
     return float(value)
 
 
-def check_bins(value: Any, name: str = "num_bins") -> int:
+def complement(level: float) -> float:
+    """``1 - level`` as the decimal the user wrote: ``complement(0.9) == 0.1``.
+
+    Float subtraction gives ``1 - 0.9 == 0.09999999999999998``; a p-value of
+    exactly 0.1 must compare as with the significance level 0.1 itself.  The
+    difference is taken on the shortest decimal form of ``level`` and rounded
+    once to the nearest double.
+    """
+    return float(Decimal(1) - Decimal(repr(float(level))))
+
+
+def check_bins(value: Any, name: str = "n_bins") -> int:
     """A positive integer (not a bool, not a float)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         msg = f"{name} must be a positive integer, got {value!r}"

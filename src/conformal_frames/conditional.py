@@ -22,7 +22,7 @@ a row is *covered* when ``lo <= y <= hi`` or ``y in C``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
 from typing import Any, Literal
@@ -31,8 +31,10 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._params import check_probability
+from conformal_frames._renames import renamed
 from conformal_frames.core import Metric, Query
 from conformal_frames.intervals import covered_row
+from conformal_frames.results import CoverageTestResult
 from conformal_frames.sets import Label, SetSpec, set_covered_row, set_spec
 from conformal_frames.stats import ratio, wilson_interval
 
@@ -363,10 +365,10 @@ def _inference_step(k: str, n: str, level: str | None, checks: list[str], output
         ok &= ~np.isnan(p)
         p_holm, p_bh = holm(p), benjamini_hochberg(p)
         chosen = {"holm": p_holm, "bh": p_bh, "none": p}[spec["correction"]]
-        flag = np.where(np.isnan(chosen), np.nan, (chosen < spec["alpha"]).astype(float))
+        flag = (chosen < spec["significance"]).astype(float)  # NaN: False (no evidence)
         out = dict(zip(outputs[:4], (p, p_holm, p_bh, flag)))
         if spec["method"] == "clopper-pearson":
-            half = (1.0 - spec["ci"]) / 2
+            half = (1.0 - spec["ci_level"]) / 2
             with np.errstate(invalid="ignore", divide="ignore"):
                 low = np.where(kk > 0, beta.ppf(half, kk, nn - kk + 1), 0.0)
                 high = np.where(kk < nn, beta.ppf(1 - half, kk + 1, nn - kk), 1.0)
@@ -381,13 +383,20 @@ def _inference_step(k: str, n: str, level: str | None, checks: list[str], output
 class CoverageTest(Metric):
     target: Target
     confidence_level: float | str
-    ci: float = 0.95
+    ci_level: float = 0.95
     method: str = "wilson"
     n_calibration: int | None = None
-    alpha: float = 0.05
+    significance: float = 0.05
     correction: str = "holm"
     default_name = "coverage_test"
     kind = "test"
+    result = CoverageTestResult
+
+    def test_result(self, row: Mapping[str, Any]) -> CoverageTestResult:
+        name = self.output_name
+        adjusted = {"holm": "pvalue_holm", "bh": "pvalue_bh", "none": "pvalue"}[self.correction]
+        values = {**row, f"{name}_pvalue_adjusted": row[f"{name}_{adjusted}"]}
+        return CoverageTestResult.from_row(values, name)  # type: ignore[return-value]
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         covered = self.target.covered(q)
@@ -398,7 +407,7 @@ class CoverageTest(Metric):
         suffixes = ["pvalue", "pvalue_holm", "pvalue_bh", "flag"]
         out: dict[str, nw.Expr | None] = {"": ratio(k, q.n)}
         if self.method == "wilson":
-            low, high = wilson_interval(k, q.n, self.ci)
+            low, high = wilson_interval(k, q.n, self.ci_level)
             out.update({"ci_low": low, "ci_high": high})
         else:
             suffixes += ["ci_low", "ci_high"]
@@ -406,10 +415,10 @@ class CoverageTest(Metric):
         spec = {
             "confidence_level": self.confidence_level,
             "n_calibration": self.n_calibration,
-            "alpha": self.alpha,
+            "significance": self.significance,
             "correction": self.correction,
             "method": self.method,
-            "ci": self.ci,
+            "ci_level": self.ci_level,
         }
         level = level_row(q, self.confidence_level)
         level_agg = q.agg("min", level) if level is not None else None
@@ -417,10 +426,12 @@ class CoverageTest(Metric):
         outputs = [f"{name}_{s}" for s in suffixes]
         what = f"{name} (exact binomial / beta tails: scipy on the per-group table)"
         inputs = [k_name, n_name, *([level_agg] if level_agg else []), *checks]
-        q.numpy(inputs, outputs, _inference_step(k_name, n_name, level_agg, checks, outputs, spec), what=what)
+        step = _inference_step(k_name, n_name, level_agg, checks, outputs, spec)
+        q.numpy(inputs, outputs, step, what=what, boolean=[f"{name}_flag"])
         return out
 
 
+@renamed(ci="ci_level", alpha="significance")
 def coverage_test(
     y: str,
     lo: str | None = None,
@@ -429,10 +440,10 @@ def coverage_test(
     sets: str | Sequence[str] | None = None,
     classes: Sequence[Label] | None = None,
     confidence_level: float | str,
-    ci: float = 0.95,
+    ci_level: float = 0.95,
     method: Literal["wilson", "clopper-pearson"] = "wilson",
     n_calibration: int | None = None,
-    alpha: float = 0.05,
+    significance: float = 0.05,
     correction: Literal["holm", "bh", "none"] = "holm",
 ) -> CoverageTest:
     """Per-group coverage with a confidence interval and an under-coverage test.
@@ -440,7 +451,7 @@ def coverage_test(
     For each ``by=`` group with ``k`` covered rows out of ``n``:
 
     - ``coverage_test = k / n``, with ``_ci_low`` / ``_ci_high`` the binomial
-      confidence interval at level ``ci`` (``method="wilson"``: Wilson score
+      confidence interval at level ``ci_level`` (``method="wilson"``: Wilson score
       interval; ``"clopper-pearson"``: exact, ``scipy.stats.beta.ppf``);
     - ``_pvalue``: one-sided test of ``H0: coverage >= t`` (``t =
       confidence_level``) against ``coverage < t``: ``P(K <= k)`` with ``K ~
@@ -452,8 +463,8 @@ def coverage_test(
     - ``_pvalue_holm`` (family-wise error) and ``_pvalue_bh``
       (Benjamini-Hochberg false discovery rate): adjusted across all groups of
       the result;
-    - ``_flag``: 1.0 where the adjusted p-value (``correction=``) is below
-      ``alpha``, else 0.0.
+    - ``_flag`` (Boolean): True where the adjusted p-value (``correction=``)
+      is below ``significance``, else False (also when the p-value is null).
 
     ``confidence_level`` may name a ``by=`` column holding each group's target
     (levels stacked in long format): ``by=["level", "segment"],
@@ -478,10 +489,10 @@ def coverage_test(
     ┌─────┬───────────────┬────────────────────┐
     │ seg ┆ coverage_test ┆ coverage_test_flag │
     │ --- ┆ ---           ┆ ---                │
-    │ str ┆ f64           ┆ f64                │
+    │ str ┆ f64           ┆ bool               │
     ╞═════╪═══════════════╪════════════════════╡
-    │ a   ┆ 1.0           ┆ 0.0                │
-    │ b   ┆ 0.6           ┆ 1.0                │
+    │ a   ┆ 1.0           ┆ false              │
+    │ b   ┆ 0.6           ┆ true               │
     └─────┴───────────────┴────────────────────┘
 
     References
@@ -513,10 +524,10 @@ def coverage_test(
     return CoverageTest(
         target=_target(y, lo, hi, sets, classes),
         confidence_level=level,
-        ci=check_probability(ci, "ci"),
+        ci_level=check_probability(ci_level, "ci_level"),
         method=method,
         n_calibration=n_calibration,
-        alpha=check_probability(alpha, "alpha"),
+        significance=check_probability(significance, "significance"),
         correction=correction,
     )
 

@@ -20,6 +20,7 @@ from conformal_frames._params import (
     check_positive_pair,
     check_probability,
 )
+from conformal_frames._renames import renamed
 from conformal_frames.core import Metric, Query
 from conformal_frames.gauss import grouped_gauss_form
 from conformal_frames.stats import min_of, ratio, wilson_interval
@@ -59,28 +60,29 @@ class Coverage(Metric):
     y: str
     lo: str
     hi: str
-    ci: float = 0.95
+    ci_level: float = 0.95
     default_name = "coverage"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         k = q.sum(covered_row(q, self.y, self.lo, self.hi))
-        low, high = wilson_interval(k, q.n, self.ci)
+        low, high = wilson_interval(k, q.n, self.ci_level)
         return {"": ratio(k, q.n), "ci_low": low, "ci_high": high}
 
 
-def coverage(y: str, lo: str, hi: str, *, ci: float = 0.95) -> Coverage:
+@renamed(ci="ci_level")
+def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95) -> Coverage:
     """Empirical coverage of prediction intervals, with a Wilson interval.
 
     ``coverage = (1/n) * sum_i 1[lo_i <= y_i <= hi_i]`` (both bounds
     inclusive).  Grouped and ``evaluate`` output also carry
     ``coverage_ci_low`` / ``coverage_ci_high``: the Wilson score interval of
-    the binomial proportion at confidence ``ci``.
+    the binomial proportion at confidence ``ci_level``.
 
     Parameters
     ----------
     y, lo, hi : str
         Columns of the observed value and the interval's lower / upper bound.
-    ci : float, default 0.95
+    ci_level : float, default 0.95
         Confidence level of the Wilson interval, in (0, 1).
 
     Returns
@@ -103,8 +105,8 @@ def coverage(y: str, lo: str, hi: str, *, ci: float = 0.95) -> Coverage:
     E. B. Wilson (1927), "Probable inference, the law of succession, and
     statistical inference", JASA 22(158), 209-212.
     """
-    check_probability(ci, "ci")
-    return Coverage(y=y, lo=lo, hi=hi, ci=ci)
+    check_probability(ci_level, "ci_level")
+    return Coverage(y=y, lo=lo, hi=hi, ci_level=ci_level)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,14 +139,14 @@ def width(lo: str, hi: str) -> Width:
 # ---------------------------------------------------------------------------
 # size-stratified coverage
 # ---------------------------------------------------------------------------
-def _ssc_table(width_col: str, covered_col: str, num_bins: int, prefix: str):
+def _ssc_table(width_col: str, covered_col: str, n_bins: int, prefix: str):
     """Sub-query: per group, rows of each equal-count width bin and covered rows.
 
     Rows are ordered by (width, covered); rows tied on both are
     interchangeable, so the counts do not depend on row order or backend.  Each
     distinct (width, covered) cell occupies positions ``[start, end)`` of that
     order; bin ``b`` occupies ``[lo_b, hi_b)`` with sizes that differ by at most
-    one (the first ``n % num_bins`` bins get one extra row).
+    one (the first ``n % n_bins`` bins get one extra row).
     """
 
     def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
@@ -158,29 +160,29 @@ def _ssc_table(width_col: str, covered_col: str, num_bins: int, prefix: str):
             (running.over(*keys, order_by=order) if keys else running.over(order_by=order)).alias(end),
             (total.over(*keys) if keys else total).alias(n),
         )
-        size = (nw.col(n) / num_bins).floor()
-        extra = nw.col(n) - size * num_bins
+        size = (nw.col(n) / n_bins).floor()
+        extra = nw.col(n) - size * n_bins
         start = nw.col(end) - nw.col(cnt)
         parts = []
-        for b in range(num_bins):
+        for b in range(n_bins):
             bin_lo = size * b + nw.min_horizontal(nw.lit(float(b)), extra)
             bin_hi = bin_lo + size + nw.when(extra > b).then(nw.lit(1.0)).otherwise(nw.lit(0.0))
             overlap = (nw.min_horizontal(nw.col(end), bin_hi) - nw.max_horizontal(start, bin_lo)).clip(lower_bound=0.0)
             parts += [overlap.alias(f"{prefix}n{b}"), (overlap * nw.col(covered_col)).alias(f"{prefix}k{b}")]
         cells = cells.with_columns(*parts)
-        sums = [nw.col(f"{prefix}{s}{b}").sum() for b in range(num_bins) for s in ("n", "k")]
+        sums = [nw.col(f"{prefix}{s}{b}").sum() for b in range(n_bins) for s in ("n", "k")]
         return cells.group_by(*keys).agg(*sums) if keys else cells.select(*sums)
 
     return build
 
 
-def _ssc_bins(q: Query, y: str, lo: str, hi: str, num_bins: int) -> list[tuple[nw.Expr, nw.Expr]]:
+def _ssc_bins(q: Query, y: str, lo: str, hi: str, n_bins: int) -> list[tuple[nw.Expr, nw.Expr]]:
     """(coverage, rows) expressions of each width bin; coverage null when empty."""
     w = width_row(q, lo, hi)
     c = covered_row(q, y, lo, hi)
-    prefix = f"__cf_ssc{num_bins}_{w}_{c}_"
-    q.table(("ssc", w, c, num_bins), _ssc_table(w, c, num_bins, prefix), [])
-    return [(ratio(nw.col(f"{prefix}k{b}"), nw.col(f"{prefix}n{b}")), nw.col(f"{prefix}n{b}")) for b in range(num_bins)]
+    prefix = f"__cf_ssc{n_bins}_{w}_{c}_"
+    q.table(("ssc", w, c, n_bins), _ssc_table(w, c, n_bins, prefix), [])
+    return [(ratio(nw.col(f"{prefix}k{b}"), nw.col(f"{prefix}n{b}")), nw.col(f"{prefix}n{b}")) for b in range(n_bins)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,14 +190,14 @@ class SSC(Metric):
     y: str
     lo: str
     hi: str
-    num_bins: int = 3
+    n_bins: int = 3
     default_name = "ssc"
     kind = "table"
     long = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         out: dict[str, nw.Expr | None] = {}
-        for b, (cov, rows) in enumerate(_ssc_bins(q, self.y, self.lo, self.hi, self.num_bins)):
+        for b, (cov, rows) in enumerate(_ssc_bins(q, self.y, self.lo, self.hi, self.n_bins)):
             out[f"bin{b}"] = cov
             out[f"bin{b}_n"] = rows
         return out
@@ -209,21 +211,22 @@ class SSC(Metric):
                 nw.col(f"{name}_bin{b}").alias(name),
                 nw.col(f"{name}_bin{b}_n").fill_null(0.0).cast(nw.Int64).alias("n"),
             )
-            for b in range(self.num_bins)
+            for b in range(self.n_bins)
         ]
         long = nw.concat(parts, how="vertical")
         return long.filter(nw.col("n") > 0).sort(*keys, "bin")
 
 
-def ssc(y: str, lo: str, hi: str, *, num_bins: int = 3) -> SSC:
+@renamed(num_bins="n_bins")
+def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSC:
     """Size-stratified coverage: coverage within equal-count bins of width.
 
-    Rows are sorted by width ``w = hi - lo`` and split into ``num_bins`` bins
-    whose sizes differ by at most one (the first ``n % num_bins`` bins get one
+    Rows are sorted by width ``w = hi - lo`` and split into ``n_bins`` bins
+    whose sizes differ by at most one (the first ``n % n_bins`` bins get one
     extra row); the coverage of each bin is reported.  Ties in width are
     broken by the coverage indicator, which makes the result independent of
     row order and identical on every backend (rows tied on both are
-    interchangeable).  Bins with no rows (``n < num_bins``) are absent.
+    interchangeable).  Bins with no rows (``n < n_bins``) are absent.
 
     A direct call returns a long table: group keys, ``bin`` (0 = narrowest),
     the coverage column and ``n`` (rows in the bin).  Inside ``evaluate`` the
@@ -234,7 +237,7 @@ def ssc(y: str, lo: str, hi: str, *, num_bins: int = 3) -> SSC:
     >>> import polars as pl
     >>> import conformal_frames
     >>> df = pl.DataFrame({"y": [5.0, 7.5, 9.5], "lo": [4.0, 6.0, 9.0], "hi": [6.0, 9.0, 10.0]})
-    >>> df.conformal.ssc("y", "lo", "hi", num_bins=2)
+    >>> df.conformal.ssc("y", "lo", "hi", n_bins=2)
     shape: (2, 3)
     ┌─────┬─────┬─────┐
     │ bin ┆ ssc ┆ n   │
@@ -251,7 +254,7 @@ def ssc(y: str, lo: str, hi: str, *, num_bins: int = 3) -> SSC:
     prediction and distribution-free uncertainty quantification",
     arXiv:2107.07511.
     """
-    return SSC(y=y, lo=lo, hi=hi, num_bins=check_bins(num_bins))
+    return SSC(y=y, lo=lo, hi=hi, n_bins=check_bins(n_bins))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -259,15 +262,16 @@ class SSCScore(Metric):
     y: str
     lo: str
     hi: str
-    num_bins: int = 3
+    n_bins: int = 3
     default_name = "ssc_score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.num_bins)]
+        covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.n_bins)]
         return {"": min_of(*covs)}
 
 
-def ssc_score(y: str, lo: str, hi: str, *, num_bins: int = 3) -> SSCScore:
+@renamed(num_bins="n_bins")
+def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSCScore:
     """Minimum size-stratified coverage over the non-empty width bins.
 
     See :func:`ssc` for the bins.
@@ -277,10 +281,10 @@ def ssc_score(y: str, lo: str, hi: str, *, num_bins: int = 3) -> SSCScore:
     >>> import pandas as pd
     >>> import conformal_frames
     >>> df = pd.DataFrame({"y": [1.0, 2, 3, 4], "lo": [0.0, 2.5, 2, 3], "hi": [2.0, 3, 5, 5]})
-    >>> df.conformal.ssc_score("y", "lo", "hi", num_bins=2)
+    >>> df.conformal.ssc_score("y", "lo", "hi", n_bins=2)
     0.5
     """
-    return SSCScore(y=y, lo=lo, hi=hi, num_bins=check_bins(num_bins))
+    return SSCScore(y=y, lo=lo, hi=hi, n_bins=check_bins(n_bins))
 
 
 # ---------------------------------------------------------------------------
