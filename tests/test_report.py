@@ -421,30 +421,25 @@ def test_many_segments_stay_readable() -> None:
     assert len(str(rep).splitlines()) > 2 * groups
 
 
-def test_invalid_policies() -> None:
-    """raise (eager default), null (lazy default; the group is named untested), drop (n counts the valid rows)."""
+def test_winkler_takes_a_column_of_levels() -> None:
+    """Levels as data: one Winkler score per level in one call, equal to one call per level."""
     import polars as pl
 
-    data = _data(20)
-    data["y"][0] = float("nan")  # seg a, level 0.8
-    df = pl.DataFrame(data)
-    kw: dict = dict(y="y", lo="lo", hi="hi", by="seg", confidence_level="level")
-    with pytest.raises(ValueError, match=r"column 'y' has missing \(null/NaN\) or infinite values in 1 row"):
-        report(df, **kw, invalid="raise")
-    null = report(df, **kw, invalid="null")
-    assert null.summary["untested"] == [{"group": {"seg": "a", "level": 0.8}, "n": 20, "n_invalid": 1}]
-    assert null.table["n_invalid"].to_list() == [1, 0, 0, 0, 0, 0]
-    assert null.summary["tested"] == 5 and null.summary["invalid_rows"] == 1
-    assert null.summary["pooled_coverage"][0]["n_excluded"] == 20
-    assert "column 'y' has missing (null/NaN) or infinite values in 1 row" in null.summary["invalid_causes"]
-    assert "NOT TESTED: 1 group could not be tested" in str(null)
-    drop = report(df, **kw, invalid="drop")
-    assert drop.table["n"].to_list() == [19, 20, 20, 20, 20, 20]
-    assert drop.table["n_dropped"].to_list() == [1, 0, 0, 0, 0, 0]
-    assert drop.summary["untested"] == [] and drop.summary["tested"] == 6
-    assert drop.summary["dropped_rows"] == 1 and drop.summary["rows"] == 120
-    ref = cf.evaluate(df.filter(pl.col("y").is_not_nan()), cf.coverage("y", "lo", "hi"), by=["seg", "level"])
-    assert drop.table["coverage"].to_list() == pytest.approx(ref["coverage"].to_list(), rel=1e-12)
-    assert "note: 1 row with invalid values dropped" in str(drop)
-    with pytest.raises(ValueError, match="invalid must be 'raise', 'drop' or 'null'"):
-        report(df, **kw, invalid="skip")
+    df = pl.DataFrame(_data(30))
+    both = cf.evaluate(df, cf.winkler("y", "lo", "hi", confidence_level="level"), by=["seg", "level"])
+    for lv in (0.8, 0.9):
+        ref = cf.evaluate(df.filter(pl.col("level") == lv), cf.winkler("y", "lo", "hi", confidence_level=lv), by="seg")
+        got = both.filter(pl.col("level") == lv)["winkler"].to_list()
+        assert got == pytest.approx(ref["winkler"].to_list(), rel=1e-12)
+    rows = df.with_columns(w=pl.col("hi") - pl.col("lo"), a=1 - pl.col("level"))
+    rows = rows.with_columns(
+        s=pl.col("w") + 2 / pl.col("a") * ((pl.col("lo") - pl.col("y")).clip(0) + (pl.col("y") - pl.col("hi")).clip(0))
+    )
+    pooled = df.conformal.winkler("y", "lo", "hi", confidence_level="level")  # a column, not a key: row-wise
+    assert pooled == pytest.approx(rows["s"].mean(), rel=1e-12)
+    with pytest.raises(TypeError, match="confidence_level column 'seg' must be numeric"):
+        df.conformal.winkler("y", "lo", "hi", confidence_level="seg")
+    with pytest.raises(ValueError, match=r"confidence_level column 'level' has values outside \(0, 1\) in 60 rows"):
+        df.with_columns(level=pl.when(pl.col("seg") == "a").then(90.0).otherwise("level")).conformal.winkler(
+            "y", "lo", "hi", confidence_level="level"
+        )

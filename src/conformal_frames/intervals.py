@@ -295,23 +295,40 @@ class Winkler(Metric):
     y: str
     lo: str
     hi: str
-    confidence_level: float
+    confidence_level: float | str
     default_name = "winkler"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         lo_e, hi_e = interval_bounds(q, self.lo, self.hi)
         y_e = q.number(self.y)
-        alpha = 1.0 - self.confidence_level
+        alpha = 1.0 - _level_expr(q, self.confidence_level)
         miss = (lo_e - y_e).clip(lower_bound=0.0) + (y_e - hi_e).clip(lower_bound=0.0)
-        score = q.row(("winkler", self.y, self.lo, self.hi, alpha), (hi_e - lo_e) + (2.0 / alpha) * miss)
+        key = ("winkler", self.y, self.lo, self.hi, self.confidence_level)
+        score = q.row(key, (hi_e - lo_e) + (2.0 / alpha) * miss)
         return {"": ratio(q.sum(score), q.n)}
 
 
-def winkler(y: str, lo: str, hi: str, *, confidence_level: float) -> Winkler:
+def _level_expr(q: Query, level: float | str) -> nw.Expr | float:
+    """A level in (0, 1), or a numeric column of levels (may be a by= key: levels as data)."""
+    if not isinstance(level, str):
+        return level
+    if level not in q.schema:
+        q.column(level)  # the usual "not found" message
+    if not q.schema[level].is_numeric():
+        msg = f"confidence_level column {level!r} must be numeric, found dtype {q.schema[level]}"
+        raise TypeError(msg)
+    t = nw.col(level).cast(nw.Float64)
+    q.check(f"confidence_level column {level!r} has values outside (0, 1)", ~((t > 0.0) & (t < 1.0)))
+    return t
+
+
+def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str) -> Winkler:
     """Mean Winkler interval score (lower is better).
 
-    ``(1/n) sum_i [w_i + (2/alpha) ((lo_i - y_i)^+ + (y_i - hi_i)^+)]`` with
-    ``alpha = 1 - confidence_level``.
+    ``(1/n) sum_i [w_i + (2/alpha_i) ((lo_i - y_i)^+ + (y_i - hi_i)^+)]`` with
+    ``alpha_i = 1 - confidence_level``; ``confidence_level`` is a number or
+    the name of a column of levels (levels stacked in long format, e.g. also
+    a ``by=`` column: one score per level).
 
     Examples
     --------
@@ -328,7 +345,12 @@ def winkler(y: str, lo: str, hi: str, *, confidence_level: float) -> Winkler:
     "Strictly proper scoring rules, prediction, and estimation", JASA 102,
     359-378 (section 6.2).
     """
-    return Winkler(y=y, lo=lo, hi=hi, confidence_level=check_probability(confidence_level, "confidence_level"))
+    level = (
+        confidence_level
+        if isinstance(confidence_level, str)
+        else check_probability(confidence_level, "confidence_level")
+    )
+    return Winkler(y=y, lo=lo, hi=hi, confidence_level=level)
 
 
 @dataclass(frozen=True, kw_only=True)
