@@ -110,8 +110,15 @@ def test_invalid_n_bins(n_bins):
 
 @pytest.mark.parametrize("level", [0, 1, -0.1, 1.5, math.nan, True, "0.9"])
 def test_invalid_confidence_level(level):
-    with pytest.raises(ValueError, match="confidence_level must be a number strictly between 0 and 1"):
-        cf.winkler("y", "lo", "hi", confidence_level=level)
+    if isinstance(level, str):  # a column name for winkler (levels as data): checked against the frame
+        import pandas as pd
+
+        frame = pd.DataFrame({"y": [1.0], "lo": [0.0], "hi": [2.0]})
+        with pytest.raises(ValueError, match="column '0.9' not found"):
+            frame.conformal.winkler("y", "lo", "hi", confidence_level=level)
+    else:
+        with pytest.raises(ValueError, match="confidence_level must be a number strictly between 0 and 1"):
+            cf.winkler("y", "lo", "hi", confidence_level=level)
     with pytest.raises(ValueError, match="confidence_level must be a number strictly between 0 and 1"):
         cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=level)
 
