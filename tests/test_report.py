@@ -420,26 +420,3 @@ def test_many_segments_stay_readable() -> None:
     rep.max_rows = None
     assert len(str(rep).splitlines()) > 2 * groups
 
-
-def test_winkler_takes_a_column_of_levels() -> None:
-    """Levels as data: one Winkler score per level in one call, equal to one call per level."""
-    import polars as pl
-
-    df = pl.DataFrame(_data(30))
-    both = cf.evaluate(df, cf.winkler("y", "lo", "hi", confidence_level="level"), by=["seg", "level"])
-    for lv in (0.8, 0.9):
-        ref = cf.evaluate(df.filter(pl.col("level") == lv), cf.winkler("y", "lo", "hi", confidence_level=lv), by="seg")
-        got = both.filter(pl.col("level") == lv)["winkler"].to_list()
-        assert got == pytest.approx(ref["winkler"].to_list(), rel=1e-12)
-    rows = df.with_columns(w=pl.col("hi") - pl.col("lo"), a=1 - pl.col("level"))
-    rows = rows.with_columns(
-        s=pl.col("w") + 2 / pl.col("a") * ((pl.col("lo") - pl.col("y")).clip(0) + (pl.col("y") - pl.col("hi")).clip(0))
-    )
-    pooled = df.conformal.winkler("y", "lo", "hi", confidence_level="level")  # a column, not a key: row-wise
-    assert pooled == pytest.approx(rows["s"].mean(), rel=1e-12)
-    with pytest.raises(TypeError, match="confidence_level column 'seg' must be numeric"):
-        df.conformal.winkler("y", "lo", "hi", confidence_level="seg")
-    with pytest.raises(ValueError, match=r"confidence_level column 'level' has values outside \(0, 1\) in 60 rows"):
-        df.with_columns(level=pl.when(pl.col("seg") == "a").then(90.0).otherwise("level")).conformal.winkler(
-            "y", "lo", "hi", confidence_level="level"
-        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 
 import conformal_frames as cf
@@ -108,17 +109,10 @@ def test_invalid_n_bins(n_bins):
         cf.ssc_score("y", "lo", "hi", n_bins=n_bins)
 
 
-@pytest.mark.parametrize("level", [0, 1, -0.1, 1.5, math.nan, True, "0.9"])
+@pytest.mark.parametrize("level", [0, 1, -0.1, 1.5, math.nan, True])
 def test_invalid_confidence_level(level):
-    if isinstance(level, str):  # a column name for winkler (levels as data): checked against the frame
-        import pandas as pd
-
-        frame = pd.DataFrame({"y": [1.0], "lo": [0.0], "hi": [2.0]})
-        with pytest.raises(ValueError, match="column '0.9' not found"):
-            frame.conformal.winkler("y", "lo", "hi", confidence_level=level)
-    else:
-        with pytest.raises(ValueError, match="confidence_level must be a number strictly between 0 and 1"):
-            cf.winkler("y", "lo", "hi", confidence_level=level)
+    with pytest.raises(ValueError, match="confidence_level must be a number strictly between 0 and 1"):
+        cf.winkler("y", "lo", "hi", confidence_level=level)
     with pytest.raises(ValueError, match="confidence_level must be a number strictly between 0 and 1"):
         cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=level)
 
@@ -194,3 +188,10 @@ def test_caller_frame_is_not_modified(eager_constructor):
     cf.conformal(frame).ssc("y", "lo", "hi")
     assert list(frame.columns) == columns
     assert to_pandas(frame).equals(before)
+
+
+def test_confidence_level_string_is_a_column_name():
+    """A string level names a by= column (since 0.2): checked when evaluated."""
+    frame = pl.DataFrame({"y": [1.0], "lo": [0.0], "hi": [2.0], "g": ["a"]})
+    with pytest.raises(ValueError, match="column '0.9' not found"):
+        cf.evaluate(frame, cf.winkler("y", "lo", "hi", confidence_level="0.9"), by="g")

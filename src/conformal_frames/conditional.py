@@ -30,7 +30,8 @@ from typing import Any, Literal
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._params import check_probability
+from conformal_frames._params import check_level as _level
+from conformal_frames._params import check_probability, level_row
 from conformal_frames._renames import renamed
 from conformal_frames.core import Metric, Query
 from conformal_frames.intervals import covered_row
@@ -93,33 +94,6 @@ def _groups(groups: Any) -> tuple[str, ...]:
         return tuple(groups)
     msg = f"groups= must be a column name or a list of column names, got {groups!r}"
     raise TypeError(msg)
-
-
-def _level(value: Any) -> float | str:
-    """A target level in (0, 1), or the name of a ``by=`` column holding it."""
-    if isinstance(value, str):
-        return value
-    return check_probability(value, "confidence_level")
-
-
-def level_row(q: Query, level: float | str) -> str | None:
-    """Row column of the target level when it is a column (must be a ``by=`` key)."""
-    if not isinstance(level, str):
-        return None
-    if level not in q.keys:
-        if level not in q.schema:
-            q.column(level)  # the usual "not found" message
-        msg = (
-            f"confidence_level={level!r} names a column: it must also be a by= column, "
-            "so that the target is constant within each group (e.g. by=[..., 'level'])"
-        )
-        raise ValueError(msg)
-    if not q.schema[level].is_numeric():
-        msg = f"confidence_level column {level!r} must be numeric, found dtype {q.schema[level]}"
-        raise TypeError(msg)
-    t = nw.col(level).cast(nw.Float64)
-    q.check(f"confidence_level column {level!r} has values outside (0, 1)", ~((t > 0.0) & (t < 1.0)))
-    return q.row(("target_level", level), t)
 
 
 # ---------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames._params import check_probability, complement
+from conformal_frames._params import check_level, complement, level_row
 from conformal_frames._renames import renamed
 from conformal_frames.core import Metric, Query
 from conformal_frames.sets import Label, check_classes, label_exprs
@@ -75,7 +75,7 @@ class Efficiency(Metric):
     y: str | None
     pvalues: tuple[str, ...]
     classes: tuple[Label, ...] | None
-    confidence_level: float
+    confidence_level: float | str
     default_name = "efficiency_criteria"
     kind = "table"
     long = True
@@ -86,13 +86,18 @@ class Efficiency(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         p = pvalue_exprs(q, self.pvalues)
-        eps = complement(self.confidence_level)
-        key = (self.pvalues, eps)
+        level = level_row(q, self.confidence_level)
+        key = (self.pvalues, self.confidence_level)
         largest = max_of(*p)
         n_largest = _total([(pk == largest).cast(nw.Float64) for pk in p])
         below = max_of(*[nw.when(pk < largest).then(pk).otherwise(nw.lit(-1.0)) for pk in p])
         second = nw.when(n_largest >= 2.0).then(largest).otherwise(below)
-        member = [(pk > eps).cast(nw.Float64) for pk in p]
+        if level is None:
+            eps = complement(float(self.confidence_level))
+            member = [(pk > eps).cast(nw.Float64) for pk in p]
+        else:  # p > 1 - t as p + t > 1: exact for decimal levels and p-values such as 0.1 + 0.9
+            t = nw.col(self.confidence_level).cast(nw.Float64)  # the by= key level_row checked
+            member = [(pk + t > 1.0).cast(nw.Float64) for pk in p]
         size = _total(member)
         rows = {
             "S": _total(p),
@@ -127,7 +132,7 @@ def efficiency_criteria(
     pvalues: Sequence[str],
     *,
     classes: Sequence[Label] | None = None,
-    confidence_level: float,
+    confidence_level: float | str,
 ) -> Efficiency:
     """Vovk's ten criteria of efficiency from per-class p-values.
 
@@ -208,5 +213,5 @@ def efficiency_criteria(
     if y is not None and not isinstance(y, str):
         msg = f"y must be a column name or None, got {y!r}"
         raise TypeError(msg)
-    level = check_probability(confidence_level, "confidence_level")
+    level = check_level(confidence_level)
     return Efficiency(y=y, pvalues=cols, classes=labels, confidence_level=level)

@@ -17,8 +17,10 @@ import numpy as np
 from conformal_frames._params import (
     check_bins,
     check_finite,
+    check_level,
     check_positive_pair,
     check_probability,
+    level_row,
 )
 from conformal_frames._renames import renamed
 from conformal_frames.core import Metric, Query
@@ -301,34 +303,19 @@ class Winkler(Metric):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         lo_e, hi_e = interval_bounds(q, self.lo, self.hi)
         y_e = q.number(self.y)
-        alpha = 1.0 - _level_expr(q, self.confidence_level)
         miss = (lo_e - y_e).clip(lower_bound=0.0) + (y_e - hi_e).clip(lower_bound=0.0)
-        key = ("winkler", self.y, self.lo, self.hi, self.confidence_level)
-        score = q.row(key, (hi_e - lo_e) + (2.0 / alpha) * miss)
+        # a level column (a by= key, checked by level_row) enters the same arithmetic per row
+        level = self.confidence_level
+        alpha = 1.0 - nw.col(level).cast(nw.Float64) if level_row(q, level) else 1.0 - float(level)
+        score = q.row(("winkler", self.y, self.lo, self.hi, level), (hi_e - lo_e) + (2.0 / alpha) * miss)
         return {"": ratio(q.sum(score), q.n)}
-
-
-def _level_expr(q: Query, level: float | str) -> nw.Expr | float:
-    """A level in (0, 1), or a numeric column of levels (may be a by= key: levels as data)."""
-    if not isinstance(level, str):
-        return level
-    if level not in q.schema:
-        q.column(level)  # the usual "not found" message
-    if not q.schema[level].is_numeric():
-        msg = f"confidence_level column {level!r} must be numeric, found dtype {q.schema[level]}"
-        raise TypeError(msg)
-    t = nw.col(level).cast(nw.Float64)
-    q.check(f"confidence_level column {level!r} has values outside (0, 1)", ~((t > 0.0) & (t < 1.0)))
-    return t
 
 
 def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str) -> Winkler:
     """Mean Winkler interval score (lower is better).
 
-    ``(1/n) sum_i [w_i + (2/alpha_i) ((lo_i - y_i)^+ + (y_i - hi_i)^+)]`` with
-    ``alpha_i = 1 - confidence_level``; ``confidence_level`` is a number or
-    the name of a column of levels (levels stacked in long format, e.g. also
-    a ``by=`` column: one score per level).
+    ``(1/n) sum_i [w_i + (2/alpha) ((lo_i - y_i)^+ + (y_i - hi_i)^+)]`` with
+    ``alpha = 1 - confidence_level``.
 
     Examples
     --------
@@ -345,12 +332,7 @@ def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str) -> Winkl
     "Strictly proper scoring rules, prediction, and estimation", JASA 102,
     359-378 (section 6.2).
     """
-    level = (
-        confidence_level
-        if isinstance(confidence_level, str)
-        else check_probability(confidence_level, "confidence_level")
-    )
-    return Winkler(y=y, lo=lo, hi=hi, confidence_level=level)
+    return Winkler(y=y, lo=lo, hi=hi, confidence_level=check_level(confidence_level))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -359,7 +341,7 @@ class CWC(Metric):
     lo: str
     hi: str
     eta: float
-    confidence_level: float
+    confidence_level: float | str
     default_name = "cwc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
@@ -367,11 +349,13 @@ class CWC(Metric):
         mean_w = ratio(q.sum(width_row(q, self.lo, self.hi)), q.n)
         y_row = q.row(("value", self.y), q.number(self.y))
         span = q.max(y_row) - q.min(y_row)
-        penalty = (-self.eta * (cov - self.confidence_level) ** 2).exp()
+        level = level_row(q, self.confidence_level)
+        target = q.min(level) if level is not None else float(self.confidence_level)  # constant per group
+        penalty = (-self.eta * (cov - target) ** 2).exp()
         return {"": (1.0 - ratio(mean_w, span)) * penalty}
 
 
-def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float) -> CWC:
+def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str) -> CWC:
     """Coverage width-based criterion (higher is better).
 
     ``(1 - mean(w) / (max(y) - min(y))) * exp(-eta * (coverage - confidence_level)^2)``.
@@ -391,7 +375,7 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float) -> CWC
         lo=lo,
         hi=hi,
         eta=check_finite(eta, "eta"),
-        confidence_level=check_probability(confidence_level, "confidence_level"),
+        confidence_level=check_level(confidence_level),
     )
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._params import check_probability
+from conformal_frames._params import check_level, level_row
 from conformal_frames._renames import renamed
 from conformal_frames.calibration import binary_row
 from conformal_frames.conditional import Target, _target
@@ -289,7 +289,7 @@ def excess_risk_target_coverage(
     hi: str | None = None,
     *,
     features: Sequence[str],
-    confidence_level: float,
+    confidence_level: float | str,
     sets: str | Sequence[str] | None = None,
     classes: Sequence[Label] | None = None,
     by: str | Sequence[str] | None = None,
@@ -324,8 +324,9 @@ def excess_risk_target_coverage(
     features : list of str
         Numeric feature columns the classifier uses (missing / NaN / infinite
         values are an error).
-    confidence_level : float
-        The target coverage, in (0, 1).
+    confidence_level : float or str
+        The target coverage, in (0, 1); or the name of a ``by=`` column
+        holding each group's target.
     sets, classes
         Prediction sets instead of intervals.
     by : str or list of str, optional
@@ -375,7 +376,7 @@ def excess_risk_target_coverage(
     except ImportError as exc:  # pragma: no cover - depends on the environment
         msg = "excess_risk_target_coverage needs scikit-learn: pip install 'conformal-frames[sklearn]'"
         raise ImportError(msg) from exc
-    level = check_probability(confidence_level, "confidence_level")
+    level = check_level(confidence_level)
     if isinstance(n_splits, bool) or not isinstance(n_splits, Integral) or n_splits < 2:
         msg = f"n_splits must be an integer >= 2, got {n_splits!r}"
         raise ValueError(msg)
@@ -407,7 +408,7 @@ class ExcessRisk(Metric):
 
     target: Target
     features: tuple[str, ...]
-    level: float
+    level: float | str
     model: Any
     n_splits: int
     seed: int
@@ -417,6 +418,7 @@ class ExcessRisk(Metric):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         cover = self.target.covered(q)
         feats = [q.row(("value", f), q.number(f)) for f in self.features]
+        level = level_row(q, self.level)  # a by= key: constant within each group
 
         def per_group(group: np.ndarray, n_groups: int, data: dict[str, np.ndarray]) -> np.ndarray:
             x_all = np.column_stack([data[f] for f in feats]) if len(group) else np.empty((0, len(feats)))
@@ -431,7 +433,7 @@ class ExcessRisk(Metric):
                     out[g] = ert_numpy(
                         x_all[idx],
                         c_all[idx],
-                        self.level,
+                        float(data[level][idx[0]]) if level is not None else float(self.level),
                         model=self.model,
                         n_splits=self.n_splits,
                         random_state=self.seed,
@@ -440,7 +442,7 @@ class ExcessRisk(Metric):
 
         q.per_group(
             self.output_name,
-            [cover, *feats],
+            [cover, *feats, *([level] if level is not None else [])],
             per_group,
             what="excess_risk_target_coverage (fits a classifier per group)",
         )
