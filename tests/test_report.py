@@ -419,4 +419,3 @@ def test_many_segments_stay_readable() -> None:
     assert f"{groups - 50:,} more groups not shown" in page
     rep.max_rows = None
     assert len(str(rep).splitlines()) > 2 * groups
-
