@@ -320,8 +320,32 @@ def split_conformal_law(n_calibration: int, confidence_level: float) -> tuple[fl
     return float(a), float(m + 1 - a)
 
 
+def coverage_pvalues(
+    covered: np.ndarray, n: np.ndarray, confidence_level: np.ndarray, n_calibration: int | None = None
+) -> np.ndarray:
+    """coverage_test's one-sided p-values from per-group counts (NaN: no test).
+
+    ``P(K <= covered)`` with ``K ~ Binomial(n, t)``, or with ``n_calibration=m``
+    ``K ~ BetaBinomial(n, a, b)`` (see :func:`split_conformal_law`).  Groups
+    with ``n = 0``, a missing count or a target outside (0, 1) get NaN.
+    """
+    from scipy.stats import betabinom, binom
+
+    kk, nn, t = (np.asarray(v, dtype=float) for v in (covered, n, confidence_level))
+    ok = (nn > 0) & np.isfinite(kk) & (t > 0) & (t < 1)
+    p = np.full(len(kk), np.nan)
+    if n_calibration is None:
+        p[ok] = binom.cdf(kk[ok], nn[ok], t[ok])
+    else:
+        a = np.ceil((n_calibration + 1) * t - 1e-9)
+        b = n_calibration + 1 - a
+        ok &= b >= 1  # too few calibration points for this level: no test
+        p[ok] = betabinom.cdf(kk[ok], nn[ok], a[ok], b[ok])
+    return np.minimum(p, 1.0)
+
+
 def _inference_step(k: str, n: str, level: str | None, checks: list[str], outputs: list[str], spec: dict[str, Any]):
-    from scipy.stats import beta, betabinom, binom
+    from scipy.stats import beta
 
     def fn(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         kk, nn = data[k], data[n]
@@ -330,17 +354,8 @@ def _inference_step(k: str, n: str, level: str | None, checks: list[str], output
             bad |= np.nan_to_num(data[c]) > 0
         ok = (nn > 0) & ~bad
         t = data[level] if level is not None else np.full(len(kk), spec["confidence_level"])
-        ok &= (t > 0) & (t < 1)
-        p = np.full(len(kk), np.nan)
-        if spec["n_calibration"] is None:
-            p[ok] = binom.cdf(kk[ok], nn[ok], t[ok])
-        else:
-            m = spec["n_calibration"]
-            a = np.ceil((m + 1) * t - 1e-9)
-            b = m + 1 - a
-            ok &= b >= 1  # too few calibration points for this level: no test
-            p[ok] = betabinom.cdf(kk[ok], nn[ok], a[ok], b[ok])
-        p = np.minimum(p, 1.0)
+        p = np.where(ok, coverage_pvalues(kk, nn, t, spec["n_calibration"]), np.nan)
+        ok &= ~np.isnan(p)
         p_holm, p_bh = holm(p), benjamini_hochberg(p)
         chosen = {"holm": p_holm, "bh": p_bh, "none": p}[spec["correction"]]
         flag = (chosen < spec["significance"]).astype(float)  # NaN: False (no evidence)
