@@ -784,3 +784,161 @@ def test_docs_page_lists_every_case() -> None:
     for case in CASES:
         for _backend in case.xfail:  # every known bug is in the docs' table
             assert f"`{case.id}`" in page.split("## Known bugs")[1], case.id
+
+
+# ---------------------------------------------------------------------------
+# the report and the command line (docs/bad-input.md, "The report and the CLI")
+# ---------------------------------------------------------------------------
+def _report_untested(constructor: Any) -> None:
+    """One invalid row: eager raises; lazy (and invalid="null") names the untested group."""
+    from conformal_frames.report import report
+
+    frame = constructor(replaced("y", None, row=1))
+    before = _snapshot(frame)
+    kw: dict[str, Any] = dict(y="y", lo="lo", hi="hi", by="g", confidence_level=0.9)
+    if not constructor.lazy:
+        _expect_error(lambda: report(frame, **kw), (ValueError, r"column 'y' has missing"))
+    if not constructor.lazy:
+        return  # ENGINE: invalid="null" on eager input
+    rep = report(frame, **kw)
+    assert [g["group"] for g in rep.summary["untested"]] == [{"g": "a"}]
+    assert rep.summary["tested"] == 1 and rep.summary["invalid_rows"] == 1
+    assert rep.summary["pooled_coverage"][0]["n_excluded"] == 3
+    assert "NOT TESTED: 1 group could not be tested" in str(rep)
+    pd.testing.assert_frame_equal(_snapshot(frame), before)
+
+
+def _report_ci_past_estimate(constructor: Any) -> None:
+    """A CI bound 1 ulp on the wrong side of its estimate: the plot clips the error bar."""
+    pytest.importorskip("matplotlib", reason="plots need matplotlib ([plot] extra)")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from conformal_frames import plots
+
+    table = {
+        "g": ["a", "b"],
+        "coverage": [1.0, 0.0],
+        "coverage_ci_low": [0.94, 1e-17],
+        "coverage_ci_high": [0.9999999999999999, 0.05],
+        "target": [0.9, 0.9],
+    }
+    ax = plots.coverage_by_segment(constructor(table), by="g")
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
+    plt.close(ax.figure)
+
+
+REPORT_CASES: dict[str, Callable[[Any], None]] = {
+    "report-untested-group": _report_untested,
+    "report-ci-bound-past-estimate": _report_ci_past_estimate,
+}
+
+
+@pytest.mark.parametrize("case", list(REPORT_CASES))
+def test_report_bad_input(case: str, constructor: Any) -> None:
+    REPORT_CASES[case](constructor)
+
+
+@dataclass
+class CLICase:
+    id: str
+    files: dict[str, str]  # name -> CSV text, written into a fresh directory
+    argv: list[str]  # ``{dir}`` is that directory
+    code: int
+    words: list[str]  # on stderr, in the one error line
+
+
+_XY = "g,y,lo,hi,p,c\na,1.5,0.5,2.5,0.2,0\na,2.0,0.0,1.0,0.7,1\nb,3.0,2.0,2.5,0.9,2\n"
+_REPORT = ["report", "{dir}/r.csv"]
+_INTERVALS = ["--y", "y", "--lo", "lo", "--hi", "hi", "--by", "g"]
+
+CLI_CASES = [
+    CLICase(
+        "cli-missing-column",
+        {"r.csv": _XY},
+        [*_REPORT, "--y", "y", "--lo", "lo", "--hi", "upper"],
+        2,
+        ["column 'upper' (--hi) not found; available columns: 'g', 'y', 'lo', 'hi', 'p', 'c'"],
+    ),
+    CLICase(
+        "cli-old-option",
+        {"r.csv": _XY},
+        [*_REPORT, "--label", "c", "--score", "p"],
+        2,
+        ["--label is called --y (or --score-y) since 0.2"],
+    ),
+    CLICase("cli-input-not-found", {}, [*_REPORT, *_INTERVALS], 3, ["input file not found"]),
+    CLICase(
+        "cli-input-unreadable",
+        {"r.parquet": "not parquet"},
+        ["report", "{dir}/r.parquet", *_INTERVALS],
+        3,
+        ["cannot read", "as parquet"],
+    ),
+    CLICase(
+        "cli-out-existing-file",
+        {"r.csv": _XY, "taken": "x"},
+        [*_REPORT, *_INTERVALS, "--out", "{dir}/taken"],
+        3,
+        ["is an existing file, not a directory"],
+    ),
+    CLICase(
+        "cli-out-forbidden",
+        {"r.csv": _XY},
+        [*_REPORT, *_INTERVALS, "--out", "/proc/forbidden"],
+        3,
+        ["--out '/proc/forbidden' cannot be created"],
+    ),
+    CLICase(
+        "cli-csv-na-tokens",
+        {"r.csv": "g,y,lo,hi\na,NA,0,1\na,0.5,0,1\n"},
+        [*_REPORT, *_INTERVALS],
+        2,
+        ["'y'", "--null-values NA"],
+    ),
+    CLICase(
+        "cli-csv-decimal-comma",
+        {"r.csv": 'g;y;lo;hi\na;"0,5";"0,0";"1,0"\n'},
+        [*_REPORT, "--separator", ";", *_INTERVALS],
+        2,
+        ["--decimal-comma"],
+    ),
+    CLICase(
+        "cli-invalid-rows",
+        {"r.csv": "g,y,lo,hi\na,,0,1\nb,0.5,0,1\n"},
+        [*_REPORT, *_INTERVALS],
+        4,
+        ["1 row with invalid values", "g=a"],
+    ),
+    CLICase(
+        "cli-untested-group-fails-the-check",
+        {"r.csv": "g,y,lo,hi\na,,0,1\nb,0.5,0,1\n"},
+        [*_REPORT, *_INTERVALS, "--confidence-level", "0.9", "--fail-on-under-coverage"],
+        6,
+        ["1 group could not be tested (g=a", "--fail-on-under-coverage cannot pass"],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CLI_CASES, ids=[c.id for c in CLI_CASES])
+def test_cli_bad_input(case: CLICase, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("polars", reason="the CLI reads files with polars")
+    from conformal_frames import cli
+
+    for name, text in case.files.items():
+        (tmp_path / name).write_text(text)
+    code = cli.main([a.replace("{dir}", str(tmp_path)) for a in case.argv] + ["-q", "--no-plots"])
+    err = capsys.readouterr().err
+    assert code == case.code, err
+    assert err.count("\n") == 1 and err.startswith("conformal-frames: error: "), err
+    for words in case.words:
+        assert words in err, err
+    assert "Traceback" not in err
+
+
+def test_docs_page_lists_every_report_and_cli_case() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "bad-input.md").read_text()
+    missing = [c for c in [*REPORT_CASES, *(c.id for c in CLI_CASES)] if f"`{c}`" not in page]
+    assert not missing, f"docs/bad-input.md does not list {missing}"

@@ -134,21 +134,31 @@ def test_stub_generator_reproduces_the_stub():
 # ---------------------------------------------------------------------------
 # import graph
 # ---------------------------------------------------------------------------
+def _paths() -> dict[str, Path]:
+    """Every module of the package (subpackages included) and its file."""
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts:  # the package's own __init__ is not a module of the graph
+            out[".".join(("conformal_frames", *parts))] = path
+    return out
+
+
 def _modules() -> list[str]:
-    return sorted(f"conformal_frames.{p.stem}" for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+    return sorted(_paths())
 
 
 def _imports(module: str, *, top_level_only: bool) -> set[str]:
-    path = PACKAGE / f"{module.rsplit('.', 1)[1]}.py"
-    tree = ast.parse(path.read_text())
+    tree = ast.parse(_paths()[module].read_text())
     nodes = tree.body if top_level_only else list(ast.walk(tree))
     found: set[str] = set()
     for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("conformal_frames"):
-            if node.module == "conformal_frames":  # from conformal_frames import core, sets
-                found |= {f"conformal_frames.{a.name}" for a in node.names}
-            else:
-                found.add(node.module)
+            for alias in node.names:  # from package import submodule, or from module import name
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in _paths() else node.module)
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("conformal_frames.")}
     return {m for m in found if m in _modules()} - {module}
@@ -178,9 +188,6 @@ def test_no_import_cycle_between_modules():
     assert _cycle(top_level_only=True) is None
 
 
-@pytest.mark.xfail(
-    strict=True, reason="report <-> plots import each other inside functions until the report split (issue 10 item 5)"
-)
 def test_no_import_cycle_even_through_function_level_imports():
     assert _cycle(top_level_only=False) is None
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from conformal_frames.calibration import Strategy, core
 from conformal_frames.core import InvalidPolicy, Metric
-from conformal_frames.report import Report
+from conformal_frames.report.build import Report
 from conformal_frames.sets import Label
 
 __all__ = ["ConformalNamespace", "add_metrics", "conformal", "register_accessors"]
@@ -90,7 +90,7 @@ class ConformalNamespace:
         self,
         sets: str | Sequence[str],
         *,
-        classes: Sequence[Label],
+        classes: Sequence[Label] | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -99,7 +99,7 @@ class ConformalNamespace:
         y: str,
         sets: str | Sequence[str],
         *,
-        classes: Sequence[Label],
+        classes: Sequence[Label] | None = ...,
         ci_level: float = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
@@ -108,7 +108,7 @@ class ConformalNamespace:
         self,
         sets: str | Sequence[str],
         *,
-        classes: Sequence[Label],
+        classes: Sequence[Label] | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -117,7 +117,7 @@ class ConformalNamespace:
         y: str,
         sets: str | Sequence[str],
         *,
-        classes: Sequence[Label],
+        classes: Sequence[Label] | None = ...,
         n_bins: int | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
@@ -127,7 +127,7 @@ class ConformalNamespace:
         y: str,
         sets: str | Sequence[str],
         *,
-        classes: Sequence[Label],
+        classes: Sequence[Label] | None = ...,
         n_bins: int | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
@@ -136,7 +136,7 @@ class ConformalNamespace:
         self,
         sets: str | Sequence[str],
         *,
-        classes: Sequence[Label],
+        classes: Sequence[Label] | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -293,21 +293,23 @@ class ConformalNamespace:
         y: str | None = ...,
         lo: str | None = ...,
         hi: str | None = ...,
-        label: str | None = ...,
         score: str | None = ...,
-        prediction_set: str | None = ...,
+        score_y: str | None = ...,
+        sets: str | None = ...,
         classes: Sequence[Any] | None = ...,
         by: str | Sequence[str] | None = ...,
-        confidence_level: float | None = ...,
-        level: str | None = ...,
-        num_bins: int = ...,
-        ssc_bins: int = ...,
-        ci: float = ...,
-        alpha: float = ...,
-        correction: str = ...,
+        confidence_level: float | str | None = ...,
+        n_bins: int = ...,
+        ssc_n_bins: int = ...,
+        ci_level: float = ...,
+        significance: float = ...,
+        correction: Literal["holm", "bh", "none"] = ...,
         n_calibration: int | None = ...,
         hsic: bool = ...,
         bounded_memory: bool = ...,
+        invalid: Literal["raise", "drop", "null"] | None = ...,
+        max_rows: int | None = ...,
+        max_segments: int | None = ...,
     ) -> Report: ...
 
 def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...
