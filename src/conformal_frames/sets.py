@@ -38,7 +38,7 @@ import numpy as np
 
 from conformal_frames._params import check_bins, check_probability
 from conformal_frames._renames import renamed
-from conformal_frames.core import Metric, Query, total
+from conformal_frames.core import Metric, Query, TableFn, TableRef, aggregate, total
 from conformal_frames.stats import min_of, ratio, wilson_interval
 
 __all__ = ["empty_rate", "set_coverage", "set_size", "set_ssc", "set_ssc_score", "singleton_rate"]
@@ -336,7 +336,7 @@ def _data_label_row(q: Query, y: str, inner: Any) -> str:
     return q.row(("set_label", y), col)
 
 
-def _explode_table(lst: str, order: str, label: str | None, prefix: str) -> Any:
+def _explode_table(lst: str, order: str, label: str | None) -> TableFn:
     """Per group: rows whose set holds the label, distinct labels, singletons, non-empty sets.
 
     Each row gets an id (unique; its order does not matter), the lists are
@@ -345,8 +345,8 @@ def _explode_table(lst: str, order: str, label: str | None, prefix: str) -> Any:
     the main aggregation's ``n``.
     """
 
-    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-        e, o, y, rid, hit, d, one, ne = (f"{prefix}{x}" for x in ("e", "o", "y", "rid", "hit", "d", "one", "ne"))
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        e, o, y, rid, hit, d, one, ne = (ref.name(x) for x in ("e", "o", "y", "rid", "hit", "d", "one", "ne"))
         cols: list[nw.Expr | str] = [*keys, nw.col(lst).alias(e), nw.col(order).alias(o)]
         cols += [nw.col(label).alias(y)] if label else []
         r = rows.select(*cols).with_row_index(rid, order_by=[o]).explode(e).filter(~nw.col(e).is_null())
@@ -357,7 +357,7 @@ def _explode_table(lst: str, order: str, label: str | None, prefix: str) -> Any:
         per = r.group_by(*keys, rid).agg(*aggs)
         per = per.with_columns(nw.col(d).cast(nw.Float64), (nw.col(d) == 1).cast(nw.Float64).alias(one))
         sums = [nw.col(d).sum(), nw.col(one).sum(), nw.len().alias(ne), *([nw.col(hit).sum()] if label else [])]
-        out = per.group_by(*keys).agg(*sums) if keys else per.select(*sums)
+        out = aggregate(per, keys, sums)
         return out.with_columns(nw.col(ne).cast(nw.Float64))
 
     return build
@@ -371,10 +371,9 @@ def data_label_counts(q: Query, spec: SetSpec, y: str | None) -> dict[str, nw.Ex
     lst = q.row(("set_list", spec.sets), col)
     order = q.row(("set_len", spec.sets), col.list.len().cast(nw.Float64))
     label = _data_label_row(q, y, q.schema[spec.sets].inner) if y is not None else None
-    prefix = f"__cf_setx_{lst}_{label}_"
-    q.table(("set_explode", lst, label), _explode_table(lst, order, label, prefix), [])
+    t = q.table(("set_explode", lst, label), _explode_table(lst, order, label))
     names = {"size": "d", "singletons": "one", "nonempty": "ne", **({"hits": "hit"} if label else {})}
-    return {k: nw.col(f"{prefix}{v}").fill_null(0.0) for k, v in names.items()}
+    return {k: t.col(v).fill_null(0.0) for k, v in names.items()}
 
 
 # ---------------------------------------------------------------------------
