@@ -25,7 +25,7 @@ numpy baseline.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -858,7 +858,7 @@ def kuiper_test(y: str, score: str) -> KuiperTest:
     return KuiperTest(y=y, score=score)
 
 
-def _spiegelhalter_finalize(a: str, b: str, prefix: str):
+def _spiegelhalter_finalize(a: str, b: str, prefix: str) -> Callable[[nw.LazyFrame], nw.LazyFrame]:
     """z and p-values from the main aggregation's sums (one pass over the rows)."""
 
     def build(out: nw.LazyFrame) -> nw.LazyFrame:

@@ -33,7 +33,7 @@ import numpy as np
 from conformal_frames._params import check_level as _level
 from conformal_frames._params import check_probability, level_row
 from conformal_frames._renames import renamed
-from conformal_frames.core import Metric, Query, TableFn, TableRef, aggregate, over
+from conformal_frames.core import GroupFn, Metric, NumpyFn, Query, TableFn, TableRef, aggregate, over
 from conformal_frames.intervals import covered_row
 from conformal_frames.results import CoverageTestResult
 from conformal_frames.sets import Label, SetSpec, arrow_lists, set_covered_row, set_spec
@@ -342,7 +342,9 @@ def coverage_pvalues(
     return np.minimum(p, 1.0)
 
 
-def _inference_step(k: str, n: str, level: str | None, checks: list[str], outputs: list[str], spec: dict[str, Any]):
+def _inference_step(
+    k: str, n: str, level: str | None, checks: list[str], outputs: list[str], spec: dict[str, Any]
+) -> NumpyFn:
     from scipy.stats import beta
 
     def fn(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -611,7 +613,7 @@ def min_slab_mean(z: np.ndarray, c: np.ndarray, need: int) -> np.ndarray:
     return (prefix[rows, j] - prefix[rows, i]) / (j - i)
 
 
-def _slab_groups(n_features: int, delta: float, n_directions: int, seed: int, chunk_cells: int = 2_000_000):
+def _slab_groups(n_features: int, delta: float, n_directions: int, seed: int, chunk_cells: int = 2_000_000) -> GroupFn:
     def fn(group: np.ndarray, n_groups: int, data: dict[str, np.ndarray]) -> np.ndarray:
         cols = list(data.values())
         x_all = np.column_stack(cols[:n_features])

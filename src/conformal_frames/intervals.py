@@ -23,7 +23,7 @@ from conformal_frames._params import (
     level_row,
 )
 from conformal_frames._renames import renamed
-from conformal_frames.core import Metric, Query, TableFn, TableRef, aggregate, over
+from conformal_frames.core import GroupFn, Metric, Query, TableFn, TableRef, aggregate, over
 from conformal_frames.gauss import grouped_gauss_form
 from conformal_frames.stats import min_of, ratio, wilson_interval
 
@@ -459,7 +459,7 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str) 
 # ---------------------------------------------------------------------------
 # HSIC
 # ---------------------------------------------------------------------------
-def _hsic_groups(k0: float, k1: float):
+def _hsic_groups(k0: float, k1: float) -> GroupFn:
     def fn(group: np.ndarray, n_groups: int, data: dict[str, np.ndarray]) -> np.ndarray:
         (w_col, c_col) = data.keys()
         w, c = data[w_col], data[c_col]
