@@ -51,7 +51,7 @@ class Plan:
     n_calibration: int | None
     hsic: bool
     bounded_memory: bool
-    invalid: str | None
+    invalid: core.InvalidPolicy | None
     test_in_query: bool
 
     @property
