@@ -326,3 +326,15 @@ def test_confidence_level_string_is_a_column_name():
     frame = pl.DataFrame({"y": [1.0], "lo": [0.0], "hi": [2.0], "g": ["a"]})
     with pytest.raises(ValueError, match="column '0.9' not found"):
         cf.evaluate(frame, cf.winkler("y", "lo", "hi", confidence_level="0.9"), by="g")
+
+
+def test_bad_scores_raise_without_stray_warnings(eager_constructor):
+    """Issue 15 item 8: the clean error only, no numpy RuntimeWarning first."""
+    import warnings
+
+    frame = eager_constructor({"y": [0, 1, 1], "s": [0.2, 1.5, -0.1]})
+    for metric in (cf.ece("y", "s"), cf.brier("y", "s"), cf.ks_test("y", "s"), cf.reliability("y", "s")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(ValueError, match=r"column 's' has values outside \[0, 1\] in 2 rows"):
+                cf.evaluate(frame, metric)

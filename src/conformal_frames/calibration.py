@@ -25,7 +25,7 @@ numpy baseline.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -858,15 +858,15 @@ def kuiper_test(y: str, score: str) -> KuiperTest:
     return KuiperTest(y=y, score=score)
 
 
-def _spiegelhalter_finalize(a: str, b: str, prefix: str) -> Callable[[nw.LazyFrame], nw.LazyFrame]:
-    """z and p-values from the main aggregation's sums (one pass over the rows)."""
+def _spiegelhalter_finalize(a: str, b: str) -> core.FinalizeFn:
+    """z and p-values (``z``, ``p1``, ``p2``) from the main aggregation's sums (one pass over the rows)."""
 
-    def build(out: nw.LazyFrame) -> nw.LazyFrame:
-        z, za, p1, p2 = (f"{prefix}{x}" for x in ("z", "za", "p1", "p2"))
+    def build(out: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
+        z, za, p1, p2 = (ref.name(x) for x in ("z", "za", "p1", "p2"))
         out = out.with_columns(_null_or_inf(nw.col(a), nw.col(b).clip(lower_bound=0.0).sqrt()).alias(z))
         # one tail evaluation: q = Phi_c(|Z|); one-sided p = q (Z >= 0) or 1 - q
         out = out.with_columns(nw.col(z).abs().alias(za))
-        out = with_normal_sf(out, za, p2, f"{prefix}t_")
+        out = with_normal_sf(out, za, p2, ref.name("t_"))
         one_sided = nw.when(nw.col(z) >= 0.0).then(nw.col(p2)).otherwise(1.0 - nw.col(p2))
         return out.with_columns(one_sided.alias(p1), (2.0 * nw.col(p2)).clip(upper_bound=1.0).alias(p2))
 
@@ -886,9 +886,8 @@ class SpiegelhalterTest(Metric):
         ys, ss = nw.col(y), nw.col(s)
         num = q.row(("spieg_num", y, s), (ys - ss) * (1.0 - 2.0 * ss), inputs=[y, s])
         den = q.row(("spieg_den", s), (1.0 - 2.0 * ss) ** 2 * ss * (1.0 - ss), inputs=[s])
-        prefix = f"__cf_spieg_{y}_{s}_"
-        q.finalize(("spiegelhalter", y, s), _spiegelhalter_finalize(q.agg("sum", num), q.agg("sum", den), prefix))
-        return {"": nw.col(f"{prefix}z"), "pvalue": nw.col(f"{prefix}p1"), "pvalue_two_sided": nw.col(f"{prefix}p2")}
+        t = q.finalize(("spiegelhalter", y, s), _spiegelhalter_finalize(q.agg("sum", num), q.agg("sum", den)))
+        return {"": t.col("z"), "pvalue": t.col("p1"), "pvalue_two_sided": t.col("p2")}
 
 
 def spiegelhalter_test(y: str, score: str) -> SpiegelhalterTest:

@@ -42,9 +42,11 @@ from conformal_frames.results import TestResult
 
 __all__ = [
     "Compiled",
+    "FinalizeFn",
     "InvalidPolicy",
     "Metric",
     "Query",
+    "TableFn",
     "TableRef",
     "aggregate",
     "as_keys",
@@ -114,6 +116,8 @@ class TableRef:
 
 #: ``fn(rows, keys, ref)``: a frame of ``keys`` plus columns named ``ref.name(...)``
 TableFn = Callable[[nw.LazyFrame, list[str], TableRef], nw.LazyFrame]
+#: ``fn(table, ref)``: the aggregated table with columns named ``ref.name(...)`` added
+FinalizeFn = Callable[[nw.LazyFrame, TableRef], nw.LazyFrame]
 
 
 @dataclass
@@ -179,7 +183,7 @@ class Query:
     #: check message -> aggregated column with an offending value (see :meth:`check`)
     examples: dict[str, str] = field(default_factory=dict)
     tables: dict[Hashable, tuple[TableFn, TableRef]] = field(default_factory=dict)
-    finalizers: dict[Hashable, Callable[[nw.LazyFrame], nw.LazyFrame]] = field(default_factory=dict)
+    finalizers: dict[Hashable, tuple[FinalizeFn, TableRef]] = field(default_factory=dict)
     numpy_steps: list[_NumpyStep] = field(default_factory=list)
     group_steps: dict[str, _GroupStep] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)
@@ -333,11 +337,14 @@ class Query:
         value: T = self.state[key]
         return value
 
-    def finalize(self, key: Hashable, fn: Callable[[nw.LazyFrame], nw.LazyFrame]) -> None:
-        """A multi-step finalize: ``fn(table) -> table`` adds columns to the
-        aggregated table (one row per group) before the output expressions,
-        e.g. a p-value series computed in several ``with_columns`` steps."""
-        self.finalizers.setdefault(key, fn)
+    def finalize(self, key: Hashable, fn: FinalizeFn) -> TableRef:
+        """A multi-step finalize: ``fn(table, ref) -> table`` adds columns named
+        ``ref.name(...)`` to the aggregated table (one row per group) before the
+        output expressions, e.g. a p-value series computed in several
+        ``with_columns`` steps; metrics read them as ``ref.col(...)``."""
+        if key not in self.finalizers:
+            self.finalizers[key] = (fn, TableRef(f"__cf_f{len(self.finalizers)}_"))
+        return self.finalizers[key][1]
 
     def numpy(
         self, inputs: list[str], outputs: list[str], fn: NumpyFn, *, what: str, boolean: Sequence[str] = ()
@@ -652,8 +659,8 @@ def compile_query(
     rows, table = _aggregated(lf, q, invalid)
     for fn, ref in q.tables.values():
         table = _join(table, fn(rows, q.group, ref), q.group)
-    for finalize in q.finalizers.values():
-        table = finalize(table)
+    for finalize, fref in q.finalizers.values():
+        table = finalize(table, fref)
     valid = (nw.col(_INVALID) == 0) & (nw.col(_N) > 0)
     exprs = {k: v for k, v in outputs.items() if v is not None}
     if exprs:
