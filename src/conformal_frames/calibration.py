@@ -32,8 +32,8 @@ from typing import Any, Literal
 import narwhals.stable.v2 as nw
 
 from conformal_frames import core
-from conformal_frames._params import check_bins, check_probability
 from conformal_frames._renames import renamed
+from conformal_frames._validate import check_classes, check_columns
 from conformal_frames.brownian import (
     brownian_max_abs_cdf,
     brownian_max_abs_sf,
@@ -47,7 +47,7 @@ from conformal_frames.brownian import (
 )
 from conformal_frames.core import Metric, Query, TableRef, aggregate, over, total
 from conformal_frames.results import KSTestResult, KuiperTestResult, SpiegelhalterTestResult
-from conformal_frames.sets import Label, check_classes, label_exprs
+from conformal_frames.sets import Label, label_exprs
 from conformal_frames.stats import max_of, ratio, wilson_interval
 
 METHODS = [
@@ -82,23 +82,8 @@ _INF = float("inf")
 # ---------------------------------------------------------------------------
 # parameters and row-level inputs
 # ---------------------------------------------------------------------------
-def _check_strategy(strategy: Any) -> Strategy:
-    if strategy not in ("uniform", "quantile"):
-        msg = f"strategy must be 'uniform' or 'quantile', got {strategy!r}"
-        raise ValueError(msg)
-    return strategy
-
-
 def _check_probs(probs: Any, classes: Any) -> tuple[tuple[str, ...], tuple[Label, ...]]:
-    if isinstance(probs, str) or not isinstance(probs, Sequence) or not probs:
-        msg = f"probs must be a list of probability column names (one per class), got {probs!r}"
-        raise TypeError(msg)
-    if not all(isinstance(p, str) for p in probs):
-        msg = f"probs must be column names (strings), got {probs!r}"
-        raise TypeError(msg)
-    if len(set(probs)) != len(probs):
-        msg = f"probability columns are repeated: {list(probs)!r}"
-        raise ValueError(msg)
+    probs = check_columns(probs, "probs")
     labels = check_classes(list(range(len(probs))) if classes is None else classes)
     if len(labels) != len(probs):
         msg = f"mismatched classes and probability columns: {len(probs)} columns {list(probs)!r} but {len(labels)} classes {list(labels)!r}"
@@ -286,7 +271,7 @@ def ece(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform")
     M. P. Naeini, G. Cooper and M. Hauskrecht (2015), "Obtaining well
     calibrated probabilities using Bayesian binning", AAAI 29.
     """
-    return ECE(y=y, score=score, n_bins=check_bins(n_bins), strategy=_check_strategy(strategy))
+    return ECE(y=y, score=score, n_bins=n_bins, strategy=strategy)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -336,7 +321,7 @@ def mce(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform")
     >>> round(df.conformal.mce("y", "s", n_bins=2), 6)
     0.375
     """
-    return MCE(y=y, score=score, n_bins=check_bins(n_bins), strategy=_check_strategy(strategy))
+    return MCE(y=y, score=score, n_bins=n_bins, strategy=strategy)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -502,9 +487,9 @@ def reliability(
     return Reliability(
         y=y,
         score=score,
-        n_bins=check_bins(n_bins),
-        strategy=_check_strategy(strategy),
-        ci_level=check_probability(ci_level, "ci_level"),
+        n_bins=n_bins,
+        strategy=strategy,
+        ci_level=ci_level,
     )
 
 
@@ -594,15 +579,12 @@ def top_label_ece(
     0.325
     """
     cols, labels = _check_probs(probs, classes)
-    if not isinstance(weighted, bool):
-        msg = f"weighted must be True or False, got {weighted!r}"
-        raise TypeError(msg)
     return TopLabelECE(
         y=y,
         probs=cols,
         classes=labels,
-        n_bins=check_bins(n_bins),
-        strategy=_check_strategy(strategy),
+        n_bins=n_bins,
+        strategy=strategy,
         weighted=weighted,
     )
 
@@ -677,7 +659,7 @@ def classwise_ece(
     multiclass probabilities with Dirichlet calibration", NeurIPS 32.
     """
     cols, labels = _check_probs(probs, classes)
-    return ClasswiseECE(y=y, probs=cols, classes=labels, n_bins=check_bins(n_bins), strategy=_check_strategy(strategy))
+    return ClasswiseECE(y=y, probs=cols, classes=labels, n_bins=n_bins, strategy=strategy)
 
 
 # ---------------------------------------------------------------------------

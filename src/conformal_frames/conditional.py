@@ -24,15 +24,23 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Any, Literal
 
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._params import check_level as _level
-from conformal_frames._params import check_probability, level_row
 from conformal_frames._renames import renamed
+from conformal_frames._validate import (
+    check_column,
+    check_columns,
+    check_fraction,
+    check_positive_int,
+    checked,
+    choice,
+    level_row,
+    optional,
+    validate_fields,
+)
 from conformal_frames.core import GroupFn, Metric, NumpyFn, Query, TableFn, TableRef, aggregate, over
 from conformal_frames.intervals import covered_row
 from conformal_frames.results import CoverageTestResult
@@ -51,9 +59,12 @@ class Target:
     """The covered indicator's inputs: ``y`` with ``(lo, hi)`` or with a set."""
 
     y: str
-    lo: str | None = None
-    hi: str | None = None
+    lo: str | None = checked(optional(check_column), None)
+    hi: str | None = checked(optional(check_column), None)
     sets: SetSpec | None = None
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
 
     def covered(self, q: Query) -> str:
         if self.sets is not None:
@@ -73,9 +84,7 @@ class TargetMetric(Metric):
 
 
 def _target(y: str, lo: str | None, hi: str | None, sets: Any, classes: Any) -> Target:
-    if not isinstance(y, str):
-        msg = f"y must be a column name, got {y!r}"
-        raise TypeError(msg)
+    check_column(y, "y")
     interval = lo is not None or hi is not None
     if interval and sets is not None:
         msg = "pass either lo= and hi= (intervals) or sets= (prediction sets), not both"
@@ -92,19 +101,9 @@ def _target(y: str, lo: str | None, hi: str | None, sets: Any, classes: Any) -> 
     return Target(y=y, lo=lo, hi=hi)
 
 
-def _groups(groups: Any) -> tuple[str, ...]:
-    if isinstance(groups, str):
-        return (groups,)
-    if isinstance(groups, Sequence) and all(isinstance(g, str) for g in groups):
-        if not groups:
-            msg = "groups= must name at least one column"
-            raise ValueError(msg)
-        if len(set(groups)) != len(groups):
-            msg = f"groups= has duplicate columns: {list(groups)!r}"
-            raise ValueError(msg)
-        return tuple(groups)
-    msg = f"groups= must be a column name or a list of column names, got {groups!r}"
-    raise TypeError(msg)
+def _names(value: Any, name: str) -> tuple[str, ...]:
+    """A column name or a list of distinct column names, as a tuple."""
+    return (value,) if isinstance(value, str) else check_columns(value, name)
 
 
 # ---------------------------------------------------------------------------
@@ -290,13 +289,10 @@ def coverage_gap(
     >>> out.select("coverage_gap_worst_seg", "coverage_gap_worst_coverage").row(0)
     ('b', 0.5)
     """
-    if not isinstance(weighted, bool):
-        msg = f"weighted must be True or False, got {weighted!r}"
-        raise TypeError(msg)
     return CoverageGap(
         target=_target(y, lo, hi, sets, classes),
-        groups=_groups(groups),
-        confidence_level=_level(confidence_level),
+        groups=_names(groups, "groups"),
+        confidence_level=confidence_level,
         weighted=weighted,
     )
 
@@ -377,10 +373,10 @@ class CoverageTest(TargetMetric):
     target: Target
     confidence_level: float | str
     ci_level: float = 0.95
-    method: str = "wilson"
-    n_calibration: int | None = None
+    method: str = checked(choice("wilson", "clopper-pearson"), "wilson")
+    n_calibration: int | None = checked(optional(check_positive_int), None)
     significance: float = 0.05
-    correction: str = "holm"
+    correction: str = checked(choice("holm", "bh", "none"), "holm")
     default_name = "coverage_test"
     kind = "test"
     result = CoverageTestResult
@@ -526,34 +522,25 @@ def coverage_test(
     "Controlling the false discovery rate", JRSS B 57, 289-300; V. Vovk (2012),
     "Conditional validity of inductive conformal predictors", ACML.
     """
-    if method not in ("wilson", "clopper-pearson"):
-        msg = f"method must be 'wilson' or 'clopper-pearson', got {method!r}"
-        raise ValueError(msg)
-    if correction not in ("holm", "bh", "none"):
-        msg = f"correction must be 'holm', 'bh' or 'none', got {correction!r}"
-        raise ValueError(msg)
-    level = _level(confidence_level)
-    if n_calibration is not None:
-        if isinstance(n_calibration, bool) or not isinstance(n_calibration, Integral) or n_calibration < 1:
-            msg = f"n_calibration must be a positive integer, got {n_calibration!r}"
-            raise ValueError(msg)
-        n_calibration = int(n_calibration)
-        _, b = split_conformal_law(n_calibration, level) if isinstance(level, float) else (0.0, 1.0)
+    metric = CoverageTest(
+        target=_target(y, lo, hi, sets, classes),
+        confidence_level=confidence_level,
+        ci_level=ci_level,
+        method=method,
+        n_calibration=n_calibration,
+        significance=significance,
+        correction=correction,
+    )
+    level, n_calibration = metric.confidence_level, metric.n_calibration
+    if n_calibration is not None and isinstance(level, float):
+        _, b = split_conformal_law(n_calibration, level)
         if b < 1:
             msg = (
                 f"n_calibration={n_calibration} is too small for confidence_level={level}: "
                 f"split conformal needs (m + 1) * (1 - confidence_level) >= 1, i.e. m >= {math.ceil(1 / (1 - level) - 1 - 1e-9)}"
             )
             raise ValueError(msg)
-    return CoverageTest(
-        target=_target(y, lo, hi, sets, classes),
-        confidence_level=level,
-        ci_level=check_probability(ci_level, "ci_level"),
-        method=method,
-        n_calibration=n_calibration,
-        significance=check_probability(significance, "significance"),
-        correction=correction,
-    )
+    return metric
 
 
 # ---------------------------------------------------------------------------
@@ -642,7 +629,7 @@ def _slab_groups(n_features: int, delta: float, n_directions: int, seed: int, ch
 class WorstSlab(TargetMetric):
     target: Target
     features: tuple[str, ...]
-    delta: float = 0.1
+    delta: float = checked(check_fraction, 0.1)
     n_directions: int = 1000
     seed: int = 0
     default_name = "worst_slab_coverage"
@@ -726,24 +713,10 @@ def worst_slab_coverage(
     and validated confidence sets in multiclass and multilabel prediction",
     JMLR 22(81), 1-42.
     """
-    feats = (features,) if isinstance(features, str) else tuple(features)
-    if not feats or not all(isinstance(f, str) for f in feats):
-        msg = f"features must be a column name or a non-empty list of column names, got {features!r}"
-        raise ValueError(msg)
-    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta <= 1:
-        msg = f"delta must be a number in (0, 1], got {delta!r}"
-        raise ValueError(msg)
-    for value, what in ((n_directions, "n_directions"),):
-        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-            msg = f"{what} must be a positive integer, got {value!r}"
-            raise ValueError(msg)
-    if isinstance(seed, bool) or not isinstance(seed, Integral):
-        msg = f"seed must be an integer, got {seed!r}"
-        raise ValueError(msg)
     return WorstSlab(
         target=_target(y, lo, hi, sets, classes),
-        features=feats,
-        delta=float(delta),
-        n_directions=int(n_directions),
-        seed=int(seed),
+        features=_names(features, "features"),
+        delta=delta,
+        n_directions=n_directions,
+        seed=seed,
     )

@@ -38,6 +38,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames._validate import validate_fields
 from conformal_frames.results import TestResult
 
 __all__ = [
@@ -389,6 +390,9 @@ class Metric:
     long: ClassVar[bool] = False
     #: result class of a test (kind "test"), built by :meth:`test_result`
     result: ClassVar[type[TestResult]] = TestResult
+
+    def __post_init__(self) -> None:
+        validate_fields(self)  # the same checks as the factories
 
     @property
     def output_name(self) -> str:

@@ -41,10 +41,18 @@ from typing import Any
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames._params import check_level, complement, level_row
 from conformal_frames._renames import renamed
+from conformal_frames._validate import (
+    check_classes,
+    check_column,
+    check_columns,
+    checked,
+    complement,
+    level_row,
+    optional,
+)
 from conformal_frames.core import Metric, Query, total
-from conformal_frames.sets import Label, check_classes, label_exprs
+from conformal_frames.sets import Label, label_exprs
 from conformal_frames.stats import max_of, ratio
 
 __all__ = ["efficiency_criteria"]
@@ -65,11 +73,16 @@ def pvalue_exprs(q: Query, pvalues: tuple[str, ...]) -> list[nw.Expr]:
     return out
 
 
+def _pvalue_columns(value: Any, name: str) -> tuple[str, ...]:
+    """One p-value column per class: at least two."""
+    return check_columns(value, name, at_least=2)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Efficiency(Metric):
-    y: str | None
-    pvalues: tuple[str, ...]
-    classes: tuple[Label, ...] | None
+    y: str | None = checked(optional(check_column))
+    pvalues: tuple[str, ...] = checked(_pvalue_columns)
+    classes: tuple[Label, ...] | None = checked(optional(check_classes))
     confidence_level: float | str
     default_name = "efficiency_criteria"
     kind = "table"
@@ -183,16 +196,7 @@ def efficiency_criteria(
     V. Vovk, V. Fedorova, I. Nouretdinov and A. Gammerman (2016), "Criteria of
     efficiency for conformal prediction", COPA 2016, LNCS 9653, 23-39.
     """
-    if isinstance(pvalues, str) or not isinstance(pvalues, Sequence) or not all(isinstance(c, str) for c in pvalues):
-        msg = f"pvalues must be a list of column names (one per class), got {pvalues!r}"
-        raise TypeError(msg)
-    cols = tuple(pvalues)
-    if len(cols) < 2:
-        msg = f"pvalues needs at least two columns (one per class), got {list(cols)!r}"
-        raise ValueError(msg)
-    if len(set(cols)) != len(cols):
-        msg = f"pvalues has repeated columns: {list(cols)!r}"
-        raise ValueError(msg)
+    cols = _pvalue_columns(pvalues, "pvalues")
     labels = None
     if classes is not None or y is not None:
         if classes is None:
@@ -205,8 +209,4 @@ def efficiency_criteria(
                 f"but {len(labels)} classes {list(labels)!r}"
             )
             raise ValueError(msg)
-    if y is not None and not isinstance(y, str):
-        msg = f"y must be a column name or None, got {y!r}"
-        raise TypeError(msg)
-    level = check_level(confidence_level)
-    return Efficiency(y=y, pvalues=cols, classes=labels, confidence_level=level)
+    return Efficiency(y=y, pvalues=cols, classes=labels, confidence_level=confidence_level)

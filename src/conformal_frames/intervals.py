@@ -14,15 +14,10 @@ from dataclasses import dataclass
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._params import (
-    check_bins,
-    check_finite,
-    check_level,
-    check_positive_pair,
-    check_probability,
+from conformal_frames._renames import renamed
+from conformal_frames._validate import (
     level_row,
 )
-from conformal_frames._renames import renamed
 from conformal_frames.core import GroupFn, Metric, Query, TableFn, TableRef, aggregate, over
 from conformal_frames.gauss import grouped_gauss_form
 from conformal_frames.stats import min_of, ratio, wilson_interval
@@ -107,7 +102,6 @@ def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95) -> Coverage:
     E. B. Wilson (1927), "Probable inference, the law of succession, and
     statistical inference", JASA 22(158), 209-212.
     """
-    check_probability(ci_level, "ci_level")
     return Coverage(y=y, lo=lo, hi=hi, ci_level=ci_level)
 
 
@@ -281,7 +275,7 @@ def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSC:
     prediction and distribution-free uncertainty quantification",
     arXiv:2107.07511.
     """
-    return SSC(y=y, lo=lo, hi=hi, n_bins=check_bins(n_bins))
+    return SSC(y=y, lo=lo, hi=hi, n_bins=n_bins)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -327,7 +321,7 @@ def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSCScore:
     >>> df.conformal.ssc_score("y", "lo", "hi", n_bins=2)
     0.5
     """
-    return SSCScore(y=y, lo=lo, hi=hi, n_bins=check_bins(n_bins))
+    return SSCScore(y=y, lo=lo, hi=hi, n_bins=n_bins)
 
 
 # ---------------------------------------------------------------------------
@@ -390,7 +384,7 @@ def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str) -> Winkl
     "Strictly proper scoring rules, prediction, and estimation", JASA 102,
     359-378 (section 6.2).
     """
-    return Winkler(y=y, lo=lo, hi=hi, confidence_level=check_level(confidence_level))
+    return Winkler(y=y, lo=lo, hi=hi, confidence_level=confidence_level)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -451,8 +445,8 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str) 
         y=y,
         lo=lo,
         hi=hi,
-        eta=check_finite(eta, "eta"),
-        confidence_level=check_level(confidence_level),
+        eta=eta,
+        confidence_level=confidence_level,
     )
 
 
@@ -537,4 +531,4 @@ def hsic(y: str, lo: str, hi: str, *, kernel_sizes: tuple[float, float] = (1.0, 
     S. Feldman, S. Bates and Y. Romano (2021), "Improving conditional coverage
     via orthogonal quantile regression", NeurIPS 34, 2060-2071.
     """
-    return HSIC(y=y, lo=lo, hi=hi, kernel_sizes=check_positive_pair(kernel_sizes, "kernel_sizes"))
+    return HSIC(y=y, lo=lo, hi=hi, kernel_sizes=kernel_sizes)

@@ -27,14 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Any
 
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._params import check_level, level_row
 from conformal_frames._renames import renamed
+from conformal_frames._validate import check_columns, check_level, check_positive_int, level_row
 from conformal_frames.calibration import binary_row
 from conformal_frames.conditional import Target, TargetMetric, _target
 from conformal_frames.core import InvalidPolicy, Metric, Query, evaluate_one, to_lazy
@@ -123,7 +122,6 @@ def auroc(y: str, score: str) -> AUROC:
     under a receiver operating characteristic (ROC) curve", Radiology 143,
     29-36.
     """
-    _check_names(y=y, score=score)
     return AUROC(y=y, score=score)
 
 
@@ -211,15 +209,7 @@ def auarc(y: str, score: str) -> AUARC:
     curves (ARCs) for comparing classification methods with a reject option",
     PMLR 8, 65-81.
     """
-    _check_names(y=y, score=score)
     return AUARC(y=y, score=score)
-
-
-def _check_names(**names: Any) -> None:
-    for param, value in names.items():
-        if not isinstance(value, str):
-            msg = f"{param} must be a column name (a string), got {value!r} ({type(value).__name__})"
-            raise TypeError(msg)
 
 
 # ---------------------------------------------------------------------------
@@ -376,27 +366,13 @@ def excess_risk_target_coverage(
     except ImportError as exc:  # pragma: no cover - depends on the environment
         msg = "excess_risk_target_coverage needs scikit-learn: pip install 'conformal-frames[sklearn]'"
         raise ImportError(msg) from exc
-    level = check_level(confidence_level)
-    if isinstance(n_splits, bool) or not isinstance(n_splits, Integral) or n_splits < 2:
-        msg = f"n_splits must be an integer >= 2, got {n_splits!r}"
-        raise ValueError(msg)
-    if isinstance(seed, bool) or not isinstance(seed, Integral):
-        msg = f"seed must be an integer, got {seed!r}"
-        raise TypeError(msg)
-    if isinstance(features, str) or not isinstance(features, Sequence) or not features:
-        msg = f"features must be a non-empty list of column names, got {features!r}"
-        raise TypeError(msg)
-    _check_names(y=y, **{f"features[{i}]": f for i, f in enumerate(features)})
-    if len(set(features)) != len(features):
-        msg = f"features has repeated columns: {list(features)!r}"
-        raise ValueError(msg)
     metric = ExcessRisk(
         target=_target(y, lo, hi, sets, classes),
-        features=tuple(features),
-        level=level,
+        features=check_columns(features, "features"),
+        level=check_level(confidence_level),
         model=model,
-        n_splits=int(n_splits),
-        seed=int(seed),
+        n_splits=check_positive_int(n_splits, "n_splits", at_least=2),
+        seed=seed,
         grouped=by is not None,
     )
     return evaluate_one(lf.collect(), metric, by=by, invalid=invalid)

@@ -30,14 +30,21 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Any
 
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._params import check_bins, check_probability
 from conformal_frames._renames import renamed
+from conformal_frames._validate import (
+    check_bins,
+    check_classes,
+    check_columns,
+    check_sets,
+    checked,
+    optional,
+    validate_fields,
+)
 from conformal_frames.core import Metric, Query, TableFn, TableRef, aggregate, total
 from conformal_frames.stats import min_of, ratio, wilson_interval
 
@@ -50,46 +57,16 @@ Label = int | str
 # ---------------------------------------------------------------------------
 # validation of the set representation (at construction, no data needed)
 # ---------------------------------------------------------------------------
-def check_classes(classes: Any, name: str = "classes") -> tuple[Label, ...]:
-    """Distinct labels, all integers or all strings, at least one."""
-    if classes is None:
-        msg = f"{name}= is required: the labels of the classes (integers or strings)"
-        raise ValueError(msg)
-    if isinstance(classes, (str, bytes)) or not isinstance(classes, Sequence | np.ndarray):
-        msg = f"{name} must be a list of labels, got {classes!r}"
-        raise TypeError(msg)
-    out: list[Label] = []
-    for c in list(classes):
-        if isinstance(c, (bool, np.bool_)):
-            msg = f"{name} must hold integers or strings, got the boolean {c!r}"
-            raise TypeError(msg)
-        if isinstance(c, Integral):
-            out.append(int(c))
-        elif isinstance(c, str):
-            out.append(c)
-        else:
-            msg = f"{name} must hold integers or strings, got {c!r} ({type(c).__name__})"
-            raise TypeError(msg)
-    if not out:
-        msg = f"{name} must hold at least one label"
-        raise ValueError(msg)
-    if len({type(c) for c in out}) > 1:
-        msg = f"{name} mixes integer and string labels: {out!r}"
-        raise TypeError(msg)
-    if len(set(out)) != len(out):
-        dupes = sorted({c for c in out if out.count(c) > 1}, key=str)
-        msg = f"{name} has repeated labels: {dupes!r}"
-        raise ValueError(msg)
-    return tuple(out)
-
-
 @dataclass(frozen=True)
 class SetSpec:
     """A prediction-set representation: a list column or membership columns."""
 
-    sets: str | tuple[str, ...]
+    sets: str | tuple[str, ...] = checked(check_sets)
     #: ``None``: a list column whose labels come from the data
-    classes: tuple[Label, ...] | None
+    classes: tuple[Label, ...] | None = checked(optional(check_classes))
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
 
     @property
     def is_list(self) -> bool:
@@ -116,15 +93,12 @@ def set_spec(sets: Any, classes: Any, *, need_classes: str | None = None) -> Set
     if isinstance(sets, str):
         return SetSpec(sets, labels)
     if isinstance(sets, Sequence) and sets and all(isinstance(s, str) for s in sets):
-        cols = tuple(sets)
+        cols = check_columns(sets, "sets")
         if len(cols) != len(labels):
             msg = (
                 f"mismatched classes and membership columns: {len(cols)} columns "
                 f"{list(cols)!r} but {len(labels)} classes {list(labels)!r}"
             )
-            raise ValueError(msg)
-        if len(set(cols)) != len(cols):
-            msg = f"membership columns are repeated: {list(cols)!r}"
             raise ValueError(msg)
         return SetSpec(cols, labels)
     msg = (
@@ -443,7 +417,6 @@ def set_coverage(
     >>> df.conformal.set_coverage("y", "s", classes=["a", "b", "c"])
     0.6666666666666666
     """
-    check_probability(ci_level, "ci_level")
     return SetCoverage(y=y, spec=set_spec(sets, classes), ci_level=ci_level)
 
 
@@ -621,7 +594,7 @@ def _ssc_strata(q: Query, y: str, spec: SetSpec, n_bins: int | None) -> list[tup
 class SetSSC(SetMetric):
     y: str
     spec: SetSpec
-    n_bins: int | None = None
+    n_bins: int | None = checked(optional(check_bins), None)
     default_name = "set_ssc"
     kind = "table"
     long = True
@@ -710,7 +683,7 @@ def set_ssc(
 class SetSSCScore(SetMetric):
     y: str
     spec: SetSpec
-    n_bins: int | None = None
+    n_bins: int | None = checked(optional(check_bins), None)
     default_name = "set_ssc_score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:

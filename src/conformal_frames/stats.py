@@ -5,7 +5,7 @@ from __future__ import annotations
 import narwhals.stable.v2 as nw
 from scipy.special import ndtri
 
-from conformal_frames._params import check_probability
+from conformal_frames._validate import check_probability
 
 
 def wilson_interval(successes: nw.Expr, n: nw.Expr, confidence: float) -> tuple[nw.Expr, nw.Expr]:

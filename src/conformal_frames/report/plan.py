@@ -16,7 +16,7 @@ from typing import Any
 import narwhals.stable.v2 as nw
 
 from conformal_frames import core
-from conformal_frames._params import check_probability
+from conformal_frames._validate import check_probability
 from conformal_frames.calibration import brier, ece, ks_test, kuiper_test, reliability, spiegelhalter_test
 from conformal_frames.conditional import coverage_test
 from conformal_frames.intervals import coverage, hsic, ssc, ssc_score, width, winkler
