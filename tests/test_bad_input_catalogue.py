@@ -216,7 +216,10 @@ CASES: list[Case] = [
             f"n_bins={v!r}",
             "error",
             metrics=lambda v=v: [cf.ece("label", "score", n_bins=v)],
-            error=(ValueError, rf"n_bins must be a positive integer, got {v!r}"),
+            error=(
+                ValueError if isinstance(v, int) and not isinstance(v, bool) else TypeError,
+                rf"n_bins must be a positive integer, got {v!r}",
+            ),
         )
         for v in (0, -1, 2.5, True)
     ],

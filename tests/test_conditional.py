@@ -286,8 +286,8 @@ def test_worst_slab_finds_planted_region():
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"groups": []}, ValueError, "at least one column"),
-        ({"groups": ["g", "g"]}, ValueError, "duplicate"),
+        ({"groups": []}, ValueError, r"groups must be a list of distinct column names \(at least 1\), got \[\]"),
+        ({"groups": ["g", "g"]}, ValueError, r"groups must be a list of distinct column names \('g' repeated\)"),
         ({"groups": "g", "confidence_level": 1.0}, ValueError, "confidence_level must be"),
         ({"groups": "g", "sets": ["a"], "classes": [0]}, ValueError, "not both"),
     ],

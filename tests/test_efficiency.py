@@ -114,8 +114,18 @@ def test_label_not_among_classes(eager_constructor):
             "mismatched classes and p-value columns",
         ),
         (("y", ["p0", "p1"]), {"confidence_level": 0.9}, ValueError, "classes= is required"),
-        (("y", ["p0"]), {"classes": [0], "confidence_level": 0.9}, ValueError, "at least two"),
-        (("y", "p0"), {"classes": [0], "confidence_level": 0.9}, TypeError, "list of column names"),
+        (
+            ("y", ["p0"]),
+            {"classes": [0], "confidence_level": 0.9},
+            ValueError,
+            r"pvalues must be a list of distinct column names \(at least 2\), got \['p0'\]",
+        ),
+        (
+            ("y", "p0"),
+            {"classes": [0], "confidence_level": 0.9},
+            TypeError,
+            "pvalues must be a list of distinct column names, got 'p0'",
+        ),
     ],
 )
 def test_bad_parameters(args, kwargs, error, match):

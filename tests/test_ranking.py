@@ -281,7 +281,7 @@ def test_ert_lazy_and_bad_parameters(constructor) -> None:
         cf.excess_risk_target_coverage(frame, "y", "lo", "hi", features=["x1"], confidence_level=0.9, n_splits=1)
     with pytest.raises(ValueError, match="confidence_level must be .* got 1.5"):
         cf.excess_risk_target_coverage(frame, "y", "lo", "hi", features=["x1"], confidence_level=1.5)
-    with pytest.raises(TypeError, match="features must be a non-empty list"):
+    with pytest.raises(TypeError, match="features must be a list of distinct column names, got 'x1'"):
         cf.excess_risk_target_coverage(frame, "y", "lo", "hi", features="x1", confidence_level=0.9)
     with pytest.raises(ValueError, match="column 'nope' not found"):
         cf.excess_risk_target_coverage(frame, "y", "lo", "hi", features=["nope"], confidence_level=0.9)

@@ -223,9 +223,21 @@ def test_missing_values_are_invalid(constructor):
     [
         ({"sets": ["a", "b"], "classes": [0, 1, 2]}, ValueError, "mismatched classes and membership columns"),
         ({"sets": ["a", "b"], "classes": None}, ValueError, "classes= is required"),
-        ({"sets": ["a", "b"], "classes": [0, 0]}, ValueError, "repeated labels"),
-        ({"sets": ["a", "b"], "classes": [0, "x"]}, TypeError, "mixes integer and string"),
-        ({"sets": ["a", "b"], "classes": [True, False]}, TypeError, "boolean"),
+        (
+            {"sets": ["a", "b"], "classes": [0, 0]},
+            ValueError,
+            r"classes must be a list of distinct labels, all integers or all strings \(0 repeated\)",
+        ),
+        (
+            {"sets": ["a", "b"], "classes": [0, "x"]},
+            TypeError,
+            r"classes must be a list of distinct labels, all integers or all strings, got \[0, 'x'\]",
+        ),
+        (
+            {"sets": ["a", "b"], "classes": [True, False]},
+            TypeError,
+            r"classes must be a list of distinct labels, all integers or all strings, got \[True, False\]",
+        ),
         ({"sets": 3, "classes": [0, 1]}, TypeError, "list column or a list of boolean"),
         ({"sets": "s", "classes": [0, 1], "n_bins": 4}, ValueError, "exceeds the 3 possible set sizes"),
         ({"sets": "s", "classes": [0, 1], "n_bins": 0}, ValueError, "positive integer"),

@@ -101,19 +101,32 @@ def test_null_group_keys(constructor):
             cf.evaluate(frame, cf.coverage("y", "lo", "hi"), by="g")
 
 
-@pytest.mark.parametrize("n_bins", [0, -1, 2.5, True, "3", None])
-def test_invalid_n_bins(n_bins):
-    with pytest.raises(ValueError, match=rf"n_bins must be a positive integer, got {n_bins!r}"):
+@pytest.mark.parametrize(
+    ("n_bins", "error"),
+    [(0, ValueError), (-1, ValueError), (2.5, TypeError), (True, TypeError), ("3", TypeError), (None, TypeError)],
+)
+def test_invalid_n_bins(n_bins, error):
+    with pytest.raises(error, match=rf"n_bins must be a positive integer, got {n_bins!r}"):
         cf.ssc("y", "lo", "hi", n_bins=n_bins)
-    with pytest.raises(ValueError, match="n_bins must be a positive integer"):
+    with pytest.raises(error, match="n_bins must be a positive integer"):
         cf.ssc_score("y", "lo", "hi", n_bins=n_bins)
 
 
-@pytest.mark.parametrize("level", [0, 1, -0.1, 1.5, math.nan, True])
-def test_invalid_confidence_level(level):
-    with pytest.raises(ValueError, match="confidence_level must be a number strictly between 0 and 1"):
+@pytest.mark.parametrize(
+    ("level", "error"),
+    [
+        (0, ValueError),
+        (1, ValueError),
+        (-0.1, ValueError),
+        (1.5, ValueError),
+        (math.nan, ValueError),
+        (True, TypeError),
+    ],
+)
+def test_invalid_confidence_level(level, error):
+    with pytest.raises(error, match="confidence_level must be a number strictly between 0 and 1"):
         cf.winkler("y", "lo", "hi", confidence_level=level)
-    with pytest.raises(ValueError, match="confidence_level must be a number strictly between 0 and 1"):
+    with pytest.raises(error, match="confidence_level must be a number strictly between 0 and 1"):
         cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=level)
 
 
@@ -123,15 +136,27 @@ def test_invalid_ci_level(ci_level):
         cf.coverage("y", "lo", "hi", ci_level=ci_level)
 
 
-@pytest.mark.parametrize("sizes", [(1,), (1, 2, 3), (0, 1), (1, -2), (1, math.inf), (True, 1), "ab", 3])
-def test_invalid_kernel_sizes(sizes):
-    with pytest.raises(ValueError, match="kernel_sizes must be two positive numbers"):
+@pytest.mark.parametrize(
+    ("sizes", "error"),
+    [
+        ((1,), ValueError),
+        ((1, 2, 3), ValueError),
+        ((0, 1), ValueError),
+        ((1, -2), ValueError),
+        ((1, math.inf), ValueError),
+        ((True, 1), TypeError),
+        ("ab", TypeError),
+        (3, TypeError),
+    ],
+)
+def test_invalid_kernel_sizes(sizes, error):
+    with pytest.raises(error, match="kernel_sizes must be two positive numbers"):
         cf.hsic("y", "lo", "hi", kernel_sizes=sizes)
 
 
-@pytest.mark.parametrize("eta", [math.nan, math.inf, "1"])
-def test_invalid_eta(eta):
-    with pytest.raises(ValueError, match="eta must be a finite number"):
+@pytest.mark.parametrize(("eta", "error"), [(math.nan, ValueError), (math.inf, ValueError), ("1", TypeError)])
+def test_invalid_eta(eta, error):
+    with pytest.raises(error, match="eta must be a finite number"):
         cf.cwc("y", "lo", "hi", eta=eta, confidence_level=0.9)
 
 

@@ -37,11 +37,10 @@ from conformal_frames._validate import (
     check_positive_int,
     checked,
     choice,
-    level_row,
     optional,
     validate_fields,
 )
-from conformal_frames.core import GroupFn, Metric, NumpyFn, Query, TableFn, TableRef, aggregate, over
+from conformal_frames.core import GroupFn, Metric, NumpyFn, Query, TableFn, TableRef, aggregate, level_row, over
 from conformal_frames.intervals import covered_row
 from conformal_frames.results import CoverageTestResult
 from conformal_frames.sets import Label, SetSpec, arrow_lists, set_covered_row, set_spec

@@ -940,3 +940,29 @@ def evaluate_one(frame: Any, metric: Metric, by: Any = None, *, invalid: Invalid
 
 def _float(value: Any) -> float:
     return float("nan") if value is None else float(value)
+
+
+def level_row(q: Query, level: float | str) -> str | None:
+    """Row column of the target level when it is a column (must be a ``by=`` key).
+
+    ``None`` for a float level.  The one place where a metric's
+    ``confidence_level=`` column is checked: it must be a ``by=`` key (so the
+    target is constant within each group), numeric and inside (0, 1) (rows
+    outside are invalid).  The row is Float64.
+    """
+    if not isinstance(level, str):
+        return None
+    if level not in q.keys:
+        if level not in q.schema:
+            q.column(level)  # the usual "not found" message
+        msg = (
+            f"confidence_level={level!r} names a column: it must also be a by= column, "
+            "so that the target is constant within each group (e.g. by=[..., 'level'])"
+        )
+        raise ValueError(msg)
+    if not q.schema[level].is_numeric():
+        msg = f"confidence_level column {level!r} must be numeric, found dtype {q.schema[level]}"
+        raise TypeError(msg)
+    t = nw.col(level).cast(nw.Float64)
+    q.check(f"confidence_level column {level!r} has values outside (0, 1)", ~((t > 0.0) & (t < 1.0)))
+    return q.row(("target_level", level), t)

@@ -48,10 +48,9 @@ from conformal_frames._validate import (
     check_columns,
     checked,
     complement,
-    level_row,
     optional,
 )
-from conformal_frames.core import Metric, Query, total
+from conformal_frames.core import Metric, Query, level_row, total
 from conformal_frames.sets import Label, label_exprs
 from conformal_frames.stats import max_of, ratio
 

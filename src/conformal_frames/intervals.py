@@ -15,10 +15,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
-from conformal_frames._validate import (
-    level_row,
-)
-from conformal_frames.core import GroupFn, Metric, Query, TableFn, TableRef, aggregate, over
+from conformal_frames.core import GroupFn, Metric, Query, TableFn, TableRef, aggregate, level_row, over
 from conformal_frames.gauss import grouped_gauss_form
 from conformal_frames.stats import min_of, ratio, wilson_interval
 

@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from conformal_frames import calibration, conditional, efficiency, intervals, ranking, sets
-from conformal_frames.core import InvalidPolicy, Metric, evaluate, evaluate_one
+from conformal_frames.core import InvalidPolicy, Metric, evaluate, evaluate_one, to_lazy
 from conformal_frames.report import report
 
 __all__ = ["ConformalNamespace", "add_metrics", "conformal", "register_accessors"]
@@ -84,7 +84,12 @@ def _parameters(fn: Callable[..., Any], *, skip_first: bool = False) -> list[ins
 
 def _metric_method(name: str, factory: Callable[..., Metric]) -> Callable[..., Any]:
     def method(self: ConformalNamespace, *args: Any, by: Any = None, invalid: Any = None, **kwargs: Any) -> Any:
-        return evaluate_one(self._frame, factory(*args, **kwargs), by=by, invalid=invalid)
+        try:
+            metric = factory(*args, **kwargs)
+        except TypeError:
+            to_lazy(self._frame)  # a frame whose column names are not strings: say that first
+            raise
+        return evaluate_one(self._frame, metric, by=by, invalid=invalid)
 
     own = _parameters(factory)
     taken = {p.name for p in own} & {"by", "invalid"}

@@ -33,10 +33,10 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
-from conformal_frames._validate import check_columns, check_level, check_positive_int, level_row
+from conformal_frames._validate import check_columns, check_level, check_positive_int
 from conformal_frames.calibration import binary_row
 from conformal_frames.conditional import Target, TargetMetric, _target
-from conformal_frames.core import InvalidPolicy, Metric, Query, evaluate_one, to_lazy
+from conformal_frames.core import InvalidPolicy, Metric, Query, evaluate_one, level_row, to_lazy
 from conformal_frames.sets import Label
 from conformal_frames.stats import ratio
 
