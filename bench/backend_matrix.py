@@ -59,7 +59,7 @@ METRICS = {
     "hsic": [cf.hsic("y", "lo", "hi")],
     "set_coverage, set_size, singleton/empty rate": [cf.set_coverage("cls", **SETS), cf.set_size(**SETS)],
     "set_ssc, set_ssc_score": [cf.set_ssc_score("cls", **SETS)],
-    "efficiency_criteria": [cf.efficiency_criteria("cls", ["p0", "p1", "p2"], classes=[0, 1, 2], significance=0.2)],
+    "efficiency_criteria": [cf.efficiency_criteria("cls", ["p0", "p1", "p2"], classes=[0, 1, 2], confidence_level=0.8)],
     "coverage_gap": [cf.coverage_gap("y", "lo", "hi", groups="cls", confidence_level=0.9)],
     "coverage_test (Wilson, exact binomial)": [cf.coverage_test("y", "lo", "hi", confidence_level=0.9)],
     "worst_slab_coverage": [cf.worst_slab_coverage("y", "lo", "hi", features=["x1", "x2"], n_directions=20)],

@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     if has_calibration:
         record(
             "grouped ECE (10 uniform bins) vs hand-written polars",
-            best_of(lambda: cf.evaluate(df, cf.ece("label", "score", num_bins=10), by="seg"), r),
+            best_of(lambda: cf.evaluate(df, cf.ece("label", "score", n_bins=10), by="seg"), r),
             best_of(lambda: polars_ece(df, "seg"), r),
             "<= 1.3x",
             "slower-at-most",
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         if has_calibration:
             record(
                 "grouped ECE vs pandas groupby.apply(mapie)",
-                best_of(lambda: cf.evaluate(df, cf.ece("label", "score", num_bins=10), by="seg"), r),
+                best_of(lambda: cf.evaluate(df, cf.ece("label", "score", n_bins=10), by="seg"), r),
                 best_of(lambda: apply(baseline["ece"]), 1),
                 ">= 10x",
                 "faster-at-least",
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         record(
             "ungrouped SSC score (3 bins) vs mapie (numpy)",
-            best_of(lambda: df.conformal.ssc_score("y", "lo", "hi", num_bins=3), r),
+            best_of(lambda: df.conformal.ssc_score("y", "lo", "hi", n_bins=3), r),
             best_of(lambda: regression_ssc_score(y, intervals, num_bins=3), r),
             ">= 2x",
             "faster-at-least",
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             lab, sc = df["label"].to_numpy(), df["score"].to_numpy()
             record(
                 "ungrouped ECE vs mapie (numpy)",
-                best_of(lambda: df.conformal.ece("label", "score", num_bins=10), r),
+                best_of(lambda: df.conformal.ece("label", "score", n_bins=10), r),
                 best_of(lambda: expected_calibration_error(lab, sc, num_bins=10), r),
                 ">= 2x",
                 "faster-at-least",
@@ -286,12 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if has_calibration:
         single_pass += [
-            cf.ece("label", "score", num_bins=10),
-            cf.mce("label", "score", num_bins=10),
+            cf.ece("label", "score", n_bins=10),
+            cf.mce("label", "score", n_bins=10),
             cf.brier("label", "score"),
             cf.spiegelhalter_test("label", "score"),
         ]
-        with_windows = [*single_pass[:6], cf.ssc_score("y", "lo", "hi", num_bins=3), cf.ks_test("label", "score")]
+        with_windows = [*single_pass[:6], cf.ssc_score("y", "lo", "hi", n_bins=3), cf.ks_test("label", "score")]
     else:
         with_windows = []
     t_cov = best_of(lambda: cf.evaluate(df, cf.coverage("y", "lo", "hi"), by="seg"), r)

@@ -33,7 +33,7 @@ which = sys.argv[2]
 if which == "five":
     metrics = [cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"),
                cf.winkler("y", "lo", "hi", confidence_level=0.9),
-               cf.ece("label", "score", num_bins=15), cf.spiegelhalter_test("label", "score")]
+               cf.ece("label", "score", n_bins=15), cf.spiegelhalter_test("label", "score")]
 else:
     metrics = [cf.ks_test("label", "score")]
 t0 = time.perf_counter()

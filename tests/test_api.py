@@ -99,13 +99,13 @@ def test_column_names_with_spaces(constructor):
     metrics = [
         cf.coverage("y true", "lower bound", "upper bound"),
         cf.width("lower bound", "upper bound"),
-        cf.ssc_score("y true", "lower bound", "upper bound", num_bins=2),
+        cf.ssc_score("y true", "lower bound", "upper bound", n_bins=2),
     ]
     out = to_pandas(cf.evaluate(constructor(d), *metrics, by="the segment"))
     ref = to_pandas(
         cf.evaluate(
             pl.DataFrame(DATA),
-            *[cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), cf.ssc_score("y", "lo", "hi", num_bins=2)],
+            *[cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"), cf.ssc_score("y", "lo", "hi", n_bins=2)],
             by="g",
         )
     )
@@ -153,9 +153,9 @@ def test_long_tables_of_pandas_have_a_fresh_index():
     df = pd.DataFrame(DATA)
     scores = pd.DataFrame({"label": [1, 0, 1, 0, 1], "score": [0.9, 0.2, 0.6, 0.6, 0.1], "g": DATA["g"]})
     for table in (
-        df.conformal.ssc("y", "lo", "hi", num_bins=2),
-        df.conformal.ssc("y", "lo", "hi", num_bins=2, by="g"),
-        scores.conformal.reliability("label", "score", num_bins=2),
+        df.conformal.ssc("y", "lo", "hi", n_bins=2),
+        df.conformal.ssc("y", "lo", "hi", n_bins=2, by="g"),
+        scores.conformal.reliability("label", "score", n_bins=2),
         scores.conformal.cumulative_differences("label", "score", by="g"),
     ):
         assert list(table.index) == list(range(len(table)))

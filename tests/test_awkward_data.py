@@ -36,14 +36,14 @@ METRICS = [
     cf.coverage("y", "lo", "hi"),
     cf.width("lo", "hi"),
     cf.winkler("y", "lo", "hi", confidence_level=0.9),
-    cf.ssc_score("y", "lo", "hi", num_bins=3),
-    cf.ece("label", "score", num_bins=10),
+    cf.ssc_score("y", "lo", "hi", n_bins=3),
+    cf.ece("label", "score", n_bins=10),
     cf.brier("label", "score"),
     cf.ks_test("label", "score"),
     cf.auroc("label", "score"),
     cf.auarc("label", "score"),
 ]
-COLS = ["coverage", "width", "winkler", "ssc_score", "ece", "brier", "ks", "ks_pvalue", "auroc", "auarc", "n"]
+COLS = ["coverage", "width", "winkler", "ssc_score", "ece", "brier", "ks_test", "ks_test_pvalue", "auroc", "auarc", "n"]
 
 
 def _expected(d: dict[str, np.ndarray], idx: np.ndarray) -> list[float]:
@@ -83,7 +83,10 @@ def test_ten_thousand_groups_of_one(constructor) -> None:
     for i in some:  # the KS tests of single rows, against the oracle
         ks = ocal.ks(d["label"][i : i + 1], d["score"][i : i + 1])
         assert_close(
-            out.loc[i, ["ks", "ks_pvalue"]].to_numpy(dtype=float, na_value=np.nan), ks, rtol=RTOL, what=f"ks row {i}"
+            out.loc[i, ["ks_test", "ks_test_pvalue"]].to_numpy(dtype=float, na_value=np.nan),
+            ks,
+            rtol=RTOL,
+            what=f"ks row {i}",
         )
 
 
@@ -236,7 +239,7 @@ def test_float32_scores_at_bin_edges(constructor) -> None:
     s32 = np.array([0.1, 0.2, 0.3, 0.7, 0.9, 1.0, 0.0], dtype=np.float32)
     y = np.array([0, 1, 0, 1, 1, 1, 0], dtype=float)
     frame = constructor({"label": y, "score": s32})
-    got = to_pandas(cf.evaluate(frame, cf.ece("label", "score", num_bins=10)))["ece"][0]
+    got = to_pandas(cf.evaluate(frame, cf.ece("label", "score", n_bins=10)))["ece"][0]
     assert_close(got, ocal.ece(y, s32.astype(np.float64), 10), rtol=RTOL, atol=ATOL)
     assert not math.isnan(got)
 

@@ -102,7 +102,7 @@ def interval_metrics(use_y: bool = True) -> Callable[[], list[cf.Metric]]:
                 cf.coverage("y", "lo", "hi"),
                 cf.winkler("y", "lo", "hi", confidence_level=0.9),
                 cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=0.9),
-                cf.ssc_score("y", "lo", "hi", num_bins=2),
+                cf.ssc_score("y", "lo", "hi", n_bins=2),
             ]
         return out
 
@@ -110,7 +110,7 @@ def interval_metrics(use_y: bool = True) -> Callable[[], list[cf.Metric]]:
 
 
 def calibration_metrics() -> list[cf.Metric]:
-    return [cf.ece("label", "score", num_bins=5), cf.brier("label", "score"), cf.ks_test("label", "score")]
+    return [cf.ece("label", "score", n_bins=5), cf.brier("label", "score"), cf.ks_test("label", "score")]
 
 
 def ranking_metrics() -> list[cf.Metric]:
@@ -122,7 +122,7 @@ def set_metrics() -> list[cf.Metric]:
 
 
 def efficiency_metrics() -> list[cf.Metric]:
-    return [cf.efficiency_criteria("label3", ["p0", "p1", "p2"], classes=[0, 1, 2], significance=0.25)]
+    return [cf.efficiency_criteria("label3", ["p0", "p1", "p2"], classes=[0, 1, 2], confidence_level=0.75)]
 
 
 MISSING = "has missing \\(null/NaN\\) or infinite values in 1 row"
@@ -199,7 +199,7 @@ CASES: list[Case] = [
         "pvalues-classes-mismatch",
         "p-value columns that do not match classes",
         "error",
-        metrics=lambda: [cf.efficiency_criteria("label3", ["p0", "p1", "p2"], classes=[0, 1], significance=0.1)],
+        metrics=lambda: [cf.efficiency_criteria("label3", ["p0", "p1", "p2"], classes=[0, 1], confidence_level=0.9)],
         error=(ValueError, r"mismatched classes and p-value columns: 3 columns \['p0', 'p1', 'p2'\] but 2 classes"),
     ),
     Case(
@@ -212,11 +212,11 @@ CASES: list[Case] = [
     # -- parameters -----------------------------------------------------------
     *[
         Case(
-            f"num-bins-{v!r}",
-            f"num_bins={v!r}",
+            f"n-bins-{v!r}",
+            f"n_bins={v!r}",
             "error",
-            metrics=lambda v=v: [cf.ece("label", "score", num_bins=v)],
-            error=(ValueError, rf"num_bins must be a positive integer, got {v!r}"),
+            metrics=lambda v=v: [cf.ece("label", "score", n_bins=v)],
+            error=(ValueError, rf"n_bins must be a positive integer, got {v!r}"),
         )
         for v in (0, -1, 2.5, True)
     ],
@@ -232,11 +232,11 @@ CASES: list[Case] = [
     ],
     *[
         Case(
-            f"significance-{v!r}",
-            f"significance={v!r}",
+            f"efficiency-confidence-level-{v!r}",
+            f"efficiency_criteria(confidence_level={v!r})",
             "error",
-            metrics=lambda v=v: [cf.efficiency_criteria(None, ["p0", "p1", "p2"], significance=v)],
-            error=(ValueError, rf"significance must be a number strictly between 0 and 1, got {v!r}"),
+            metrics=lambda v=v: [cf.efficiency_criteria(None, ["p0", "p1", "p2"], confidence_level=v)],
+            error=(ValueError, rf"confidence_level must be a number strictly between 0 and 1, got {v!r}"),
         )
         for v in (0.0, 1.0, -0.5, 2)
     ],
@@ -418,7 +418,7 @@ def _small_groups_check(out: pd.DataFrame, case: Case) -> None:
         assert_close(out["coverage"][row], oracle.coverage(y[i], lo[i], hi[i]), what=f"coverage {key}")
         assert_close(out["ssc_score"][row], oracle.ssc_score(y[i], lo[i], hi[i], 3), what=f"ssc {key}")
         assert_close(out["ece"][row], ocal.ece(label[i], score[i], 5), what=f"ece {key}")
-        assert_close(out["ks"][row], ocal.ks(label[i], score[i])[0], what=f"ks {key}")
+        assert_close(out["ks_test"][row], ocal.ks(label[i], score[i])[0], what=f"ks {key}")
 
 
 def _constant_width_check(out: pd.DataFrame, case: Case) -> None:
@@ -464,7 +464,9 @@ def _extreme_scores_check(out: pd.DataFrame, case: Case) -> None:
         ks, ks_p = ocal.ks(label[i], score[i])
         ku, ku_p = ocal.kuiper(label[i], score[i])
         assert_close(
-            out[["ks", "ks_pvalue", "kuiper", "kuiper_pvalue"]].iloc[row].to_numpy(dtype=float, na_value=np.nan),
+            out[["ks_test", "ks_test_pvalue", "kuiper_test", "kuiper_test_pvalue"]]
+            .iloc[row]
+            .to_numpy(dtype=float, na_value=np.nan),
             [ks, ks_p, ku, ku_p],
             what=f"tests {key}",
         )
@@ -530,8 +532,8 @@ CASES += [
         frame={"g": ["one", "two", "two"], **{k: BASE[k][:3] for k in ("y", "lo", "hi", "label", "score")}},
         metrics=lambda: [
             cf.coverage("y", "lo", "hi"),
-            cf.ssc_score("y", "lo", "hi", num_bins=3),
-            cf.ece("label", "score", num_bins=5),
+            cf.ssc_score("y", "lo", "hi", n_bins=3),
+            cf.ece("label", "score", n_bins=5),
             cf.ks_test("label", "score"),
         ],
         check=_small_groups_check,
@@ -544,7 +546,7 @@ CASES += [
         frame=data(
             lo=[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], hi=[2.0, 3.0, 4.0, 5.0, 6.0, 7.0], y=[1.0, 3.5, 3.0, 1.0, 5.0, 8.0]
         ),
-        metrics=lambda: [cf.ssc("y", "lo", "hi", num_bins=3), cf.ssc_score("y", "lo", "hi", num_bins=3)],
+        metrics=lambda: [cf.ssc("y", "lo", "hi", n_bins=3), cf.ssc_score("y", "lo", "hi", n_bins=3)],
         check=_constant_width_check,
     ),
     Case(
@@ -557,7 +559,7 @@ CASES += [
             "lo": [p - 1.6449 for p in (0.1, 100.3, -57.77, 3.14159, 1234.5678, -0.003)],
             "hi": [p + 1.6449 for p in (0.1, 100.3, -57.77, 3.14159, 1234.5678, -0.003)],
         },
-        metrics=lambda: [cf.ssc("y", "lo", "hi", num_bins=3), cf.ssc_score("y", "lo", "hi", num_bins=3)],
+        metrics=lambda: [cf.ssc("y", "lo", "hi", n_bins=3), cf.ssc_score("y", "lo", "hi", n_bins=3)],
         check=_one_stratum_check,
     ),
     Case(
@@ -575,7 +577,7 @@ CASES += [
         "value",
         by=None,
         frame={"label": [0.0, 1.0], "score": [0.29, 0.57]},
-        metrics=lambda: [cf.reliability("label", "score", num_bins=100)],
+        metrics=lambda: [cf.reliability("label", "score", n_bins=100)],
         check=_edge_bins_check,
     ),
     Case(
@@ -584,7 +586,7 @@ CASES += [
         "value",
         by=None,
         frame={"label": [0.0, 1.0], "score": np.array([0.7, 0.9], dtype=np.float32)},  # type: ignore[dict-item]
-        metrics=lambda: [cf.reliability("label", "score", num_bins=10)],
+        metrics=lambda: [cf.reliability("label", "score", n_bins=10)],
         check=_edge_bins_check,
     ),
     Case(
@@ -595,7 +597,7 @@ CASES += [
         metrics=lambda: [
             cf.ks_test("label", "score"),
             cf.kuiper_test("label", "score"),
-            cf.ece("label", "score", num_bins=4),
+            cf.ece("label", "score", n_bins=4),
             cf.brier("label", "score"),
         ],
         check=_extreme_scores_check,
@@ -786,3 +788,161 @@ def test_docs_page_lists_every_case() -> None:
     for case in CASES:
         for _backend in case.xfail:  # every known bug is in the docs' table
             assert f"`{case.id}`" in page.split("## Known bugs")[1], case.id
+
+
+# ---------------------------------------------------------------------------
+# the report and the command line (docs/bad-input.md, "The report and the CLI")
+# ---------------------------------------------------------------------------
+def _report_untested(constructor: Any) -> None:
+    """One invalid row: eager raises; lazy (and invalid="null") names the untested group."""
+    from conformal_frames.report import report
+
+    frame = constructor(replaced("y", None, row=1))
+    before = _snapshot(frame)
+    kw: dict[str, Any] = dict(y="y", lo="lo", hi="hi", by="g", confidence_level=0.9)
+    if not constructor.lazy:
+        _expect_error(lambda: report(frame, **kw), (ValueError, r"column 'y' has missing"))
+    if not constructor.lazy:
+        return  # ENGINE: invalid="null" on eager input
+    rep = report(frame, **kw)
+    assert [g["group"] for g in rep.summary["untested"]] == [{"g": "a"}]
+    assert rep.summary["tested"] == 1 and rep.summary["invalid_rows"] == 1
+    assert rep.summary["pooled_coverage"][0]["n_excluded"] == 3
+    assert "NOT TESTED: 1 group could not be tested" in str(rep)
+    pd.testing.assert_frame_equal(_snapshot(frame), before)
+
+
+def _report_ci_past_estimate(constructor: Any) -> None:
+    """A CI bound 1 ulp on the wrong side of its estimate: the plot clips the error bar."""
+    pytest.importorskip("matplotlib", reason="plots need matplotlib ([plot] extra)")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from conformal_frames import plots
+
+    table = {
+        "g": ["a", "b"],
+        "coverage": [1.0, 0.0],
+        "coverage_ci_low": [0.94, 1e-17],
+        "coverage_ci_high": [0.9999999999999999, 0.05],
+        "target": [0.9, 0.9],
+    }
+    ax = plots.coverage_by_segment(constructor(table), by="g")
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
+    plt.close(ax.figure)
+
+
+REPORT_CASES: dict[str, Callable[[Any], None]] = {
+    "report-untested-group": _report_untested,
+    "report-ci-bound-past-estimate": _report_ci_past_estimate,
+}
+
+
+@pytest.mark.parametrize("case", list(REPORT_CASES))
+def test_report_bad_input(case: str, constructor: Any) -> None:
+    REPORT_CASES[case](constructor)
+
+
+@dataclass
+class CLICase:
+    id: str
+    files: dict[str, str]  # name -> CSV text, written into a fresh directory
+    argv: list[str]  # ``{dir}`` is that directory
+    code: int
+    words: list[str]  # on stderr, in the one error line
+
+
+_XY = "g,y,lo,hi,p,c\na,1.5,0.5,2.5,0.2,0\na,2.0,0.0,1.0,0.7,1\nb,3.0,2.0,2.5,0.9,2\n"
+_REPORT = ["report", "{dir}/r.csv"]
+_INTERVALS = ["--y", "y", "--lo", "lo", "--hi", "hi", "--by", "g"]
+
+CLI_CASES = [
+    CLICase(
+        "cli-missing-column",
+        {"r.csv": _XY},
+        [*_REPORT, "--y", "y", "--lo", "lo", "--hi", "upper"],
+        2,
+        ["column 'upper' (--hi) not found; available columns: 'g', 'y', 'lo', 'hi', 'p', 'c'"],
+    ),
+    CLICase(
+        "cli-old-option",
+        {"r.csv": _XY},
+        [*_REPORT, "--label", "c", "--score", "p"],
+        2,
+        ["--label is called --y (or --score-y) since 0.2"],
+    ),
+    CLICase("cli-input-not-found", {}, [*_REPORT, *_INTERVALS], 3, ["input file not found"]),
+    CLICase(
+        "cli-input-unreadable",
+        {"r.parquet": "not parquet"},
+        ["report", "{dir}/r.parquet", *_INTERVALS],
+        3,
+        ["cannot read", "as parquet"],
+    ),
+    CLICase(
+        "cli-out-existing-file",
+        {"r.csv": _XY, "taken": "x"},
+        [*_REPORT, *_INTERVALS, "--out", "{dir}/taken"],
+        3,
+        ["is an existing file, not a directory"],
+    ),
+    CLICase(
+        "cli-out-forbidden",
+        {"r.csv": _XY},
+        [*_REPORT, *_INTERVALS, "--out", "/proc/forbidden"],
+        3,
+        ["--out '/proc/forbidden' cannot be created"],
+    ),
+    CLICase(
+        "cli-csv-na-tokens",
+        {"r.csv": "g,y,lo,hi\na,NA,0,1\na,0.5,0,1\n"},
+        [*_REPORT, *_INTERVALS],
+        2,
+        ["'y'", "--null-values NA"],
+    ),
+    CLICase(
+        "cli-csv-decimal-comma",
+        {"r.csv": 'g;y;lo;hi\na;"0,5";"0,0";"1,0"\n'},
+        [*_REPORT, "--separator", ";", *_INTERVALS],
+        2,
+        ["--decimal-comma"],
+    ),
+    CLICase(
+        "cli-invalid-rows",
+        {"r.csv": "g,y,lo,hi\na,,0,1\nb,0.5,0,1\n"},
+        [*_REPORT, *_INTERVALS],
+        4,
+        ["1 row with invalid values", "g=a"],
+    ),
+    CLICase(
+        "cli-untested-group-fails-the-check",
+        {"r.csv": "g,y,lo,hi\na,,0,1\nb,0.5,0,1\n"},
+        [*_REPORT, *_INTERVALS, "--confidence-level", "0.9", "--fail-on-under-coverage"],
+        6,
+        ["1 group could not be tested (g=a", "--fail-on-under-coverage cannot pass"],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CLI_CASES, ids=[c.id for c in CLI_CASES])
+def test_cli_bad_input(case: CLICase, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("polars", reason="the CLI reads files with polars")
+    from conformal_frames import cli
+
+    for name, text in case.files.items():
+        (tmp_path / name).write_text(text)
+    code = cli.main([a.replace("{dir}", str(tmp_path)) for a in case.argv] + ["-q", "--no-plots"])
+    err = capsys.readouterr().err
+    assert code == case.code, err
+    assert err.count("\n") == 1 and err.startswith("conformal-frames: error: "), err
+    for words in case.words:
+        assert words in err, err
+    assert "Traceback" not in err
+
+
+def test_docs_page_lists_every_report_and_cli_case() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "bad-input.md").read_text()
+    missing = [c for c in [*REPORT_CASES, *(c.id for c in CLI_CASES)] if f"`{c}`" not in page]
+    assert not missing, f"docs/bad-input.md does not list {missing}"

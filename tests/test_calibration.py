@@ -44,8 +44,8 @@ def random_calibration(seed: int, n: int = 160, n_groups: int = 3) -> dict[str, 
 
 def _binary_metrics(num_bins: int, strategy: str):
     return [
-        cf.ece("y", "s", num_bins=num_bins, strategy=strategy),
-        cf.mce("y", "s", num_bins=num_bins, strategy=strategy),
+        cf.ece("y", "s", n_bins=num_bins, strategy=strategy),
+        cf.mce("y", "s", n_bins=num_bins, strategy=strategy),
         cf.brier("y", "s"),
         cf.ks_test("y", "s"),
         cf.kuiper_test("y", "s"),
@@ -57,13 +57,13 @@ BINARY_COLUMNS = [
     "ece",
     "mce",
     "brier",
-    "ks",
-    "ks_pvalue",
-    "kuiper",
-    "kuiper_pvalue",
-    "spiegelhalter",
-    "spiegelhalter_pvalue",
-    "spiegelhalter_pvalue_two_sided",
+    "ks_test",
+    "ks_test_pvalue",
+    "kuiper_test",
+    "kuiper_test_pvalue",
+    "spiegelhalter_test",
+    "spiegelhalter_test_pvalue",
+    "spiegelhalter_test_pvalue_two_sided",
     "n",
 ]
 
@@ -90,7 +90,7 @@ def test_grouped_binary_metrics_match_oracle(constructor, seed, num_bins, strate
     assert_close(out[BINARY_COLUMNS].to_numpy(), expected, rtol=RTOL, atol=ATOL, what=constructor.id)
     # the degenerate group: sigma = 0 and a contradicted certain score
     sure = out[out["g"] == "sure"].iloc[0]
-    assert sure["ks"] == math.inf and sure["ks_pvalue"] == 0.0 and sure["kuiper_pvalue"] == 0.0
+    assert sure["ks_test"] == math.inf and sure["ks_test_pvalue"] == 0.0 and sure["kuiper_test_pvalue"] == 0.0
 
 
 @pytest.mark.parametrize(("seed", "num_bins", "strategy"), [(0, 1, "uniform"), (1, 10, "quantile"), (2, 1, "quantile")])
@@ -110,16 +110,20 @@ def test_direct_calls_return_float_and_test_result(eager_constructor):
     y, s = d["y"][keep], d["s"][keep]
     frame = eager_constructor({"y": y, "s": s})
     ns = cf.conformal(frame)
-    assert ns.ece("y", "s", num_bins=5) == pytest.approx(oracle.ece(y, s, 5), rel=RTOL)
+    assert ns.ece("y", "s", n_bins=5) == pytest.approx(oracle.ece(y, s, 5), rel=RTOL)
     assert isinstance(ns.brier("y", "s"), float)
     res = ns.ks_test("y", "s")
-    assert isinstance(res, cf.TestResult)
+    assert isinstance(res, cf.KSTestResult) and isinstance(res, cf.TestResult)
     stat, p = res
     assert (stat, p) == pytest.approx(oracle.ks(y, s), rel=RTOL)
-    assert tuple(ns.kuiper_test("y", "s")) == pytest.approx(oracle.kuiper(y, s), rel=RTOL)
+    assert res.n == len(y) and isinstance(res.n, int)
+    ku = ns.kuiper_test("y", "s")
+    assert isinstance(ku, cf.KuiperTestResult) and ku.n == len(y)
+    assert tuple(ku) == pytest.approx(oracle.kuiper(y, s), rel=RTOL)
     sp = ns.spiegelhalter_test("y", "s")
+    assert isinstance(sp, cf.SpiegelhalterTestResult) and sp.n == len(y)
     z, p1, p2 = oracle.spiegelhalter(y, s)
-    assert (sp.statistic, sp.pvalue, sp.extra["spiegelhalter_pvalue_two_sided"]) == pytest.approx((z, p1, p2), rel=RTOL)
+    assert (sp.statistic, sp.pvalue, sp.pvalue_two_sided) == pytest.approx((z, p1, p2), rel=RTOL)
 
 
 def test_lazy_input_stays_lazy(lazy_constructor):
@@ -138,7 +142,7 @@ def test_lazy_input_stays_lazy(lazy_constructor):
 def test_reliability_matches_oracle(constructor, seed, num_bins, strategy):
     d = random_calibration(seed)
     out = to_pandas(
-        cf.conformal(constructor(d)).reliability("y", "s", num_bins=num_bins, strategy=strategy, ci=0.9, by="g")
+        cf.conformal(constructor(d)).reliability("y", "s", n_bins=num_bins, strategy=strategy, ci_level=0.9, by="g")
     )
     assert list(out.columns) == ["g", "bin", "mean_score", "frequency", "frequency_ci_low", "frequency_ci_high", "n"]
     expected = []
@@ -157,7 +161,7 @@ def test_reliability_matches_oracle(constructor, seed, num_bins, strategy):
 
 def test_reliability_in_evaluate_is_wide(constructor):
     d = random_calibration(1)
-    out = to_pandas(cf.evaluate(constructor(d), cf.reliability("y", "s", num_bins=2), cf.ece("y", "s", num_bins=2)))
+    out = to_pandas(cf.evaluate(constructor(d), cf.reliability("y", "s", n_bins=2), cf.ece("y", "s", n_bins=2)))
     assert {"reliability_bin0_mean_score", "reliability_bin1_n", "ece"} <= set(out.columns)
     assert out["reliability_bin0_n"].iloc[0] + out["reliability_bin1_n"].iloc[0] == len(d["y"])
 
@@ -166,14 +170,14 @@ def test_reliability_in_evaluate_is_wide(constructor):
 def test_cumulative_differences_match_oracle(constructor, seed):
     d = random_calibration(seed)
     out = to_pandas(cf.cumulative_differences(constructor(d), "y", "s", by="g"))
-    assert list(out.columns) == ["g", "s", "count", "cumulative_difference"]
+    assert list(out.columns) == ["g", "s", "n", "cumulative_difference"]
     rows = []
     for key, idx in group_dict(d["g"]).items():
         values, counts, c = oracle.cumulative_differences(d["y"][idx], d["s"][idx])
         rows += [(key, v, n, ci) for v, n, ci in zip(values, counts, c)]
     assert list(out["g"]) == [r[0] for r in rows]
     assert_close(
-        out[["s", "count", "cumulative_difference"]].to_numpy(),
+        out[["s", "n", "cumulative_difference"]].to_numpy(),
         np.array([r[1:] for r in rows], dtype=float),
         rtol=RTOL,
         atol=ATOL,
@@ -200,9 +204,9 @@ PROBS = ["p0", "p1", "p2"]
 def test_top_label_and_classwise_match_oracle(constructor, seed, num_bins, strategy):
     d = random_calibration(seed)
     metrics = [
-        cf.top_label_ece("c", PROBS, [0, 1, 2], num_bins=num_bins, strategy=strategy),
-        cf.top_label_ece("c", PROBS, num_bins=num_bins, strategy=strategy, weighted=True).alias("tl_w"),
-        cf.classwise_ece("c", PROBS, [0, 1, 2], num_bins=num_bins, strategy=strategy),
+        cf.top_label_ece("c", PROBS, classes=[0, 1, 2], n_bins=num_bins, strategy=strategy),
+        cf.top_label_ece("c", PROBS, n_bins=num_bins, strategy=strategy, weighted=True).alias("tl_w"),
+        cf.classwise_ece("c", PROBS, classes=[0, 1, 2], n_bins=num_bins, strategy=strategy),
     ]
     out = to_pandas(cf.evaluate(constructor(d), *metrics, by="g"))
     probs = np.column_stack([d[p] for p in PROBS])
@@ -223,7 +227,9 @@ def test_top_label_string_classes_and_argmax_ties(constructor):
         "pb": np.array([0.4, 0.4, 0.8, 0.2, 0.05]),
         "pc": np.array([0.2, 0.2, 0.1, 0.6, 0.05]),
     }
-    out = to_pandas(cf.evaluate(constructor(d), cf.top_label_ece("y", ["pa", "pb", "pc"], ["a", "b", "c"], num_bins=4)))
+    out = to_pandas(
+        cf.evaluate(constructor(d), cf.top_label_ece("y", ["pa", "pb", "pc"], classes=["a", "b", "c"], n_bins=4))
+    )
     probs = np.column_stack([d["pa"], d["pb"], d["pc"]])
     expected = oracle.top_label_ece(d["y"], probs, ["a", "b", "c"], 4, "uniform")
     # by hand: label a (rows 0, 1, 4): bin 1 {0.4, 0.4} has y==a once: |0.5 - 0.4|;
@@ -240,7 +246,7 @@ def test_results_do_not_depend_on_row_order(constructor):
     d = random_calibration(4)
     perm = np.random.default_rng(5).permutation(len(d["y"]))
     shuffled = {k: v[perm] for k, v in d.items()}
-    metrics = [*_binary_metrics(4, "quantile"), cf.top_label_ece("c", PROBS, strategy="quantile", num_bins=3)]
+    metrics = [*_binary_metrics(4, "quantile"), cf.top_label_ece("c", PROBS, strategy="quantile", n_bins=3)]
     a = to_pandas(cf.evaluate(constructor(d), *metrics, by="g"))
     b = to_pandas(cf.evaluate(constructor(shuffled), *metrics, by="g"))
     cols = [c for c in a.columns if c != "g"]
@@ -251,12 +257,12 @@ def test_reference_worked_numbers(constructor):
     # reference (003): KS 0.978, Spiegelhalter -0.757 on this tie-free-in-effect data
     d = {"y": np.array([0.0, 1, 0, 1, 0]), "s": np.array([0.1, 0.9, 0.21, 0.9, 0.5])}
     out = to_pandas(cf.evaluate(constructor(d), cf.ks_test("y", "s"), cf.spiegelhalter_test("y", "s")))
-    assert round(out["ks"].iloc[0], 3) == 0.978
-    assert round(out["spiegelhalter"].iloc[0], 3) == -0.757
+    assert round(out["ks_test"].iloc[0], 3) == 0.978
+    assert round(out["spiegelhalter_test"].iloc[0], 3) == -0.757
     # reference: Spiegelhalter p 0.8486 (ties do not matter for sums)
     d2 = {"y": np.array([1.0, 0, 1, 0, 1, 0]), "s": np.array([0.8, 0.3, 0.5, 0.5, 0.7, 0.1])}
     out2 = to_pandas(cf.evaluate(constructor(d2), cf.spiegelhalter_test("y", "s")))
-    assert round(out2["spiegelhalter_pvalue"].iloc[0], 4) == 0.8486
+    assert round(out2["spiegelhalter_test_pvalue"].iloc[0], 4) == 0.8486
 
 
 def test_reference_ks_pvalue_on_tie_free_data(constructor):
@@ -265,7 +271,7 @@ def test_reference_ks_pvalue_on_tie_free_data(constructor):
     # definition and the reference's agree (0.7857)
     d = {"y": np.array([1.0, 0, 1, 0, 1, 0]), "s": np.array([0.8, 0.3, 0.5 + 1e-9, 0.5, 0.7, 0.1])}
     out = to_pandas(cf.evaluate(constructor(d), cf.ks_test("y", "s")))
-    assert round(out["ks_pvalue"].iloc[0], 4) == 0.7857
+    assert round(out["ks_test_pvalue"].iloc[0], 4) == 0.7857
 
 
 # ---------------------------------------------------------------------------
@@ -275,7 +281,7 @@ def test_diff_uniform_ece_has_m_real_bins(constructor):
     # M = 2: bins [0, 0.5) and [0.5, 1]; the baseline's edges are linspace(0, 1, 2)
     # so both scores land in one bin and it reports 0.0
     d = {"y": np.array([0.0, 1.0]), "s": np.array([0.25, 0.75])}
-    out = to_pandas(cf.evaluate(constructor(d), cf.ece("y", "s", num_bins=2)))
+    out = to_pandas(cf.evaluate(constructor(d), cf.ece("y", "s", n_bins=2)))
     assert_close(out["ece"], [0.25])
 
 
@@ -284,8 +290,8 @@ def test_diff_kuiper_includes_c0(constructor):
     # C_0 = 0 the path never rises above 0, so Kuiper = KS
     d = {"y": np.array([0.0, 1, 0, 1, 0]), "s": np.array([0.1, 0.9, 0.21, 0.9, 0.5])}
     out = to_pandas(cf.evaluate(constructor(d), cf.ks_test("y", "s"), cf.kuiper_test("y", "s")))
-    assert round(out["kuiper"].iloc[0], 3) == 0.978
-    assert out["kuiper"].iloc[0] >= out["ks"].iloc[0] - 1e-15
+    assert round(out["kuiper_test"].iloc[0], 3) == 0.978
+    assert out["kuiper_test"].iloc[0] >= out["ks_test"].iloc[0] - 1e-15
 
 
 def test_diff_ties_are_deterministic(constructor):
@@ -296,17 +302,17 @@ def test_diff_ties_are_deterministic(constructor):
     s = np.array([0.8, 0.3, 0.5, 0.5, 0.7, 0.1])
     for order in (np.arange(6), np.array([3, 2, 1, 0, 5, 4])):
         out = to_pandas(cf.evaluate(constructor({"y": y[order], "s": s[order]}), cf.ks_test("y", "s")))
-        assert_close(out[["ks", "ks_pvalue"]].to_numpy(), [oracle.ks(y, s)], rtol=RTOL)
-        assert round(out["ks"].iloc[0], 4) == 0.3698
+        assert_close(out[["ks_test", "ks_test_pvalue"]].to_numpy(), [oracle.ks(y, s)], rtol=RTOL)
+        assert round(out["ks_test"].iloc[0], 4) == 0.3698
 
 
 def test_diff_quantile_bins_follow_scores_not_row_order(constructor):
     # equal-count bins by score: rows sorted or reversed give the same bins
     y = np.array([0.0, 0, 1, 1, 1, 0])
     s = np.array([0.1, 0.2, 0.3, 0.7, 0.8, 0.9])
-    a = to_pandas(cf.evaluate(constructor({"y": y, "s": s}), cf.ece("y", "s", num_bins=2, strategy="quantile")))
+    a = to_pandas(cf.evaluate(constructor({"y": y, "s": s}), cf.ece("y", "s", n_bins=2, strategy="quantile")))
     b = to_pandas(
-        cf.evaluate(constructor({"y": y[::-1], "s": s[::-1]}), cf.ece("y", "s", num_bins=2, strategy="quantile"))
+        cf.evaluate(constructor({"y": y[::-1], "s": s[::-1]}), cf.ece("y", "s", n_bins=2, strategy="quantile"))
     )
     assert_close(a["ece"], [oracle.ece(y, s, 2, "quantile")], rtol=RTOL)
     assert_close(b["ece"], a["ece"], rtol=RTOL)
@@ -359,10 +365,12 @@ def test_input_frame_is_not_modified(eager_constructor):
 
 def test_boolean_labels(constructor):
     d = {"y": np.array([True, False, True, True]), "s": np.array([0.9, 0.2, 0.4, 0.6])}
-    out = to_pandas(cf.evaluate(constructor(d), cf.ece("y", "s", num_bins=3), cf.ks_test("y", "s")))
+    out = to_pandas(cf.evaluate(constructor(d), cf.ece("y", "s", n_bins=3), cf.ks_test("y", "s")))
     y = d["y"].astype(float)
     assert_close(
-        out[["ece", "ks", "ks_pvalue"]].to_numpy(), [[oracle.ece(y, d["s"], 3), *oracle.ks(y, d["s"])]], rtol=RTOL
+        out[["ece", "ks_test", "ks_test_pvalue"]].to_numpy(),
+        [[oracle.ece(y, d["s"], 3), *oracle.ks(y, d["s"])]],
+        rtol=RTOL,
     )
 
 
@@ -382,43 +390,50 @@ def test_sigma_zero_groups(constructor):
     )
     out = out.set_index("g")
     # every label equals its certain score: no information -> null
-    assert out.loc["agree", ["ks", "ks_pvalue", "kuiper", "kuiper_pvalue", "spiegelhalter"]].isna().all()
+    assert (
+        out.loc["agree", ["ks_test", "ks_test_pvalue", "kuiper_test", "kuiper_test_pvalue", "spiegelhalter_test"]]
+        .isna()
+        .all()
+    )
     # a label contradicting a certain score: statistic +inf, p-value 0
-    assert out.loc["contra", "ks"] == math.inf and out.loc["contra", "ks_pvalue"] == 0.0
-    assert out.loc["contra", "spiegelhalter"] == math.inf and out.loc["contra", "spiegelhalter_pvalue_two_sided"] == 0.0
+    assert out.loc["contra", "ks_test"] == math.inf and out.loc["contra", "ks_test_pvalue"] == 0.0
+    assert (
+        out.loc["contra", "spiegelhalter_test"] == math.inf
+        and out.loc["contra", "spiegelhalter_test_pvalue_two_sided"] == 0.0
+    )
     # scores 1/2: Spiegelhalter's variance is 0 and so is its numerator -> null;
     # KS is defined (sigma > 0)
-    assert pd.isna(out.loc["half", "spiegelhalter"])
+    assert pd.isna(out.loc["half", "spiegelhalter_test"])
     assert_close(
-        out.loc["half", ["ks", "ks_pvalue"]].to_numpy(),
+        out.loc["half", ["ks_test", "ks_test_pvalue"]].to_numpy(),
         oracle.ks(np.array([1.0, 0.0]), np.array([0.5, 0.5])),
         rtol=RTOL,
     )
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, None])
-def test_invalid_num_bins(bad):
-    with pytest.raises(ValueError, match="num_bins"):
-        cf.ece("y", "s", num_bins=bad)
-    with pytest.raises(ValueError, match="num_bins"):
-        cf.reliability("y", "s", num_bins=bad)
+def test_invalid_n_bins(bad):
+    with pytest.raises(ValueError, match="n_bins"):
+        cf.ece("y", "s", n_bins=bad)
+    with pytest.raises(ValueError, match="n_bins"):
+        cf.reliability("y", "s", n_bins=bad)
 
 
 def test_invalid_parameters():
     with pytest.raises(ValueError, match="strategy"):
         cf.ece("y", "s", strategy="array split")
     with pytest.raises(ValueError, match="mismatched"):
-        cf.top_label_ece("y", ["a", "b"], [0, 1, 2])
+        cf.top_label_ece("y", ["a", "b"], classes=[0, 1, 2])
     with pytest.raises(TypeError, match="probs"):
         cf.classwise_ece("y", "p0")
-    with pytest.raises(ValueError, match="ci"):
-        cf.reliability("y", "s", ci=1.0)
+    with pytest.raises(ValueError, match="ci_level"):
+        cf.reliability("y", "s", ci_level=1.0)
 
 
 def test_probability_rows_need_not_sum_to_one(constructor):
     # documented: only the maximum and its position are used by top-label ECE
     d = {"y": np.array([0, 1]), "p0": np.array([0.9, 0.1]), "p1": np.array([0.3, 0.5])}
-    out = to_pandas(cf.evaluate(constructor(d), cf.top_label_ece("y", ["p0", "p1"], num_bins=2)))
+    out = to_pandas(cf.evaluate(constructor(d), cf.top_label_ece("y", ["p0", "p1"], n_bins=2)))
     assert_close(out["top_label_ece"], [(0.1 + 0.5) / 2], rtol=RTOL)
 
 
@@ -454,8 +469,8 @@ def test_random_small_samples_match_oracle():
         y = np.array([p[1] for p in pairs])
         out = cf.evaluate(
             pl.DataFrame({"y": y, "s": s}),
-            cf.ece("y", "s", num_bins=num_bins),
-            cf.ece("y", "s", num_bins=num_bins, strategy="quantile").alias("ece_q"),
+            cf.ece("y", "s", n_bins=num_bins),
+            cf.ece("y", "s", n_bins=num_bins, strategy="quantile").alias("ece_q"),
             cf.ks_test("y", "s"),
             cf.kuiper_test("y", "s"),
         )
@@ -465,7 +480,7 @@ def test_random_small_samples_match_oracle():
             *oracle.ks(y, s),
             *oracle.kuiper(y, s),
         ]
-        got = out.select("ece", "ece_q", "ks", "ks_pvalue", "kuiper", "kuiper_pvalue").row(0)
+        got = out.select("ece", "ece_q", "ks_test", "ks_test_pvalue", "kuiper_test", "kuiper_test_pvalue").row(0)
         assert_close(np.array(got, dtype=object), expected, rtol=RTOL, atol=ATOL)
 
     check()
@@ -476,7 +491,7 @@ def test_uniform_bins_decimal_edges_start_their_bin(constructor):
     # identically on every backend); 1.0 goes to the last bin
     s = np.array([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
     d = {"y": np.zeros(len(s)), "s": s}
-    out = to_pandas(cf.conformal(constructor(d)).reliability("y", "s", num_bins=10))
+    out = to_pandas(cf.conformal(constructor(d)).reliability("y", "s", n_bins=10))
     assert out["bin"].tolist() == list(range(10))
     assert out["n"].tolist() == [1] * 9 + [2]
 
@@ -498,7 +513,7 @@ def _edge_frame(num_bins: int, dtype: type) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("num_bins", [10, 15, 20])  # the long table of 50+ bins is slow on DuckDB
 def test_every_decimal_edge_starts_its_bin(constructor, num_bins, dtype):
     d = _edge_frame(num_bins, dtype)
-    out = to_pandas(cf.conformal(constructor(d)).reliability("y", "s", num_bins=num_bins))
+    out = to_pandas(cf.conformal(constructor(d)).reliability("y", "s", n_bins=num_bins))
     # edge m/M is the only row of bin m; 1.0 joins the last bin
     assert out["bin"].tolist() == list(range(num_bins))
     assert out["n"].tolist() == [1] * (num_bins - 1) + [2]
@@ -517,7 +532,7 @@ def test_every_decimal_edge_starts_its_bin_in_ece(constructor, num_bins, dtype):
     last = abs(y[-2] + y[-1] - s[-2] - s[-1])
     expected_ece = (np.abs(y[:-2] - s[:-2]).sum() + last) / len(y)
     expected_mce = max(np.abs(y[:-2] - s[:-2]).max(), last / 2)
-    metrics = [cf.ece("y", "s", num_bins=num_bins), cf.mce("y", "s", num_bins=num_bins)]
+    metrics = [cf.ece("y", "s", n_bins=num_bins), cf.mce("y", "s", n_bins=num_bins)]
     out = to_pandas(cf.evaluate(constructor(d), *metrics))
     assert_close(out["ece"], [expected_ece], rtol=RTOL, atol=ATOL)
     assert_close(out["mce"], [expected_mce], rtol=RTOL, atol=ATOL)
@@ -528,10 +543,10 @@ def test_every_decimal_edge_starts_its_bin_in_ece(constructor, num_bins, dtype):
 
 def test_issue_edge_snippets(constructor):
     d = {"y": np.zeros(2), "s": np.array([0.57, 0.29])}
-    out = to_pandas(cf.conformal(constructor(d)).reliability("y", "s", num_bins=100))
+    out = to_pandas(cf.conformal(constructor(d)).reliability("y", "s", n_bins=100))
     assert out["bin"].tolist() == [29, 57]
     d32 = {"y": np.zeros(2), "s": np.array([0.7, 0.9], dtype=np.float32)}
-    out = to_pandas(cf.conformal(constructor(d32)).reliability("y", "s", num_bins=10))
+    out = to_pandas(cf.conformal(constructor(d32)).reliability("y", "s", n_bins=10))
     assert out["bin"].tolist() == [7, 9]
 
 
@@ -540,7 +555,7 @@ def test_top_label_edges_follow_the_float32_rule(constructor):
     # 0.7 and 0.75 share bin 7, 0.9 is alone in bin 9 (all predict label 1)
     p1 = np.array([0.7, 0.75, 0.9], dtype=np.float32)
     d = {"c": np.array([1, 0, 1]), "p0": np.array([0.3, 0.25, 0.1], dtype=np.float32), "p1": p1}
-    out = to_pandas(cf.evaluate(constructor(d), cf.top_label_ece("c", ["p0", "p1"], num_bins=10)))
+    out = to_pandas(cf.evaluate(constructor(d), cf.top_label_ece("c", ["p0", "p1"], n_bins=10)))
     s = p1.astype(float)
     expected = (abs(1.0 - (s[0] + s[1])) + abs(1.0 - s[2])) / 3
     assert_close(out["top_label_ece"], [expected], rtol=RTOL, atol=ATOL)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -112,7 +113,7 @@ def test_level_column(tmp_path: Path, capsys) -> None:
             "hi",
             "--by",
             "model",
-            "--level-col",
+            "--confidence-level",
             "level",
             "--no-plots",
         ]
@@ -141,11 +142,11 @@ def test_exit_codes(parquet: Path, tmp_path: Path, capsys) -> None:
     garbage.write_bytes(b"not parquet at all")
     assert cli.main(["report", str(garbage), "--y", "y", "--lo", "lo", "--hi", "hi"]) == cli.EXIT_INPUT
     assert cli.main(["report", str(parquet), "--y", "y"]) == cli.EXIT_USAGE
-    assert "missing lo=, hi=" in capsys.readouterr().err
+    assert "--y alone is not enough: give --lo and --hi (intervals)" in capsys.readouterr().err
+    assert cli.main(["report", str(parquet), "--y", "y", "--lo", "lo"]) == cli.EXIT_USAGE
+    assert "interval metrics need --y, --lo and --hi; missing --hi" in capsys.readouterr().err
     assert cli.main(["report", str(parquet), *ARGS, "--fail-on-under-coverage", "-q"]) == cli.EXIT_UNDER_COVERED
-    with pytest.raises(SystemExit) as exc:
-        cli.main(["report", str(parquet), "--confidence-level", "90"])
-    assert exc.value.code == cli.EXIT_USAGE
+    assert cli.main(["report", str(parquet), "--confidence-level", "90"]) == cli.EXIT_USAGE
     capsys.readouterr()
     # invalid rows: the report is printed, the exit code says the data are flawed
     flawed = tmp_path / "flawed.parquet"
@@ -157,7 +158,8 @@ def test_exit_codes(parquet: Path, tmp_path: Path, capsys) -> None:
         == cli.EXIT_INVALID_ROWS
     )
     captured = capsys.readouterr()
-    assert "1 rows have invalid values" in captured.err and "conformal-frames report" in captured.out
+    assert "conformal-frames: error: 1 row with invalid values" in captured.err
+    assert "conformal-frames report" in captured.out
 
 
 def test_help_is_complete(capsys) -> None:
@@ -168,13 +170,17 @@ def test_help_is_complete(capsys) -> None:
         "--y",
         "--lo",
         "--hi",
-        "--label",
         "--score",
-        "--set",
+        "--score-y",
+        "--sets",
         "--by",
-        "--level-col",
         "--confidence-level",
-        "--alpha",
+        "--significance",
+        "--invalid",
+        "--null-values",
+        "--decimal-comma",
+        "--max-rows",
+        "--max-segments",
         "--correction",
         "--out",
         "--format",
@@ -188,7 +194,9 @@ def test_help_is_complete(capsys) -> None:
         "--memory",
     ):
         assert flag in text, flag
-    assert "exit codes:" in text and "5  --fail-on-under-coverage" in text
+    assert "exit codes:" in text and "5  --fail-on-under-coverage" in text and "6  --fail-on-under-coverage" in text
+    for old in ("--label", "--set ", "--level-col", "--alpha", "--num-bins", "--ssc-bins"):
+        assert old not in text
 
 
 def test_demo_uses_the_report(capsys) -> None:
@@ -251,8 +259,7 @@ def test_calibration_columns(tmp_path: Path, capsys) -> None:
         {"campaign": rng.choice(["a", "b"], 4000), "p": score, "clicked": (rng.uniform(0, 1, 4000) < score).astype(int)}
     ).write_parquet(path)
     assert (
-        cli.main(["report", str(path), "--label", "clicked", "--score", "p", "--by", "campaign", "--format", "json"])
-        == 0
+        cli.main(["report", str(path), "--y", "clicked", "--score", "p", "--by", "campaign", "--format", "json"]) == 0
     )
     data = json.loads(capsys.readouterr().out)
     assert data["summary"]["families"] == ["calibration"]
@@ -281,10 +288,133 @@ def test_prediction_sets(tmp_path: Path, capsys) -> None:
     pl.DataFrame({"g": ["a", "a", "b", "b"], "y": [0, 1, 2, 2], "s": [[0], [0, 2], [2], [1]]}).write_parquet(path)
     assert (
         cli.main(
-            ["report", str(path), "--label", "y", "--set", "s", "--classes", "0,1,2", "--by", "g", "--format", "json"]
+            ["report", str(path), "--y", "y", "--sets", "s", "--classes", "0,1,2", "--by", "g", "--format", "json"]
         )
         == 0
     )
     rows = json.loads(capsys.readouterr().out)["tables"]["sets"]
     assert [r["set_coverage"] for r in rows] == [0.5, 0.5]
     assert [r["set_size"] for r in rows] == [1.5, 1.0]
+
+
+def test_a_ci_bound_one_ulp_past_its_estimate_does_not_crash_the_plots(tmp_path: Path, capsys) -> None:
+    """Wilson at coverage 1.0 with n=65 (ci_high = 0.9999999999999999 in 0.1): --out writes every file."""
+    pytest.importorskip("matplotlib", reason="plots need matplotlib ([plot] extra)")
+    rng = np.random.default_rng(2)
+    y = rng.normal(size=565)
+    frame = pl.DataFrame(
+        {"seg": ["small"] * 65 + ["big"] * 500, "y": y, "lo": np.r_[np.full(65, -9.0), np.full(500, -1.645)]}
+    ).with_columns(hi=-pl.col("lo"))
+    path = tmp_path / "vip.parquet"
+    frame.write_parquet(path)
+    out = tmp_path / "out"
+    args = ["report", str(path), "--y", "y", "--lo", "lo", "--hi", "hi", "--by", "seg", "--confidence-level", "0.9"]
+    assert cli.main([*args, "--out", str(out), "-q"]) == cli.EXIT_OK
+    assert (out / "coverage_by_segment.png").stat().st_size > 0
+    assert (out / "report.html").read_text().count("data:image/png;base64,") == 3
+    capsys.readouterr()
+
+
+def test_out_that_cannot_be_written_is_one_line_and_exit_3(parquet: Path, tmp_path: Path, capsys) -> None:
+    existing = tmp_path / "reg.csv"
+    existing.write_text("x\n")
+    assert cli.main(["report", str(parquet), *ARGS, "--out", str(existing), "-q"]) == cli.EXIT_IO
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and captured.err.startswith("conformal-frames: error: --out ")
+    assert "is an existing file" in captured.err
+    assert captured.out == ""  # refused before the report is printed
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        code = cli.main(["report", str(parquet), *ARGS, "--out", str(locked / "sub"), "-q"])
+        err = capsys.readouterr().err
+        if os.geteuid() != 0:  # root writes anywhere
+            assert code == cli.EXIT_IO
+            assert err.count("\n") == 1 and "cannot be created" in err
+        assert "Traceback" not in err
+    finally:
+        locked.chmod(0o700)
+    assert cli.main(["report", str(parquet), *ARGS, "--out", "/proc/forbidden", "-q"]) == cli.EXIT_IO
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("conformal-frames: error: --out '/proc/forbidden'")
+
+
+def test_usage_errors_are_one_line(parquet: Path, capsys) -> None:
+    for argv, words in (
+        (["report", str(parquet), *ARGS, "--nope"], "unrecognized arguments: --nope"),
+        (["report", str(parquet), "--label", "y"], "--label is called --y (or --score-y) since 0.2"),
+        (["report", str(parquet), "--y", "y", "--set", "s"], "--set is called --sets since 0.2"),
+        (["report", str(parquet), "--level-col", "level"], "--level-col is called --confidence-level COLUMN since 0.2"),
+        (["report", str(parquet), "--alpha", "0.1"], "--alpha is called --significance since 0.2"),
+        (["report", str(parquet), *ARGS, "--confidence-level", "90"], "strictly between 0 and 1"),
+        (
+            ["report", str(parquet), "--y", "y", "--lo", "lo", "--hi", "hi", "--fail-on-under-coverage"],
+            "needs a target",
+        ),
+    ):
+        assert cli.main(argv) == cli.EXIT_USAGE, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("conformal-frames: error: "), err
+        assert words in err, err
+
+
+def test_confidence_level_names_a_column(tmp_path: Path, capsys) -> None:
+    frames = [_frame(2000).with_columns(level=pl.lit(lv)) for lv in (0.8, 0.9)]
+    path = tmp_path / "levels.parquet"
+    pl.concat(frames).write_parquet(path)
+    argv = ["report", str(path), "--y", "y", "--lo", "lo", "--hi", "hi", "--confidence-level", "lvl"]
+    assert cli.main(argv) == cli.EXIT_USAGE
+    assert "column 'lvl' (--confidence-level) not found" in capsys.readouterr().err
+
+
+def test_csv_null_tokens_and_decimal_comma(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "r.csv"
+    path.write_text('g;y;lo;hi\na;"1,5";"0,5";"2,5"\na;NA;"0,0";"1,0"\nb;"3,0";"2,0";"2,5"\n')
+    argv = ["report", str(path), "--separator", ";", "--y", "y", "--lo", "lo", "--hi", "hi", "--by", "g"]
+    assert cli.main([*argv, "--format", "json"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--null-values NA" in err and "--decimal-comma" in err
+    code = cli.main([*argv, "--null-values", "NA", "--decimal-comma", "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == cli.EXIT_INVALID_ROWS  # the NA is a missing y: group a cannot be evaluated
+    data = json.loads(captured.out)
+    assert [r["coverage"] for r in data["tables"]["intervals"]] == [None, 0.0]
+    assert captured.err.startswith("conformal-frames: error: 1 row with invalid values")
+    assert "g=a" in captured.err and captured.err.count("\n") == 1
+
+
+@pytest.fixture(scope="module")
+def demo90_nan(tmp_path_factory) -> Path:
+    """The demo data at level 0.9 with y null in one row of the under-covered segment."""
+    from conformal_frames.demo import UNDER_COVERED, demo_data
+
+    df = pl.DataFrame(demo_data(seed=1)).filter(pl.col("level") == 0.9).drop("level").with_row_index("i")
+    first = df.filter(pl.col("segment") == UNDER_COVERED)["i"][0]
+    df = df.with_columns(y=pl.when(pl.col("i") == first).then(None).otherwise(pl.col("y"))).drop("i")
+    path = tmp_path_factory.mktemp("demo") / "demo90_nan.parquet"
+    df.write_parquet(path)
+    return path
+
+
+DEMO90 = ["--y", "y", "--lo", "lo", "--hi", "hi", "--by", "segment", "--confidence-level", "0.9"]
+
+
+def test_one_invalid_row_never_hides_the_under_covered_segment(demo90_nan: Path, capsys) -> None:
+    code = cli.main(["report", str(demo90_nan), *DEMO90, "--fail-on-under-coverage", "--no-plots"])
+    captured = capsys.readouterr()
+    assert code == cli.EXIT_UNTESTED
+    assert "NOT TESTED: 1 group could not be tested (rows with invalid values):" in captured.out
+    assert "  - segment=island: n=" in captured.out and "1 invalid row" in captured.out
+    assert "significantly under-covered: 0 of 4 tested groups" in captured.out
+    assert "rows of untested groups or with invalid values excluded" in captured.out
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith("conformal-frames: error: 1 group could not be tested (segment=island: 1 row")
+    assert "--fail-on-under-coverage cannot pass" in captured.err
+    # without --fail-on-under-coverage: the report is produced, exit 4 names the group
+    assert cli.main(["report", str(demo90_nan), *DEMO90, "--format", "json"]) == cli.EXIT_INVALID_ROWS
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)["summary"]
+    assert [g["group"] for g in summary["untested"]] == [{"segment": "island"}]
+    assert summary["untested"][0]["n_invalid"] == 1
+    assert "1 group with null metrics: segment=island" in captured.err

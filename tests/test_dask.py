@@ -47,18 +47,18 @@ RUNS_ON_DASK = {
     "cwc": cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=0.9),
     "set_coverage": cf.set_coverage("cls", **SETS),
     "set_size": cf.set_size(**SETS),
-    "ece": cf.ece("label", "score", num_bins=5),
+    "ece": cf.ece("label", "score", n_bins=5),
     "brier": cf.brier("label", "score"),
     "spiegelhalter": cf.spiegelhalter_test("label", "score"),
 }
 RAISES_ON_DASK = {
     # when/then/otherwise inside max_horizontal: "Objects are not co-aligned"
-    "efficiency": cf.efficiency_criteria("cls", ["p0", "p1", "p2"], classes=[0, 1, 2], significance=0.2),
+    "efficiency": cf.efficiency_criteria("cls", ["p0", "p1", "p2"], classes=[0, 1, 2], confidence_level=0.8),
     "ssc_score": cf.ssc_score("y", "lo", "hi"),
     "hsic": cf.hsic("y", "lo", "hi"),
     "ks": cf.ks_test("label", "score"),
     "kuiper": cf.kuiper_test("label", "score"),
-    "ece_quantile": cf.ece("label", "score", num_bins=5, strategy="quantile"),
+    "ece_quantile": cf.ece("label", "score", n_bins=5, strategy="quantile"),
 }
 
 

@@ -38,7 +38,7 @@ def test_docs_build_strict(tmp_path: Path) -> None:
     ):
         assert (site / page).exists(), page
     api = (site / "api" / "index.html").read_text()
-    assert "under_coverage_test" in api and "coverage_by_segment" in api
+    assert "report_figures" in api and "coverage_by_segment" in api
     gallery = (site / "plots" / "index.html").read_text()
     for png in ("coverage_by_segment", "coverage_vs_level", "ssc", "width_distribution", "reliability"):
         assert f"img/{png}.png" in gallery and (site / "img" / f"{png}.png").exists()

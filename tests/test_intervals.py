@@ -14,9 +14,9 @@ SEEDS = [0, 1, 2]
 
 def _metrics():
     return [
-        cf.coverage("y", "lo", "hi", ci=0.9),
+        cf.coverage("y", "lo", "hi", ci_level=0.9),
         cf.width("lo", "hi"),
-        cf.ssc_score("y", "lo", "hi", num_bins=3),
+        cf.ssc_score("y", "lo", "hi", n_bins=3),
         cf.winkler("y", "lo", "hi", confidence_level=0.9),
         cf.cwc("y", "lo", "hi", eta=0.5, confidence_level=0.9),
     ]
@@ -64,7 +64,7 @@ def test_ungrouped_metrics_match_oracle(constructor, seed):
 @pytest.mark.parametrize("num_bins", [1, 2, 3, 4])
 def test_ssc_long_matches_oracle(constructor, seed, num_bins):
     d = random_intervals(seed)
-    out = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", num_bins=num_bins, by="g"))
+    out = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", n_bins=num_bins, by="g"))
     expected = []
     for key, idx in group_dict(d["g"]).items():
         for b, cov, n in oracle.ssc(d["y"][idx], d["lo"][idx], d["hi"][idx], num_bins):
@@ -79,8 +79,8 @@ def test_ssc_is_independent_of_row_order(constructor):
     d = random_intervals(5)
     perm = np.random.default_rng(9).permutation(len(d["y"]))
     shuffled = {k: v[perm] for k, v in d.items()}
-    a = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", num_bins=4, by="g"))
-    b = to_pandas(cf.conformal(constructor(shuffled)).ssc("y", "lo", "hi", num_bins=4, by="g"))
+    a = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", n_bins=4, by="g"))
+    b = to_pandas(cf.conformal(constructor(shuffled)).ssc("y", "lo", "hi", n_bins=4, by="g"))
     assert_close(a["ssc"], b["ssc"])
 
 
@@ -88,7 +88,7 @@ def test_ssc_constant_widths_give_one_stratum(constructor):
     # issue 15 finding 1: tied widths are never split by the coverage
     # indicator; constant widths give one stratum with the marginal coverage
     d = {"y": np.array([0.0, 5.0, 0.0, 5.0, 0.0, 0.0]), "lo": np.full(6, -1.0), "hi": np.full(6, 1.0)}
-    out = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", num_bins=3))
+    out = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", n_bins=3))
     assert list(out["bin"]) == [0]
     assert_close(out["ssc"], [4 / 6])
     assert_close(out["n"], [6])
@@ -121,7 +121,7 @@ def test_ssc_noisy_constant_widths_are_tied(constructor):
     d = _noisy_split_conformal(4)
     widths = d["hi"] - d["lo"]
     assert len(np.unique(widths)) > 3  # the noise is real: several distinct doubles
-    out = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", num_bins=3, by="g"))
+    out = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", n_bins=3, by="g"))
     groups = group_dict(d["g"])
     assert list(out["g"]) == sorted(groups)
     assert list(out["bin"]) == [0, 0, 0]
@@ -136,11 +136,11 @@ def test_ssc_tie_group_goes_to_the_bin_of_its_first_position(constructor):
     w = np.array([2.0, 1.0, 2.0, 2.0, 3.0, 2.0, 2.0, 2.0, 2.0])
     y = np.array([0.0, 0.0, 9.0, 0.0, 0.0, 9.0, 0.0, 0.0, 9.0])  # misses among the tied rows
     d = {"y": y, "lo": -w / 2, "hi": w / 2}
-    out = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", num_bins=3))
+    out = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", n_bins=3))
     assert list(out["bin"]) == [0, 2]
     assert list(out["n"]) == [8, 1]
     assert_close(out["ssc"], [5 / 8, 1.0])
-    wide = to_pandas(cf.evaluate(constructor(d), cf.ssc("y", "lo", "hi", num_bins=3)))
+    wide = to_pandas(cf.evaluate(constructor(d), cf.ssc("y", "lo", "hi", n_bins=3)))
     assert wide["ssc_bin1"].isna().all() and list(wide["ssc_bin1_n"]) == [0]
 
 
@@ -148,7 +148,7 @@ def test_ssc_fewer_distinct_widths_than_bins(constructor):
     w = np.repeat([1.0, 4.0], [5, 7])
     y = np.where(np.arange(12) % 3 == 0, 5.0, 0.0)
     d = {"y": y, "lo": -w / 2, "hi": w / 2}
-    out = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", num_bins=4))
+    out = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", n_bins=4))
     # runs of 3: widths 1.0 start at position 0 (bin 0), widths 4.0 at position 5 (bin 1)
     assert list(out["bin"]) == [0, 1]
     assert list(out["n"]) == [5, 7]
@@ -160,8 +160,8 @@ def test_ssc_strata_do_not_depend_on_the_outcome(constructor):
     d = random_intervals(3)
     flipped = dict(d)
     flipped["y"] = np.where(np.arange(len(d["y"])) % 2 == 0, d["lo"] - 100.0, d["y"])
-    a = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", num_bins=4, by="g"))
-    b = to_pandas(cf.conformal(constructor(flipped)).ssc("y", "lo", "hi", num_bins=4, by="g"))
+    a = to_pandas(cf.conformal(constructor(d)).ssc("y", "lo", "hi", n_bins=4, by="g"))
+    b = to_pandas(cf.conformal(constructor(flipped)).ssc("y", "lo", "hi", n_bins=4, by="g"))
     assert list(zip(a["g"], a["bin"], a["n"])) == list(zip(b["g"], b["bin"], b["n"]))
 
 
@@ -197,7 +197,7 @@ def test_backends_agree(constructor, seed):
     import polars as pl
 
     d = random_intervals(seed)
-    metrics = [*_metrics(), cf.ssc("y", "lo", "hi", num_bins=2)]
+    metrics = [*_metrics(), cf.ssc("y", "lo", "hi", n_bins=2)]
     reference = to_pandas(cf.evaluate(pl.DataFrame(d), *metrics, by="g"))
     out = to_pandas(cf.evaluate(constructor(d), *metrics, by="g"))
     cols = [c for c in reference.columns if c != "g"]

@@ -59,7 +59,7 @@ def _ticks(ax) -> list[str]:
 
 
 def test_coverage_by_segment_fifty_segments(df) -> None:
-    ax = plots.coverage_by_segment(df, by="seg", y="y", lo="lo", hi="hi", level="level")
+    ax = plots.coverage_by_segment(df, by="seg", y="y", lo="lo", hi="hi", confidence_level="level")
     assert _ticks(ax) == [f"segment_{i:02d}" for i in range(50)]
     assert ax.figure.get_figheight() >= 0.25 * 50  # grows with the segments
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -78,7 +78,7 @@ def test_coverage_by_segment_accepts_ax_and_a_report_table(df) -> None:
 
 
 def test_coverage_vs_level_highlights_the_lowest_groups(df) -> None:
-    ax = plots.coverage_vs_level(df, level="level", by="seg", y="y", lo="lo", hi="hi", highlight=5)
+    ax = plots.coverage_vs_level(df, confidence_level="level", by="seg", y="y", lo="lo", hi="hi", highlight=5)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend[0] == "nominal (y = x)" and legend[1] == "other groups (45)"
     assert "segment_07" in legend[2:] and len(legend) == 7
@@ -88,12 +88,12 @@ def test_coverage_vs_level_highlights_the_lowest_groups(df) -> None:
 
 def test_ssc_bars(df) -> None:
     one = df.filter(df["level"] == 0.9)
-    ax = plots.ssc_bars(one, by="seg", y="y", lo="lo", hi="hi", num_bins=3, confidence_level=0.9)
+    ax = plots.ssc_bars(one, by="seg", y="y", lo="lo", hi="hi", n_bins=3, confidence_level=0.9)
     assert len(_ticks(ax)) == 50
     assert len(ax.patches) == 150
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend == ["nominal 0.9", "width bin 0 (narrowest)", "width bin 1", "width bin 2 (widest)"]
-    long = one.conformal.ssc("y", "lo", "hi", num_bins=3, by="seg")  # the metric's own table works too
+    long = one.conformal.ssc("y", "lo", "hi", n_bins=3, by="seg")  # the metric's own table works too
     fig, ax2 = plt.subplots()
     assert plots.ssc_bars(long, by="seg", ax=ax2) is ax2
 
@@ -109,19 +109,19 @@ def test_width_distribution_from_quantiles(df) -> None:
 
 def test_reliability_diagram(df) -> None:
     one = df.filter(df["level"] == 0.9)
-    ax = plots.reliability_diagram(one, label="label", score="score", num_bins=10)
+    ax = plots.reliability_diagram(one, y="label", score="score", n_bins=10)
     assert ax.get_xlim() == (0.0, 1.0) and ax.get_ylim() == (0.0, 1.0)
     assert len(ax.collections) == 1  # the binomial band
-    ax = plots.reliability_diagram(one, label="label", score="score", by="seg")
+    ax = plots.reliability_diagram(one, y="label", score="score", by="seg")
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend[:2] == ["perfect calibration", "other groups (44)"]
-    table = plots.reliability_table(one, label="label", score="score", num_bins=10)
+    table = plots.reliability_table(one, y="label", score="score", n_bins=10)
     assert table["n"].sum() == one.height
     assert set(table.columns) >= {"bin", "mean_score", "frequency", "frequency_ci_low", "frequency_ci_high", "n"}
 
 
 def test_report_figures(df) -> None:
-    rep = report(df, y="y", lo="lo", hi="hi", by="seg", level="level")
+    rep = report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level="level")
     figs = rep.figures()
     assert list(figs) == ["coverage_by_segment", "coverage_vs_level", "ssc", "width_distribution"]
     assert plt.get_fignums() == []  # closed in pyplot, still drawable
@@ -148,3 +148,60 @@ def test_missing_matplotlib_names_the_extra() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'conformal-frames[plot]'" in out.stdout
+
+
+def test_error_bars_are_clipped_when_a_bound_crosses_its_estimate() -> None:
+    """A CI bound 1 ulp on the wrong side of its estimate (Wilson at coverage 1, n=65) must not crash."""
+    import polars as pl
+
+    table = pl.DataFrame(
+        {
+            "seg": ["a", "b", "c"],
+            "coverage": [1.0, 0.0, 0.5],
+            "coverage_ci_low": [0.94, 1.7e-18, 0.4],
+            "coverage_ci_high": [0.9999999999999999, 0.05, float("nan")],
+            "target": [0.9, 0.9, 0.9],
+        }
+    )
+    table = table.with_columns(coverage_ci_low=pl.when(pl.col("seg") == "b").then(1e-17).otherwise("coverage_ci_low"))
+    table = table.with_columns(coverage=pl.when(pl.col("seg") == "b").then(2e-17).otherwise("coverage"))
+    ax = plots.coverage_by_segment(table, by="seg")
+    assert _ticks(ax) == ["a", "b", "c"]
+    bars = [c for c in ax.collections if c.get_segments()]
+    for coll in bars:
+        for seg in coll.get_segments():
+            if seg[0][1] == seg[1][1]:  # horizontal error bar: left end <= right end
+                assert seg[0][0] <= seg[1][0]
+    long = pl.DataFrame({"level": [0.8, 0.9], "coverage": [1.0, 1.0], "n": [65, 65]}).with_columns(
+        coverage_ci_low=pl.lit(0.95), coverage_ci_high=pl.lit(0.9999999999999999)
+    )
+    plots.coverage_vs_level(long, confidence_level="level")
+
+
+def test_many_segments_are_capped_with_a_summary_row() -> None:
+    import polars as pl
+
+    rng = np.random.default_rng(3)
+    n = 20_000
+    seg = rng.integers(0, 400, n)
+    x = rng.normal(size=n)
+    half = 1.645 * np.where(seg == 123, 0.5, 1.0)
+    df = pl.DataFrame({"seg": [f"s{i:03d}" for i in seg], "y": x, "lo": -half + 0 * x, "hi": half + 0 * x})
+    rep = report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9)
+    ax = plots.coverage_by_segment(rep.table, by="seg", max_segments=20)
+    ticks = _ticks(ax)
+    assert len(ticks) == 21 and ticks[-1] == "(380 other segments)"
+    assert "s123" in ticks  # the flagged segment is among those drawn
+    assert ticks[:-1] == sorted(ticks[:-1])  # key order
+    assert "20 of 400 segments" in ax.get_title()
+    assert any("range of the other 380 segments" in t.get_text() for t in ax.get_legend().get_texts())
+    assert ax.figure.get_figheight() < 10
+    rep.max_segments = 10
+    figs = rep.figures()
+    for name in ("coverage_by_segment", "ssc", "width_distribution"):
+        labels = [t.get_text() for t in figs[name].axes[0].get_yticklabels()]
+        assert len(labels) == 11 and "s123" in labels, name
+    assert (
+        plots.width_distribution(rep.frame("widths"), by="seg", max_segments=None).get_yticklabels()[-1].get_text()
+        == "s399"
+    )

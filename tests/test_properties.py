@@ -192,7 +192,7 @@ def _interval_metrics(num_bins: int) -> list[cf.Metric]:
         cf.width("lo", "hi"),
         cf.winkler("y", "lo", "hi", confidence_level=0.8),
         cf.cwc("y", "lo", "hi", eta=2.0, confidence_level=0.8),
-        cf.ssc_score("y", "lo", "hi", num_bins=num_bins),
+        cf.ssc_score("y", "lo", "hi", n_bins=num_bins),
     ]
 
 
@@ -262,8 +262,8 @@ def test_calibration_matches_oracle(constructor: Any, monkeypatch: pytest.Monkey
     def check(p: dict[str, Any], num_bins: int, strategy: str) -> None:
         d = calibration_data(p)
         metrics = [
-            cf.ece("label", "score", num_bins=num_bins, strategy=strategy),
-            cf.mce("label", "score", num_bins=num_bins, strategy=strategy),
+            cf.ece("label", "score", n_bins=num_bins, strategy=strategy),
+            cf.mce("label", "score", n_bins=num_bins, strategy=strategy),
             cf.brier("label", "score"),
             cf.ks_test("label", "score"),
             cf.kuiper_test("label", "score"),
@@ -275,12 +275,12 @@ def test_calibration_matches_oracle(constructor: Any, monkeypatch: pytest.Monkey
             "ece",
             "mce",
             "brier",
-            "ks",
-            "ks_pvalue",
-            "kuiper",
-            "kuiper_pvalue",
-            "spiegelhalter",
-            "spiegelhalter_pvalue",
+            "ks_test",
+            "ks_test_pvalue",
+            "kuiper_test",
+            "kuiper_test_pvalue",
+            "spiegelhalter_test",
+            "spiegelhalter_test_pvalue",
         ]
         for key, row in out.items():
             i = d["g"] == key
@@ -323,8 +323,9 @@ def test_ranking_matches_sklearn(constructor: Any) -> None:
 
 def test_sets_and_efficiency_match_oracle(constructor: Any) -> None:
     @_profile(constructor)
-    @given(frame_params(), st.sampled_from([None, 1, 2, 3]), st.sampled_from([0.05, 0.3, 0.5]))
-    def check(p: dict[str, Any], num_bins: int | None, eps: float) -> None:
+    @given(frame_params(), st.sampled_from([None, 1, 2, 3]), st.sampled_from([(0.95, 0.05), (0.7, 0.3), (0.5, 0.5)]))
+    def check(p: dict[str, Any], num_bins: int | None, level_eps: tuple[float, float]) -> None:
+        level, eps = level_eps
         d = set_data(p)
         members, pvals, classes = ["m0", "m1", "m2", "m3"], ["p0", "p1", "p2", "p3"], [0, 1, 2, 3]
         metrics = [
@@ -332,8 +333,8 @@ def test_sets_and_efficiency_match_oracle(constructor: Any) -> None:
             cf.set_size(members, classes=classes),
             cf.singleton_rate(members, classes=classes),
             cf.empty_rate(members, classes=classes),
-            cf.set_ssc_score("y", members, classes=classes, num_bins=num_bins),
-            cf.efficiency_criteria("y", pvals, classes=classes, significance=eps),
+            cf.set_ssc_score("y", members, classes=classes, n_bins=num_bins),
+            cf.efficiency_criteria("y", pvals, classes=classes, confidence_level=level),
         ]
         out = by_key(to_pandas(cf.evaluate(constructor(set_frame(d)), *metrics, by="g")))
         crit = ["S", "N", "U", "F", "M", "E", "OU", "OF", "OM", "OE", "credibility", "empty"]
@@ -351,7 +352,7 @@ def test_sets_and_efficiency_match_oracle(constructor: Any) -> None:
             assert_close(got, exp, rtol=RTOL, what=f"sets {key!r}")
             c = osets.criteria(pv, eps, yi)
             assert_close(
-                _floats(row, [f"efficiency_{x}" for x in crit]),
+                _floats(row, [f"efficiency_criteria_{x}" for x in crit]),
                 [c[x] for x in crit],
                 rtol=RTOL,
                 atol=ATOL,
@@ -430,9 +431,9 @@ def _mixed_metrics(names: dict[str, str] | None = None) -> list[cf.Metric]:
         cf.coverage(y, lo, hi),
         cf.width(lo, hi),
         cf.winkler(y, lo, hi, confidence_level=0.9),
-        cf.ssc_score(y, lo, hi, num_bins=3),
-        cf.ece(label, score, num_bins=7),
-        cf.ece(label, score, num_bins=4, strategy="quantile").alias("ece_q"),
+        cf.ssc_score(y, lo, hi, n_bins=3),
+        cf.ece(label, score, n_bins=7),
+        cf.ece(label, score, n_bins=4, strategy="quantile").alias("ece_q"),
         cf.ks_test(label, score),
         cf.kuiper_test(label, score),
         cf.auroc(correct, conf),
@@ -447,10 +448,10 @@ MIXED_COLS = [
     "ssc_score",
     "ece",
     "ece_q",
-    "ks",
-    "ks_pvalue",
-    "kuiper",
-    "kuiper_pvalue",
+    "ks_test",
+    "ks_test_pvalue",
+    "kuiper_test",
+    "kuiper_test_pvalue",
     "auroc",
     "auarc",
     "n",
@@ -551,16 +552,16 @@ def test_scaling_scales_width_and_winkler(p: dict[str, Any], c: float, backend: 
 def test_duplicating_rows(p: dict[str, Any], backend: str) -> None:  # no oracle p-values here
     d = mixed_data(p)
     twice = {k: np.concatenate([v, v]) for k, v in d.items()}
-    metrics = [cf.coverage("y", "lo", "hi"), cf.ece("label", "score", num_bins=10), cf.ks_test("label", "score")]
+    metrics = [cf.coverage("y", "lo", "hi"), cf.ece("label", "score", n_bins=10), cf.ks_test("label", "score")]
     a = by_key(to_pandas(cf.evaluate(_make(backend, d), *metrics, by="g")))
     b = by_key(to_pandas(cf.evaluate(_make(backend, twice), *metrics, by="g")))
     for k in a:
         assert b[k]["coverage"] == a[k]["coverage"], k
         assert_close(b[k]["ece"], a[k]["ece"], rtol=RTOL, atol=ATOL, what=f"ece {k!r}")
         # KS = max|C_k| / sigma: C_k is unchanged and sigma is divided by sqrt(2)
-        assert_close(b[k]["ks"], math.sqrt(2.0) * a[k]["ks"], rtol=RTOL, atol=ATOL, what=f"ks {k!r}")
+        assert_close(b[k]["ks_test"], math.sqrt(2.0) * a[k]["ks_test"], rtol=RTOL, atol=ATOL, what=f"ks {k!r}")
     ca = to_pandas(cf.cumulative_differences(_make(backend, d), "label", "score", by="g"))
     cb = to_pandas(cf.cumulative_differences(_make(backend, twice), "label", "score", by="g"))
     assert list(cb["g"]) == list(ca["g"])
     assert_close(cb["cumulative_difference"], ca["cumulative_difference"], rtol=RTOL, atol=ATOL, what="C_k")
-    assert_close(cb["count"], 2 * ca["count"].to_numpy(dtype=float), rtol=0.0, what="counts")
+    assert_close(cb["n"], 2 * ca["n"].to_numpy(dtype=float), rtol=0.0, what="counts")

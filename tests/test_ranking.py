@@ -164,7 +164,7 @@ def test_invalid_inputs(constructor) -> None:
             cf.evaluate(frame, cf.auroc("c", "s"))
         with pytest.raises(ValueError, match="column 's' has missing .* in 1 row"):
             cf.evaluate(constructor({"c": [1.0, 0.0, 0.0], "s": d["s"]}), cf.auarc("c", "s"))
-    with pytest.raises(TypeError, match="confidence must be a column name"):
+    with pytest.raises(TypeError, match="score must be a column name"):
         cf.auroc("c", 3)  # type: ignore[arg-type]
 
 

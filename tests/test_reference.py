@@ -40,14 +40,14 @@ def test_mean_width_example(constructor):
 
 def test_ssc_example(constructor):
     data = {"y": [5.0, 7.5, 9.5], "lo": [4.0, 6.0, 9.0], "hi": [6.0, 9.0, 10.0]}
-    out = to_pandas(cf.conformal(constructor(data)).ssc("y", "lo", "hi", num_bins=2))
+    out = to_pandas(cf.conformal(constructor(data)).ssc("y", "lo", "hi", n_bins=2))
     assert_close(out["ssc"], [1.0, 1.0])
 
 
 def test_ssc_score_example(constructor):
     intervals = [[[4, 4], [6, 7.5]], [[6.0, 8], [9.0, 10]], [[9, 9], [10.0, 10.0]]]
     data = _long([5, 7.5, 9.5], intervals)
-    out = to_pandas(cf.evaluate(constructor(data), cf.ssc_score("y", "lo", "hi", num_bins=2), by="level"))
+    out = to_pandas(cf.evaluate(constructor(data), cf.ssc_score("y", "lo", "hi", n_bins=2), by="level"))
     assert_close(out["ssc_score"], [1.0, 0.5])
 
 

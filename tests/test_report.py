@@ -11,7 +11,7 @@ from scipy.stats import binom, false_discovery_control
 
 import conformal_frames as cf
 from conformal_frames.conditional import holm
-from conformal_frames.report import Report, report, under_coverage_test
+from conformal_frames.report import Report, report
 
 
 def _data(n_per: int = 200, seed: int = 0) -> dict[str, list]:
@@ -41,7 +41,7 @@ def _to_py(frame) -> dict[str, list]:
 
 
 # ---------------------------------------------------------------------------
-# Holm and the fallback test
+# Holm
 # ---------------------------------------------------------------------------
 def _holm_bruteforce(p: list[float]) -> list[float]:
     m = len(p)
@@ -69,30 +69,13 @@ def test_holm_ignores_nan_and_caps_at_one() -> None:
     assert np.isnan(holm([float("nan")])).all()
 
 
-def test_under_coverage_test_is_exact_binomial_cdf() -> None:
-    k, n, t = np.array([90, 80, 5]), np.array([100, 100, 5]), np.array([0.9, 0.9, 0.95])
-    out = under_coverage_test(k, n, t, correction="none")
-    assert out["pvalue"] == pytest.approx(binom.cdf(k, n, t), rel=1e-14)
-    assert out["flag"].tolist() == [False, True, False]
-    bh = under_coverage_test(k, n, t, correction="bh")
-    assert bh["pvalue_adjusted"] == pytest.approx(false_discovery_control(binom.cdf(k, n, t)), rel=1e-14)
-    with pytest.raises(ValueError, match="correction"):
-        under_coverage_test(k, n, t, correction="bonferroni")
-
-
-def test_under_coverage_test_skips_empty_groups() -> None:
-    out = under_coverage_test([0, 10], [0, 100], [0.9, 0.9])
-    assert math.isnan(out["pvalue"][0]) and not out["flag"][0]
-    assert out["flag"][1]
-
-
 # ---------------------------------------------------------------------------
 # the report on every backend
 # ---------------------------------------------------------------------------
 def test_report_matches_evaluate_on_every_backend(constructor) -> None:
     data = _data()
     frame = constructor(data)
-    rep = report(frame, y="y", lo="lo", hi="hi", by="seg", level="level")
+    rep = report(frame, y="y", lo="lo", hi="hi", by="seg", confidence_level="level")
     assert isinstance(rep, Report)
     got = _to_py(rep.table)
     assert got["seg"] == ["a", "a", "b", "b", "c", "c"]
@@ -116,7 +99,7 @@ def test_winkler_uses_each_groups_level() -> None:
     import polars as pl
 
     data = _data(50)
-    rep = report(pl.DataFrame(data), y="y", lo="lo", hi="hi", by="seg", level="level")
+    rep = report(pl.DataFrame(data), y="y", lo="lo", hi="hi", by="seg", confidence_level="level")
     df = pl.DataFrame(data)
     for lv in (0.8, 0.9):
         ref = cf.evaluate(df.filter(pl.col("level") == lv), cf.winkler("y", "lo", "hi", confidence_level=lv), by="seg")
@@ -137,20 +120,27 @@ def test_pvalues_are_the_binomial_cdf_with_holm() -> None:
     assert t["pvalue_adjusted"].to_numpy() == pytest.approx(_holm_bruteforce(p.tolist()), rel=1e-12)
 
 
-def test_conditional_family_and_fallback_agree() -> None:
-    """Eager/polars input uses cf.coverage_test when present; DuckDB (lazy) the fallback."""
+def test_lazy_backends_get_coverage_tests_numbers() -> None:
+    """Eager/polars input runs cf.coverage_test in the query; DuckDB (lazy) its p-values from the counts."""
     import duckdb
     import polars as pl
 
     data = _data()
-    eager = report(pl.DataFrame(data), y="y", lo="lo", hi="hi", by="seg", level="level")
-    lazy = report(duckdb.from_arrow(pl.DataFrame(data).to_arrow()), y="y", lo="lo", hi="hi", by="seg", level="level")
-    assert "the report's fallback" in lazy.summary["test"]
-    if hasattr(cf, "coverage_test"):
-        assert "conformal_frames.coverage_test" in eager.summary["test"]
-    for col in ("pvalue", "pvalue_adjusted"):
-        assert eager.table[col].to_list() == pytest.approx(lazy.table[col].to_list(), rel=1e-12)
-    assert eager.table["under_covered"].to_list() == lazy.table["under_covered"].to_list()
+    eager = report(pl.DataFrame(data), y="y", lo="lo", hi="hi", by="seg", confidence_level="level")
+    lazy = report(
+        duckdb.from_arrow(pl.DataFrame(data).to_arrow()), y="y", lo="lo", hi="hi", by="seg", confidence_level="level"
+    )
+    ref = cf.evaluate(
+        pl.DataFrame(data), cf.coverage_test("y", "lo", "hi", confidence_level="level"), by=["seg", "level"]
+    )
+    for rep in (eager, lazy):
+        assert "conformal_frames.coverage_test" in rep.summary["test"]
+        assert rep.table["pvalue"].to_list() == pytest.approx(ref["coverage_test_pvalue"].to_list(), rel=1e-12)
+        assert rep.table["pvalue_adjusted"].to_list() == pytest.approx(
+            ref["coverage_test_pvalue_holm"].to_list(), rel=1e-12
+        )
+        assert rep.table["under_covered"].to_list() == [bool(f) for f in ref["coverage_test_flag"].to_list()]
+        assert rep.table.schema["under_covered"] == pl.Boolean
 
 
 def test_ssc_table_and_widths() -> None:
@@ -158,9 +148,9 @@ def test_ssc_table_and_widths() -> None:
 
     data = _data(30)
     df = pl.DataFrame(data).with_columns(hi=pl.col("hi") + pl.col("y").abs())  # widths vary
-    rep = report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9, ssc_bins=2)
+    rep = report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9, ssc_n_bins=2)
     ssc = rep.frame("ssc")
-    ref = df.conformal.ssc("y", "lo", "hi", num_bins=2, by="seg")
+    ref = df.conformal.ssc("y", "lo", "hi", n_bins=2, by="seg")
     assert ssc["coverage"].to_list() == pytest.approx(ref["ssc"].to_list(), rel=1e-12)
     assert ssc["n"].to_list() == ref["n"].to_list()
     widths = rep.frame("widths")
@@ -189,7 +179,7 @@ def test_lazy_invalid_rows_are_reported() -> None:
     data["y"][0] = float("nan")
     rep = report(pl.DataFrame(data).lazy(), y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9)
     assert rep.summary["invalid_rows"] == 1
-    assert "WARNING: 1 rows have invalid values" in str(rep)
+    assert "WARNING: 1 row with invalid values" in str(rep)
     # the eager frame raises, like every eager evaluation
     with pytest.raises(ValueError, match="missing"):
         report(pl.DataFrame(data), y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9)
@@ -210,12 +200,32 @@ def test_errors_name_the_column_and_list_the_available_ones() -> None:
         report(df, y="y", lo="lo", hi="hi", by="region")
     with pytest.raises(ValueError, match="missing hi="):
         report(df, y="y", lo="lo")
-    with pytest.raises(ValueError, match="not both"):
-        report(df, y="y", lo="lo", hi="hi", level="level", confidence_level=0.9)
+    with pytest.raises(ValueError, match="also in by="):
+        report(df, y="y", lo="lo", hi="hi", by=["seg", "level"], confidence_level="level")
     with pytest.raises(ValueError, match="nothing to report"):
         report(df)
     with pytest.raises(ValueError, match="strictly between 0 and 1"):
-        report(df.with_columns(level=pl.lit(90.0)), y="y", lo="lo", hi="hi", level="level")
+        report(df.with_columns(level=pl.lit(90.0)), y="y", lo="lo", hi="hi", confidence_level="level")
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("label", "y"),
+        ("prediction_set", "sets"),
+        ("level", "confidence_level"),
+        ("num_bins", "n_bins"),
+        ("ssc_bins", "ssc_n_bins"),
+        ("ci", "ci_level"),
+        ("alpha", "significance"),
+    ],
+)
+def test_old_keywords_name_the_new_one(old: str, new: str) -> None:
+    import polars as pl
+
+    df = pl.DataFrame(_data(5))
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{old}'; it is called '{new}' since 0.2"):
+        report(df, y="y", lo="lo", hi="hi", **{old: "level" if old == "level" else 0.9})
 
 
 def test_input_frame_not_modified() -> None:
@@ -223,7 +233,7 @@ def test_input_frame_not_modified() -> None:
 
     df = pd.DataFrame(_data(10))
     before = df.copy()
-    report(df, y="y", lo="lo", hi="hi", by="seg", level="level")
+    report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level="level")
     pd.testing.assert_frame_equal(df, before)
 
 
@@ -234,7 +244,7 @@ def test_input_frame_not_modified() -> None:
 def rep() -> Report:
     import polars as pl
 
-    return report(pl.DataFrame(_data()), y="y", lo="lo", hi="hi", by="seg", level="level")
+    return report(pl.DataFrame(_data()), y="y", lo="lo", hi="hi", by="seg", confidence_level="level")
 
 
 def test_text_rendering(rep: Report) -> None:
@@ -242,8 +252,8 @@ def test_text_rendering(rep: Report) -> None:
     lines = text.splitlines()
     assert lines[0] == "conformal-frames report: 1,200 rows, 6 groups by seg, level"
     assert (
-        "significantly under-covered: 2 of 6 tested groups (one-sided exact binomial test of coverage >= target, Holm, alpha=0.05; by "
-        in text
+        "significantly under-covered: 2 of 6 tested groups (one-sided exact binomial test of coverage >= target "
+        "(conformal_frames.coverage_test), Holm, significance=0.05)" in text
     )
     assert "  - seg=c, level=0.8: coverage" in text
     header = next(line for line in lines if line.startswith("seg  level"))
@@ -321,7 +331,7 @@ def test_bounded_memory_mode() -> None:
 def test_pandas_tables_have_a_default_index() -> None:
     import pandas as pd
 
-    rep = report(pd.DataFrame(_data(30)), y="y", lo="lo", hi="hi", by="seg", level="level")
+    rep = report(pd.DataFrame(_data(30)), y="y", lo="lo", hi="hi", by="seg", confidence_level="level")
     assert rep.table.index.tolist() == list(range(6))
     assert rep.under_covered.index.tolist() == [0, 1]
     assert rep.frame("ssc").index.tolist() == list(range(len(rep.frame("ssc"))))
@@ -367,3 +377,45 @@ def test_coverage_gap_in_summary(rep: Report) -> None:
                     "y", "lo", "hi", groups="seg", confidence_level=item["target"], weighted=weighted
                 )
                 assert item[key] == pytest.approx(ref, rel=1e-12)
+
+
+def test_bh_correction_and_significance_come_from_coverage_test() -> None:
+    import polars as pl
+
+    data = pl.DataFrame(_data())
+    rep = report(data, y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9, correction="bh", significance=1e-6)
+    t = rep.table
+    assert t["pvalue_adjusted"].to_list() == pytest.approx(
+        false_discovery_control(t["pvalue"].to_numpy(), method="bh").tolist(), rel=1e-12
+    )
+    assert t["under_covered"].to_list() == (t["pvalue_adjusted"] < 1e-6).to_list()
+    assert "Benjamini-Hochberg, significance=1e-06" in rep.summary["test"]
+    with pytest.raises(ValueError, match="correction must be"):
+        report(data, y="y", lo="lo", hi="hi", confidence_level=0.9, correction="bonferroni")
+
+
+def test_many_segments_stay_readable() -> None:
+    """2,000 segments: text and HTML tables capped with a count; the full table stays available."""
+    import polars as pl
+
+    rng = np.random.default_rng(11)
+    n = 20_000
+    seg = rng.integers(0, 2000, n)
+    y = rng.standard_normal(n)
+    half = np.where(seg == 1234, 0.0, 1.645)
+    df = pl.DataFrame({"seg": [f"s{i:04d}" for i in seg], "y": y, "lo": -half, "hi": half})
+    rep = report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9)
+    groups = rep.summary["groups"]
+    assert groups > 1900 and rep.table.height == groups  # the full table
+    text = str(rep)
+    assert len(text.splitlines()) < 200
+    assert f"... {groups - 50:,} more groups not shown (the full table: rep.frame('intervals'))" in text
+    interval_rows = text.split("Interval metrics per group\n")[1].split("\n\n")[0].splitlines()
+    assert len(interval_rows) == 2 + 50 + 1  # header, separator, 50 groups, the count
+    assert any(line.startswith("s1234 ") for line in interval_rows)  # the flagged segment is shown
+    page = rep.to_html(plots=False)
+    assert len(page) < 200_000
+    assert page.count("<tr") == 2 * (1 + 50)  # intervals and ssc: header and 50 groups each
+    assert f"{groups - 50:,} more groups not shown" in page
+    rep.max_rows = None
+    assert len(str(rep).splitlines()) > 2 * groups

@@ -19,11 +19,11 @@ def _sets_arg(d, list_column):
 def _metrics(d, list_column, num_bins):
     s, classes = _sets_arg(d, list_column), d["classes"]
     return [
-        cf.set_coverage("y", s, classes=classes, ci=0.9),
+        cf.set_coverage("y", s, classes=classes, ci_level=0.9),
         cf.set_size(s, classes=classes),
         cf.singleton_rate(s, classes=classes),
         cf.empty_rate(s, classes=classes),
-        cf.set_ssc_score("y", s, classes=classes, num_bins=num_bins),
+        cf.set_ssc_score("y", s, classes=classes, n_bins=num_bins),
     ]
 
 
@@ -88,7 +88,7 @@ def test_set_ssc_long_matches_oracle(constructor, seed, num_bins):
     d = osets.random_sets(seed)
     frame = constructor(osets.frame_dict(d, list_column=False))
     out = to_pandas(
-        cf.conformal(frame).set_ssc("y", _sets_arg(d, False), classes=d["classes"], num_bins=num_bins, by="g")
+        cf.conformal(frame).set_ssc("y", _sets_arg(d, False), classes=d["classes"], n_bins=num_bins, by="g")
     )
     assert list(out.columns) == ["g", "size_min", "size_max", "set_ssc", "n"]
     expected = [
@@ -129,9 +129,9 @@ def test_reference_ssc_example(constructor, list_column):
         return
     sets = "s" if list_column else ["m0", "m1", "m2", "m3"]
     ns = cf.conformal(_ref_frame(constructor, list_column))
-    out = to_pandas(ns.set_ssc("y", sets, classes=[0, 1, 2, 3], num_bins=2))
+    out = to_pandas(ns.set_ssc("y", sets, classes=[0, 1, 2, 3], n_bins=2))
     assert_close(out["set_ssc"], [1.0, 2.0 / 3.0])  # baseline: [[1., 0.66666667]]
-    score = ns.set_ssc_score("y", sets, classes=[0, 1, 2, 3], num_bins=2)
+    score = ns.set_ssc_score("y", sets, classes=[0, 1, 2, 3], n_bins=2)
     score = score if isinstance(score, float) else float(to_pandas(score)["set_ssc_score"][0])
     assert score == pytest.approx(2.0 / 3.0, rel=1e-12)  # baseline: [0.66666667]
 
@@ -234,8 +234,8 @@ def test_missing_values_are_invalid(constructor):
         ({"sets": ["a", "b"], "classes": [0, "x"]}, TypeError, "mixes integer and string"),
         ({"sets": ["a", "b"], "classes": [True, False]}, TypeError, "boolean"),
         ({"sets": 3, "classes": [0, 1]}, TypeError, "list column or a list of boolean"),
-        ({"sets": "s", "classes": [0, 1], "num_bins": 4}, ValueError, "exceeds the 3 possible set sizes"),
-        ({"sets": "s", "classes": [0, 1], "num_bins": 0}, ValueError, "positive integer"),
+        ({"sets": "s", "classes": [0, 1], "n_bins": 4}, ValueError, "exceeds the 3 possible set sizes"),
+        ({"sets": "s", "classes": [0, 1], "n_bins": 0}, ValueError, "positive integer"),
     ],
 )
 def test_bad_parameters(kwargs, error, match):
@@ -298,7 +298,7 @@ def test_set_ssc_keeps_each_size_in_one_stratum(constructor):
     data = {"y": y, "m0": m[:, 0], "m1": m[:, 1], "m2": m[:, 2]}
     for num_bins in (None, 2, 3, 4):
         out = to_pandas(
-            cf.conformal(constructor(data)).set_ssc("y", ["m0", "m1", "m2"], classes=[0, 1, 2], num_bins=num_bins)
+            cf.conformal(constructor(data)).set_ssc("y", ["m0", "m1", "m2"], classes=[0, 1, 2], n_bins=num_bins)
         )
         assert len(out) == 1 and list(out["n"]) == [8]
         assert int(out["size_min"][0]) <= 2 <= int(out["size_max"][0])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 
 import conformal_frames as cf
@@ -100,15 +101,15 @@ def test_null_group_keys(constructor):
             cf.evaluate(frame, cf.coverage("y", "lo", "hi"), by="g")
 
 
-@pytest.mark.parametrize("num_bins", [0, -1, 2.5, True, "3", None])
-def test_invalid_num_bins(num_bins):
-    with pytest.raises(ValueError, match=rf"num_bins must be a positive integer, got {num_bins!r}"):
-        cf.ssc("y", "lo", "hi", num_bins=num_bins)
-    with pytest.raises(ValueError, match="num_bins must be a positive integer"):
-        cf.ssc_score("y", "lo", "hi", num_bins=num_bins)
+@pytest.mark.parametrize("n_bins", [0, -1, 2.5, True, "3", None])
+def test_invalid_n_bins(n_bins):
+    with pytest.raises(ValueError, match=rf"n_bins must be a positive integer, got {n_bins!r}"):
+        cf.ssc("y", "lo", "hi", n_bins=n_bins)
+    with pytest.raises(ValueError, match="n_bins must be a positive integer"):
+        cf.ssc_score("y", "lo", "hi", n_bins=n_bins)
 
 
-@pytest.mark.parametrize("level", [0, 1, -0.1, 1.5, math.nan, True, "0.9"])
+@pytest.mark.parametrize("level", [0, 1, -0.1, 1.5, math.nan, True])
 def test_invalid_confidence_level(level):
     with pytest.raises(ValueError, match="confidence_level must be a number strictly between 0 and 1"):
         cf.winkler("y", "lo", "hi", confidence_level=level)
@@ -116,10 +117,10 @@ def test_invalid_confidence_level(level):
         cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=level)
 
 
-@pytest.mark.parametrize("ci", [0, 1, 2.0, math.nan])
-def test_invalid_ci(ci):
-    with pytest.raises(ValueError, match="ci must be a number strictly between 0 and 1"):
-        cf.coverage("y", "lo", "hi", ci=ci)
+@pytest.mark.parametrize("ci_level", [0, 1, 2.0, math.nan])
+def test_invalid_ci_level(ci_level):
+    with pytest.raises(ValueError, match="ci_level must be a number strictly between 0 and 1"):
+        cf.coverage("y", "lo", "hi", ci_level=ci_level)
 
 
 @pytest.mark.parametrize("sizes", [(1,), (1, 2, 3), (0, 1), (1, -2), (1, math.inf), (True, 1), "ab", 3])
@@ -187,3 +188,10 @@ def test_caller_frame_is_not_modified(eager_constructor):
     cf.conformal(frame).ssc("y", "lo", "hi")
     assert list(frame.columns) == columns
     assert to_pandas(frame).equals(before)
+
+
+def test_confidence_level_string_is_a_column_name():
+    """A string level names a by= column (since 0.2): checked when evaluated."""
+    frame = pl.DataFrame({"y": [1.0], "lo": [0.0], "hi": [2.0], "g": ["a"]})
+    with pytest.raises(ValueError, match="column '0.9' not found"):
+        cf.evaluate(frame, cf.winkler("y", "lo", "hi", confidence_level="0.9"), by="g")

@@ -18,14 +18,24 @@ from conformal_frames.efficiency import *  # noqa: F403
 from conformal_frames.intervals import *  # noqa: F403
 from conformal_frames.namespace import FAMILIES, ConformalNamespace, conformal, register_accessors
 from conformal_frames.ranking import *  # noqa: F403
-from conformal_frames.results import TestResult
+from conformal_frames.results import (
+    CoverageTestResult,
+    KSTestResult,
+    KuiperTestResult,
+    SpiegelhalterTestResult,
+    TestResult,
+)
 from conformal_frames.sets import *  # noqa: F403
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ConformalNamespace",
+    "CoverageTestResult",
+    "KSTestResult",
+    "KuiperTestResult",
     "Metric",
+    "SpiegelhalterTestResult",
     "TestResult",
     "conformal",
     "evaluate",

@@ -35,6 +35,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames import core
 from conformal_frames._params import check_bins, check_probability
+from conformal_frames._renames import renamed
 from conformal_frames.brownian import (
     brownian_max_abs_cdf,
     brownian_max_abs_sf,
@@ -47,6 +48,7 @@ from conformal_frames.brownian import (
     with_range_sf,
 )
 from conformal_frames.core import Metric, Query
+from conformal_frames.results import KSTestResult, KuiperTestResult, SpiegelhalterTestResult
 from conformal_frames.sets import Label, check_classes, label_exprs
 from conformal_frames.stats import max_of, ratio, wilson_interval
 
@@ -156,13 +158,13 @@ def score_precision(q: Query, *names: str) -> Precision:
 def bin_row(
     q: Query,
     s_row: str,
-    num_bins: int,
+    n_bins: int,
     strategy: Strategy,
     within: Sequence[str] = (),
     *,
     precision: Precision = "float64",
 ) -> str:
-    """Row column: the bin (0 .. num_bins-1, Float64) of the score ``s_row``.
+    """Row column: the bin (0 .. n_bins-1, Float64) of the score ``s_row``.
 
     ``uniform``: bin ``m`` is ``[m/M, (m+1)/M)``, the last closed at 1.  A
     score equal to an edge ``m/M`` *as written in the score's precision* (the
@@ -179,7 +181,7 @@ def bin_row(
     ``M`` runs whose sizes differ by at most one (the first ``n % M`` runs are
     one longer); tied scores share ``r`` and hence their bin.
     """
-    m = float(num_bins)
+    m = float(n_bins)
     s = nw.col(s_row)
     if strategy == "uniform":
         # no comparison with the edges m / M: engines may rewrite a division
@@ -189,7 +191,7 @@ def bin_row(
         factor = m * (1.0 + EDGE_SNAP[precision])
         b = (s.fill_nan(0.0).clip(0.0, 1.0) * factor).floor()
         # level 4: after the rows the score may come from (top-label confidence)
-        return q.row(("ubin", s_row, num_bins, precision), b.clip(0.0, m - 1.0), level=4)
+        return q.row(("ubin", s_row, n_bins, precision), b.clip(0.0, m - 1.0), level=4)
     part = [*_partition(q), *within]
     # level 3: after the top-label rows (confidence 1, predicted label 2)
     r_row = q.row(("rank", s_row, tuple(part)), _over(s.rank("min"), part).cast(F64) - 1.0, level=3)
@@ -203,7 +205,7 @@ def bin_row(
         .then((r / (size + 1.0)).floor())
         .otherwise(extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor())
     )
-    return q.row(("qbin", s_row, num_bins, tuple(part)), b, level=4)
+    return q.row(("qbin", s_row, n_bins, tuple(part)), b, level=4)
 
 
 # ---------------------------------------------------------------------------
@@ -242,14 +244,14 @@ def _binned(
     q: Query,
     y_row: str,
     s_row: str,
-    num_bins: int,
+    n_bins: int,
     strategy: Strategy,
     sub: str | None = None,
     *,
     precision: Precision = "float64",
 ) -> str:
     """Register the binned table; returns the prefix of its columns."""
-    b = bin_row(q, s_row, num_bins, strategy, within=[sub] if sub else [], precision=precision)
+    b = bin_row(q, s_row, n_bins, strategy, within=[sub] if sub else [], precision=precision)
     prefix = f"__cf_bins_{y_row}_{s_row}_{b}_{sub}_"
     q.table(("bins", y_row, s_row, b, sub), _bins_table(y_row, s_row, b, prefix, sub), [])
     return prefix
@@ -264,7 +266,7 @@ def bin_errors(
     q: Query,
     y_row: str,
     s_row: str,
-    num_bins: int,
+    n_bins: int,
     strategy: Strategy,
     *,
     gaps: bool = False,
@@ -272,17 +274,17 @@ def bin_errors(
 ) -> tuple[nw.Expr, nw.Expr | None]:
     """``(sum_bins |sum (y - s)|, max_bins |mean y - mean s|)`` per group.
 
-    Uniform bins (``num_bins <= WIDE_BINS``) are elementary sums of the main
+    Uniform bins (``n_bins <= WIDE_BINS``) are elementary sums of the main
     aggregation: per bin ``sum (y - s)`` over the rows in the bin (and, with
     ``gaps``, the row count).  Otherwise a per-(group, bin) sub-query.
     """
-    if strategy != "uniform" or num_bins > WIDE_BINS:
-        p = _binned(q, y_row, s_row, num_bins, strategy, precision=precision)
+    if strategy != "uniform" or n_bins > WIDE_BINS:
+        p = _binned(q, y_row, s_row, n_bins, strategy, precision=precision)
         return nw.col(f"{p}ad"), nw.col(f"{p}gap")
-    b = bin_row(q, s_row, num_bins, strategy, precision=precision)
+    b = bin_row(q, s_row, n_bins, strategy, precision=precision)
     d = q.row(("ydiff", y_row, s_row), nw.col(y_row) - nw.col(s_row), level=1)
     diffs, gap_exprs = [], []
-    for m in range(num_bins):
+    for m in range(n_bins):
         in_bin = nw.col(b) == float(m)
         diff = q.sum(q.row(("bin_diff", d, b, m), nw.when(in_bin).then(nw.col(d)).otherwise(0.0), level=5)).abs()
         diffs.append(diff)
@@ -296,19 +298,20 @@ def bin_errors(
 class ECE(Metric):
     y: str
     score: str
-    num_bins: int = 10
+    n_bins: int = 10
     strategy: Strategy = "uniform"
     default_name = "ece"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         prec = score_precision(q, self.score)
         ad, _ = bin_errors(
-            q, binary_row(q, self.y), score_row(q, self.score), self.num_bins, self.strategy, precision=prec
+            q, binary_row(q, self.y), score_row(q, self.score), self.n_bins, self.strategy, precision=prec
         )
         return {"": ratio(ad, q.n)}
 
 
-def ece(y: str, score: str, *, num_bins: int = 10, strategy: Strategy = "uniform") -> ECE:
+@renamed(num_bins="n_bins")
+def ece(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform") -> ECE:
     """Expected calibration error of binary scores.
 
     ``ECE = sum_m |B_m| / n * |mean_{B_m}(y) - mean_{B_m}(s)|`` over the
@@ -321,7 +324,7 @@ def ece(y: str, score: str, *, num_bins: int = 10, strategy: Strategy = "uniform
         are an error, never remapped.
     score : str
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
-    num_bins : int, default 10
+    n_bins : int, default 10
         Number of bins ``M``.
     strategy : {"uniform", "quantile"}
         ``uniform``: ``M`` bins ``[m/M, (m+1)/M)``, the last closed at 1 (all
@@ -337,7 +340,7 @@ def ece(y: str, score: str, *, num_bins: int = 10, strategy: Strategy = "uniform
     >>> import pandas as pd
     >>> import conformal_frames
     >>> df = pd.DataFrame({"y": [0, 1, 1, 0, 1], "s": [0.1, 0.15, 0.8, 0.85, 0.9]})
-    >>> round(df.conformal.ece("y", "s", num_bins=2), 6)
+    >>> round(df.conformal.ece("y", "s", n_bins=2), 6)
     0.26
 
     References
@@ -345,24 +348,25 @@ def ece(y: str, score: str, *, num_bins: int = 10, strategy: Strategy = "uniform
     M. P. Naeini, G. Cooper and M. Hauskrecht (2015), "Obtaining well
     calibrated probabilities using Bayesian binning", AAAI 29.
     """
-    return ECE(y=y, score=score, num_bins=check_bins(num_bins), strategy=_check_strategy(strategy))
+    return ECE(y=y, score=score, n_bins=check_bins(n_bins), strategy=_check_strategy(strategy))
 
 
 @dataclass(frozen=True, kw_only=True)
 class MCE(Metric):
     y: str
     score: str
-    num_bins: int = 10
+    n_bins: int = 10
     strategy: Strategy = "uniform"
     default_name = "mce"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s, prec = binary_row(q, self.y), score_row(q, self.score), score_precision(q, self.score)
-        _, gap = bin_errors(q, y, s, self.num_bins, self.strategy, gaps=True, precision=prec)
+        _, gap = bin_errors(q, y, s, self.n_bins, self.strategy, gaps=True, precision=prec)
         return {"": gap}
 
 
-def mce(y: str, score: str, *, num_bins: int = 10, strategy: Strategy = "uniform") -> MCE:
+@renamed(num_bins="n_bins")
+def mce(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform") -> MCE:
     """Maximum calibration error: ``max_m |mean_{B_m}(y) - mean_{B_m}(s)|``.
 
     The maximum is over the non-empty bins; bins as in :func:`ece`.
@@ -372,10 +376,10 @@ def mce(y: str, score: str, *, num_bins: int = 10, strategy: Strategy = "uniform
     >>> import pandas as pd
     >>> import conformal_frames
     >>> df = pd.DataFrame({"y": [0, 1, 1, 0, 1], "s": [0.1, 0.15, 0.8, 0.85, 0.9]})
-    >>> round(df.conformal.mce("y", "s", num_bins=2), 6)
+    >>> round(df.conformal.mce("y", "s", n_bins=2), 6)
     0.375
     """
-    return MCE(y=y, score=score, num_bins=check_bins(num_bins), strategy=_check_strategy(strategy))
+    return MCE(y=y, score=score, n_bins=check_bins(n_bins), strategy=_check_strategy(strategy))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -407,13 +411,13 @@ def brier(y: str, score: str) -> Brier:
 # ---------------------------------------------------------------------------
 # reliability table
 # ---------------------------------------------------------------------------
-def _reliability_table(y: str, s: str, b: str, num_bins: int, prefix: str):
+def _reliability_table(y: str, s: str, b: str, n_bins: int, prefix: str):
     def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         cnt, sy, ss = f"{prefix}cnt", f"{prefix}sy", f"{prefix}ss"
         cells = rows.group_by(*keys, b).agg(nw.len().alias(cnt), nw.col(y).sum().alias(sy), nw.col(s).sum().alias(ss))
         cells = cells.with_columns(nw.col(cnt).cast(F64))
         parts = []
-        for m in range(num_bins):
+        for m in range(n_bins):
             is_m = (nw.col(b) == float(m)).cast(F64)
             parts += [
                 (is_m * nw.col(cnt)).alias(f"{prefix}n{m}"),
@@ -421,7 +425,7 @@ def _reliability_table(y: str, s: str, b: str, num_bins: int, prefix: str):
                 (is_m * nw.col(ss)).alias(f"{prefix}s{m}"),
             ]
         cells = cells.with_columns(*parts)
-        sums = [nw.col(f"{prefix}{x}{m}").sum() for m in range(num_bins) for x in ("n", "y", "s")]
+        sums = [nw.col(f"{prefix}{x}{m}").sum() for m in range(n_bins) for x in ("n", "y", "s")]
         return _agg(cells, keys, sums)
 
     return build
@@ -434,22 +438,22 @@ _RELIABILITY_COLUMNS = ("mean_score", "frequency", "frequency_ci_low", "frequenc
 class Reliability(Metric):
     y: str
     score: str
-    num_bins: int = 10
+    n_bins: int = 10
     strategy: Strategy = "uniform"
-    ci: float = 0.95
+    ci_level: float = 0.95
     default_name = "reliability"
     kind = "table"
     long = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s = binary_row(q, self.y), score_row(q, self.score)
-        b = bin_row(q, s, self.num_bins, self.strategy, precision=score_precision(q, self.score))
+        b = bin_row(q, s, self.n_bins, self.strategy, precision=score_precision(q, self.score))
         prefix = f"__cf_rel_{y}_{s}_{b}_"
-        q.table(("reliability", y, s, b), _reliability_table(y, s, b, self.num_bins, prefix), [])
+        q.table(("reliability", y, s, b), _reliability_table(y, s, b, self.n_bins, prefix), [])
         out: dict[str, nw.Expr | None] = {}
-        for m in range(self.num_bins):
+        for m in range(self.n_bins):
             n, k, tot = (nw.col(f"{prefix}{x}{m}") for x in ("n", "y", "s"))
-            low, high = wilson_interval(k, n, self.ci)
+            low, high = wilson_interval(k, n, self.ci_level)
             out[f"bin{m}_mean_score"] = ratio(tot, n)
             out[f"bin{m}_frequency"] = ratio(k, n)
             out[f"bin{m}_frequency_ci_low"] = nw.when(n > 0).then(low)
@@ -466,19 +470,20 @@ class Reliability(Metric):
                 *[nw.col(f"{name}_bin{m}_{c}").alias(c) for c in _RELIABILITY_COLUMNS],
                 nw.col(f"{name}_bin{m}_n").cast(nw.Int64).alias("n"),
             )
-            for m in range(self.num_bins)
+            for m in range(self.n_bins)
         ]
         return nw.concat(parts, how="vertical").filter(nw.col("n") > 0).sort(*keys, "bin")
 
 
+@renamed(num_bins="n_bins", ci="ci_level")
 def reliability(
-    y: str, score: str, *, num_bins: int = 10, strategy: Strategy = "uniform", ci: float = 0.95
+    y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform", ci_level: float = 0.95
 ) -> Reliability:
     """Reliability table: the data behind a reliability diagram.
 
     Per (group, non-empty bin): ``bin`` (0-based; bins as in :func:`ece`),
     ``mean_score``, the observed ``frequency`` of ``y = 1``, its Wilson
-    interval at confidence ``ci`` (``frequency_ci_low`` /
+    interval at confidence ``ci_level`` (``frequency_ci_low`` /
     ``frequency_ci_high``) and ``n`` (rows in the bin).  Empty bins are absent
     rows.  Inside ``evaluate`` the bins are wide columns
     ``reliability_bin0_mean_score``, ..., ``reliability_bin0_n``, ...
@@ -488,7 +493,7 @@ def reliability(
     >>> import polars as pl
     >>> import conformal_frames
     >>> df = pl.DataFrame({"y": [0.0, 1.0, 1.0, 1.0], "s": [0.2, 0.4, 0.7, 0.9]})
-    >>> df.conformal.reliability("y", "s", num_bins=2).select("bin", "mean_score", "frequency", "n")
+    >>> df.conformal.reliability("y", "s", n_bins=2).select("bin", "mean_score", "frequency", "n")
     shape: (2, 4)
     ┌─────┬────────────┬───────────┬─────┐
     │ bin ┆ mean_score ┆ frequency ┆ n   │
@@ -502,9 +507,9 @@ def reliability(
     return Reliability(
         y=y,
         score=score,
-        num_bins=check_bins(num_bins),
+        n_bins=check_bins(n_bins),
         strategy=_check_strategy(strategy),
-        ci=check_probability(ci, "ci"),
+        ci_level=check_probability(ci_level, "ci_level"),
     )
 
 
@@ -520,7 +525,7 @@ class TopLabelECE(Metric):
     y: str
     probs: tuple[str, ...]
     classes: tuple[Label, ...]
-    num_bins: int = 10
+    n_bins: int = 10
     strategy: Strategy = "uniform"
     weighted: bool = False
     default_name = "top_label_ece"
@@ -537,18 +542,19 @@ class TopLabelECE(Metric):
         hit = _total([(nw.col(pred) == float(k)).cast(F64) * nw.col(r) for k, r in enumerate(eq_rows)])
         correct = q.row(("top_correct", self.y, self.probs, self.classes), hit, level=3)
         prec = score_precision(q, *self.probs)
-        p = _binned(q, correct, conf, self.num_bins, self.strategy, sub=pred, precision=prec)
+        p = _binned(q, correct, conf, self.n_bins, self.strategy, sub=pred, precision=prec)
         if self.weighted:
             return {"": ratio(nw.col(f"{p}ad"), q.n)}
         return {"": ratio(nw.col(f"{p}ecej"), nw.col(f"{p}cnt"))}
 
 
+@renamed(num_bins="n_bins")
 def top_label_ece(
     y: str,
     probs: Sequence[str],
-    classes: Sequence[Label] | None = None,
     *,
-    num_bins: int = 10,
+    classes: Sequence[Label] | None = None,
+    n_bins: int = 10,
     strategy: Strategy = "uniform",
     weighted: bool = False,
 ) -> TopLabelECE:
@@ -575,7 +581,7 @@ def top_label_ece(
     classes : list of int or str, optional
         The labels of the probability columns, in order; default
         ``0, 1, ..., K-1``.
-    num_bins, strategy
+    n_bins, strategy
         As in :func:`ece`.
     weighted : bool, default False
         Weight each label's ECE by its number of rows.
@@ -586,7 +592,7 @@ def top_label_ece(
     >>> import conformal_frames
     >>> df = pd.DataFrame({"y": ["a", "b", "b", "a"], "pa": [0.7, 0.4, 0.2, 0.6],
     ...                    "pb": [0.3, 0.6, 0.8, 0.4]})
-    >>> round(df.conformal.top_label_ece("y", ["pa", "pb"], ["a", "b"], num_bins=5), 6)
+    >>> round(df.conformal.top_label_ece("y", ["pa", "pb"], classes=["a", "b"], n_bins=5), 6)
     0.325
     """
     cols, labels = _check_probs(probs, classes)
@@ -597,7 +603,7 @@ def top_label_ece(
         y=y,
         probs=cols,
         classes=labels,
-        num_bins=check_bins(num_bins),
+        n_bins=check_bins(n_bins),
         strategy=_check_strategy(strategy),
         weighted=weighted,
     )
@@ -608,7 +614,7 @@ class ClasswiseECE(Metric):
     y: str
     probs: tuple[str, ...]
     classes: tuple[Label, ...]
-    num_bins: int = 10
+    n_bins: int = 10
     strategy: Strategy = "uniform"
     default_name = "classwise_ece"
 
@@ -618,17 +624,18 @@ class ClasswiseECE(Metric):
         for p, c, e in zip(self.probs, self.classes, eq):
             y_k = q.row(("label_eq", self.y, c), e)
             prec = score_precision(q, p)
-            ad, _ = bin_errors(q, y_k, score_row(q, p), self.num_bins, self.strategy, precision=prec)
+            ad, _ = bin_errors(q, y_k, score_row(q, p), self.n_bins, self.strategy, precision=prec)
             eces.append(ratio(ad, q.n))
         return {"": _total(eces) / float(len(eces))}
 
 
+@renamed(num_bins="n_bins")
 def classwise_ece(
     y: str,
     probs: Sequence[str],
-    classes: Sequence[Label] | None = None,
     *,
-    num_bins: int = 10,
+    classes: Sequence[Label] | None = None,
+    n_bins: int = 10,
     strategy: Strategy = "uniform",
 ) -> ClasswiseECE:
     """Class-wise ECE: the mean over classes of the one-vs-rest ECE.
@@ -642,7 +649,7 @@ def classwise_ece(
     >>> import pandas as pd
     >>> import conformal_frames
     >>> df = pd.DataFrame({"y": [0, 1, 1, 0], "p0": [0.7, 0.4, 0.2, 0.6], "p1": [0.3, 0.6, 0.8, 0.4]})
-    >>> round(df.conformal.classwise_ece("y", ["p0", "p1"], num_bins=5), 6)
+    >>> round(df.conformal.classwise_ece("y", ["p0", "p1"], n_bins=5), 6)
     0.325
 
     References
@@ -652,9 +659,7 @@ def classwise_ece(
     multiclass probabilities with Dirichlet calibration", NeurIPS 32.
     """
     cols, labels = _check_probs(probs, classes)
-    return ClasswiseECE(
-        y=y, probs=cols, classes=labels, num_bins=check_bins(num_bins), strategy=_check_strategy(strategy)
-    )
+    return ClasswiseECE(y=y, probs=cols, classes=labels, n_bins=check_bins(n_bins), strategy=_check_strategy(strategy))
 
 
 # ---------------------------------------------------------------------------
@@ -724,8 +729,9 @@ def _cumulative(q: Query, y: str, score: str, test: str) -> str:
 class KSTest(Metric):
     y: str
     score: str
-    default_name = "ks"
+    default_name = "ks_test"
     kind = "test"
+    result = KSTestResult
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         p = _cumulative(q, self.y, self.score, "ks")
@@ -747,8 +753,9 @@ def ks_test(y: str, score: str) -> KSTest:
     label equals its score (no information) and ``+inf`` with p-value 0
     otherwise (a label contradicting a certain score).
 
-    A direct call on an eager frame returns a :class:`~conformal_frames.TestResult`;
-    grouped or in ``evaluate`` the columns are ``ks`` and ``ks_pvalue``.
+    A direct call on an eager frame returns a
+    :class:`~conformal_frames.results.KSTestResult`; grouped or in ``evaluate``
+    the columns are ``ks_test``, ``ks_test_pvalue`` and ``n``.
 
     Examples
     --------
@@ -772,8 +779,9 @@ def ks_test(y: str, score: str) -> KSTest:
 class KuiperTest(Metric):
     y: str
     score: str
-    default_name = "kuiper"
+    default_name = "kuiper_test"
     kind = "test"
+    result = KuiperTestResult
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         p = _cumulative(q, self.y, self.score, "kuiper")
@@ -821,8 +829,9 @@ def _spiegelhalter_finalize(a: str, b: str, prefix: str):
 class SpiegelhalterTest(Metric):
     y: str
     score: str
-    default_name = "spiegelhalter"
+    default_name = "spiegelhalter_test"
     kind = "test"
+    result = SpiegelhalterTestResult
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s = binary_row(q, self.y), score_row(q, self.score)
@@ -852,7 +861,7 @@ def spiegelhalter_test(y: str, score: str) -> SpiegelhalterTest:
     >>> import conformal_frames
     >>> df = pd.DataFrame({"y": [1, 0, 1, 0, 1, 0], "s": [0.8, 0.3, 0.5, 0.5, 0.7, 0.1]})
     >>> res = df.conformal.spiegelhalter_test("y", "s")
-    >>> round(res.pvalue, 4), round(res.extra["spiegelhalter_pvalue_two_sided"], 4)
+    >>> round(res.pvalue, 4), round(res.pvalue_two_sided, 4)
     (0.8486, 0.3028)
 
     References
@@ -872,12 +881,12 @@ def cumulative_differences(frame: Any, y: str, score: str, *, by: str | Sequence
     ``C_k = (1/n) sum_{i: s_i <= s_(k)} (y_i - s_i)`` where ``s_(k)`` is the
     ``k``-th smallest distinct score of the group and ``n`` its row count:
     the path behind :func:`ks_test` and :func:`kuiper_test` (plot it against
-    the score, or against ``count`` cumulated, to see where miscalibration
+    the score, or against ``n`` cumulated, to see where miscalibration
     sits).
 
     Returns a frame of the caller's type (eager in, eager out; lazy in, lazy
     out) with the group keys, the score column (distinct values, ascending),
-    ``count`` (rows at that score) and ``cumulative_difference``; sorted by
+    ``n`` (rows at that score) and ``cumulative_difference``; sorted by
     keys and score.  Input validation as for the tests: on eager input an
     error; on lazy input the groups with invalid rows get null
     ``cumulative_difference``.
@@ -889,15 +898,15 @@ def cumulative_differences(frame: Any, y: str, score: str, *, by: str | Sequence
     >>> df = pl.DataFrame({"y": [1.0, 0.0, 1.0, 0.0], "s": [0.5, 0.5, 0.25, 0.75]})
     >>> cf.cumulative_differences(df, "y", "s")
     shape: (3, 3)
-    ┌──────┬───────┬───────────────────────┐
-    │ s    ┆ count ┆ cumulative_difference │
-    │ ---  ┆ ---   ┆ ---                   │
-    │ f64  ┆ i64   ┆ f64                   │
-    ╞══════╪═══════╪═══════════════════════╡
-    │ 0.25 ┆ 1     ┆ 0.1875                │
-    │ 0.5  ┆ 2     ┆ 0.1875                │
-    │ 0.75 ┆ 1     ┆ 0.0                   │
-    └──────┴───────┴───────────────────────┘
+    ┌──────┬─────┬───────────────────────┐
+    │ s    ┆ n   ┆ cumulative_difference │
+    │ ---  ┆ --- ┆ ---                   │
+    │ f64  ┆ i64 ┆ f64                   │
+    ╞══════╪═════╪═══════════════════════╡
+    │ 0.25 ┆ 1   ┆ 0.1875                │
+    │ 0.5  ┆ 2   ┆ 0.1875                │
+    │ 0.75 ┆ 1   ┆ 0.0                   │
+    └──────┴─────┴───────────────────────┘
     """
     lf, eager = core._to_lazy(frame)
     keys = core._as_keys(by)
@@ -906,7 +915,7 @@ def cumulative_differences(frame: Any, y: str, score: str, *, by: str | Sequence
         raise ValueError(msg)
     # validation: the Brier score registers exactly the checks of the tests
     validity = core.compute(frame, [brier(y, score)], by)
-    ycol, scol, dcol, cnt, dsum, total = "__cf_y", "__cf_s", "__cf_d", "count", "__cf_dsum", "__cf_total"
+    ycol, scol, dcol, cnt, dsum, total = "__cf_y", "__cf_s", "__cf_d", "n", "__cf_dsum", "__cf_total"
     y_expr = nw.col(y).cast(F64)
     rows = lf.select(*keys, y_expr.alias(ycol), nw.col(score).cast(F64).alias(scol))
     rows = rows.with_columns((nw.col(ycol) - nw.col(scol)).alias(dcol))

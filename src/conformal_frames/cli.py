@@ -1,6 +1,8 @@
 """Command line: ``conformal-frames report FILE ...`` and ``conformal-frames demo``.
 
-Exit codes (also in ``conformal-frames --help``):
+Every failure caused by the user (options, columns, files, data) is one line
+``conformal-frames: error: ...`` on stderr and one of these exit codes (also
+in ``conformal-frames --help``):
 
 0
     the report was produced;
@@ -10,13 +12,21 @@ Exit codes (also in ``conformal-frames --help``):
     usage error: unknown option, a column that is not in the file, an invalid
     parameter value;
 3
-    the input file cannot be read (missing, unsupported format, unreadable);
+    a file cannot be read or written: the input is missing, unreadable or of
+    an unsupported format, or ``--out`` cannot be written (an existing file,
+    a directory without write permission);
 4
-    the report was produced, but rows of the input have invalid values
-    (missing, NaN/inf, ``lo > hi``): their groups have null metrics;
+    rows of the input have invalid values (missing, NaN/inf, ``lo > hi``,
+    labels or scores out of range): with ``--invalid null`` (the default)
+    the report was produced and their groups have null metrics; with
+    ``--invalid raise`` nothing was produced;
 5
     ``--fail-on-under-coverage`` was given and some segment is significantly
-    under-covered.
+    under-covered;
+6
+    ``--fail-on-under-coverage`` was given and some group could not be tested
+    (invalid rows with ``--invalid null``) while no tested group is
+    under-covered: the check cannot pass.
 """
 
 from __future__ import annotations
@@ -29,26 +39,69 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2
-EXIT_INPUT = 3
+EXIT_IO = 3
+EXIT_INPUT = EXIT_IO  # the 0.1 name
 EXIT_INVALID_ROWS = 4
 EXIT_UNDER_COVERED = 5
+EXIT_UNTESTED = 6
 
 EXIT_CODES = f"""exit codes:
   {EXIT_OK}  the report was produced
   {EXIT_INTERNAL}  unexpected internal error (a bug)
   {EXIT_USAGE}  usage error: unknown option, column not in the file, invalid parameter
-  {EXIT_INPUT}  the input file cannot be read (missing, unsupported format, unreadable)
-  {EXIT_INVALID_ROWS}  report produced, but some rows have invalid values (missing, NaN/inf, lo > hi)
+  {EXIT_IO}  a file cannot be read or written (input missing/unreadable/unsupported, --out not writable)
+  {EXIT_INVALID_ROWS}  rows with invalid values (--invalid null: report produced, their groups null; raise: no report)
   {EXIT_UNDER_COVERED}  --fail-on-under-coverage given and a segment is significantly under-covered
+  {EXIT_UNTESTED}  --fail-on-under-coverage given and a group could not be tested (invalid rows)
 """
 
 #: inputs at least this large get a progress indication on stderr
 PROGRESS_BYTES = 64 * 1024 * 1024
+
+#: ``--memory auto`` bounds memory for inputs larger than this fraction of RAM
+#: (exact mode measured at about 13x the Parquet size: 3.05 GB for 238 MB)
+AUTO_BOUNDED_FRACTION = 1 / 32
+
+#: 0.1 options and their 0.2 names
+RENAMED_OPTIONS = {
+    "--label": "--y (or --score-y)",
+    "--set": "--sets",
+    "--level-col": "--confidence-level COLUMN",
+    "--alpha": "--significance",
+    "--num-bins": "--n-bins",
+    "--ssc-bins": "--ssc-n-bins",
+}
+
+
+class CLIError(Exception):
+    """A user error: printed as one line with the program prefix, exit ``code``."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    raise CLIError(message, code)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``conformal-frames: error: ...``, exit 2, from :func:`main`)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CLIError(f"{message} (see {self.prog} --help)", EXIT_USAGE)
+
+
+class _Renamed(argparse.Action):
+    """A 0.1 option: fails with its new name."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        parser.error(f"{self.option_strings[0]} is called {RENAMED_OPTIONS[self.option_strings[0]]} since 0.2")
 
 
 class _Progress:
@@ -56,7 +109,6 @@ class _Progress:
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
-        self.start = time.perf_counter()
 
     def note(self, message: str) -> None:
         if self.enabled:
@@ -68,19 +120,14 @@ class _Progress:
             yield
             return
         t0 = time.perf_counter()
-        tty = sys.stderr.isatty()
         stop = threading.Event()
 
         def tick() -> None:
             while not stop.wait(1.0):
-                print(
-                    f"\r[conformal-frames] {message} ... {time.perf_counter() - t0:.0f} s",
-                    end="",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                elapsed = f"\r[conformal-frames] {message} ... {time.perf_counter() - t0:.0f} s"
+                print(elapsed, end="", file=sys.stderr, flush=True)
 
-        ticker = threading.Thread(target=tick, daemon=True) if tty else None
+        ticker = threading.Thread(target=tick, daemon=True) if sys.stderr.isatty() else None
         if ticker is None:
             print(f"[conformal-frames] {message} ...", file=sys.stderr, flush=True)
         else:
@@ -92,63 +139,84 @@ class _Progress:
             if ticker is not None:
                 ticker.join()
                 print("\r", end="", file=sys.stderr)
-            print(
-                f"[conformal-frames] {message}: done in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True
-            )
+            done = f"[conformal-frames] {message}: done in {time.perf_counter() - t0:.1f} s"
+            print(done, file=sys.stderr, flush=True)
 
 
-class CLIError(Exception):
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
+# ---------------------------------------------------------------------------
+# input and output files
+# ---------------------------------------------------------------------------
+def _format_of(path: str, fmt: str, separator: str) -> tuple[str, str]:
+    if fmt != "auto":
+        return fmt, separator
+    suffix = Path(path).suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return "parquet", separator
+    if suffix in (".csv", ".tsv", ".txt"):
+        return "csv", "\t" if suffix == ".tsv" and separator == "," else separator
+    _fail(f"cannot tell the format of {path!r} from its extension; use --input-format csv|parquet", EXIT_IO)
 
 
-def _scan(path: str, fmt: str, separator: str) -> Any:
-    """A polars LazyFrame over the file (nothing is read yet)."""
+def _scan(args: argparse.Namespace) -> tuple[Any, str]:
+    """A polars LazyFrame over the file (nothing is read yet) and its format."""
     try:
         import polars as pl
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        msg = "conformal-frames report reads files with polars: pip install 'conformal-frames[polars]'"
-        raise CLIError(msg, EXIT_USAGE) from exc
-    p = Path(path)
-    if not p.exists() and not any(ch in path for ch in "*?["):
-        raise CLIError(f"input file not found: {path}", EXIT_INPUT)
-    if fmt == "auto":
-        suffix = p.suffix.lower()
-        if suffix in (".parquet", ".pq"):
-            fmt = "parquet"
-        elif suffix in (".csv", ".tsv", ".txt"):
-            fmt = "csv"
-            if suffix == ".tsv" and separator == ",":
-                separator = "\t"
-        else:
-            msg = f"cannot tell the format of {path!r} from its extension; use --input-format csv|parquet"
-            raise CLIError(msg, EXIT_INPUT)
+    except ImportError:  # pragma: no cover - depends on the environment
+        _fail("conformal-frames report reads files with polars: pip install 'conformal-frames[polars]'", EXIT_USAGE)
+    path = args.file
+    if not Path(path).exists() and not any(ch in path for ch in "*?["):
+        _fail(f"input file not found: {path}", EXIT_IO)
+    fmt, separator = _format_of(path, args.input_format, args.separator)
     try:
         if fmt == "parquet":
             lf = pl.scan_parquet(path)
         else:
-            lf = pl.scan_csv(path, separator=separator, infer_schema_length=10_000)
+            nulls = [v for v in args.null_values.split(",")] if args.null_values is not None else None
+            lf = pl.scan_csv(
+                path,
+                separator=separator,
+                infer_schema_length=10_000,
+                null_values=nulls,
+                decimal_comma=args.decimal_comma,
+            )
         lf.collect_schema()
     except Exception as exc:  # polars raises many kinds on bad files
-        raise CLIError(f"cannot read {path!r} as {fmt}: {exc}", EXIT_INPUT) from exc
-    return lf
+        _fail(f"cannot read {path!r} as {fmt}: {_one_line(exc)}", EXIT_IO)
+    return lf, fmt
 
 
-_FLAGS = {"prediction_set": "--set", "level": "--level-col"}
+def _check_out(out: str) -> Path:
+    """The output directory, created now: a failure stops before any work is done."""
+    directory = Path(out)
+    if directory.exists() and not directory.is_dir():
+        _fail(f"--out {out!r} is an existing file, not a directory", EXIT_IO)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _fail(f"--out {out!r} cannot be created: {exc.strerror or exc}", EXIT_IO)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        _fail(f"--out {out!r} is not writable", EXIT_IO)
+    return directory
 
 
-def _cli_names(message: str) -> str:
-    """``(hi=)`` in a library message becomes ``(--hi)``."""
-    import re
-
-    def flag(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name.startswith("by["):
-            return "(--by)"
-        return f"({_FLAGS.get(name, '--' + name.replace('_', '-'))})"
-
-    return re.sub(r"\(([\w\[\]]+)=\)", flag, message)
+def _write_outputs(rep: Any, directory: Path, progress: _Progress, plots: bool) -> list[Path]:
+    written: list[Path] = []
+    try:
+        if plots:
+            try:
+                with progress.stage("drawing plots"):
+                    written += rep.save_plots(directory)
+            except ImportError as exc:
+                print(f"conformal-frames: warning: {exc}; no plots written", file=sys.stderr)
+                plots = False
+        for name, write in (("report.html", lambda p: rep.to_html(p, plots=plots)), ("report.json", rep.to_json)):
+            write(directory / name)
+            written.append(directory / name)
+        (directory / "metrics.csv").write_text(rep.to_csv(), encoding="utf-8")
+        written.append(directory / "metrics.csv")
+    except OSError as exc:
+        _fail(f"cannot write into --out {str(directory)!r}: {exc.strerror or exc}", EXIT_IO)
+    return written
 
 
 def _input_size(path: str) -> int:
@@ -168,15 +236,123 @@ def _physical_memory() -> int:
         return 8 * 2**30
 
 
-#: ``--memory auto`` bounds memory for inputs larger than this fraction of RAM
-#: (exact mode measured at about 13x the Parquet size: 3.05 GB for 238 MB)
-AUTO_BOUNDED_FRACTION = 1 / 32
-
-
 def _bounded(mode: str, size: int) -> bool:
     if mode == "auto":
         return size > AUTO_BOUNDED_FRACTION * _physical_memory()
     return mode == "bounded"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# ---------------------------------------------------------------------------
+# the report command
+# ---------------------------------------------------------------------------
+def _flag(role: str) -> str:
+    """The CLI spelling of a report argument: ``score_y`` -> ``--score-y``."""
+    return "--by" if role.startswith("by") else "--" + role.replace("_", "-")
+
+
+def _check_arguments(args: argparse.Namespace, schema: Any, by: list[str]) -> None:
+    """Roles and columns, in the CLI's own words (before any work is done)."""
+    from conformal_frames.report import plan
+
+    try:
+        plan.check_roles(args.y, args.lo, args.hi, args.score, args.score_y, args.sets, spell=_flag)
+        level = args.confidence_level if isinstance(args.confidence_level, str) else None
+        roles = {k: getattr(args, k) for k in ("y", "lo", "hi", "score", "score_y", "sets")}
+        names = roles | {"confidence_level": level} | {f"by[{i}]": k for i, k in enumerate(by)}
+        plan.check_schema(schema, names, spell=_flag)
+    except ValueError as exc:
+        _fail(str(exc), EXIT_USAGE)
+    if args.fail_on_under_coverage and args.confidence_level is None:
+        _fail("--fail-on-under-coverage needs a target: --confidence-level", EXIT_USAGE)
+
+
+def _text_columns_hint(schema: Any, args: argparse.Namespace, fmt: str) -> str:
+    """For CSV input: which role columns were read as text, and the options that fix it."""
+    import narwhals.stable.v2 as nw
+
+    roles = [getattr(args, k) for k in ("y", "lo", "hi", "score", "score_y")]
+    text = [c for c in roles if c is not None and schema.get(c) == nw.String]
+    if fmt != "csv" or not text:
+        return ""
+    return (
+        f" (column(s) {', '.join(map(repr, text))} were read as text: for tokens such as NA give "
+        "--null-values NA, for decimal commas --decimal-comma)"
+    )
+
+
+def _evaluate(args: argparse.Namespace, lf: Any, fmt: str, by: list[str], bounded: bool) -> Any:
+    import narwhals.stable.v2 as nw
+
+    from conformal_frames.report import report
+
+    try:
+        return report(
+            lf,
+            y=args.y,
+            lo=args.lo,
+            hi=args.hi,
+            score=args.score,
+            score_y=args.score_y,
+            sets=args.sets,
+            classes=_classes(args.classes),
+            by=by or None,
+            confidence_level=args.confidence_level,
+            n_bins=args.n_bins,
+            ssc_n_bins=args.ssc_n_bins,
+            significance=args.significance,
+            correction=args.correction,
+            bounded_memory=bounded,
+            invalid=args.invalid,
+            max_rows=args.max_rows,
+            max_segments=args.max_segments,
+        )
+    except (ValueError, TypeError) as exc:
+        code = EXIT_INVALID_ROWS if args.invalid == "raise" and "row" in str(exc) else EXIT_USAGE
+        _fail(_one_line(exc) + _text_columns_hint(nw.from_native(lf).collect_schema(), args, fmt), code)
+    except Exception as exc:
+        if type(exc).__module__.startswith("polars"):  # e.g. a malformed row deep in a CSV
+            _fail(f"cannot read {args.file!r}: {_one_line(exc)}", EXIT_IO)
+        raise
+
+
+def _groups_text(groups: list[dict[str, Any]], limit: int = 5) -> str:
+    from conformal_frames.report.render import label
+
+    names = "; ".join(label(g["group"]) for g in groups[:limit])
+    return names + (f"; and {len(groups) - limit:,} more" if len(groups) > limit else "")
+
+
+def _verdict(rep: Any, args: argparse.Namespace) -> int:
+    """The exit code, with one ``conformal-frames: error:`` line when it is not 0."""
+    from conformal_frames.report.render import plural
+
+    s = rep.summary
+    untested, bad = s.get("untested") or [], s.get("invalid_rows", 0)
+    causes = "; ".join(s.get("invalid_causes") or []) or "missing, NaN/inf or out-of-range values"
+    if args.fail_on_under_coverage and s.get("under_covered"):
+        return EXIT_UNDER_COVERED
+    if args.fail_on_under_coverage and untested:
+        print(
+            f"conformal-frames: error: {plural(len(untested), 'group')} could not be tested "
+            f"({_groups_text(untested)}: {plural(bad, 'row')} with invalid values: {causes}); "
+            "--fail-on-under-coverage cannot pass",
+            file=sys.stderr,
+        )
+        return EXIT_UNTESTED
+    if bad:
+        where = f"; {plural(len(untested), 'group')} with null metrics: {_groups_text(untested)}" if untested else ""
+        print(f"conformal-frames: error: {plural(bad, 'row')} with invalid values ({causes}){where}", file=sys.stderr)
+        return EXIT_INVALID_ROWS
+    if s.get("dropped_rows"):
+        print(
+            f"conformal-frames: note: {plural(s['dropped_rows'], 'row')} with invalid values dropped", file=sys.stderr
+        )
+    return EXIT_OK
 
 
 def _emit(rep: Any, fmt: str) -> None:
@@ -190,81 +366,27 @@ def _emit(rep: Any, fmt: str) -> None:
         sys.stdout.write(rep.to_html(plots=False))
 
 
-def _write_outputs(rep: Any, out: str, progress: _Progress, plots: bool) -> list[Path]:
-    directory = Path(out)
-    directory.mkdir(parents=True, exist_ok=True)
-    written = []
-    if plots:
-        try:
-            with progress.stage("drawing plots"):
-                written += rep.save_plots(directory)
-        except ImportError as exc:
-            print(f"warning: {exc}; no plots written", file=sys.stderr)
-            plots = False
-    path = directory / "report.html"
-    rep.to_html(path, plots=plots)
-    written.append(path)
-    path = directory / "report.json"
-    rep.to_json(path)
-    written.append(path)
-    path = directory / "metrics.csv"
-    path.write_text(rep.to_csv(), encoding="utf-8")
-    written.append(path)
-    return written
-
-
 def _run_report(args: argparse.Namespace) -> int:
-    from conformal_frames.report import report
+    import narwhals.stable.v2 as nw
 
     size = _input_size(args.file)
     progress = _Progress(enabled=not args.quiet and (args.progress or size >= PROGRESS_BYTES))
-    lf = _scan(args.file, args.input_format, args.separator)
+    lf, fmt = _scan(args)
+    by = [c for group in (args.by or []) for item in group for c in item.split(",") if c]
+    _check_arguments(args, nw.from_native(lf).collect_schema(), by)
+    directory = _check_out(args.out) if args.out else None
     bounded = _bounded(args.memory, size)
     progress.note(
         f"scanning {args.file} ({size / 1e6:,.1f} MB) lazily with polars; "
         + ("bounded memory (no SSC, width quantiles from histograms)" if bounded else "exact SSC and width quantiles")
     )
-    by = [c for group in (args.by or []) for item in group for c in item.split(",") if c]
-    try:
-        with progress.stage("computing metrics per group"):
-            rep = report(
-                lf,
-                y=args.y,
-                lo=args.lo,
-                hi=args.hi,
-                label=args.label,
-                score=args.score,
-                prediction_set=args.prediction_set,
-                classes=_classes(args.classes),
-                by=by or None,
-                confidence_level=args.confidence_level,
-                level=args.level_col,
-                num_bins=args.num_bins,
-                ssc_bins=args.ssc_bins,
-                alpha=args.alpha,
-                correction=args.correction,
-                bounded_memory=bounded,
-            )
-    except (ValueError, TypeError) as exc:
-        raise CLIError(_cli_names(str(exc)), EXIT_USAGE) from exc
-    except Exception as exc:
-        if type(exc).__module__.startswith("polars"):  # e.g. a malformed row deep in a CSV
-            raise CLIError(f"cannot read {args.file!r}: {exc}", EXIT_INPUT) from exc
-        raise
+    with progress.stage("computing metrics per group"):
+        rep = _evaluate(args, lf, fmt, by, bounded)
     _emit(rep, args.format)
-    if args.out:
-        written = _write_outputs(rep, args.out, progress, plots=not args.no_plots)
+    if directory is not None:
+        written = _write_outputs(rep, directory, progress, plots=not args.no_plots)
         print(f"wrote {len(written)} files to {args.out}: {', '.join(p.name for p in written)}", file=sys.stderr)
-    if rep.summary.get("invalid_rows"):
-        print(
-            f"error: {rep.summary['invalid_rows']} rows have invalid values (missing, NaN/inf, lo > hi); "
-            "their groups have null metrics",
-            file=sys.stderr,
-        )
-        return EXIT_INVALID_ROWS
-    if args.fail_on_under_coverage and rep.summary.get("under_covered"):
-        return EXIT_UNDER_COVERED
-    return EXIT_OK
+    return _verdict(rep, args)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -280,19 +402,21 @@ def _demo(args: argparse.Namespace) -> int:
         try:
             import pandas as pd
         except ImportError:
-            print(
-                "conformal-frames demo needs polars or pandas: pip install 'conformal-frames[polars]'", file=sys.stderr
-            )
-            return EXIT_USAGE
+            _fail("conformal-frames demo needs polars or pandas: pip install 'conformal-frames[polars]'", EXIT_USAGE)
         frame = pd.DataFrame(data)
-    rep = report(frame, y="y", lo="lo", hi="hi", by="segment", level="level", hsic=True)
+    directory = _check_out(args.out) if args.out else None
+    rep = report(frame, y="y", lo="lo", hi="hi", by="segment", confidence_level="level", hsic=True)
+    rep.max_rows, rep.max_segments = args.max_rows, args.max_segments
     _emit(rep, args.format)
-    if args.out:
-        written = _write_outputs(rep, args.out, _Progress(False), plots=not args.no_plots)
+    if directory is not None:
+        written = _write_outputs(rep, directory, _Progress(False), plots=not args.no_plots)
         print(f"wrote {len(written)} files to {args.out}: {', '.join(p.name for p in written)}", file=sys.stderr)
     return EXIT_OK
 
 
+# ---------------------------------------------------------------------------
+# option parsing
+# ---------------------------------------------------------------------------
 def _classes(text: str | None) -> list[Any] | None:
     if text is None:
         return None
@@ -313,6 +437,15 @@ def _probability(text: str) -> float:
     return value
 
 
+def _level(text: str) -> float | str:
+    """A number strictly between 0 and 1, or the name of a column of levels."""
+    try:
+        float(text)
+    except ValueError:
+        return text
+    return _probability(text)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -321,6 +454,11 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def _cap(text: str) -> int | None:
+    """A positive integer, or ``all``."""
+    return None if text.lower() == "all" else _positive_int(text)
 
 
 def _output_options(p: argparse.ArgumentParser) -> None:
@@ -335,51 +473,45 @@ def _output_options(p: argparse.ArgumentParser) -> None:
     out.add_argument(
         "--out",
         metavar="DIR",
-        help="also write report.html (plots embedded), report.json, metrics.csv and one PNG per plot into DIR",
+        help="also write report.html (plots embedded), report.json, metrics.csv and one PNG per plot into DIR "
+        "(created if needed; checked before any work is done)",
     )
     out.add_argument("--no-plots", action="store_true", help="do not draw plots (no matplotlib needed)")
+    out.add_argument(
+        "--max-rows",
+        type=_cap,
+        default=50,
+        metavar="N",
+        help="groups shown in the text/HTML tables, the most important first, with a count of the rest "
+        "(default 50; 'all' for every group; json/csv always hold every group)",
+    )
+    out.add_argument(
+        "--max-segments",
+        type=_cap,
+        default=50,
+        metavar="N",
+        help="segments drawn per plot: the lowest by the test, plus a grey row for the rest (default 50; 'all')",
+    )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="conformal-frames",
-        description="Evaluate conformal prediction and calibration inside DataFrames.",
-        epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+def _column_options(p: argparse.ArgumentParser) -> None:
+    cols = p.add_argument_group("columns")
+    cols.add_argument(
+        "--y", metavar="COL", help="observed value (intervals), 0/1 outcome (calibration), true label (sets)"
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    rp = sub.add_parser(
-        "report",
-        help="evaluate a CSV or Parquet file and print / write the report",
-        description=(
-            "Evaluate every metric that applies to the given columns, per group, on a CSV or "
-            "Parquet file read lazily with polars (only aggregated tables are collected, so files "
-            "larger than memory work). Interval metrics need --y --lo --hi; calibration needs "
-            "--label --score; prediction sets need --label --set. Segments whose coverage is "
-            "significantly below the target (--confidence-level, or the --level-col column) are "
-            "listed (one-sided exact binomial test per segment, Holm correction by default)."
-        ),
-        epilog="example:\n  conformal-frames report preds.parquet --y y --lo lo --hi hi --by region model "
-        "--confidence-level 0.9 --out report/\n\n" + EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    rp.add_argument(
-        "file", metavar="FILE", help="input file: .parquet/.pq or .csv/.tsv (a glob pattern works for Parquet)"
-    )
-    cols = rp.add_argument_group("columns")
-    cols.add_argument("--y", metavar="COL", help="observed value (intervals)")
     cols.add_argument("--lo", metavar="COL", help="lower bound of the prediction interval")
     cols.add_argument("--hi", metavar="COL", help="upper bound of the prediction interval")
-    cols.add_argument("--label", metavar="COL", help="binary label (calibration) or true class (prediction sets)")
-    cols.add_argument("--score", metavar="COL", help="predicted probability in [0, 1] (calibration)")
+    cols.add_argument("--score", metavar="COL", help="predicted probability in [0, 1] of the 0/1 outcome (calibration)")
     cols.add_argument(
-        "--set", dest="prediction_set", metavar="COL", help="list column of predicted labels (prediction sets)"
+        "--score-y",
+        metavar="COL",
+        help="the 0/1 outcome of --score when --y is an interval target (one file, two families; default: --y)",
     )
+    cols.add_argument("--sets", metavar="COL", help="list column of predicted labels (prediction sets), with --y")
     cols.add_argument(
         "--classes",
         metavar="LABELS",
-        help="comma-separated class labels of the prediction sets (default: the distinct values of --label); "
+        help="comma-separated class labels of the prediction sets (default: the distinct values of --y); "
         "integers when every label parses as one",
     )
     cols.add_argument(
@@ -389,24 +521,25 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="group column(s); repeat or separate with commas: --by region model, --by region,model",
     )
-    cols.add_argument(
-        "--level-col",
-        metavar="COL",
-        help="column of nominal levels (several levels stacked in long format); a group column and each group's target",
-    )
-    opts = rp.add_argument_group("metrics")
+    for old in RENAMED_OPTIONS:
+        cols.add_argument(old, action=_Renamed, nargs="?", help=argparse.SUPPRESS)
+
+
+def _metric_options(p: argparse.ArgumentParser) -> None:
+    opts = p.add_argument_group("metrics")
     opts.add_argument(
         "--confidence-level",
-        type=_probability,
-        metavar="P",
-        help="nominal coverage, e.g. 0.9 (exclusive with --level-col)",
+        type=_level,
+        metavar="P|COL",
+        help="nominal coverage: a number such as 0.9, or the column of nominal levels (several levels "
+        "stacked in long format; it becomes a group column and each group's target)",
     )
     opts.add_argument(
-        "--alpha",
+        "--significance",
         type=_probability,
         default=0.05,
-        metavar="A",
-        help="significance of the under-coverage test (default 0.05)",
+        metavar="S",
+        help="a segment is flagged when its adjusted p-value is below S (default 0.05)",
     )
     opts.add_argument(
         "--correction",
@@ -414,15 +547,20 @@ def build_parser() -> argparse.ArgumentParser:
         default="holm",
         help="multiplicity correction across segments (default holm)",
     )
+    opts.add_argument("--n-bins", type=_positive_int, default=10, metavar="M", help="score bins (default 10)")
     opts.add_argument(
-        "--num-bins", type=_positive_int, default=10, metavar="M", help="score bins for calibration (default 10)"
-    )
-    opts.add_argument(
-        "--ssc-bins",
+        "--ssc-n-bins",
         type=_positive_int,
         default=3,
         metavar="K",
-        help="width bins for size-stratified coverage (default 3)",
+        help="width bins of size-stratified coverage (default 3)",
+    )
+    opts.add_argument(
+        "--invalid",
+        choices=["null", "drop", "raise"],
+        default="null",
+        help="rows with invalid values: null (default: their groups get null metrics and are named as untested), "
+        "drop (evaluate the valid rows; n counts them), raise (stop with the cause)",
     )
     opts.add_argument(
         "--memory",
@@ -432,17 +570,24 @@ def build_parser() -> argparse.ArgumentParser:
         "bounded: memory independent of the rows (no SSC, width quantiles from 512-bin histograms); "
         f"auto (default): bounded when the input is larger than 1/{round(1 / AUTO_BOUNDED_FRACTION)} of the physical memory",
     )
-    inp = rp.add_argument_group("input")
+
+
+def _input_run_options(p: argparse.ArgumentParser) -> None:
+    inp = p.add_argument_group("input")
     inp.add_argument(
         "--input-format", choices=["auto", "csv", "parquet"], default="auto", help="default: from the file extension"
     )
     inp.add_argument("--separator", default=",", metavar="CHAR", help="CSV field separator (default ','; tab for .tsv)")
-    _output_options(rp)
-    run = rp.add_argument_group("run")
+    inp.add_argument(
+        "--null-values", metavar="TOKENS", help="comma-separated CSV tokens read as missing, e.g. NA or NA,n/a,-"
+    )
+    inp.add_argument("--decimal-comma", action="store_true", help="CSV numbers use a decimal comma (3,14)")
+    run = p.add_argument_group("run")
     run.add_argument(
         "--fail-on-under-coverage",
         action="store_true",
-        help=f"exit with {EXIT_UNDER_COVERED} when a segment is significantly under-covered",
+        help=f"exit with {EXIT_UNDER_COVERED} when a segment is significantly under-covered, "
+        f"{EXIT_UNTESTED} when a group could not be tested (needs --confidence-level)",
     )
     run.add_argument(
         "--progress",
@@ -450,8 +595,44 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"progress on stderr even for small inputs (default: inputs >= {PROGRESS_BYTES // 2**20} MiB)",
     )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
-    rp.set_defaults(func=_run_report)
 
+
+_REPORT_DESCRIPTION = (
+    "Evaluate every metric that applies to the given columns, per group, on a CSV or Parquet file read "
+    "lazily with polars (only aggregated tables are collected, so files larger than memory work). "
+    "Interval metrics need --y --lo --hi; calibration needs --score with its 0/1 outcome (--y, or "
+    "--score-y); prediction sets need --y --sets. Segments whose coverage is significantly below the "
+    "target (--confidence-level, a number or a column of levels) are listed (one-sided exact binomial "
+    "test per segment, Holm correction by default)."
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="conformal-frames",
+        description="Evaluate conformal prediction and calibration inside DataFrames.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    rp = sub.add_parser(
+        "report",
+        help="evaluate a CSV or Parquet file and print / write the report",
+        description=_REPORT_DESCRIPTION,
+        epilog="example:\n  conformal-frames report preds.parquet --y y --lo lo --hi hi --by region model "
+        "--confidence-level 0.9 --out report/\n\n" + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    rp.add_argument(
+        "file", metavar="FILE", help="input file: .parquet/.pq or .csv/.tsv (a glob pattern works for Parquet)"
+    )
+    _column_options(rp)
+    _metric_options(rp)
+    _input_run_options(rp)
+    _output_options(rp)
+    rp.set_defaults(func=_run_report)
     demo = sub.add_parser(
         "demo",
         help="report on a deterministic synthetic dataset",
@@ -459,6 +640,7 @@ def build_parser() -> argparse.ArgumentParser:
         "at levels 0.8 / 0.9 / 0.95 (a level column), five segments, one deliberately under-covered.",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     demo.add_argument("--rows", type=_positive_int, default=20_000, help="rows per confidence level (default 20000)")
     demo.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
@@ -468,8 +650,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         return int(args.func(args))
     except CLIError as exc:
         print(f"conformal-frames: error: {exc}", file=sys.stderr)

@@ -22,7 +22,7 @@ a row is *covered* when ``lo <= y <= hi`` or ``y in C``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
 from typing import Any, Literal
@@ -30,9 +30,12 @@ from typing import Any, Literal
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._params import check_probability
+from conformal_frames._params import check_level as _level
+from conformal_frames._params import check_probability, level_row
+from conformal_frames._renames import renamed
 from conformal_frames.core import Metric, Query
 from conformal_frames.intervals import covered_row
+from conformal_frames.results import CoverageTestResult
 from conformal_frames.sets import Label, SetSpec, set_covered_row, set_spec
 from conformal_frames.stats import ratio, wilson_interval
 
@@ -91,33 +94,6 @@ def _groups(groups: Any) -> tuple[str, ...]:
         return tuple(groups)
     msg = f"groups= must be a column name or a list of column names, got {groups!r}"
     raise TypeError(msg)
-
-
-def _level(value: Any) -> float | str:
-    """A target level in (0, 1), or the name of a ``by=`` column holding it."""
-    if isinstance(value, str):
-        return value
-    return check_probability(value, "confidence_level")
-
-
-def level_row(q: Query, level: float | str) -> str | None:
-    """Row column of the target level when it is a column (must be a ``by=`` key)."""
-    if not isinstance(level, str):
-        return None
-    if level not in q.keys:
-        if level not in q.schema:
-            q.column(level)  # the usual "not found" message
-        msg = (
-            f"confidence_level={level!r} names a column: it must also be a by= column, "
-            "so that the target is constant within each group (e.g. by=[..., 'level'])"
-        )
-        raise ValueError(msg)
-    if not q.schema[level].is_numeric():
-        msg = f"confidence_level column {level!r} must be numeric, found dtype {q.schema[level]}"
-        raise TypeError(msg)
-    t = nw.col(level).cast(nw.Float64)
-    q.check(f"confidence_level column {level!r} has values outside (0, 1)", ~((t > 0.0) & (t < 1.0)))
-    return q.row(("target_level", level), t)
 
 
 # ---------------------------------------------------------------------------
@@ -325,8 +301,32 @@ def split_conformal_law(n_calibration: int, confidence_level: float) -> tuple[fl
     return float(a), float(m + 1 - a)
 
 
+def coverage_pvalues(
+    covered: np.ndarray, n: np.ndarray, confidence_level: np.ndarray, n_calibration: int | None = None
+) -> np.ndarray:
+    """coverage_test's one-sided p-values from per-group counts (NaN: no test).
+
+    ``P(K <= covered)`` with ``K ~ Binomial(n, t)``, or with ``n_calibration=m``
+    ``K ~ BetaBinomial(n, a, b)`` (see :func:`split_conformal_law`).  Groups
+    with ``n = 0``, a missing count or a target outside (0, 1) get NaN.
+    """
+    from scipy.stats import betabinom, binom
+
+    kk, nn, t = (np.asarray(v, dtype=float) for v in (covered, n, confidence_level))
+    ok = (nn > 0) & np.isfinite(kk) & (t > 0) & (t < 1)
+    p = np.full(len(kk), np.nan)
+    if n_calibration is None:
+        p[ok] = binom.cdf(kk[ok], nn[ok], t[ok])
+    else:
+        a = np.ceil((n_calibration + 1) * t - 1e-9)
+        b = n_calibration + 1 - a
+        ok &= b >= 1  # too few calibration points for this level: no test
+        p[ok] = betabinom.cdf(kk[ok], nn[ok], a[ok], b[ok])
+    return np.minimum(p, 1.0)
+
+
 def _inference_step(k: str, n: str, level: str | None, checks: list[str], outputs: list[str], spec: dict[str, Any]):
-    from scipy.stats import beta, betabinom, binom
+    from scipy.stats import beta
 
     def fn(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         kk, nn = data[k], data[n]
@@ -335,23 +335,14 @@ def _inference_step(k: str, n: str, level: str | None, checks: list[str], output
             bad |= np.nan_to_num(data[c]) > 0
         ok = (nn > 0) & ~bad
         t = data[level] if level is not None else np.full(len(kk), spec["confidence_level"])
-        ok &= (t > 0) & (t < 1)
-        p = np.full(len(kk), np.nan)
-        if spec["n_calibration"] is None:
-            p[ok] = binom.cdf(kk[ok], nn[ok], t[ok])
-        else:
-            m = spec["n_calibration"]
-            a = np.ceil((m + 1) * t - 1e-9)
-            b = m + 1 - a
-            ok &= b >= 1  # too few calibration points for this level: no test
-            p[ok] = betabinom.cdf(kk[ok], nn[ok], a[ok], b[ok])
-        p = np.minimum(p, 1.0)
+        p = np.where(ok, coverage_pvalues(kk, nn, t, spec["n_calibration"]), np.nan)
+        ok &= ~np.isnan(p)
         p_holm, p_bh = holm(p), benjamini_hochberg(p)
         chosen = {"holm": p_holm, "bh": p_bh, "none": p}[spec["correction"]]
-        flag = np.where(np.isnan(chosen), np.nan, (chosen < spec["alpha"]).astype(float))
+        flag = (chosen < spec["significance"]).astype(float)  # NaN: False (no evidence)
         out = dict(zip(outputs[:4], (p, p_holm, p_bh, flag)))
         if spec["method"] == "clopper-pearson":
-            half = (1.0 - spec["ci"]) / 2
+            half = (1.0 - spec["ci_level"]) / 2
             with np.errstate(invalid="ignore", divide="ignore"):
                 low = np.where(kk > 0, beta.ppf(half, kk, nn - kk + 1), 0.0)
                 high = np.where(kk < nn, beta.ppf(1 - half, kk + 1, nn - kk), 1.0)
@@ -368,13 +359,20 @@ def _inference_step(k: str, n: str, level: str | None, checks: list[str], output
 class CoverageTest(Metric):
     target: Target
     confidence_level: float | str
-    ci: float = 0.95
+    ci_level: float = 0.95
     method: str = "wilson"
     n_calibration: int | None = None
-    alpha: float = 0.05
+    significance: float = 0.05
     correction: str = "holm"
     default_name = "coverage_test"
     kind = "test"
+    result = CoverageTestResult
+
+    def test_result(self, row: Mapping[str, Any]) -> CoverageTestResult:
+        name = self.output_name
+        adjusted = {"holm": "pvalue_holm", "bh": "pvalue_bh", "none": "pvalue"}[self.correction]
+        values = {**row, f"{name}_pvalue_adjusted": row[f"{name}_{adjusted}"]}
+        return CoverageTestResult.from_row(values, name)  # type: ignore[return-value]
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         covered = self.target.covered(q)
@@ -385,7 +383,7 @@ class CoverageTest(Metric):
         suffixes = ["pvalue", "pvalue_holm", "pvalue_bh", "flag"]
         out: dict[str, nw.Expr | None] = {"": ratio(k, q.n)}
         if self.method == "wilson":
-            low, high = wilson_interval(k, q.n, self.ci)
+            low, high = wilson_interval(k, q.n, self.ci_level)
             out.update({"ci_low": low, "ci_high": high})
         else:
             suffixes += ["ci_low", "ci_high"]
@@ -393,10 +391,10 @@ class CoverageTest(Metric):
         spec = {
             "confidence_level": self.confidence_level,
             "n_calibration": self.n_calibration,
-            "alpha": self.alpha,
+            "significance": self.significance,
             "correction": self.correction,
             "method": self.method,
-            "ci": self.ci,
+            "ci_level": self.ci_level,
         }
         level = level_row(q, self.confidence_level)
         level_agg = q.agg("min", level) if level is not None else None
@@ -404,10 +402,12 @@ class CoverageTest(Metric):
         outputs = [f"{name}_{s}" for s in suffixes]
         what = f"{name} (exact binomial / beta tails: scipy on the per-group table)"
         inputs = [k_name, n_name, *([level_agg] if level_agg else []), *checks]
-        q.numpy(inputs, outputs, _inference_step(k_name, n_name, level_agg, checks, outputs, spec), what=what)
+        step = _inference_step(k_name, n_name, level_agg, checks, outputs, spec)
+        q.numpy(inputs, outputs, step, what=what, boolean=[f"{name}_flag"])
         return out
 
 
+@renamed(ci="ci_level", alpha="significance")
 def coverage_test(
     y: str,
     lo: str | None = None,
@@ -416,10 +416,10 @@ def coverage_test(
     sets: str | Sequence[str] | None = None,
     classes: Sequence[Label] | None = None,
     confidence_level: float | str,
-    ci: float = 0.95,
+    ci_level: float = 0.95,
     method: Literal["wilson", "clopper-pearson"] = "wilson",
     n_calibration: int | None = None,
-    alpha: float = 0.05,
+    significance: float = 0.05,
     correction: Literal["holm", "bh", "none"] = "holm",
 ) -> CoverageTest:
     """Per-group coverage with a confidence interval and an under-coverage test.
@@ -427,7 +427,7 @@ def coverage_test(
     For each ``by=`` group with ``k`` covered rows out of ``n``:
 
     - ``coverage_test = k / n``, with ``_ci_low`` / ``_ci_high`` the binomial
-      confidence interval at level ``ci`` (``method="wilson"``: Wilson score
+      confidence interval at level ``ci_level`` (``method="wilson"``: Wilson score
       interval; ``"clopper-pearson"``: exact, ``scipy.stats.beta.ppf``);
     - ``_pvalue``: one-sided test of ``H0: coverage >= t`` (``t =
       confidence_level``) against ``coverage < t``: ``P(K <= k)`` with ``K ~
@@ -439,8 +439,8 @@ def coverage_test(
     - ``_pvalue_holm`` (family-wise error) and ``_pvalue_bh``
       (Benjamini-Hochberg false discovery rate): adjusted across all groups of
       the result;
-    - ``_flag``: 1.0 where the adjusted p-value (``correction=``) is below
-      ``alpha``, else 0.0.
+    - ``_flag`` (Boolean): True where the adjusted p-value (``correction=``)
+      is below ``significance``, else False (also when the p-value is null).
 
     ``confidence_level`` may name a ``by=`` column holding each group's target
     (levels stacked in long format): ``by=["level", "segment"],
@@ -465,10 +465,10 @@ def coverage_test(
     ┌─────┬───────────────┬────────────────────┐
     │ seg ┆ coverage_test ┆ coverage_test_flag │
     │ --- ┆ ---           ┆ ---                │
-    │ str ┆ f64           ┆ f64                │
+    │ str ┆ f64           ┆ bool               │
     ╞═════╪═══════════════╪════════════════════╡
-    │ a   ┆ 1.0           ┆ 0.0                │
-    │ b   ┆ 0.6           ┆ 1.0                │
+    │ a   ┆ 1.0           ┆ false              │
+    │ b   ┆ 0.6           ┆ true               │
     └─────┴───────────────┴────────────────────┘
 
     References
@@ -500,10 +500,10 @@ def coverage_test(
     return CoverageTest(
         target=_target(y, lo, hi, sets, classes),
         confidence_level=level,
-        ci=check_probability(ci, "ci"),
+        ci_level=check_probability(ci_level, "ci_level"),
         method=method,
         n_calibration=n_calibration,
-        alpha=check_probability(alpha, "alpha"),
+        significance=check_probability(significance, "significance"),
         correction=correction,
     )
 

@@ -52,6 +52,8 @@ class _NumpyStep:
     outputs: list[str]
     fn: NumpyFn
     what: str
+    #: outputs that are Boolean columns (the step returns 0/1, NaN = False)
+    boolean: tuple[str, ...] = ()
 
 
 @dataclass
@@ -183,9 +185,15 @@ class Query:
         e.g. a p-value series computed in several ``with_columns`` steps."""
         self.finalizers.setdefault(key, fn)
 
-    def numpy(self, inputs: list[str], outputs: list[str], fn: NumpyFn, *, what: str) -> None:
-        """A numpy step over the aggregated table (one row per group)."""
-        self.numpy_steps.append(_NumpyStep(inputs, outputs, fn, what))
+    def numpy(
+        self, inputs: list[str], outputs: list[str], fn: NumpyFn, *, what: str, boolean: Sequence[str] = ()
+    ) -> None:
+        """A numpy step over the aggregated table (one row per group).
+
+        Outputs named in ``boolean`` are Boolean columns (``fn`` returns 0/1;
+        NaN becomes False), the others Float64.
+        """
+        self.numpy_steps.append(_NumpyStep(inputs, outputs, fn, what, tuple(boolean)))
 
     def per_group(self, output: str, rows: list[str], fn: GroupFn, *, what: str) -> None:
         """A numpy step that needs the rows of every group (e.g. HSIC).
@@ -210,10 +218,12 @@ class Metric:
 
     default_name: ClassVar[str] = "metric"
     #: what a direct eager, ungrouped call returns: a float ("score"), a
-    #: TestResult ("test": outputs ``<name>`` and ``<name>_pvalue``) or a frame
+    #: result object ("test": see ``result``) or a frame
     kind: ClassVar[ResultKind] = "score"
     #: the frame returned by a direct call is this long table (not evaluate's)
     long: ClassVar[bool] = False
+    #: result class of a test (kind "test"), built by :meth:`test_result`
+    result: ClassVar[type[TestResult]] = TestResult
 
     @property
     def output_name(self) -> str:
@@ -232,6 +242,10 @@ class Metric:
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         """Reshape evaluate's wide output to this metric's long output."""
         return frame
+
+    def test_result(self, row: Mapping[str, Any]) -> TestResult:
+        """A test's result object from its output row ``{column: value}``."""
+        return self.result.from_row(row, self.output_name)
 
     def outputs(self, built: Mapping[str, nw.Expr | None]) -> dict[str, nw.Expr | None]:
         base = self.output_name
@@ -390,8 +404,14 @@ def _numpy_apply(frame: nw.DataFrame, q: Query) -> nw.DataFrame:
         return frame
     valid = (frame.get_column(q.invalid).to_numpy() == 0) & (frame.get_column(_N).to_numpy() > 0)
     ns = nw.get_native_namespace(frame)
+    boolean = {k for s in q.numpy_steps for k in s.boolean}
     return frame.with_columns(
-        *[nw.new_series(k, np.where(valid, v, np.nan), nw.Float64, backend=ns).fill_nan(None) for k, v in cols.items()]
+        *[
+            nw.new_series(k, [bool(x == 1.0) if ok else None for x, ok in zip(v, valid)], nw.Boolean, backend=ns)
+            if k in boolean
+            else nw.new_series(k, np.where(valid, v, np.nan), nw.Float64, backend=ns).fill_nan(None)
+            for k, v in cols.items()
+        ]
     )
 
 
@@ -491,6 +511,7 @@ def _polars_lazy_steps(table: nw.LazyFrame, q: Query, keys: list[str], final_col
     out_schema = {k: schema[ik] for k, ik in zip(keys, q.group)}
     # outputs already in the table keep their dtype (e.g. a worst-group label); numpy outputs are Float64
     out_schema.update({c: schema.get(c, pl.Float64) for c in final_cols if isinstance(c, str)})
+    out_schema.update({k: pl.Boolean for s in q.numpy_steps for k in s.boolean})
     out_schema["n"] = pl.Int64
     out_schema["n_invalid"] = pl.Int64
     return nw.from_native(native.map_batches(run, schema=pl.Schema(out_schema), streamable=False))
@@ -574,11 +595,7 @@ def evaluate_one(frame: Any, metric: Metric, by: str | Sequence[str] | None = No
     values = dict(zip(result.columns, row))
     main = values[metric.output_name]
     if metric.kind == "test":
-        return TestResult(
-            statistic=_float(main),
-            pvalue=_float(values[f"{metric.output_name}_pvalue"]),
-            extra={k: _float(v) for k, v in values.items() if k not in (metric.output_name,)},
-        )
+        return metric.test_result(values)
     return _float(main)
 
 

@@ -1,8 +1,9 @@
 """Vovk's criteria of efficiency for conformal classifiers.
 
-From one p-value column per class (``p_k``), a significance level ``eps`` and,
-for the *observed* criteria, the true label ``y``; the prediction set at
-significance ``eps`` is ``{k : p_k > eps}``.  Definitions (Vovk, Fedorova,
+From one p-value column per class (``p_k``), a confidence level (the
+significance level is ``eps = 1 - confidence_level``) and, for the *observed*
+criteria, the true label ``y``; the prediction set at significance ``eps`` is
+``{k : p_k > eps}``.  Definitions (Vovk, Fedorova,
 Nouretdinov and Gammerman, 2016), all averaged over the rows of a group:
 
 =============  ===========================================  ================
@@ -41,7 +42,8 @@ from dataclasses import dataclass
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames._params import check_probability
+from conformal_frames._params import check_level, complement, level_row
+from conformal_frames._renames import renamed
 from conformal_frames.core import Metric, Query
 from conformal_frames.sets import Label, check_classes, label_exprs
 from conformal_frames.stats import max_of, ratio
@@ -73,8 +75,8 @@ class Efficiency(Metric):
     y: str | None
     pvalues: tuple[str, ...]
     classes: tuple[Label, ...] | None
-    significance: float
-    default_name = "efficiency"
+    confidence_level: float | str
+    default_name = "efficiency_criteria"
     kind = "table"
     long = True
 
@@ -84,13 +86,18 @@ class Efficiency(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         p = pvalue_exprs(q, self.pvalues)
-        eps = self.significance
-        key = (self.pvalues, eps)
+        level = level_row(q, self.confidence_level)
+        key = (self.pvalues, self.confidence_level)
         largest = max_of(*p)
         n_largest = _total([(pk == largest).cast(nw.Float64) for pk in p])
         below = max_of(*[nw.when(pk < largest).then(pk).otherwise(nw.lit(-1.0)) for pk in p])
         second = nw.when(n_largest >= 2.0).then(largest).otherwise(below)
-        member = [(pk > eps).cast(nw.Float64) for pk in p]
+        if level is None:
+            eps = complement(float(self.confidence_level))
+            member = [(pk > eps).cast(nw.Float64) for pk in p]
+        else:  # p > 1 - t as p + t > 1: exact for decimal levels and p-values such as 0.1 + 0.9
+            t = nw.col(self.confidence_level).cast(nw.Float64)  # the by= key level_row checked
+            member = [(pk + t > 1.0).cast(nw.Float64) for pk in p]
         size = _total(member)
         rows = {
             "S": _total(p),
@@ -119,20 +126,25 @@ class Efficiency(Metric):
         return frame.select(*keys, *[nw.col(f"{name}_{c}").alias(c) for c in self.criteria], *extra)
 
 
+@renamed(significance=("confidence_level", "the test size eps is now 1 - confidence_level"))
 def efficiency_criteria(
     y: str | None,
     pvalues: Sequence[str],
     *,
     classes: Sequence[Label] | None = None,
-    significance: float,
+    confidence_level: float | str,
 ) -> Efficiency:
     """Vovk's ten criteria of efficiency from per-class p-values.
 
     ``S, N, U, F, M, E`` (prior: no label needed), ``OU, OF, OM, OE``
     (observed: need the true label ``y``), and the tie-breaking secondary
     numbers ``credibility`` (mean largest p-value, for U and F) and ``empty``
-    (fraction of empty sets, for M and E).  The prediction set at significance
-    ``eps`` is ``{k : p_k > eps}``.  See the module docstring for the table of
+    (fraction of empty sets, for M and E).  The prediction set at confidence
+    level ``1 - eps`` is ``{k : p_k > eps}``: ``eps = 1 - confidence_level``,
+    taken on the decimal value (``confidence_level=0.9`` gives ``eps = 0.1``
+    exactly, so a p-value of exactly 0.1 is outside the set).  Before 0.2 the
+    parameter was ``significance=eps``: ``significance=0.1`` is now
+    ``confidence_level=0.9``, with identical results.  See the module docstring for the table of
     definitions.  Label-conditional criteria: ``by=`` the label column (the
     label may then be both ``y`` and the group key).
 
@@ -144,14 +156,15 @@ def efficiency_criteria(
         One p-value column per class (at least two), values in [0, 1].
     classes : list of int or str, optional
         The label of each p-value column, in order; required with ``y``.
-    significance : float
-        The significance level ``eps`` in (0, 1).
+    confidence_level : float
+        The confidence level ``1 - eps`` of the prediction sets, in (0, 1).
 
     Returns
     -------
     Efficiency
         A direct call returns a frame: group keys, one column per criterion,
-        ``n``.  Inside ``evaluate`` the columns are ``efficiency_S``, ...
+        ``n``.  Inside ``evaluate`` the columns are ``efficiency_criteria_S``,
+        ``efficiency_criteria_N``, ...
 
     Examples
     --------
@@ -159,7 +172,7 @@ def efficiency_criteria(
     >>> import conformal_frames
     >>> df = pl.DataFrame({"y": [0, 1, 1], "p0": [0.8, 0.5, 0.05],
     ...                    "p1": [0.1, 0.3, 0.6], "p2": [0.02, 0.5, 0.2]})  # row 2: tied largest
-    >>> out = df.conformal.efficiency_criteria("y", ["p0", "p1", "p2"], classes=[0, 1, 2], significance=0.1)
+    >>> out = df.conformal.efficiency_criteria("y", ["p0", "p1", "p2"], classes=[0, 1, 2], confidence_level=0.9)
     >>> out.select(pl.col("S", "N", "U", "OF", "OE").round(4))
     shape: (1, 5)
     ┌────────┬─────┬────────┬────────┬─────┐
@@ -200,5 +213,5 @@ def efficiency_criteria(
     if y is not None and not isinstance(y, str):
         msg = f"y must be a column name or None, got {y!r}"
         raise TypeError(msg)
-    eps = check_probability(significance, "significance")
-    return Efficiency(y=y, pvalues=cols, classes=labels, significance=eps)
+    level = check_level(confidence_level)
+    return Efficiency(y=y, pvalues=cols, classes=labels, confidence_level=level)

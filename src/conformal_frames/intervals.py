@@ -17,9 +17,12 @@ import numpy as np
 from conformal_frames._params import (
     check_bins,
     check_finite,
+    check_level,
     check_positive_pair,
     check_probability,
+    level_row,
 )
+from conformal_frames._renames import renamed
 from conformal_frames.core import Metric, Query
 from conformal_frames.gauss import grouped_gauss_form
 from conformal_frames.stats import min_of, ratio, wilson_interval
@@ -59,28 +62,29 @@ class Coverage(Metric):
     y: str
     lo: str
     hi: str
-    ci: float = 0.95
+    ci_level: float = 0.95
     default_name = "coverage"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         k = q.sum(covered_row(q, self.y, self.lo, self.hi))
-        low, high = wilson_interval(k, q.n, self.ci)
+        low, high = wilson_interval(k, q.n, self.ci_level)
         return {"": ratio(k, q.n), "ci_low": low, "ci_high": high}
 
 
-def coverage(y: str, lo: str, hi: str, *, ci: float = 0.95) -> Coverage:
+@renamed(ci="ci_level")
+def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95) -> Coverage:
     """Empirical coverage of prediction intervals, with a Wilson interval.
 
     ``coverage = (1/n) * sum_i 1[lo_i <= y_i <= hi_i]`` (both bounds
     inclusive).  Grouped and ``evaluate`` output also carry
     ``coverage_ci_low`` / ``coverage_ci_high``: the Wilson score interval of
-    the binomial proportion at confidence ``ci``.
+    the binomial proportion at confidence ``ci_level``.
 
     Parameters
     ----------
     y, lo, hi : str
         Columns of the observed value and the interval's lower / upper bound.
-    ci : float, default 0.95
+    ci_level : float, default 0.95
         Confidence level of the Wilson interval, in (0, 1).
 
     Returns
@@ -103,8 +107,8 @@ def coverage(y: str, lo: str, hi: str, *, ci: float = 0.95) -> Coverage:
     E. B. Wilson (1927), "Probable inference, the law of succession, and
     statistical inference", JASA 22(158), 209-212.
     """
-    check_probability(ci, "ci")
-    return Coverage(y=y, lo=lo, hi=hi, ci=ci)
+    check_probability(ci_level, "ci_level")
+    return Coverage(y=y, lo=lo, hi=hi, ci_level=ci_level)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,14 +172,14 @@ def _tie_groups(rows: nw.LazyFrame, keys: list[str], width_col: str, covered_col
     return cells.group_by(*keys, tie).agg(nw.col(cnt).sum(), nw.col(hit).sum())
 
 
-def _ssc_table(width_col: str, covered_col: str, num_bins: int, prefix: str):
+def _ssc_table(width_col: str, covered_col: str, n_bins: int, prefix: str):
     """Sub-query: per group, rows and covered rows of each equal-count width bin.
 
     Tie groups of widths (see :func:`_tie_groups`) are never split: sorted by
     width, a tie group occupying positions ``[start, end)`` goes whole to the
     bin that holds position ``start`` when ``n`` positions are cut into
-    ``num_bins`` runs whose sizes differ by at most one (the first
-    ``n % num_bins`` runs are one longer).  The counts depend neither on row
+    ``n_bins`` runs whose sizes differ by at most one (the first
+    ``n % n_bins`` runs are one longer).  The counts depend neither on row
     order nor on the backend nor on the coverage of the rows.
     """
 
@@ -185,7 +189,7 @@ def _ssc_table(width_col: str, covered_col: str, num_bins: int, prefix: str):
         ties = ties.with_columns(
             _over(nw.col(cnt).cum_sum(), keys, tie).alias(end), _over(nw.col(cnt).sum(), keys).alias(n)
         )
-        m = float(num_bins)
+        m = float(n_bins)
         size = (nw.col(n) / m).floor()
         extra = nw.col(n) - size * m
         head = extra * (size + 1.0)
@@ -194,23 +198,23 @@ def _ssc_table(width_col: str, covered_col: str, num_bins: int, prefix: str):
         in_tail = extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor()
         ties = ties.with_columns(nw.when(r < head).then(in_head).otherwise(in_tail).alias(b))
         parts = []
-        for k in range(num_bins):
+        for k in range(n_bins):
             mine = (nw.col(b) == float(k)).cast(nw.Float64)
             parts += [(mine * nw.col(cnt)).alias(f"{prefix}n{k}"), (mine * nw.col(hit)).alias(f"{prefix}k{k}")]
         ties = ties.with_columns(*parts)
-        sums = [nw.col(f"{prefix}{s}{k}").sum() for k in range(num_bins) for s in ("n", "k")]
+        sums = [nw.col(f"{prefix}{s}{k}").sum() for k in range(n_bins) for s in ("n", "k")]
         return ties.group_by(*keys).agg(*sums) if keys else ties.select(*sums)
 
     return build
 
 
-def _ssc_bins(q: Query, y: str, lo: str, hi: str, num_bins: int) -> list[tuple[nw.Expr, nw.Expr]]:
+def _ssc_bins(q: Query, y: str, lo: str, hi: str, n_bins: int) -> list[tuple[nw.Expr, nw.Expr]]:
     """(coverage, rows) expressions of each width bin; coverage null when empty."""
     w = width_row(q, lo, hi)
     c = covered_row(q, y, lo, hi)
-    prefix = f"__cf_ssc{num_bins}_{w}_{c}_"
-    q.table(("ssc", w, c, num_bins), _ssc_table(w, c, num_bins, prefix), [])
-    return [(ratio(nw.col(f"{prefix}k{b}"), nw.col(f"{prefix}n{b}")), nw.col(f"{prefix}n{b}")) for b in range(num_bins)]
+    prefix = f"__cf_ssc{n_bins}_{w}_{c}_"
+    q.table(("ssc", w, c, n_bins), _ssc_table(w, c, n_bins, prefix), [])
+    return [(ratio(nw.col(f"{prefix}k{b}"), nw.col(f"{prefix}n{b}")), nw.col(f"{prefix}n{b}")) for b in range(n_bins)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,14 +222,14 @@ class SSC(Metric):
     y: str
     lo: str
     hi: str
-    num_bins: int = 3
+    n_bins: int = 3
     default_name = "ssc"
     kind = "table"
     long = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         out: dict[str, nw.Expr | None] = {}
-        for b, (cov, rows) in enumerate(_ssc_bins(q, self.y, self.lo, self.hi, self.num_bins)):
+        for b, (cov, rows) in enumerate(_ssc_bins(q, self.y, self.lo, self.hi, self.n_bins)):
             out[f"bin{b}"] = cov
             out[f"bin{b}_n"] = rows
         return out
@@ -239,21 +243,22 @@ class SSC(Metric):
                 nw.col(f"{name}_bin{b}").alias(name),
                 nw.col(f"{name}_bin{b}_n").fill_null(0.0).cast(nw.Int64).alias("n"),
             )
-            for b in range(self.num_bins)
+            for b in range(self.n_bins)
         ]
         long = nw.concat(parts, how="vertical")
         return long.filter(nw.col("n") > 0).sort(*keys, "bin")
 
 
-def ssc(y: str, lo: str, hi: str, *, num_bins: int = 3) -> SSC:
+@renamed(num_bins="n_bins")
+def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSC:
     """Size-stratified coverage: coverage within equal-count bins of width.
 
-    Rows are sorted by width ``w = hi - lo`` and split into ``num_bins`` bins
-    whose sizes differ by at most one (the first ``n % num_bins`` bins get one
+    Rows are sorted by width ``w = hi - lo`` and split into ``n_bins`` bins
+    whose sizes differ by at most one (the first ``n % n_bins`` bins get one
     extra row); the coverage of each bin is reported.  Ties in width are
     broken by the coverage indicator, which makes the result independent of
     row order and identical on every backend (rows tied on both are
-    interchangeable).  Bins with no rows (``n < num_bins``) are absent.
+    interchangeable).  Bins with no rows (``n < n_bins``) are absent.
 
     A direct call returns a long table: group keys, ``bin`` (0 = narrowest),
     the coverage column and ``n`` (rows in the bin).  Inside ``evaluate`` the
@@ -264,7 +269,7 @@ def ssc(y: str, lo: str, hi: str, *, num_bins: int = 3) -> SSC:
     >>> import polars as pl
     >>> import conformal_frames
     >>> df = pl.DataFrame({"y": [5.0, 7.5, 9.5], "lo": [4.0, 6.0, 9.0], "hi": [6.0, 9.0, 10.0]})
-    >>> df.conformal.ssc("y", "lo", "hi", num_bins=2)
+    >>> df.conformal.ssc("y", "lo", "hi", n_bins=2)
     shape: (2, 3)
     ┌─────┬─────┬─────┐
     │ bin ┆ ssc ┆ n   │
@@ -281,7 +286,7 @@ def ssc(y: str, lo: str, hi: str, *, num_bins: int = 3) -> SSC:
     prediction and distribution-free uncertainty quantification",
     arXiv:2107.07511.
     """
-    return SSC(y=y, lo=lo, hi=hi, num_bins=check_bins(num_bins))
+    return SSC(y=y, lo=lo, hi=hi, n_bins=check_bins(n_bins))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -289,15 +294,16 @@ class SSCScore(Metric):
     y: str
     lo: str
     hi: str
-    num_bins: int = 3
+    n_bins: int = 3
     default_name = "ssc_score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.num_bins)]
+        covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.n_bins)]
         return {"": min_of(*covs)}
 
 
-def ssc_score(y: str, lo: str, hi: str, *, num_bins: int = 3) -> SSCScore:
+@renamed(num_bins="n_bins")
+def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSCScore:
     """Minimum size-stratified coverage over the non-empty width bins.
 
     See :func:`ssc` for the bins.
@@ -307,10 +313,10 @@ def ssc_score(y: str, lo: str, hi: str, *, num_bins: int = 3) -> SSCScore:
     >>> import pandas as pd
     >>> import conformal_frames
     >>> df = pd.DataFrame({"y": [1.0, 2, 3, 4], "lo": [0.0, 2.5, 2, 3], "hi": [2.0, 3, 5, 5]})
-    >>> df.conformal.ssc_score("y", "lo", "hi", num_bins=2)
+    >>> df.conformal.ssc_score("y", "lo", "hi", n_bins=2)
     0.5
     """
-    return SSCScore(y=y, lo=lo, hi=hi, num_bins=check_bins(num_bins))
+    return SSCScore(y=y, lo=lo, hi=hi, n_bins=check_bins(n_bins))
 
 
 # ---------------------------------------------------------------------------
@@ -321,19 +327,21 @@ class Winkler(Metric):
     y: str
     lo: str
     hi: str
-    confidence_level: float
+    confidence_level: float | str
     default_name = "winkler"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         lo_e, hi_e = interval_bounds(q, self.lo, self.hi)
         y_e = q.number(self.y)
-        alpha = 1.0 - self.confidence_level
         miss = (lo_e - y_e).clip(lower_bound=0.0) + (y_e - hi_e).clip(lower_bound=0.0)
-        score = q.row(("winkler", self.y, self.lo, self.hi, alpha), (hi_e - lo_e) + (2.0 / alpha) * miss)
+        # a level column (a by= key, checked by level_row) enters the same arithmetic per row
+        level = self.confidence_level
+        alpha = 1.0 - nw.col(level).cast(nw.Float64) if level_row(q, level) else 1.0 - float(level)
+        score = q.row(("winkler", self.y, self.lo, self.hi, level), (hi_e - lo_e) + (2.0 / alpha) * miss)
         return {"": ratio(q.sum(score), q.n)}
 
 
-def winkler(y: str, lo: str, hi: str, *, confidence_level: float) -> Winkler:
+def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str) -> Winkler:
     """Mean Winkler interval score (lower is better).
 
     ``(1/n) sum_i [w_i + (2/alpha) ((lo_i - y_i)^+ + (y_i - hi_i)^+)]`` with
@@ -354,7 +362,7 @@ def winkler(y: str, lo: str, hi: str, *, confidence_level: float) -> Winkler:
     "Strictly proper scoring rules, prediction, and estimation", JASA 102,
     359-378 (section 6.2).
     """
-    return Winkler(y=y, lo=lo, hi=hi, confidence_level=check_probability(confidence_level, "confidence_level"))
+    return Winkler(y=y, lo=lo, hi=hi, confidence_level=check_level(confidence_level))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -363,7 +371,7 @@ class CWC(Metric):
     lo: str
     hi: str
     eta: float
-    confidence_level: float
+    confidence_level: float | str
     default_name = "cwc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
@@ -371,11 +379,13 @@ class CWC(Metric):
         mean_w = ratio(q.sum(width_row(q, self.lo, self.hi)), q.n)
         y_row = q.row(("value", self.y), q.number(self.y))
         span = q.max(y_row) - q.min(y_row)
-        penalty = (-self.eta * (cov - self.confidence_level) ** 2).exp()
+        level = level_row(q, self.confidence_level)
+        target = q.min(level) if level is not None else float(self.confidence_level)  # constant per group
+        penalty = (-self.eta * (cov - target) ** 2).exp()
         return {"": (1.0 - ratio(mean_w, span)) * penalty}
 
 
-def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float) -> CWC:
+def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str) -> CWC:
     """Coverage width-based criterion (higher is better).
 
     ``(1 - mean(w) / (max(y) - min(y))) * exp(-eta * (coverage - confidence_level)^2)``.
@@ -395,7 +405,7 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float) -> CWC
         lo=lo,
         hi=hi,
         eta=check_finite(eta, "eta"),
-        confidence_level=check_probability(confidence_level, "confidence_level"),
+        confidence_level=check_level(confidence_level),
     )
 
 

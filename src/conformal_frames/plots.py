@@ -9,7 +9,14 @@ Axes) and returns the Axes it drew on (``ax.figure`` is the Figure).  Only
 aggregated tables are collected, never the raw rows.
 
 Segment axes are horizontal (one row per segment) and the figure height grows
-with the number of segments, so 50 segments stay readable.
+with the number of segments.  At most ``max_segments`` segments are drawn:
+the worst ones (lowest by the under-coverage test, or the lowest coverage),
+in key order, plus one summary row giving the range of the others.
+Error bars are clipped so that they never cross their estimate (a bound one
+rounding error on the wrong side of it draws as zero length).
+
+This module never imports the report; :meth:`Report.figures` calls
+:func:`report_figures` with the report.
 """
 
 from __future__ import annotations
@@ -21,18 +28,25 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames import core
+from conformal_frames._renames import renamed
+from conformal_frames.report.widths import WIDTH_QUANTILES, collect, floats, widths_query
 
 __all__ = [
     "coverage_by_segment",
     "coverage_vs_level",
     "reliability_diagram",
     "reliability_table",
+    "report_figures",
     "ssc_bars",
     "width_distribution",
 ]
 
+#: segments drawn by default in each segment plot
+MAX_SEGMENTS = 50
+
 _NOMINAL = "#444444"
 _FLAG = "#c0392b"
+_REST = "0.6"
 
 
 def _pyplot() -> Any:
@@ -61,13 +75,7 @@ def _legend(ax: Any) -> None:
 def _eager(frame: Any) -> nw.DataFrame:
     """A narwhals DataFrame of an aggregated table (collected if lazy)."""
     f = frame if isinstance(frame, (nw.DataFrame, nw.LazyFrame)) else nw.from_native(frame)
-    if isinstance(f, nw.LazyFrame):
-        f = f.collect()
-    return f
-
-
-def _keys(by: str | Sequence[str] | None) -> list[str]:
-    return core._as_keys(by)
+    return collect(f) if isinstance(f, nw.LazyFrame) else f
 
 
 def _labels(t: nw.DataFrame, keys: list[str]) -> list[str]:
@@ -75,10 +83,6 @@ def _labels(t: nw.DataFrame, keys: list[str]) -> list[str]:
         return ["all rows"] * len(t)
     cols = [t.get_column(k).to_list() for k in keys]
     return [" / ".join(str(v) for v in vals) for vals in zip(*cols)]
-
-
-def _floats(t: nw.DataFrame, name: str) -> np.ndarray:
-    return np.array([np.nan if v is None else float(v) for v in t.get_column(name).to_list()])
 
 
 def _need(t: nw.DataFrame, cols: Sequence[str], hint: str) -> None:
@@ -89,6 +93,74 @@ def _need(t: nw.DataFrame, cols: Sequence[str], hint: str) -> None:
         raise ValueError(msg)
 
 
+def _split_level(confidence_level: float | str | None) -> tuple[float | None, str | None]:
+    if isinstance(confidence_level, str):
+        return None, confidence_level
+    return (None if confidence_level is None else float(confidence_level)), None
+
+
+def _bar_errors(est: np.ndarray, low: np.ndarray, high: np.ndarray) -> list[np.ndarray]:
+    """Error-bar lengths, never negative (a bound 1 ulp on the wrong side draws as zero)."""
+    below = np.nan_to_num(est - low, nan=0.0)
+    above = np.nan_to_num(high - est, nan=0.0)
+    return [np.clip(below, 0.0, None), np.clip(above, 0.0, None)]
+
+
+# ---------------------------------------------------------------------------
+# at most max_segments segments
+# ---------------------------------------------------------------------------
+def _cap(labels: list[str], ranked: list[str], max_segments: int | None) -> tuple[list[str], list[str]]:
+    """(segments drawn in their original order, the others)."""
+    uniq = list(dict.fromkeys(labels))
+    if max_segments is None or len(uniq) <= max_segments:
+        return uniq, []
+    chosen = set(ranked[:max_segments])
+    return [g for g in uniq if g in chosen], [g for g in uniq if g not in chosen]
+
+
+def _runs(labels: list[str]) -> dict[str, slice]:
+    """Each label's rows, for a table sorted by its segment columns (contiguous runs)."""
+    out: dict[str, slice] = {}
+    start = 0
+    for i in range(1, len(labels) + 1):
+        if i == len(labels) or labels[i] != labels[start]:
+            out[labels[start]] = slice(start, i)
+            start = i
+    return out
+
+
+def _rank(labels: list[str], *scores: np.ndarray) -> list[str]:
+    """Segments ordered by their smallest score tuple (NaN last), worst first."""
+    lab = np.array(labels, dtype=object)
+    best: dict[str, tuple[float, ...]] = {}
+    for i, g in enumerate(lab):
+        s = tuple(float(np.nan_to_num(v[i], nan=np.inf)) for v in scores)
+        if g not in best or s < best[g]:
+            best[g] = s
+    return sorted(best, key=lambda g: best[g])
+
+
+def _rest_row(ax: Any, row: int, values: np.ndarray, n_rest: int, what: str) -> None:
+    """A grey line over the range of ``values`` of the segments not drawn."""
+    finite = values[np.isfinite(values)]
+    if finite.size:
+        ax.hlines(row, finite.min(), finite.max(), color=_REST, lw=4, label=f"range of the other {n_rest:,} {what}")
+
+
+def _segment_axis(ax: Any, shown: list[str], n_rest: int, seg: list[str]) -> None:
+    ticks = [*shown, *([f"({n_rest:,} other segments)"] if n_rest else [])]
+    ax.set_yticks(range(len(ticks)), ticks, fontsize=8 if len(ticks) > 25 else 9)
+    ax.set_ylim(len(ticks) - 0.5, -0.5)
+    ax.set_ylabel(" / ".join(seg) if seg else "")
+
+
+def _capped_title(title: str, shown: list[str], n_rest: int, why: str) -> str:
+    return f"{title}\n({len(shown)} of {len(shown) + n_rest:,} segments: {why})" if n_rest else title
+
+
+# ---------------------------------------------------------------------------
+# coverage by segment
+# ---------------------------------------------------------------------------
 def _coverage_table(data: Any, y: str | None, lo: str | None, hi: str | None, keys: list[str]) -> nw.DataFrame:
     if y is not None or lo is not None or hi is not None:
         if None in (y, lo, hi):
@@ -96,32 +168,99 @@ def _coverage_table(data: Any, y: str | None, lo: str | None, hi: str | None, ke
             raise ValueError(msg)
         from conformal_frames.intervals import coverage
 
-        return _eager(core.compute(data, [coverage(y, lo, hi)], keys or None))
+        return _eager(core.compute(data, [coverage(y, lo, hi)], keys or None))  # type: ignore[arg-type]
     t = _eager(data)
     _need(t, ["coverage", "coverage_ci_low", "coverage_ci_high"], "pass y=, lo=, hi= for raw rows")
     return t
 
 
-def _targets(t: nw.DataFrame, confidence_level: float | None, level: str | None) -> np.ndarray:
+def _targets(t: nw.DataFrame, target: float | None, level: str | None) -> np.ndarray:
     if level is not None:
-        return _floats(t, level)
-    if confidence_level is not None:
-        return np.full(len(t), float(confidence_level))
+        return floats(t, level)
+    if target is not None:
+        return np.full(len(t), target)
     if "target" in t.columns:
-        return _floats(t, "target")
+        return floats(t, "target")
     return np.full(len(t), np.nan)
 
 
 def _level_colors(levels: Sequence[float]) -> dict[float, Any]:
-    plt = _pyplot()
-    cmap = plt.get_cmap("viridis")
+    cmap = _pyplot().get_cmap("viridis")
     n = len(levels)
     return {lv: cmap(0.15 + 0.7 * i / max(n - 1, 1)) for i, lv in enumerate(levels)}
 
 
-# ---------------------------------------------------------------------------
-# coverage by segment
-# ---------------------------------------------------------------------------
+def _coverage_rank(t: nw.DataFrame, labels: list[str], target: np.ndarray) -> list[str]:
+    """Worst first: flagged, then the smallest adjusted p-value, then coverage - target."""
+    m = len(t)
+    flag = _flags(t)
+    p = floats(t, "pvalue_adjusted") if "pvalue_adjusted" in t.columns else np.ones(m)
+    gap = floats(t, "coverage") - np.nan_to_num(target, nan=0.0)
+    return _rank(labels, np.where(flag, 0.0, 1.0), p, gap)
+
+
+def _flags(t: nw.DataFrame) -> np.ndarray:
+    if "under_covered" not in t.columns:
+        return np.zeros(len(t), bool)
+    return np.array([v is True or v == 1 for v in t.get_column("under_covered").to_list()], bool)
+
+
+def _draw_coverage(
+    ax: Any, sel: np.ndarray, ypos: np.ndarray, arrays: dict[str, np.ndarray], color: Any, name: str
+) -> None:
+    cov, low, high, flag = arrays["cov"], arrays["low"], arrays["high"], arrays["flag"]
+    for f in (False, True):
+        s = sel & (flag == f)
+        if s.any():
+            ax.errorbar(
+                cov[s],
+                ypos[s],
+                xerr=_bar_errors(cov[s], low[s], high[s]),
+                fmt="o",
+                ms=4,
+                capsize=2,
+                color=_FLAG if f else color,
+                ecolor=_FLAG if f else color,
+                label=None if f else name,
+                lw=1,
+            )
+
+
+def _coverage_plot(
+    t: nw.DataFrame, seg: list[str], level: str | None, target: np.ndarray, max_segments: int | None, ax: Any
+) -> Any:
+    labels = _labels(t, seg)
+    shown, rest = _cap(labels, _coverage_rank(t, labels, target), max_segments)
+    pos = {lab: i for i, lab in enumerate(shown)}
+    arrays = {"cov": floats(t, "coverage"), "low": floats(t, "coverage_ci_low")}
+    arrays |= {"high": floats(t, "coverage_ci_high"), "flag": _flags(t)}
+    drawn = np.array([lab in pos for lab in labels], bool)
+    ax = _axes(ax, len(shown) + bool(rest))
+    levels = sorted(set(target[~np.isnan(target)].tolist())) if level is not None else []
+    colors = _level_colors(levels) if levels else {}
+    offsets = {lv: (i - (len(levels) - 1) / 2) * 0.22 for i, lv in enumerate(levels)}
+    ypos = np.array([pos.get(lab, -1) + offsets.get(tv, 0.0) for lab, tv in zip(labels, target)])
+    for lv in levels or [None]:
+        sel = drawn & (target == lv if lv is not None else True)
+        _draw_coverage(ax, sel, ypos, arrays, colors.get(lv, "C0"), f"level {lv:g}" if lv is not None else "coverage")
+        if lv is not None:
+            ax.axvline(lv, color=colors[lv], ls="--", lw=1)
+    if not levels:
+        for i, tv in enumerate(sorted(set(target[~np.isnan(target)].tolist()))):
+            ax.axvline(tv, color=_NOMINAL, ls="--", lw=1, label="nominal" if i == 0 else None)
+    if arrays["flag"][drawn].any():
+        ax.plot([], [], "o", color=_FLAG, ms=4, label="significantly below target")
+    if rest:
+        _rest_row(ax, len(shown), arrays["cov"][~drawn], len(rest), "segments")
+    _segment_axis(ax, shown, len(rest), seg)
+    ax.set_xlabel("coverage (with confidence interval)")
+    ax.set_title(_capped_title("Coverage by segment", shown, len(rest), "the lowest by the test"))
+    ax.grid(axis="x", alpha=0.3)
+    _legend(ax)
+    return ax
+
+
+@renamed(level="confidence_level")
 def coverage_by_segment(
     data: Any,
     *,
@@ -129,17 +268,17 @@ def coverage_by_segment(
     y: str | None = None,
     lo: str | None = None,
     hi: str | None = None,
-    confidence_level: float | None = None,
-    level: str | None = None,
+    confidence_level: float | str | None = None,
+    max_segments: int | None = MAX_SEGMENTS,
     ax: Any = None,
 ) -> Any:
     """Coverage per segment with its confidence interval and the nominal line.
 
     One row per segment (horizontal), the Wilson interval as an error bar,
-    the nominal coverage as a dashed vertical line.  With ``level=`` (a column
-    of nominal levels) each level has its own colour and nominal line.
-    Segments flagged in an ``under_covered`` column (a report table) are drawn
-    in red.
+    the nominal coverage as a dashed vertical line.  With
+    ``confidence_level=`` naming a column of nominal levels, each level has
+    its own colour and nominal line.  Segments flagged in an ``under_covered``
+    column (a report table) are drawn in red.
 
     Parameters
     ----------
@@ -148,79 +287,46 @@ def coverage_by_segment(
         ``coverage_ci_low``, ``coverage_ci_high`` per group.
     by : str or list of str
         Segment columns (several are joined with `` / `` in the labels).
-    confidence_level : float, optional
-        Nominal coverage; else the ``level`` column or a ``target`` column.
+    confidence_level : float or str, optional
+        Nominal coverage, or the column of nominal levels; else a ``target``
+        column when there is one.
+    max_segments : int or None, default 50
+        Segments drawn: the lowest by the test (flagged first, then the
+        smallest adjusted p-value, then coverage minus target), in key order,
+        plus one grey row with the coverage range of the others.
     ax : matplotlib Axes, optional
 
     Returns
     -------
     matplotlib.axes.Axes
     """
-    seg = _keys(by)
+    seg = core._as_keys(by)
+    target, level = _split_level(confidence_level)
     keys = [*seg, *([level] if level is not None else [])]
     t = _coverage_table(data, y, lo, hi, keys)
     if level is not None:
         t = t.sort(*seg, level) if seg else t.sort(level)
-    target = _targets(t, confidence_level, level)
-    labels = _labels(t, seg)
-    uniq = list(dict.fromkeys(labels))
-    pos = {lab: i for i, lab in enumerate(uniq)}
-    ax = _axes(ax, len(uniq))
-    cov, low, high = _floats(t, "coverage"), _floats(t, "coverage_ci_low"), _floats(t, "coverage_ci_high")
-    flag = (
-        np.array(t.get_column("under_covered").to_list(), bool)
-        if "under_covered" in t.columns
-        else np.zeros(len(t), bool)
-    )
-    levels = sorted(set(target[~np.isnan(target)].tolist())) if level is not None else []
-    colors = _level_colors(levels) if levels else {}
-    offsets = {lv: (i - (len(levels) - 1) / 2) * 0.22 for i, lv in enumerate(levels)}
-    ypos = np.array([pos[lab] + offsets.get(tv, 0.0) for lab, tv in zip(labels, target)])
-    groups = [(lv, target == lv) for lv in levels] if levels else [(None, np.ones(len(t), bool))]
-    for lv, sel in groups:
-        color = colors.get(lv, "C0")
-        for f in (False, True):
-            s = sel & (flag == f)
-            if not s.any():
-                continue
-            label = (f"level {lv:g}" if lv is not None else "coverage") if not f else None
-            ax.errorbar(
-                cov[s],
-                ypos[s],
-                xerr=[cov[s] - low[s], high[s] - cov[s]],
-                fmt="o",
-                ms=4,
-                capsize=2,
-                color=_FLAG if f else color,
-                ecolor=_FLAG if f else color,
-                label=label,
-                lw=1,
-            )
-        if lv is not None:
-            ax.axvline(lv, color=color, ls="--", lw=1)
-    if not levels:
-        nominal = sorted(set(target[~np.isnan(target)].tolist()))
-        for i, tv in enumerate(nominal):
-            ax.axvline(tv, color=_NOMINAL, ls="--", lw=1, label="nominal" if i == 0 else None)
-    if flag.any():
-        ax.plot([], [], "o", color=_FLAG, ms=4, label="significantly below target")
-    ax.set_yticks(range(len(uniq)), uniq, fontsize=8 if len(uniq) > 25 else 9)
-    ax.set_ylim(len(uniq) - 0.5, -0.5)
-    ax.set_xlabel("coverage (with confidence interval)")
-    ax.set_ylabel(" / ".join(seg) if seg else "")
-    ax.set_title("Coverage by segment")
-    ax.grid(axis="x", alpha=0.3)
-    _legend(ax)
-    return ax
+    return _coverage_plot(t, seg, level, _targets(t, target, level), max_segments, ax)
 
 
 # ---------------------------------------------------------------------------
 # coverage vs nominal level
 # ---------------------------------------------------------------------------
+def _grey_lines(ax: Any, xs: list[np.ndarray], ys: list[np.ndarray], label: str) -> None:
+    """Many background lines as one collection (fast with thousands of groups)."""
+    from matplotlib.collections import LineCollection
+
+    if xs:
+        segs = [np.column_stack([x, y]) for x, y in zip(xs, ys)]
+        ax.add_collection(LineCollection(segs, colors=_REST, linewidths=0.8, zorder=1, label=label))
+        ax.autoscale_view()
+
+
+@renamed(level="confidence_level")
 def coverage_vs_level(
     data: Any,
     *,
-    level: str = "level",
+    confidence_level: str = "level",
     by: str | Sequence[str] | None = None,
     y: str | None = None,
     lo: str | None = None,
@@ -230,56 +336,36 @@ def coverage_vs_level(
 ) -> Any:
     """Empirical coverage against the nominal level (levels as data).
 
-    The levels are a column (long format, one row per level and observation).
-    One line per group with error bars; the diagonal is perfect calibration of
-    the intervals.  With more than ``highlight`` groups, the ``highlight``
-    groups furthest below their level are coloured and labelled and the others
-    drawn in grey, so the legend stays readable.
+    ``confidence_level`` names the column of nominal levels (long format, one
+    row per level and observation).  One line per group with error bars; the
+    diagonal is perfect calibration of the intervals.  With more than
+    ``highlight`` groups, the ``highlight`` groups furthest below their
+    level are coloured and labelled and the others drawn in grey, so the
+    legend stays readable.
 
     Returns
     -------
     matplotlib.axes.Axes
     """
-    seg = _keys(by)
-    t = _coverage_table(data, y, lo, hi, [*seg, level])
-    t = t.sort(*seg, level)
+    seg, level = core._as_keys(by), confidence_level
+    t = _coverage_table(data, y, lo, hi, [*seg, level]).sort(*seg, level)
     ax = _axes(ax)
     labels = _labels(t, seg)
-    lv, cov = _floats(t, level), _floats(t, "coverage")
-    low, high = _floats(t, "coverage_ci_low"), _floats(t, "coverage_ci_high")
-    groups = list(dict.fromkeys(labels))
-    lab = np.array(labels, dtype=object)
-    gap = {g: np.nanmin(cov[lab == g] - lv[lab == g]) for g in groups}
-    shown = groups if len(groups) <= highlight else sorted(groups, key=lambda g: gap[g])[:highlight]
+    lv, cov = floats(t, level), floats(t, "coverage")
+    low, high = floats(t, "coverage_ci_low"), floats(t, "coverage_ci_high")
+    runs = _runs(labels)
+    shown = _rank(labels, cov - lv)[:highlight]
     grid = np.array(sorted(set(lv.tolist())))
-    pad = 0.02
-    ax.plot(
-        [grid.min() - pad, grid.max() + pad],
-        [grid.min() - pad, grid.max() + pad],
-        ls="--",
-        color=_NOMINAL,
-        lw=1,
-        label="nominal (y = x)",
-    )
-    others = [g for g in groups if g not in shown]
-    for i, g in enumerate(others):
-        s = lab == g
-        ax.plot(
-            lv[s],
-            cov[s],
-            color="0.7",
-            lw=0.8,
-            marker=".",
-            ms=3,
-            label=f"other groups ({len(others)})" if i == 0 else None,
-            zorder=1,
-        )
-    for i, g in enumerate(shown):
-        s = lab == g
+    ends = [grid.min() - 0.02, grid.max() + 0.02]
+    ax.plot(ends, ends, ls="--", color=_NOMINAL, lw=1, label="nominal (y = x)")
+    others = [g for g in runs if g not in shown]
+    _grey_lines(ax, [lv[runs[g]] for g in others], [cov[runs[g]] for g in others], f"other groups ({len(others)})")
+    for i, g in enumerate(g for g in runs if g in shown):
+        s = runs[g]
         ax.errorbar(
             lv[s],
             cov[s],
-            yerr=[cov[s] - low[s], high[s] - cov[s]],
+            yerr=_bar_errors(cov[s], low[s], high[s]),
             marker="o",
             ms=4,
             capsize=2,
@@ -290,10 +376,7 @@ def coverage_vs_level(
         )
     ax.set_xlabel(f"nominal level ({level})")
     ax.set_ylabel("empirical coverage")
-    title = "Coverage vs nominal level"
-    if others:
-        title += f" ({len(shown)} lowest groups highlighted)"
-    ax.set_title(title)
+    ax.set_title("Coverage vs nominal level" + (f" ({len(shown)} lowest groups highlighted)" if others else ""))
     ax.grid(alpha=0.3)
     _legend(ax)
     return ax
@@ -302,6 +385,57 @@ def coverage_vs_level(
 # ---------------------------------------------------------------------------
 # size-stratified coverage
 # ---------------------------------------------------------------------------
+def _ssc_table(data: Any, y: str | None, lo: str | None, hi: str | None, n_bins: int, seg: list[str]) -> nw.DataFrame:
+    if y is None and lo is None and hi is None:
+        t = _eager(data)
+        cov_col = "coverage" if "coverage" in t.columns else "ssc"
+        _need(t, ["bin", cov_col, "n"], "pass y=, lo=, hi= for raw rows")
+        return t.rename({cov_col: "coverage"}) if cov_col != "coverage" else t
+    if None in (y, lo, hi):
+        msg = "give all of y=, lo=, hi= (raw rows) or none (a long ssc table)"
+        raise ValueError(msg)
+    from conformal_frames.intervals import ssc
+
+    metric = ssc(y, lo, hi, n_bins=n_bins)  # type: ignore[arg-type]
+    res = core.compute(data, [metric], seg or None)
+    t = _eager(metric.to_long(res if isinstance(res, nw.LazyFrame) else res.lazy(), seg))
+    return t.rename({metric.output_name: "coverage"})
+
+
+def _ssc_plot(
+    t: nw.DataFrame, seg: list[str], target: float | None, ranked: list[str] | None, max_segments: int | None, ax: Any
+) -> Any:
+    t = t.sort(*seg, "bin") if seg else t.sort("bin")
+    labels = _labels(t, seg)
+    cov, b = floats(t, "coverage"), np.array(t.get_column("bin").to_list())
+    shown, rest = _cap(labels, ranked if ranked is not None else _rank(labels, cov), max_segments)
+    pos = {lab: i for i, lab in enumerate(shown)}
+    drawn = np.array([lab in pos for lab in labels], bool)
+    bins = sorted(set(b.tolist()))
+    ax = _axes(ax, (len(shown) + bool(rest)) if seg else 0, per_row=0.06 * len(bins) + 0.1)
+    height, cmap = 0.8 / len(bins), _pyplot().get_cmap("Blues")
+    for j, bn in enumerate(bins):
+        s = drawn & (b == bn)
+        yy = np.array([pos[lab] for lab, keep in zip(labels, s) if keep]) + (j - (len(bins) - 1) / 2) * height
+        name = f"width bin {bn}" + (" (narrowest)" if j == 0 else " (widest)" if j == len(bins) - 1 else "")
+        ax.barh(yy, cov[s], height=height * 0.95, color=cmap(0.35 + 0.55 * j / max(len(bins) - 1, 1)), label=name)
+    if target is not None:
+        ax.axvline(target, color=_NOMINAL, ls="--", lw=1, label=f"nominal {target:g}")
+    if rest:
+        _rest_row(ax, len(shown), cov[~drawn], len(rest), "segments (all bins)")
+    _segment_axis(ax, shown, len(rest), seg)
+    finite = cov[np.isfinite(cov)]
+    lo_x = min(float(finite.min()) if finite.size else 0.0, target or 1.0)
+    ax.set_xlim(max(0.0, lo_x - 0.05), 1.0)
+    ax.set_xlabel("coverage within width bin")
+    why = "the lowest coverage in a bin" if ranked is None else "the lowest by the test"
+    ax.set_title(_capped_title("Size-stratified coverage", shown, len(rest), why))
+    ax.grid(axis="x", alpha=0.3)
+    _legend(ax)
+    return ax
+
+
+@renamed(num_bins="n_bins")
 def ssc_bars(
     data: Any,
     *,
@@ -309,8 +443,9 @@ def ssc_bars(
     y: str | None = None,
     lo: str | None = None,
     hi: str | None = None,
-    num_bins: int = 3,
+    n_bins: int = 3,
     confidence_level: float | None = None,
+    max_segments: int | None = MAX_SEGMENTS,
     ax: Any = None,
 ) -> Any:
     """Size-stratified coverage: coverage per width bin, bars per segment.
@@ -318,103 +453,38 @@ def ssc_bars(
     ``data`` is raw rows (give ``y, lo, hi``: computed with
     :func:`conformal_frames.ssc`) or a long table ``keys, bin, coverage, n``
     (the output of ``ssc`` or ``report.frame("ssc")``).  Bin 0 holds the
-    narrowest intervals.  The nominal level is a dashed line.
+    narrowest intervals.  The nominal level is a dashed line.  At most
+    ``max_segments`` segments: those with the lowest coverage in a bin.
 
     Returns
     -------
     matplotlib.axes.Axes
     """
-    seg = _keys(by)
-    if y is not None or lo is not None or hi is not None:
-        if None in (y, lo, hi):
-            msg = "give all of y=, lo=, hi= (raw rows) or none (a long ssc table)"
-            raise ValueError(msg)
-        from conformal_frames.intervals import ssc
-
-        metric = ssc(y, lo, hi, num_bins=num_bins)
-        res = core.compute(data, [metric], seg or None)
-        t = _eager(metric.to_long(res if isinstance(res, nw.LazyFrame) else res.lazy(), seg))
-        t = t.rename({metric.output_name: "coverage"})
-    else:
-        t = _eager(data)
-        cov_col = "coverage" if "coverage" in t.columns else "ssc"
-        _need(t, ["bin", cov_col, "n"], "pass y=, lo=, hi= for raw rows")
-        if cov_col != "coverage":
-            t = t.rename({cov_col: "coverage"})
-    t = t.sort(*seg, "bin") if seg else t.sort("bin")
-    labels = _labels(t, seg)
-    uniq = list(dict.fromkeys(labels))
-    pos = {lab: i for i, lab in enumerate(uniq)}
-    bins = sorted(set(t.get_column("bin").to_list()))
-    ax = _axes(ax, len(uniq) if seg else 0, per_row=0.06 * len(bins) + 0.1)
-    cov = _floats(t, "coverage")
-    b = np.array(t.get_column("bin").to_list())
-    height = 0.8 / len(bins)
-    plt = _pyplot()
-    cmap = plt.get_cmap("Blues")
-    for j, bn in enumerate(bins):
-        s = b == bn
-        yy = np.array([pos[lab] for lab, keep in zip(labels, s) if keep]) + (j - (len(bins) - 1) / 2) * height
-        name = f"width bin {bn}" + (" (narrowest)" if j == 0 else " (widest)" if j == len(bins) - 1 else "")
-        ax.barh(yy, cov[s], height=height * 0.95, color=cmap(0.35 + 0.55 * j / max(len(bins) - 1, 1)), label=name)
-    if confidence_level is not None:
-        ax.axvline(confidence_level, color=_NOMINAL, ls="--", lw=1, label=f"nominal {confidence_level:g}")
-    ax.set_yticks(range(len(uniq)), uniq, fontsize=8 if len(uniq) > 25 else 9)
-    ax.set_ylim(len(uniq) - 0.5, -0.5)
-    finite = cov[np.isfinite(cov)]
-    lo_x = min(float(finite.min()) if finite.size else 0.0, confidence_level or 1.0)
-    ax.set_xlim(max(0.0, lo_x - 0.05), 1.0)
-    ax.set_xlabel("coverage within width bin")
-    ax.set_ylabel(" / ".join(seg) if seg else "")
-    ax.set_title("Size-stratified coverage")
-    ax.grid(axis="x", alpha=0.3)
-    _legend(ax)
-    return ax
+    seg = core._as_keys(by)
+    t = _ssc_table(data, y, lo, hi, n_bins, seg)
+    return _ssc_plot(t, seg, confidence_level, None, max_segments, ax)
 
 
 # ---------------------------------------------------------------------------
 # width distribution
 # ---------------------------------------------------------------------------
-def width_distribution(
-    data: Any,
-    *,
-    by: str | Sequence[str] | None = None,
-    lo: str | None = None,
-    hi: str | None = None,
-    ax: Any = None,
-) -> Any:
-    """Distribution of interval widths per segment (box plot from quantiles).
+_QUANTILE_COLUMNS = [f"q{round(q * 100):02d}" for q in WIDTH_QUANTILES]
 
-    The boxes are drawn from per-group quantiles computed in the engine
-    (5 %, 25 %, 50 %, 75 %, 95 %: whiskers at 5 % and 95 %), so the raw rows
-    are never collected; the mean is a diamond.  ``data`` is raw rows (give
-    ``lo, hi``) or a table with ``q05, q25, q50, q75, q95`` and ``mean`` per
-    group (``report.frame("widths")``).
 
-    Returns
-    -------
-    matplotlib.axes.Axes
-    """
-    from conformal_frames.report import _widths_query
-
-    seg = _keys(by)
-    if lo is not None or hi is not None:
-        if None in (lo, hi):
-            msg = "give both lo= and hi= (raw rows) or neither (a quantile table)"
-            raise ValueError(msg)
-        f = data if isinstance(data, (nw.DataFrame, nw.LazyFrame)) else nw.from_native(data)
-        t = _eager(_widths_query(f, lo, hi, seg))
-    else:
-        t = _eager(data)
-        _need(t, ["q05", "q25", "q50", "q75", "q95", "mean"], "pass lo=, hi= for raw rows")
+def _width_plot(t: nw.DataFrame, seg: list[str], ranked: list[str] | None, max_segments: int | None, ax: Any) -> Any:
     labels = _labels(t, seg)
-    ax = _axes(ax, len(labels) if seg else 0)
+    shown, rest = _cap(labels, ranked if ranked is not None else labels, max_segments)
+    drawn = {lab: i for i, lab in enumerate(labels) if lab in set(shown)}
+    cols = [floats(t, k) for k in (*_QUANTILE_COLUMNS, "mean")]
+    ax = _axes(ax, (len(shown) + bool(rest)) if seg else 0)
     stats = [
-        {"label": lab, "whislo": a, "q1": b, "med": c, "q3": d, "whishi": e, "mean": m, "fliers": []}
-        for lab, a, b, c, d, e, m in zip(labels, *(_floats(t, k) for k in ("q05", "q25", "q50", "q75", "q95", "mean")))
+        dict(zip(("whislo", "q1", "med", "q3", "whishi", "mean"), (float(c[drawn[lab]]) for c in cols)))
+        | {"label": lab, "fliers": []}
+        for lab in shown
     ]
     ax.bxp(
         stats,
+        positions=range(len(shown)),
         orientation="horizontal",
         showmeans=True,
         widths=0.6,
@@ -423,13 +493,52 @@ def width_distribution(
         medianprops={"color": "#1f4e79"},
         meanprops={"marker": "D", "markerfacecolor": "#e67e22", "markeredgecolor": "#e67e22", "markersize": 4},
     )
-    ax.set_yticks(range(1, len(labels) + 1), labels, fontsize=8 if len(labels) > 25 else 9)
-    ax.set_ylim(len(labels) + 0.5, 0.5)
+    if rest:
+        others = np.array([i for i, lab in enumerate(labels) if lab not in drawn], dtype=int)
+        _rest_row(ax, len(shown), cols[2][others], len(rest), "segments (median widths)")
+        _legend(ax)
+    _segment_axis(ax, shown, len(rest), seg)
     ax.set_xlabel("interval width (box: 25-75 %, whiskers: 5-95 %, diamond: mean)")
-    ax.set_ylabel(" / ".join(seg) if seg else "")
-    ax.set_title("Interval width by segment")
+    why = "the lowest by the test" if ranked is not None else "the first in key order"
+    ax.set_title(_capped_title("Interval width by segment", shown, len(rest), why))
     ax.grid(axis="x", alpha=0.3)
     return ax
+
+
+def width_distribution(
+    data: Any,
+    *,
+    by: str | Sequence[str] | None = None,
+    lo: str | None = None,
+    hi: str | None = None,
+    max_segments: int | None = MAX_SEGMENTS,
+    ax: Any = None,
+) -> Any:
+    """Distribution of interval widths per segment (box plot from quantiles).
+
+    The boxes are drawn from per-group quantiles computed in the engine
+    (5 %, 25 %, 50 %, 75 %, 95 %: whiskers at 5 % and 95 %), so the raw rows
+    are never collected; the mean is a diamond.  ``data`` is raw rows (give
+    ``lo, hi``) or a table with ``q05, q25, q50, q75, q95`` and ``mean`` per
+    group (``report.frame("widths")``).  At most ``max_segments`` segments
+    (the first in key order; in a report, the lowest by the test) and a grey
+    row with the range of the others' medians.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    seg = core._as_keys(by)
+    if lo is not None or hi is not None:
+        if None in (lo, hi):
+            msg = "give both lo= and hi= (raw rows) or neither (a quantile table)"
+            raise ValueError(msg)
+        f = data if isinstance(data, (nw.DataFrame, nw.LazyFrame)) else nw.from_native(data)
+        t = _eager(widths_query(f, lo, hi, seg))  # type: ignore[arg-type]
+    else:
+        t = _eager(data)
+        _need(t, [*_QUANTILE_COLUMNS, "mean"], "pass lo=, hi= for raw rows")
+    return _width_plot(t, seg, None, max_segments, ax)
 
 
 # ---------------------------------------------------------------------------
@@ -449,53 +558,60 @@ def _pick(t: nw.DataFrame, what: str) -> str | None:
     return next((c for c in _REL_COLUMNS[what] if c in t.columns), None)
 
 
+@renamed(label="y", num_bins="n_bins", ci="ci_level")
 def reliability_table(
-    data: Any, *, label: str, score: str, num_bins: int = 10, by: str | Sequence[str] | None = None, ci: float = 0.95
+    data: Any,
+    *,
+    y: str,
+    score: str,
+    n_bins: int = 10,
+    by: str | Sequence[str] | None = None,
+    ci_level: float = 0.95,
 ) -> Any:
     """The reliability table behind :func:`reliability_diagram`.
 
-    Uses :func:`conformal_frames.reliability` when the calibration family
-    provides it.  Otherwise (fallback, documented): uniform bins
-    ``[m/M, (m+1)/M)`` on ``[0, 1]`` (the last closed at 1), per (group, bin)
-    ``mean_score``, ``frequency`` (mean label), its Wilson interval
-    ``frequency_ci_low``/``frequency_ci_high`` at confidence ``ci`` and ``n``;
-    empty bins absent (the same columns as the calibration family's table).
+    :func:`conformal_frames.reliability` per group: per (group, non-empty
+    bin) ``mean_score``, ``frequency`` (mean of ``y``), its Wilson interval
+    ``frequency_ci_low``/``frequency_ci_high`` at confidence ``ci_level``
+    and ``n``.
 
     Returns
     -------
     frame
         Native frame of the input's backend (collected if lazy).
     """
-    import conformal_frames as cf
+    from conformal_frames.calibration import reliability
 
-    seg = _keys(by)
-    if hasattr(cf, "reliability"):
-        out = cf.conformal(data).reliability(label, score, num_bins=num_bins, ci=ci, by=seg or None)
-        return nw.to_native(_eager(out))
-    from conformal_frames.stats import wilson_interval
-
-    f = data if isinstance(data, (nw.DataFrame, nw.LazyFrame)) else nw.from_native(data)
-    s = nw.col(score).cast(nw.Float64)
-    b = (s * num_bins).floor().clip(lower_bound=0, upper_bound=num_bins - 1).cast(nw.Int64).alias("bin")
-    rows = f.select(*[nw.col(k) for k in seg], b, s.alias("__s"), nw.col(label).cast(nw.Float64).alias("__y"))
-    agg = rows.group_by(*seg, "bin").agg(
-        nw.len().alias("n"), nw.col("__s").mean().alias("mean_score"), nw.col("__y").sum().alias("__k")
-    )
-    low, high = wilson_interval(nw.col("__k"), nw.col("n").cast(nw.Float64), ci)
-    agg = agg.with_columns(
-        (nw.col("__k") / nw.col("n")).alias("frequency"), low.alias("frequency_ci_low"), high.alias("frequency_ci_high")
-    )
-    out = agg.select(*seg, "bin", "mean_score", "frequency", "frequency_ci_low", "frequency_ci_high", "n")
-    out = out.sort(*seg, "bin")
-    return nw.to_native(_eager(out))
+    seg = core._as_keys(by)
+    metric = reliability(y, score, n_bins=n_bins, ci_level=ci_level)
+    return nw.to_native(_eager(core.evaluate_one(data, metric, seg or None)))
 
 
+def _reliability_lines(ax: Any, t: nw.DataFrame, cols: dict[str, str | None], seg: list[str], highlight: int) -> None:
+    labels = _labels(t, seg)
+    xs, ys = floats(t, cols["score"]), floats(t, cols["freq"])  # type: ignore[arg-type]
+    counts = floats(t, cols["count"]) if cols["count"] else np.ones(len(t))
+    runs = _runs(labels)
+    err = counts * np.abs(ys - xs)
+    gap = {g: float(np.nansum(err[s]) / np.nansum(counts[s])) for g, s in runs.items()}
+    shown = list(runs) if len(runs) <= highlight else sorted(runs, key=lambda g: -gap[g])[:highlight]
+    others = [g for g in runs if g not in shown]
+    _grey_lines(ax, [xs[runs[g]] for g in others], [ys[runs[g]] for g in others], f"other groups ({len(others)})")
+    band = (floats(t, cols["low"]), floats(t, cols["high"])) if cols["low"] and cols["high"] else None
+    for i, g in enumerate(shown):
+        s, color = runs[g], f"C{i % 10}"
+        if band is not None:
+            ax.fill_between(xs[s], band[0][s], band[1][s], color=color, alpha=0.18, lw=0)
+        ax.plot(xs[s], ys[s], marker="o", ms=4, color=color, lw=1.2, label=g if seg else "observed frequency")
+
+
+@renamed(label="y", num_bins="n_bins")
 def reliability_diagram(
     data: Any,
     *,
-    label: str | None = None,
+    y: str | None = None,
     score: str | None = None,
-    num_bins: int = 10,
+    n_bins: int = 10,
     by: str | Sequence[str] | None = None,
     highlight: int = 6,
     ax: Any = None,
@@ -507,19 +623,19 @@ def reliability_diagram(
     one line per group (the ``highlight`` groups with the largest count-
     weighted calibration gap are coloured, the others grey).
 
-    ``data`` is raw rows (give ``label, score``; see :func:`reliability_table`)
-    or a reliability table.
+    ``data`` is raw rows (give ``y`` (0/1) and ``score``; see
+    :func:`reliability_table`) or a reliability table.
 
     Returns
     -------
     matplotlib.axes.Axes
     """
-    seg = _keys(by)
-    if label is not None or score is not None:
-        if None in (label, score):
-            msg = "give both label= and score= (raw rows) or neither (a reliability table)"
-            raise ValueError(msg)
-        t = _eager(reliability_table(data, label=label, score=score, num_bins=num_bins, by=seg or None))
+    seg = core._as_keys(by)
+    if y is not None and score is not None:
+        t = _eager(reliability_table(data, y=y, score=score, n_bins=n_bins, by=seg or None))
+    elif y is not None or score is not None:
+        msg = "give both y= and score= (raw rows) or neither (a reliability table)"
+        raise ValueError(msg)
     else:
         t = _eager(data)
     cols = {k: _pick(t, k) for k in _REL_COLUMNS}
@@ -527,40 +643,11 @@ def reliability_diagram(
         f"{k} (one of {', '.join(v)})" for k, v in _REL_COLUMNS.items() if cols[k] is None and k in ("score", "freq")
     ]
     if missing:
-        _need(t, missing, "pass label=, score= for raw rows")
-    sort_by = [*seg, cols["score"]]
-    t = t.sort(*sort_by)
+        _need(t, missing, "pass y=, score= for raw rows")
+    t = t.sort(*seg, cols["score"])  # type: ignore[arg-type]
     ax = _axes(ax)
     ax.plot([0, 1], [0, 1], ls="--", color=_NOMINAL, lw=1, label="perfect calibration")
-    labels = np.array(_labels(t, seg), dtype=object)
-    xs, ys = _floats(t, cols["score"]), _floats(t, cols["freq"])
-    counts = _floats(t, cols["count"]) if cols["count"] else np.ones(len(t))
-    groups = list(dict.fromkeys(labels.tolist()))
-    gap = {
-        g: float(np.nansum(counts[labels == g] * np.abs(ys - xs)[labels == g]) / np.nansum(counts[labels == g]))
-        for g in groups
-    }
-    shown = groups if len(groups) <= highlight else sorted(groups, key=lambda g: -gap[g])[:highlight]
-    others = [g for g in groups if g not in shown]
-    for i, g in enumerate(others):
-        s = labels == g
-        ax.plot(
-            xs[s],
-            ys[s],
-            color="0.75",
-            lw=0.8,
-            marker=".",
-            ms=3,
-            label=f"other groups ({len(others)})" if i == 0 else None,
-        )
-    for i, g in enumerate(shown):
-        s = labels == g
-        color = f"C{i % 10}"
-        if cols["low"] and cols["high"]:
-            ax.fill_between(
-                xs[s], _floats(t, cols["low"])[s], _floats(t, cols["high"])[s], color=color, alpha=0.18, lw=0
-            )
-        ax.plot(xs[s], ys[s], marker="o", ms=4, color=color, lw=1.2, label=g if seg else "observed frequency")
+    _reliability_lines(ax, t, cols, seg, highlight)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_aspect("equal")
@@ -575,50 +662,57 @@ def reliability_diagram(
 # ---------------------------------------------------------------------------
 # the report's figures
 # ---------------------------------------------------------------------------
+def _report_coverage_table(rep: Any) -> nw.DataFrame | None:
+    if "intervals" in rep.tables:
+        return rep.tables["intervals"]
+    if "sets" in rep.tables:
+        t = rep.tables["sets"]
+        return t.rename({c: c.replace("set_coverage", "coverage") for c in t.columns if c.startswith("set_coverage")})
+    return None
+
+
 def report_figures(rep: Any) -> dict[str, Any]:
     """All applicable plots of a :class:`~conformal_frames.report.Report`.
 
-    With a level column, the per-bin plots (SSC, widths, reliability) show
-    the middle level.  Figures are closed in pyplot right away (no global
-    state kept); they stay usable for ``savefig``.
+    At most ``rep.max_segments`` segments per plot, the same ones in every
+    plot (the lowest by the under-coverage test).  With a column of levels,
+    the per-bin plots (SSC, widths, reliability) show the middle level.
+    Figures are closed in pyplot right away (no global state kept); they
+    stay usable for ``savefig``.
     """
     plt = _pyplot()
     figs: dict[str, Any] = {}
-    seg = list(rep.by)
-    level = rep.level
-    target = rep.summary.get("target") if isinstance(rep.summary.get("target"), float) else None
+    seg, level, cap = list(rep.by), rep.level_column, rep.max_segments
+    target = rep.confidence_level if level is None else None
+    cov = _report_coverage_table(rep)
     chosen = None
     if level is not None:
-        first = next(iter(rep.tables.values()))
-        levels = sorted(set(first.get_column(level).to_list()))
-        chosen = levels[len(levels) // 2]
-        target = chosen
+        levels = sorted(set(next(iter(rep.tables.values())).get_column(level).to_list()))
+        chosen = target = levels[len(levels) // 2]
 
     def at(t: Any) -> Any:
         return t if chosen is None else t.filter(nw.col(level) == chosen)
 
-    def keep(name: str, ax: Any, title: str | None = None) -> None:
-        if title is not None and chosen is not None:
-            ax.set_title(f"{title} at {level} = {chosen:g}")
+    def keep(name: str, ax: Any) -> None:
+        if chosen is not None and name != "coverage_by_segment":
+            head, _, tail = ax.get_title().partition("\n")
+            ax.set_title(f"{head} at {level} = {chosen:g}" + (f"\n{tail}" if tail else ""))
         figs[name] = ax.figure
         plt.close(ax.figure)
 
-    cov_table = None
-    if "intervals" in rep.tables:
-        cov_table = rep.tables["intervals"]
-    elif "sets" in rep.tables:
-        t = rep.tables["sets"]
-        cov_table = t.rename(
-            {c: c.replace("set_coverage", "coverage") for c in t.columns if c.startswith("set_coverage")}
-        )
-    if cov_table is not None:
-        keep("coverage_by_segment", coverage_by_segment(cov_table, by=seg, level=level))
+    ranked = None
+    if cov is not None:
+        goal = _targets(cov, target if level is None else None, level)
+        ranked = _coverage_rank(cov, _labels(cov, seg), goal)
+        keep("coverage_by_segment", _coverage_plot(cov, seg, level, goal, cap, None))
         if level is not None:
-            keep("coverage_vs_level", coverage_vs_level(cov_table, level=level, by=seg))
-    if "intervals" in rep.tables:
-        if "ssc" in rep.tables:
-            keep("ssc", ssc_bars(at(rep.tables["ssc"]), by=seg, confidence_level=target), "Size-stratified coverage")
-        keep("width_distribution", width_distribution(at(rep.tables["widths"]), by=seg), "Interval width by segment")
+            keep_as_is = coverage_vs_level(cov, confidence_level=level, by=seg)
+            figs["coverage_vs_level"] = keep_as_is.figure
+            plt.close(keep_as_is.figure)
+    if "ssc" in rep.tables:
+        keep("ssc", _ssc_plot(at(rep.tables["ssc"]), seg, target, ranked, cap, None))
+    if "widths" in rep.tables:
+        keep("width_distribution", _width_plot(at(rep.tables["widths"]), seg, ranked, cap, None))
     if "reliability" in rep.tables:
-        keep("reliability", reliability_diagram(at(rep.tables["reliability"]), by=seg), "Reliability diagram")
+        keep("reliability", reliability_diagram(at(rep.tables["reliability"]), by=seg))
     return figs

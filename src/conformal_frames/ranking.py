@@ -33,7 +33,8 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._params import check_probability
+from conformal_frames._params import check_level, level_row
+from conformal_frames._renames import renamed
 from conformal_frames.calibration import binary_row
 from conformal_frames.conditional import Target, _target
 from conformal_frames.core import Metric, Query, _to_lazy, evaluate_one
@@ -59,9 +60,9 @@ def _over(expr: nw.Expr, part: Sequence[str]) -> nw.Expr:
     return expr.over(*part) if part else expr
 
 
-def _inputs(q: Query, correct: str, confidence: str) -> tuple[str, str]:
-    c = binary_row(q, correct)
-    s = q.row(("value", confidence), q.number(confidence))
+def _inputs(q: Query, y: str, score: str) -> tuple[str, str]:
+    c = binary_row(q, y)
+    s = q.row(("value", score), q.number(score))
     return c, s
 
 
@@ -70,12 +71,12 @@ def _inputs(q: Query, correct: str, confidence: str) -> tuple[str, str]:
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class AUROC(Metric):
-    correct: str
-    confidence: str
+    y: str
+    score: str
     default_name = "auroc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        c, s = _inputs(q, self.correct, self.confidence)
+        c, s = _inputs(q, self.y, self.score)
         part = _partition(q)
         # mid-rank of the confidence in its group (ties share the average rank)
         rank = q.row(("midrank", s, tuple(part)), _over(nw.col(s).rank("average"), part).cast(F64), level=1)
@@ -86,7 +87,8 @@ class AUROC(Metric):
         return {"": ratio(u, n1 * n0)}
 
 
-def auroc(correct: str, confidence: str) -> AUROC:
+@renamed(correct="y", confidence="score")
+def auroc(y: str, score: str) -> AUROC:
     """Area under the ROC curve of ``confidence`` for predicting ``correct``.
 
     The Mann-Whitney form: with ``n1`` correct and ``n0`` incorrect rows in
@@ -106,9 +108,9 @@ def auroc(correct: str, confidence: str) -> AUROC:
 
     Parameters
     ----------
-    correct : str
+    y : str
         Column of 0/1 (or boolean) correctness / coverage indicators.
-    confidence : str
+    score : str
         Column of confidences (any finite numbers; higher = more confident).
 
     Returns
@@ -131,8 +133,8 @@ def auroc(correct: str, confidence: str) -> AUROC:
     under a receiver operating characteristic (ROC) curve", Radiology 143,
     29-36.
     """
-    _check_names(correct=correct, confidence=confidence)
-    return AUROC(correct=correct, confidence=confidence)
+    _check_names(y=y, score=score)
+    return AUROC(y=y, score=score)
 
 
 # ---------------------------------------------------------------------------
@@ -140,12 +142,12 @@ def auroc(correct: str, confidence: str) -> AUROC:
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class AUARC(Metric):
-    correct: str
-    confidence: str
+    y: str
+    score: str
     default_name = "auarc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        c, s = _inputs(q, self.correct, self.confidence)
+        c, s = _inputs(q, self.y, self.score)
         part = _partition(q)
         within = [*part, c]
         sc = nw.col(s)
@@ -173,7 +175,8 @@ class AUARC(Metric):
         return {"": ratio(q.sum(term), q.n)}
 
 
-def auarc(correct: str, confidence: str) -> AUARC:
+@renamed(correct="y", confidence="score")
+def auarc(y: str, score: str) -> AUARC:
     """Area under the accuracy-rejection curve (higher is better).
 
     Rows are retained in order of decreasing confidence; ``acc_k`` is the
@@ -193,9 +196,9 @@ def auarc(correct: str, confidence: str) -> AUARC:
 
     Parameters
     ----------
-    correct : str
+    y : str
         Column of 0/1 (or boolean) correctness indicators.
-    confidence : str
+    score : str
         Column of confidences (any finite numbers; higher = more confident).
 
     Examples
@@ -212,8 +215,8 @@ def auarc(correct: str, confidence: str) -> AUARC:
     curves (ARCs) for comparing classification methods with a reject option",
     PMLR 8, 65-81.
     """
-    _check_names(correct=correct, confidence=confidence)
-    return AUARC(correct=correct, confidence=confidence)
+    _check_names(y=y, score=score)
+    return AUARC(y=y, score=score)
 
 
 def _check_names(**names: Any) -> None:
@@ -278,6 +281,7 @@ def ert_numpy(
     return float(np.mean(values))
 
 
+@renamed(random_state="seed")
 def excess_risk_target_coverage(
     frame: Any,
     y: str,
@@ -285,22 +289,22 @@ def excess_risk_target_coverage(
     hi: str | None = None,
     *,
     features: Sequence[str],
-    confidence_level: float,
+    confidence_level: float | str,
     sets: str | Sequence[str] | None = None,
     classes: Sequence[Label] | None = None,
     by: str | Sequence[str] | None = None,
     model: Any = None,
     n_splits: int = 5,
-    random_state: int = 42,
+    seed: int = 42,
 ) -> Any:
     """Excess risk of the target coverage (ERT) of Braun et al. (2025).
 
     A row is *covered* when ``lo <= y <= hi`` (intervals) or ``y`` is in its
     prediction set (``sets=`` and ``classes=``, as in
     :mod:`conformal_frames.sets`).  A classifier (default
-    ``HistGradientBoostingClassifier(random_state=random_state)``, or a clone
+    ``HistGradientBoostingClassifier(random_state=seed)``, or a clone
     of ``model``) learns ``P(covered | features)`` with ``n_splits``-fold
-    cross-validation (``KFold(shuffle=True, random_state=random_state)``); the
+    cross-validation (``KFold(shuffle=True, random_state=seed)``); the
     ERT is how much lower its L1 miscoverage loss is than the loss of the
     constant prediction ``confidence_level`` (see :func:`ert_numpy`).  About
     0 when coverage does not depend on the features; positive when some
@@ -320,8 +324,9 @@ def excess_risk_target_coverage(
     features : list of str
         Numeric feature columns the classifier uses (missing / NaN / infinite
         values are an error).
-    confidence_level : float
-        The target coverage, in (0, 1).
+    confidence_level : float or str
+        The target coverage, in (0, 1); or the name of a ``by=`` column
+        holding each group's target.
     sets, classes
         Prediction sets instead of intervals.
     by : str or list of str, optional
@@ -331,7 +336,7 @@ def excess_risk_target_coverage(
         An unfitted classifier; cloned for every fold.
     n_splits : int, default 5
         Number of cross-validation folds (at least 2).
-    random_state : int, default 42
+    seed : int, default 42
         Seed of the fold split (and of the default classifier).
 
     Returns
@@ -371,12 +376,12 @@ def excess_risk_target_coverage(
     except ImportError as exc:  # pragma: no cover - depends on the environment
         msg = "excess_risk_target_coverage needs scikit-learn: pip install 'conformal-frames[sklearn]'"
         raise ImportError(msg) from exc
-    level = check_probability(confidence_level, "confidence_level")
+    level = check_level(confidence_level)
     if isinstance(n_splits, bool) or not isinstance(n_splits, Integral) or n_splits < 2:
         msg = f"n_splits must be an integer >= 2, got {n_splits!r}"
         raise ValueError(msg)
-    if isinstance(random_state, bool) or not isinstance(random_state, Integral):
-        msg = f"random_state must be an integer, got {random_state!r}"
+    if isinstance(seed, bool) or not isinstance(seed, Integral):
+        msg = f"seed must be an integer, got {seed!r}"
         raise TypeError(msg)
     if isinstance(features, str) or not isinstance(features, Sequence) or not features:
         msg = f"features must be a non-empty list of column names, got {features!r}"
@@ -391,7 +396,7 @@ def excess_risk_target_coverage(
         level=level,
         model=model,
         n_splits=int(n_splits),
-        random_state=int(random_state),
+        seed=int(seed),
         grouped=by is not None,
     )
     return evaluate_one(lf.collect(), metric, by=by)
@@ -403,16 +408,17 @@ class ExcessRisk(Metric):
 
     target: Target
     features: tuple[str, ...]
-    level: float
+    level: float | str
     model: Any
     n_splits: int
-    random_state: int
+    seed: int
     grouped: bool
     default_name = "excess_risk_target_coverage"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         cover = self.target.covered(q)
         feats = [q.row(("value", f), q.number(f)) for f in self.features]
+        level = level_row(q, self.level)  # a by= key: constant within each group
 
         def per_group(group: np.ndarray, n_groups: int, data: dict[str, np.ndarray]) -> np.ndarray:
             x_all = np.column_stack([data[f] for f in feats]) if len(group) else np.empty((0, len(feats)))
@@ -427,16 +433,16 @@ class ExcessRisk(Metric):
                     out[g] = ert_numpy(
                         x_all[idx],
                         c_all[idx],
-                        self.level,
+                        float(data[level][idx[0]]) if level is not None else float(self.level),
                         model=self.model,
                         n_splits=self.n_splits,
-                        random_state=self.random_state,
+                        random_state=self.seed,
                     )
             return out
 
         q.per_group(
             self.output_name,
-            [cover, *feats],
+            [cover, *feats, *([level] if level is not None else [])],
             per_group,
             what="excess_risk_target_coverage (fits a classifier per group)",
         )

@@ -1,13 +1,37 @@
-"""Result objects of statistical tests (scipy.stats conventions)."""
+"""Result objects of statistical tests (scipy.stats conventions).
+
+A direct, eager, ungrouped call of a test (``df.conformal.ks_test("y", "s")``)
+returns one frozen result object with named fields; every result unpacks as
+``statistic, pvalue = result``, like scipy's.  Grouped, lazy or ``evaluate``
+calls return frames whose columns carry the same names: the statistic under
+the output name (``ks_test``), the other fields as ``<name>_<field>``
+(``ks_test_pvalue``) and the row count as ``n``.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "CoverageTestResult",
+    "KSTestResult",
+    "KuiperTestResult",
+    "SpiegelhalterTestResult",
+    "TestResult",
+]
+
+
+def _float(value: Any) -> float:
+    return math.nan if value is None else float(value)
 
 
 @dataclass(frozen=True)
 class TestResult:
-    """Result of a calibration or coverage test.
+    """Base class of the test results: a statistic and a p-value.
 
     Attributes
     ----------
@@ -15,15 +39,115 @@ class TestResult:
         The test statistic.
     pvalue : float
         The p-value of the test.
-    extra : dict
-        Other outputs of the test (e.g. the two-sided p-value), by column name.
     """
 
     statistic: float
     pvalue: float
-    extra: dict[str, float] = field(default_factory=dict, repr=False)
 
     __test__ = False  # not a pytest test class
 
-    def __iter__(self):  # allows ``stat, p = result`` like scipy
+    def __iter__(self) -> Iterator[float]:
+        """``statistic, pvalue = result``, like scipy's results."""
         return iter((self.statistic, self.pvalue))
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], name: str) -> TestResult:
+        """The result from one output row ``{column: value}`` of the test named ``name``.
+
+        ``statistic`` is the column ``name``, ``n`` the column ``n`` and every
+        other field ``f`` the column ``<name>_<f>``; nulls become NaN.
+        """
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            column = name if f.name == "statistic" else "n" if f.name == "n" else f"{name}_{f.name}"
+            values[f.name] = _convert(f.name, row[column])
+        return cls(**values)
+
+
+def _convert(field: str, value: Any) -> Any:
+    if field == "n":
+        return 0 if value is None else int(value)
+    if field == "flag":
+        return bool(value) if value is not None else False
+    return _float(value)
+
+
+@dataclass(frozen=True)
+class KSTestResult(TestResult):
+    """Result of :func:`~conformal_frames.ks_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        ``G = max_k |C_k| / sigma``.
+    pvalue : float
+        ``P(sup |B| > G)`` for a standard Brownian motion ``B`` (asymptotic).
+    n : int
+        Number of rows.
+    """
+
+    n: int
+
+
+@dataclass(frozen=True)
+class KuiperTestResult(TestResult):
+    """Result of :func:`~conformal_frames.kuiper_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        ``H = (max_k C_k - min_k C_k) / sigma``.
+    pvalue : float
+        ``P(range of B > H)`` for a standard Brownian motion ``B`` (asymptotic).
+    n : int
+        Number of rows.
+    """
+
+    n: int
+
+
+@dataclass(frozen=True)
+class SpiegelhalterTestResult(TestResult):
+    """Result of :func:`~conformal_frames.spiegelhalter_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        Spiegelhalter's ``Z``.
+    pvalue : float
+        One-sided p-value ``1 - Phi(Z)``.
+    pvalue_two_sided : float
+        Two-sided p-value ``2 (1 - Phi(|Z|))``.
+    n : int
+        Number of rows.
+    """
+
+    pvalue_two_sided: float
+    n: int
+
+
+@dataclass(frozen=True)
+class CoverageTestResult(TestResult):
+    """Result of :func:`~conformal_frames.coverage_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        The empirical coverage ``k / n``.
+    pvalue : float
+        One-sided p-value of ``H0: coverage >= confidence_level``.
+    pvalue_adjusted : float
+        The p-value adjusted by ``correction=`` (for one group: ``pvalue``).
+    ci_low, ci_high : float
+        Binomial confidence interval of the coverage at ``ci_level``.
+    flag : bool
+        ``pvalue_adjusted < significance`` (False when the p-value is NaN).
+    n : int
+        Number of rows.
+    """
+
+    pvalue_adjusted: float
+    ci_low: float
+    ci_high: float
+    flag: bool
+    n: int

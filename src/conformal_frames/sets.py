@@ -32,6 +32,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._params import check_bins, check_probability
+from conformal_frames._renames import renamed
 from conformal_frames.core import Metric, Query
 from conformal_frames.stats import min_of, ratio, wilson_interval
 
@@ -224,21 +225,22 @@ def _size_indicator(q: Query, spec: SetSpec, lo: int, hi: int) -> str:
 class SetCoverage(Metric):
     y: str
     spec: SetSpec
-    ci: float = 0.95
+    ci_level: float = 0.95
     default_name = "set_coverage"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         k = q.sum(set_covered_row(q, self.y, self.spec))
-        low, high = wilson_interval(k, q.n, self.ci)
+        low, high = wilson_interval(k, q.n, self.ci_level)
         return {"": ratio(k, q.n), "ci_low": low, "ci_high": high}
 
 
-def set_coverage(y: str, sets: str | Sequence[str], *, classes: Sequence[Label], ci: float = 0.95) -> SetCoverage:
+@renamed(ci="ci_level")
+def set_coverage(y: str, sets: str | Sequence[str], *, classes: Sequence[Label], ci_level: float = 0.95) -> SetCoverage:
     """Empirical coverage of prediction sets, with a Wilson interval.
 
     ``set_coverage = (1/n) * sum_i 1[y_i in C_i]``.  Grouped and ``evaluate``
     output also carry ``set_coverage_ci_low`` / ``set_coverage_ci_high`` (Wilson
-    score interval at confidence ``ci``).
+    score interval at confidence ``ci_level``).
 
     Parameters
     ----------
@@ -248,7 +250,7 @@ def set_coverage(y: str, sets: str | Sequence[str], *, classes: Sequence[Label],
         A list column of labels, or one boolean membership column per class.
     classes : list of int or str
         The possible labels; with membership columns, the label of each column.
-    ci : float, default 0.95
+    ci_level : float, default 0.95
         Confidence level of the Wilson interval.
 
     Examples
@@ -259,8 +261,8 @@ def set_coverage(y: str, sets: str | Sequence[str], *, classes: Sequence[Label],
     >>> df.conformal.set_coverage("y", "s", classes=["a", "b", "c"])
     0.6666666666666666
     """
-    check_probability(ci, "ci")
-    return SetCoverage(y=y, spec=set_spec(sets, classes), ci=ci)
+    check_probability(ci_level, "ci_level")
+    return SetCoverage(y=y, spec=set_spec(sets, classes), ci_level=ci_level)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -337,33 +339,33 @@ def empty_rate(sets: str | Sequence[str], *, classes: Sequence[Label]) -> SizeRa
 # ---------------------------------------------------------------------------
 # size-stratified coverage
 # ---------------------------------------------------------------------------
-def size_strata(k: int, num_bins: int | None) -> list[tuple[int, int]]:
+def size_strata(k: int, n_bins: int | None) -> list[tuple[int, int]]:
     """Contiguous ranges ``(min, max)`` of set sizes ``0..k``.
 
     ``None``: one stratum per size.  An integer: ``range(k + 1)`` split into
-    ``num_bins`` contiguous chunks whose lengths differ by at most one (the
-    first ``(k + 1) % num_bins`` chunks are one longer), as the baseline does.
+    ``n_bins`` contiguous chunks whose lengths differ by at most one (the
+    first ``(k + 1) % n_bins`` chunks are one longer), as the baseline does.
     """
     sizes = np.arange(k + 1)
-    if num_bins is None:
+    if n_bins is None:
         return [(int(s), int(s)) for s in sizes]
-    return [(int(c[0]), int(c[-1])) for c in np.array_split(sizes, num_bins)]
+    return [(int(c[0]), int(c[-1])) for c in np.array_split(sizes, n_bins)]
 
 
-def _check_set_bins(num_bins: Any, k: int) -> int | None:
-    if num_bins is None:
+def _check_set_bins(n_bins: Any, k: int) -> int | None:
+    if n_bins is None:
         return None
-    nb = check_bins(num_bins)
+    nb = check_bins(n_bins)
     if nb > k + 1:
-        msg = f"num_bins={nb} exceeds the {k + 1} possible set sizes (0..{k}) of {k} classes"
+        msg = f"n_bins={nb} exceeds the {k + 1} possible set sizes (0..{k}) of {k} classes"
         raise ValueError(msg)
     return nb
 
 
-def _ssc_strata(q: Query, y: str, spec: SetSpec, num_bins: int | None) -> list[tuple[nw.Expr, nw.Expr]]:
+def _ssc_strata(q: Query, y: str, spec: SetSpec, n_bins: int | None) -> list[tuple[nw.Expr, nw.Expr]]:
     covered = set_covered_row(q, y, spec)
     out = []
-    for lo, hi in size_strata(spec.k, num_bins):
+    for lo, hi in size_strata(spec.k, n_bins):
         inside = _size_indicator(q, spec, lo, hi)
         hits = q.row(("set_ssc_hits", y, _key(spec), lo, hi), nw.col(inside) * nw.col(covered), level=1)
         count = q.sum(inside)
@@ -375,16 +377,16 @@ def _ssc_strata(q: Query, y: str, spec: SetSpec, num_bins: int | None) -> list[t
 class SetSSC(Metric):
     y: str
     spec: SetSpec
-    num_bins: int | None = None
+    n_bins: int | None = None
     default_name = "set_ssc"
     kind = "table"
     long = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         out: dict[str, nw.Expr | None] = {}
-        for b, (cov, rows) in enumerate(_ssc_strata(q, self.y, self.spec, self.num_bins)):
-            out[f"s{b}"] = cov
-            out[f"s{b}_n"] = rows
+        for b, (cov, rows) in enumerate(_ssc_strata(q, self.y, self.spec, self.n_bins)):
+            out[f"bin{b}"] = cov
+            out[f"bin{b}_n"] = rows
         return out
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
@@ -394,26 +396,27 @@ class SetSSC(Metric):
                 *keys,
                 nw.lit(lo, nw.Int64).alias("size_min"),
                 nw.lit(hi, nw.Int64).alias("size_max"),
-                nw.col(f"{name}_s{b}").alias(name),
-                nw.col(f"{name}_s{b}_n").cast(nw.Int64).alias("n"),
+                nw.col(f"{name}_bin{b}").alias(name),
+                nw.col(f"{name}_bin{b}_n").cast(nw.Int64).alias("n"),
             )
-            for b, (lo, hi) in enumerate(size_strata(self.spec.k, self.num_bins))
+            for b, (lo, hi) in enumerate(size_strata(self.spec.k, self.n_bins))
         ]
         return nw.concat(parts, how="vertical").filter(nw.col("n") > 0).sort(*keys, "size_min")
 
 
-def set_ssc(y: str, sets: str | Sequence[str], *, classes: Sequence[Label], num_bins: int | None = None) -> SetSSC:
+@renamed(num_bins="n_bins")
+def set_ssc(y: str, sets: str | Sequence[str], *, classes: Sequence[Label], n_bins: int | None = None) -> SetSSC:
     """Size-stratified coverage of prediction sets.
 
-    Rows are grouped by set size: with ``num_bins=None`` one stratum per size
+    Rows are grouped by set size: with ``n_bins=None`` one stratum per size
     ``0..K`` (``K = len(classes)``); with an integer, the sizes ``0..K`` are cut
-    into ``num_bins`` contiguous ranges of (near) equal length, the first
-    ``(K + 1) % num_bins`` one size longer.  Coverage is reported per stratum.
+    into ``n_bins`` contiguous ranges of (near) equal length, the first
+    ``(K + 1) % n_bins`` one size longer.  Coverage is reported per stratum.
     **Strata without rows are absent** (the baseline reports them as NaN).
 
     A direct call returns a long table: group keys, ``size_min``, ``size_max``,
     the coverage column and ``n`` (rows in the stratum).  Inside ``evaluate`` the
-    strata are wide columns ``set_ssc_s0``, ``set_ssc_s0_n``, ...
+    strata are wide columns ``set_ssc_bin0``, ``set_ssc_bin0_n``, ...
 
     Examples
     --------
@@ -422,7 +425,7 @@ def set_ssc(y: str, sets: str | Sequence[str], *, classes: Sequence[Label], num_
     >>> df = pl.DataFrame({"y": [3, 3, 1, 2, 2],
     ...     "c0": [True, False, True, False, True], "c1": [True, True, True, False, True],
     ...     "c2": [True, False, True, True, False], "c3": [True, True, False, True, True]})
-    >>> df.conformal.set_ssc("y", ["c0", "c1", "c2", "c3"], classes=[0, 1, 2, 3], num_bins=2)
+    >>> df.conformal.set_ssc("y", ["c0", "c1", "c2", "c3"], classes=[0, 1, 2, 3], n_bins=2)
     shape: (2, 4)
     ┌──────────┬──────────┬──────────┬─────┐
     │ size_min ┆ size_max ┆ set_ssc  ┆ n   │
@@ -434,22 +437,23 @@ def set_ssc(y: str, sets: str | Sequence[str], *, classes: Sequence[Label], num_
     └──────────┴──────────┴──────────┴─────┘
     """
     spec = set_spec(sets, classes)
-    return SetSSC(y=y, spec=spec, num_bins=_check_set_bins(num_bins, spec.k))
+    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k))
 
 
 @dataclass(frozen=True, kw_only=True)
 class SetSSCScore(Metric):
     y: str
     spec: SetSpec
-    num_bins: int | None = None
+    n_bins: int | None = None
     default_name = "set_ssc_score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        return {"": min_of(*[cov for cov, _ in _ssc_strata(q, self.y, self.spec, self.num_bins)])}
+        return {"": min_of(*[cov for cov, _ in _ssc_strata(q, self.y, self.spec, self.n_bins)])}
 
 
+@renamed(num_bins="n_bins")
 def set_ssc_score(
-    y: str, sets: str | Sequence[str], *, classes: Sequence[Label], num_bins: int | None = None
+    y: str, sets: str | Sequence[str], *, classes: Sequence[Label], n_bins: int | None = None
 ) -> SetSSCScore:
     """Minimum size-stratified coverage over the strata that have rows.
 
@@ -461,8 +465,8 @@ def set_ssc_score(
     >>> import conformal_frames
     >>> df = pl.DataFrame({"y": [3, 3, 1, 2, 2],
     ...     "s": [[0, 1, 2, 3], [1, 3], [0, 1, 2], [2, 3], [0, 1, 3]]})
-    >>> round(df.conformal.set_ssc_score("y", "s", classes=[0, 1, 2, 3], num_bins=2), 8)
+    >>> round(df.conformal.set_ssc_score("y", "s", classes=[0, 1, 2, 3], n_bins=2), 8)
     0.66666667
     """
     spec = set_spec(sets, classes)
-    return SetSSCScore(y=y, spec=spec, num_bins=_check_set_bins(num_bins, spec.k))
+    return SetSSCScore(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k))

@@ -1,0 +1,199 @@
+""":func:`report`: check the arguments, plan, evaluate in one query, build the tables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames import core
+from conformal_frames._renames import renamed
+from conformal_frames.report import plan as planning
+from conformal_frames.report.model import MAX_ROWS, MAX_SEGMENTS, Report
+from conformal_frames.report.summary import summarize
+from conformal_frames.report.tables import build_tables, test_description, widths_table
+from conformal_frames.report.widths import collect
+
+
+def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[str]]:
+    """The plan (columns by role, options) after checking the columns against the schema."""
+    o = options
+    by = planning.names_of(o["by"])
+    target, level = planning.split_target(o["confidence_level"])
+    schema = base.collect_schema()
+    roles = {k: o[k] for k in ("y", "lo", "hi", "score", "score_y", "sets")}
+    planning.check_schema(schema, roles | {"confidence_level": level} | {f"by[{i}]": k for i, k in enumerate(by)})
+    if level is not None and level in by:
+        msg = f"confidence_level column {level!r} is also in by=; give it only as confidence_level="
+        raise ValueError(msg)
+    notes: list[str] = []
+    classes = o["classes"]
+    if o["sets"] is not None and classes is None:
+        classes = planning.distinct_labels(base, o["y"])
+    if o["bounded_memory"]:
+        if o["hsic"]:
+            msg = "hsic=True needs all rows of each group; it cannot run with bounded_memory=True"
+            raise ValueError(msg)
+        notes.append("bounded memory: no size-stratified coverage; width quantiles from 512-bin histograms")
+    if level is not None:
+        planning.level_values(base, level)
+    lazy_other = isinstance(base, nw.LazyFrame) and not base.implementation.is_polars()
+    plan = planning.Plan(
+        **roles,
+        classes=list(classes) if classes is not None else None,
+        by=by,
+        target=target,
+        level_column=level,
+        n_bins=o["n_bins"],
+        ssc_n_bins=0 if o["bounded_memory"] else o["ssc_n_bins"],
+        ci_level=o["ci_level"],
+        significance=o["significance"],
+        correction=o["correction"],
+        n_calibration=o["n_calibration"],
+        hsic=o["hsic"],
+        bounded_memory=o["bounded_memory"],
+        invalid=o["invalid"],
+        test_in_query=not lazy_other,
+    )
+    return plan, notes
+
+
+def _evaluate(base: Any, plan: planning.Plan) -> Report:
+    families = plan.families()
+    metrics = [m for ms in families.values() for m in ms]
+    result = core.compute(base, metrics, plan.keys or None)
+    wide = nw.maybe_reset_index(collect(result))
+    tables = build_tables(wide, plan, families, base.collect_schema())
+    if "intervals" in tables:
+        tables["widths"] = widths_table(base, plan)
+    return Report(tables=tables, summary={}, keys=plan.keys, by=plan.by, confidence_level=plan.confidence_level)
+
+
+@renamed(
+    label="y",
+    prediction_set="sets",
+    level="confidence_level",
+    num_bins="n_bins",
+    ssc_bins="ssc_n_bins",
+    ci="ci_level",
+    alpha="significance",
+)
+def report(
+    frame: Any,
+    *,
+    y: str | None = None,
+    lo: str | None = None,
+    hi: str | None = None,
+    score: str | None = None,
+    score_y: str | None = None,
+    sets: str | None = None,
+    classes: Sequence[Any] | None = None,
+    by: str | Sequence[str] | None = None,
+    confidence_level: float | str | None = None,
+    n_bins: int = 10,
+    ssc_n_bins: int = 3,
+    ci_level: float = 0.95,
+    significance: float = 0.05,
+    correction: Literal["holm", "bh", "none"] = "holm",
+    n_calibration: int | None = None,
+    hsic: bool = False,
+    bounded_memory: bool = False,
+    invalid: Literal["raise", "drop", "null"] | None = None,
+    max_rows: int | None = MAX_ROWS,
+    max_segments: int | None = MAX_SEGMENTS,
+) -> Report:
+    """Evaluate every applicable metric per group and return a :class:`Report`.
+
+    All metrics are computed in one query (one pass over the data), levels
+    included when ``confidence_level`` names a column.
+
+    Parameters
+    ----------
+    frame
+        Any frame narwhals supports (pandas, polars eager or lazy, DuckDB, ...).
+        Lazy input stays lazy until the aggregated tables are collected (with
+        polars' streaming engine for polars LazyFrames).
+    y, lo, hi : str, optional
+        Observed value and interval bounds: interval metrics (coverage with a
+        Wilson interval, width, Winkler score, size-stratified coverage).
+    score : str, optional
+        Predicted probability of a binary event, with ``y`` (or ``score_y``)
+        its 0/1 outcome: calibration metrics (ECE, Brier, Kolmogorov-Smirnov,
+        Kuiper, Spiegelhalter, the reliability table).
+    score_y : str, optional
+        The 0/1 outcome of ``score`` when the frame also holds an interval
+        target in ``y`` (one frame, two families).  Default: ``y``.
+    sets : str, optional
+        List column of predicted labels, with ``y`` the true label:
+        prediction-set metrics.
+    classes : list, optional
+        The possible labels of the prediction sets (default: the distinct
+        values of ``y``).
+    by : str or list of str, optional
+        Group columns.
+    confidence_level : float or str, optional
+        Nominal coverage (the target of the under-coverage test, and the
+        Winkler score's level); or the name of a column of nominal levels
+        (several levels stacked in long format), which becomes a group
+        column and each group's target.
+    n_bins : int, default 10
+        Score bins of the calibration metrics and the reliability table.
+    ssc_n_bins : int, default 3
+        Width bins of the size-stratified coverage.
+    ci_level : float, default 0.95
+        Confidence of the per-group coverage intervals.
+    significance : float, default 0.05
+        A group is flagged when its adjusted p-value is below this.
+    correction : {"holm", "bh", "none"}, default "holm"
+        Multiplicity correction across all tested groups (all levels together).
+    n_calibration : int, optional
+        Size of the split-conformal calibration set: the under-coverage test
+        then uses the exact Beta-binomial law.
+    hsic : bool, default False
+        Also compute HSIC (collects the width and coverage columns of each
+        group, so it is off by default).
+    bounded_memory : bool, default False
+        Keep the engine's memory independent of the number of rows: no
+        size-stratified coverage (its equal-count width bins need a sort
+        within each group) and width quantiles from a 512-bin histogram per
+        group (within ``(max - min) / 512`` of the exact ones).
+    invalid : {"raise", "drop", "null"}, optional
+        Rows with invalid values (missing, NaN/inf, ``lo > hi``, labels or
+        scores out of range): raise (the default for eager input), drop them
+        (``n`` counts the valid rows, ``n_dropped`` the others), or give their
+        groups null metrics (the default for lazy input); such groups cannot
+        be tested and are named in the headline and ``summary["untested"]``.
+    max_rows, max_segments : int or None
+        Groups shown in the text/HTML tables and segments drawn per plot
+        (:attr:`Report.max_rows`, :attr:`Report.max_segments`).
+
+    Returns
+    -------
+    Report
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from conformal_frames.report import report
+    >>> df = pl.DataFrame({"seg": ["a"] * 50 + ["b"] * 50,
+    ...                    "y": [0.5] * 100,
+    ...                    "lo": [0.0] * 50 + [0.0] * 30 + [0.6] * 20,
+    ...                    "hi": [1.0] * 100})
+    >>> rep = report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9)
+    >>> rep.table["coverage"].to_list()
+    [1.0, 0.6]
+    >>> rep.under_covered["seg"].to_list()
+    ['b']
+    """
+    options = dict(locals())
+    planning.check_roles(y, lo, hi, score, score_y, sets)
+    planning.check_options(correction, invalid)
+    base = planning.as_frame(frame)
+    plan, notes = _make_plan(base, options)
+    rep = _evaluate(base, plan)
+    test = test_description(plan) if plan.has_target else None
+    rep.summary = summarize(rep.tables, plan.keys, plan.confidence_level, test, notes)
+    rep.columns = plan.columns()
+    rep.max_rows, rep.max_segments = max_rows, max_segments
+    return rep

@@ -1,0 +1,270 @@
+"""The :class:`Report` object: tables, summary, rendering and export."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames.report import render
+from conformal_frames.report.summary import main_family, plain
+
+#: groups shown in text and HTML tables by default (``Report.max_rows``)
+MAX_ROWS = 50
+#: segments shown in each plot by default (``Report.max_segments``)
+MAX_SEGMENTS = 50
+_LONG = ("ssc", "reliability")
+
+
+@dataclass
+class Report:
+    """The result of :func:`~conformal_frames.report.report`.
+
+    Attributes
+    ----------
+    tables : dict of str to frame
+        Tidy tables by family (narwhals frames; :meth:`frame` gives the
+        native one), each with the group columns first: ``"intervals"``
+        (coverage with its interval, width, Winkler score, SSC score, target,
+        test columns), ``"ssc"`` (coverage per width bin), ``"widths"`` (width
+        quantiles per group), and when they apply ``"sets"``,
+        ``"calibration"``, ``"reliability"``.
+    summary : dict
+        Rows, groups, pooled coverage per target (with the rows it
+        excludes) and the coverage gap, worst group, the significantly
+        under-covered groups, the groups that could not be tested, invalid
+        and dropped rows, the test used.
+    keys : list of str
+        Group columns of the tables (``by`` plus a level column).
+    by : list of str
+        The ``by=`` columns.
+    confidence_level : float or str or None
+        The target: a number, or the column of nominal levels.
+    columns : dict of str to str
+        The columns of each role (``y``, ``lo``, ``hi``, ``score``, ...).
+    max_rows : int or None, default 50
+        Groups shown in the text and HTML tables (the most important ones,
+        with a count of the rest); ``None`` shows every group.
+    max_segments : int or None, default 50
+        Segments drawn in each plot (the worst ones by the test, with a
+        summary line of the rest); ``None`` draws every segment.
+    """
+
+    tables: dict[str, Any]
+    summary: dict[str, Any]
+    keys: list[str]
+    by: list[str]
+    confidence_level: float | str | None = None
+    columns: dict[str, str] = field(default_factory=dict)
+    max_rows: int | None = MAX_ROWS
+    max_segments: int | None = MAX_SEGMENTS
+    _figures: dict[str, Any] = field(default_factory=dict, repr=False)
+    _figures_cap: int | None = field(default=None, repr=False)
+
+    # -- frames -----------------------------------------------------------
+    @property
+    def level_column(self) -> str | None:
+        """The column of nominal levels, when the target is a column."""
+        return self.confidence_level if isinstance(self.confidence_level, str) else None
+
+    @property
+    def table(self) -> Any:
+        """The main table: interval metrics per group (else sets, else calibration)."""
+        return self.frame(main_family(self.tables))
+
+    @property
+    def under_covered(self) -> Any:
+        """Groups whose coverage is significantly below the target."""
+        name = "intervals" if "intervals" in self.tables else "sets"
+        t = self.tables.get(name)
+        if t is None or "under_covered" not in t.columns:
+            msg = "no under-coverage test: give y, lo, hi (or y and sets) and a target (confidence_level=)"
+            raise ValueError(msg)
+        cov = "coverage" if name == "intervals" else "set_coverage"
+        cols = [*self.keys, cov, "target", "n", "pvalue", "pvalue_adjusted"]
+        return nw.to_native(nw.maybe_reset_index(t.filter(nw.col("under_covered").fill_null(False)).select(*cols)))
+
+    def frame(self, name: str) -> Any:
+        """One table by family name, as a native frame."""
+        return nw.to_native(nw.maybe_reset_index(self.tables[name]))
+
+    def metrics(self) -> Any:
+        """All metrics in long (tidy) form: keys, ``family``, ``metric``, ``value``.
+
+        Only numeric metric columns of the per-group tables (not the per-bin
+        ``ssc``/``reliability`` tables nor ``widths``).
+        """
+        records = self._long_records()
+        ns = nw.get_native_namespace(next(iter(self.tables.values())))
+        names = [*self.keys, "family", "metric", "value"]
+        cols: dict[str, list[Any]] = {k: [r.get(k) for r in records] for k in names}
+        return nw.to_native(nw.from_dict(cols, backend=ns))
+
+    def _long_records(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for family, t in self.tables.items():
+            if family in (*_LONG, "widths"):
+                continue
+            keys = [k for k in self.keys if k in t.columns]
+            values = [c for c in t.columns if c not in keys and render.is_numeric(t.schema[c])]
+            for row in t.iter_rows(named=True):
+                for c in values:
+                    rec = {k: row[k] for k in keys}
+                    rec.update(family=family, metric=c, value=_number(row[c]))
+                    out.append(rec)
+        return out
+
+    # -- plots ------------------------------------------------------------
+    def figures(self) -> dict[str, Any]:
+        """The report's plots (matplotlib Figures) by name; needs the ``[plot]`` extra."""
+        if not self._figures or self._figures_cap != self.max_segments:
+            from conformal_frames.plots import report_figures  # plots never imports the report
+
+            self._figures, self._figures_cap = report_figures(self), self.max_segments
+        return self._figures
+
+    # -- rendering --------------------------------------------------------
+    def _header_lines(self) -> list[str]:
+        return render.header_lines(self.summary, self.keys, self.columns, self.max_rows)
+
+    def _display_tables(self) -> list[tuple[str, nw.DataFrame, str]]:
+        """(title, table, left-out line) as shown in text and HTML: capped, per-bin tables pivoted."""
+        main = self.tables[main_family(self.tables)]
+        shown = render.shown_keys(main, self.keys, self.max_rows)
+        out = []
+        for name, t in self.tables.items():
+            if name == "widths":
+                continue
+            keys = [k for k in self.keys if k in t.columns]
+            if name in _LONG:
+                t = render.pivot_bins(t, keys, "coverage" if name == "ssc" else "frequency")
+            t, left = render.restrict(t, keys, shown)
+            more = render.more_line(left, f"rep.frame({name!r})") if left else ""
+            out.append((render.TITLES.get(name, name), t, more))
+        return out
+
+    def __str__(self) -> str:
+        parts = ["\n".join(self._header_lines())]
+        for title, t, more in self._display_tables():
+            parts.append(f"{title}\n{render.text_table(t, self.keys)}" + (f"\n{more}" if more else ""))
+        return "\n\n".join(parts)
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return f"<Report: {s['rows']} rows, {s['groups']} groups, families {s.get('families')}>"
+
+    def _html_body(self, *, images: dict[str, str] | None = None) -> str:
+        lines = self._header_lines()
+        head = "".join(f"<li>{html.escape(line)}</li>" for line in lines[1:])
+        body = [f'<div class="cf-report"><h2>{html.escape(lines[0])}</h2><ul>{head}</ul>']
+        if images:
+            body.append("<h3>Plots</h3>")
+            for name, data in images.items():
+                body.append(
+                    f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
+                    f"<figcaption>{html.escape(name.replace('_', ' '))}</figcaption></figure>"
+                )
+        for title, t, more in self._display_tables():
+            body.append(f"<h3>{html.escape(title)}</h3>{render.html_table(t, self.keys)}")
+            if more:
+                body.append(f'<p class="cf-more">{html.escape(more)}</p>')
+        body.append("</div>")
+        return "".join(body)
+
+    def _repr_html_(self) -> str:
+        return f"<style>{render.CSS}</style>{self._html_body()}"
+
+    def to_html(self, path: str | Path | None = None, *, plots: bool = True) -> str:
+        """A self-contained HTML page (plots embedded as base64 PNG).
+
+        Writes it to ``path`` when given; returns the HTML text.  ``plots=False``
+        (or matplotlib missing) leaves the plots out.
+        """
+        images: dict[str, str] = {}
+        if plots:
+            try:
+                figs = self.figures()
+            except ImportError:
+                figs = {}
+            images = {name: base64.b64encode(_png(fig)).decode("ascii") for name, fig in figs.items()}
+        title = html.escape(self._header_lines()[0])
+        page = (
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>{title}</title><style>{render.CSS}</style></head><body>"
+            f"{self._html_body(images=images)}</body></html>\n"
+        )
+        if path is not None:
+            Path(path).write_text(page, encoding="utf-8")
+        return page
+
+    def save_plots(self, directory: str | Path) -> list[Path]:
+        """Write every plot as ``<name>.png`` into ``directory``; returns the paths."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for name, fig in self.figures().items():
+            p = out / f"{name}.png"
+            p.write_bytes(_png(fig))
+            paths.append(p)
+        return paths
+
+    # -- export -----------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Summary and every table as lists of records (JSON-ready)."""
+        return {
+            "summary": _jsonable(self.summary),
+            "tables": {name: [_jsonable(r) for r in t.iter_rows(named=True)] for name, t in self.tables.items()},
+        }
+
+    def to_csv(self, path: str | Path | None = None) -> str:
+        """All metrics in long form (:meth:`metrics`) as CSV; written to ``path`` if given."""
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        cols = [*self.keys, "family", "metric", "value"]
+        writer.writerow(cols)
+        for rec in self._long_records():
+            writer.writerow(["" if rec.get(c) is None else rec.get(c) for c in cols])
+        text = buf.getvalue()
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """:meth:`to_dict` as JSON (NaN written as null); written to ``path`` if given."""
+        text = json.dumps(self.to_dict(), indent=2)
+        if path is not None:
+            Path(path).write_text(text + "\n", encoding="utf-8")
+        return text
+
+
+def _number(v: Any) -> Any:
+    """A metric value for the long table: Booleans as 0.0/1.0 so the column stays numeric."""
+    v = plain(v)
+    return float(v) if isinstance(v, bool) else v
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    v = plain(obj)
+    if isinstance(v, float) and math.isinf(v):
+        return None
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return str(v)
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    return buf.getvalue()

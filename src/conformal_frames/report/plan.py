@@ -1,0 +1,241 @@
+"""Which metrics apply to the columns given, and the query that evaluates them.
+
+The report is a consumer of the metrics: every number comes from a metric
+object evaluated by the engine (one query, one pass over the data).  With a
+column of nominal levels (``confidence_level="level"``) the level column is a
+group key and the per-group target of the under-coverage test and the Winkler
+score, so all levels share one query and one multiplicity correction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames import core
+from conformal_frames._params import check_probability
+from conformal_frames.calibration import brier, ece, ks_test, kuiper_test, reliability, spiegelhalter_test
+from conformal_frames.conditional import coverage_test
+from conformal_frames.intervals import coverage, hsic, ssc, ssc_score, width, winkler
+from conformal_frames.report.widths import collect
+from conformal_frames.sets import empty_rate, set_coverage, set_size, singleton_rate
+
+#: the alias of coverage_test's outputs, per family: they become the coverage columns
+COVERAGE_COLUMN = {"intervals": "coverage", "sets": "set_coverage"}
+CORRECTIONS = ("holm", "bh", "none")
+INVALID_POLICIES = ("raise", "drop", "null")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The columns (by role) and options of one report."""
+
+    y: str | None
+    lo: str | None
+    hi: str | None
+    score: str | None
+    score_y: str | None
+    sets: str | None
+    classes: list[Any] | None
+    by: list[str]
+    target: float | None
+    level_column: str | None
+    n_bins: int
+    ssc_n_bins: int
+    ci_level: float
+    significance: float
+    correction: str
+    n_calibration: int | None
+    hsic: bool
+    bounded_memory: bool
+    invalid: str | None
+    test_in_query: bool
+
+    @property
+    def keys(self) -> list[str]:
+        """Group columns of the tables: ``by`` plus the level column."""
+        return [*self.by, *([self.level_column] if self.level_column else [])]
+
+    @property
+    def confidence_level(self) -> float | str | None:
+        return self.level_column if self.level_column is not None else self.target
+
+    @property
+    def has_target(self) -> bool:
+        return self.confidence_level is not None
+
+    @property
+    def label(self) -> str | None:
+        """The 0/1 outcome of the scores."""
+        return self.score_y if self.score_y is not None else self.y
+
+    def columns(self) -> dict[str, str]:
+        """Role name to column, as given."""
+        roles = {
+            "y": self.y,
+            "lo": self.lo,
+            "hi": self.hi,
+            "score": self.score,
+            "score_y": self.score_y,
+            "sets": self.sets,
+            "confidence_level": self.level_column,
+        }
+        return {k: v for k, v in roles.items() if v is not None}
+
+    def families(self) -> dict[str, list[core.Metric]]:
+        """The metrics of each family that applies (the display order)."""
+        out: dict[str, list[core.Metric]] = {}
+        if self.y is not None and self.lo is not None and self.hi is not None:
+            out["intervals"] = self._intervals(self.y, self.lo, self.hi)
+        if self.sets is not None and self.y is not None:
+            out["sets"] = self._sets(self.y, self.sets)
+        if self.score is not None and self.label is not None:
+            label, score = self.label, self.score
+            out["calibration"] = [
+                ece(label, score, n_bins=self.n_bins),
+                brier(label, score),
+                ks_test(label, score),
+                kuiper_test(label, score),
+                spiegelhalter_test(label, score),
+            ]
+            out["reliability"] = [reliability(label, score, n_bins=self.n_bins, ci_level=self.ci_level)]
+        return out
+
+    def _coverage(self, family: str, y: str, **target: Any) -> core.Metric:
+        """coverage_test (with a target, when it runs in the query) or plain coverage."""
+        name = COVERAGE_COLUMN[family]
+        if self.has_target and self.test_in_query:
+            return coverage_test(
+                y,
+                **target,
+                confidence_level=self.confidence_level,  # type: ignore[arg-type]
+                ci_level=self.ci_level,
+                n_calibration=self.n_calibration,
+                significance=self.significance,
+                correction=self.correction,  # type: ignore[arg-type]
+            ).alias(name)
+        if family == "intervals":
+            return coverage(y, target["lo"], target["hi"], ci_level=self.ci_level)
+        return set_coverage(y, target["sets"], classes=target["classes"], ci_level=self.ci_level)
+
+    def _intervals(self, y: str, lo: str, hi: str) -> list[core.Metric]:
+        ms = [self._coverage("intervals", y, lo=lo, hi=hi), width(lo, hi)]
+        if self.has_target:
+            ms.append(winkler(y, lo, hi, confidence_level=self.confidence_level))  # type: ignore[arg-type]
+        if self.ssc_n_bins:
+            ms += [ssc_score(y, lo, hi, n_bins=self.ssc_n_bins), ssc(y, lo, hi, n_bins=self.ssc_n_bins)]
+        if self.hsic:
+            ms.append(hsic(y, lo, hi))
+        return ms
+
+    def _sets(self, y: str, sets: str) -> list[core.Metric]:
+        classes = self.classes
+        assert classes is not None  # filled from the data by the report when not given
+        return [
+            self._coverage("sets", y, sets=sets, classes=classes),
+            set_size(sets, classes=classes),
+            singleton_rate(sets, classes=classes),
+            empty_rate(sets, classes=classes),
+        ]
+
+
+# ---------------------------------------------------------------------------
+# argument checks
+# ---------------------------------------------------------------------------
+def keyword(role: str) -> str:
+    """How an argument is spelled in the Python API: ``hi=``."""
+    return f"{role}="
+
+
+def check_roles(
+    y: Any, lo: Any, hi: Any, score: Any, score_y: Any, sets: Any, spell: Callable[[str], str] = keyword
+) -> None:
+    """Each family gets all of its columns, or none (``spell`` names the arguments, e.g. CLI flags)."""
+    interval = {"y": y, "lo": lo, "hi": hi}
+    if (lo is not None or hi is not None) and None in interval.values():
+        missing = ", ".join(spell(k) for k, v in interval.items() if v is None)
+        msg = f"interval metrics need {spell('y')}, {spell('lo')} and {spell('hi')}; missing {missing}"
+        raise ValueError(msg)
+    if score is not None and y is None and score_y is None:
+        msg = (
+            f"calibration metrics need the 0/1 outcome: {spell('y')} (or {spell('score_y')} when "
+            f"{spell('y')} is an interval target) with {spell('score')}"
+        )
+        raise ValueError(msg)
+    if score_y is not None and score is None:
+        msg = f"{spell('score_y')} names the 0/1 outcome of {spell('score')}; give {spell('score')} too"
+        raise ValueError(msg)
+    if sets is not None and y is None:
+        msg = f"prediction-set metrics need {spell('y')} (the true label) with {spell('sets')}"
+        raise ValueError(msg)
+    if y is not None and lo is None and score is None and sets is None:
+        msg = (
+            f"{spell('y')} alone is not enough: give {spell('lo')} and {spell('hi')} (intervals), "
+            f"{spell('score')} (calibration) or {spell('sets')} (prediction sets)"
+        )
+        raise ValueError(msg)
+    if y is None and score is None:
+        msg = (
+            f"nothing to report: give {spell('y')}, {spell('lo')}, {spell('hi')} (intervals), "
+            f"{spell('y')} and {spell('score')} (calibration) or {spell('y')} and {spell('sets')} (prediction sets)"
+        )
+        raise ValueError(msg)
+
+
+def check_options(correction: Any, invalid: Any) -> None:
+    if correction not in CORRECTIONS:
+        msg = f"correction must be 'holm', 'bh' or 'none', got {correction!r}"
+        raise ValueError(msg)
+    if invalid is not None and invalid not in INVALID_POLICIES:
+        msg = f"invalid must be 'raise', 'drop' or 'null', got {invalid!r}"
+        raise ValueError(msg)
+
+
+def split_target(confidence_level: Any) -> tuple[float | None, str | None]:
+    """``confidence_level=`` as (a number, a column name): one of them or neither."""
+    if confidence_level is None:
+        return None, None
+    if isinstance(confidence_level, str):
+        return None, confidence_level
+    return check_probability(confidence_level, "confidence_level"), None
+
+
+def check_schema(schema: Any, names: dict[str, str | None], spell: Callable[[str], str] = keyword) -> None:
+    """Every named column exists (``names``: argument -> column; ``by[0]`` for the first ``by``)."""
+    available = ", ".join(repr(c) for c in schema)
+    for arg, col in names.items():
+        if col is not None and col not in schema:
+            msg = f"column {col!r} ({spell(arg)}) not found; available columns: {available}"
+            raise ValueError(msg)
+
+
+def level_values(frame: Any, level: str) -> list[float]:
+    """The distinct levels of the level column (each strictly between 0 and 1)."""
+    values = collect(frame.select(nw.col(level)).unique()).get_column(level).to_list()
+    bad = [
+        v for v in values if v is None or isinstance(v, bool) or not (isinstance(v, (int, float)) and 0 < float(v) < 1)
+    ]
+    if bad:
+        msg = (
+            f"confidence_level column {level!r} must hold confidence levels strictly between 0 and 1; found {bad[:5]!r}"
+        )
+        raise ValueError(msg)
+    return sorted(float(v) for v in values)
+
+
+def distinct_labels(frame: Any, y: str) -> list[Any]:
+    return sorted(collect(frame.select(nw.col(y)).unique().drop_nulls()).get_column(y).to_list())
+
+
+def as_frame(frame: Any) -> nw.DataFrame | nw.LazyFrame:
+    if isinstance(frame, (nw.DataFrame, nw.LazyFrame)):
+        return frame
+    core._to_lazy(frame)  # the core's clear TypeError for series and non-frames
+    return nw.from_native(frame)
+
+
+def names_of(by: str | Sequence[str] | None) -> list[str]:
+    return core._as_keys(by)

@@ -1,0 +1,112 @@
+"""From the engine's wide result to the report's tables and summary.
+
+Each family's table holds its metrics' output columns (found from the metric
+objects); per-bin metrics are reshaped by their own ``to_long``; the
+under-coverage test columns are coverage_test's own outputs (p-value, the
+adjusted p-value of the chosen correction, the flag) under the report's
+names ``pvalue``, ``pvalue_adjusted``, ``under_covered``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import narwhals.stable.v2 as nw
+import numpy as np
+
+from conformal_frames import core
+from conformal_frames.conditional import benjamini_hochberg, coverage_pvalues, holm
+from conformal_frames.report.plan import COVERAGE_COLUMN, Plan
+from conformal_frames.report.widths import collect, floats, widths_histogram, widths_query
+
+#: the engine's per-group counts of invalid rows, by policy
+INVALID_COUNTS = ("n_invalid", "n_dropped")
+_ADJUSTED = {"holm": "pvalue_holm", "bh": "pvalue_bh", "none": "pvalue"}
+_CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no correction"}
+
+
+def output_names(metric: core.Metric, schema: Any, keys: list[str]) -> list[str]:
+    """The output columns of ``metric`` in evaluate's wide result."""
+    q = core.Query(schema=schema, keys=keys)
+    return list(metric.outputs(metric.build(q)))
+
+
+def build_tables(wide: nw.DataFrame, plan: Plan, families: dict[str, list[core.Metric]], schema: Any) -> dict[str, Any]:
+    """Family tables (``intervals``, ``ssc``, ``sets``, ``calibration``, ``reliability``)."""
+    keys = plan.keys
+    common = ["n", *[c for c in INVALID_COUNTS if c in wide.columns]]
+    lazy_wide = wide.lazy()
+    tables: dict[str, nw.DataFrame] = {}
+    for name, metrics in families.items():
+        cols: list[str] = []
+        for m in metrics:
+            names = output_names(m, schema, keys)
+            if m.long:  # per-bin metrics: their own long table
+                long = nw.maybe_reset_index(m.to_long(lazy_wide.select(*keys, *names), keys).collect())
+                if name == "intervals":
+                    tables["ssc"] = long.rename({m.output_name: "coverage"})
+                else:
+                    tables[name] = long
+                continue
+            cols += names
+        if name in COVERAGE_COLUMN:
+            t = with_test(wide.select(*keys, *cols, *common), plan, COVERAGE_COLUMN[name])
+            tables = {name: t, **tables}
+        elif cols:
+            tables[name] = wide.select(*keys, *cols, *common)
+    order = ["intervals", "ssc", "sets", "calibration", "reliability"]
+    return {k: tables[k] for k in order if k in tables}
+
+
+def with_test(t: nw.DataFrame, plan: Plan, cov: str) -> nw.DataFrame:
+    """Target, ``pvalue``, ``pvalue_adjusted`` and the Boolean ``under_covered``."""
+    if not plan.has_target:
+        return t
+    if plan.level_column is not None:
+        t = t.with_columns(nw.col(plan.level_column).cast(nw.Float64).alias("target"))
+    else:
+        t = t.with_columns(nw.lit(plan.target, nw.Float64).alias("target"))
+    if not plan.test_in_query:
+        t = _test_from_counts(t, plan, cov)
+    adjusted = f"{cov}_{_ADJUSTED[plan.correction]}"
+    t = t.with_columns(
+        nw.col(f"{cov}_pvalue").alias("pvalue"),
+        nw.col(adjusted).alias("pvalue_adjusted"),
+        nw.col(f"{cov}_flag").cast(nw.Boolean).alias("under_covered"),
+    )
+    return t.drop(*[c for c in t.columns if c.startswith(f"{cov}_pvalue") or c == f"{cov}_flag"])
+
+
+def _test_from_counts(t: nw.DataFrame, plan: Plan, cov: str) -> nw.DataFrame:
+    """coverage_test's p-values and flag on the collected table (lazy non-polars input).
+
+    The covered count of a group is ``coverage * n`` (an integer up to
+    rounding); groups with a null coverage are not tested.
+    """
+    n = floats(t, "n")  # with invalid="drop", the valid rows only
+    k = np.round(floats(t, cov) * n)
+    p = coverage_pvalues(k, n, floats(t, "target"), plan.n_calibration)
+    p_holm, p_bh = holm(p), benjamini_hochberg(p)
+    chosen = {"holm": p_holm, "bh": p_bh, "none": p}[plan.correction]
+    flag = [None if np.isnan(a) else bool(a < plan.significance) for a in chosen]
+    ns = nw.get_native_namespace(t)
+    series = {"pvalue": p, "pvalue_holm": p_holm, "pvalue_bh": p_bh}
+    return t.with_columns(
+        *[nw.new_series(f"{cov}_{s}", v, nw.Float64, backend=ns).fill_nan(None) for s, v in series.items()],
+        nw.new_series(f"{cov}_flag", flag, nw.Boolean, backend=ns),
+    )
+
+
+def test_description(plan: Plan) -> str:
+    law = "exact Beta-binomial (split conformal)" if plan.n_calibration is not None else "exact binomial"
+    return (
+        f"one-sided {law} test of coverage >= target (conformal_frames.coverage_test), "
+        f"{_CORRECTION_NAMES[plan.correction]}, significance={plan.significance:g}"
+    )
+
+
+def widths_table(base: Any, plan: Plan) -> nw.DataFrame:
+    assert plan.lo is not None and plan.hi is not None
+    if plan.bounded_memory:
+        return widths_histogram(base, plan.lo, plan.hi, plan.keys)
+    return nw.maybe_reset_index(collect(widths_query(base, plan.lo, plan.hi, plan.keys)))
