@@ -24,10 +24,11 @@ def wilson_interval(successes: nw.Expr, n: nw.Expr, confidence: float) -> tuple[
     center = (successes + z2 / 2) / (n + z2)
     # clip: invalid rows (labels outside {0, 1}) can make k > n before they are reported
     half = z / (n + z2) * ((successes * (n - successes) / n).clip(lower_bound=0.0) + z2 / 4).sqrt()
-    estimate = ratio(successes, n)
-    low = nw.min_horizontal(center - half, estimate).clip(lower_bound=0.0, upper_bound=1.0)
-    high = nw.max_horizontal(center + half, estimate).clip(lower_bound=0.0, upper_bound=1.0)
-    return low, high
+    estimate = successes / n
+    raw_low, raw_high = center - half, center + half
+    low = nw.when(raw_low > estimate).then(estimate).otherwise(raw_low)
+    high = nw.when(raw_high < estimate).then(estimate).otherwise(raw_high)
+    return low.clip(lower_bound=0.0, upper_bound=1.0), high.clip(lower_bound=0.0, upper_bound=1.0)
 
 
 def ratio(num: nw.Expr, den: nw.Expr) -> nw.Expr:
