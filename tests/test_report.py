@@ -419,3 +419,29 @@ def test_many_segments_stay_readable() -> None:
     assert f"{groups - 50:,} more groups not shown" in page
     rep.max_rows = None
     assert len(str(rep).splitlines()) > 2 * groups
+
+
+def test_sets_and_calibration_in_one_report() -> None:
+    """sets= without classes (labels from the data); score= with its own 0/1 outcome score_y=."""
+    import polars as pl
+
+    df = pl.DataFrame(
+        {
+            "g": ["a", "a", "b", "b"],
+            "y": [0, 1, 2, 2],
+            "s": [[0], [0, 2], [2], [1]],
+            "p": [0.2, 0.7, 0.9, 0.4],
+            "event": [0, 1, 1, 0],
+        }
+    )
+    rep = report(df, y="y", sets="s", score="p", score_y="event", by="g", confidence_level=0.5)
+    assert list(rep.tables) == ["sets", "calibration", "reliability"]
+    sets = rep.frame("sets")
+    assert sets["set_coverage"].to_list() == [0.5, 0.5]
+    assert sets["set_size"].to_list() == [1.5, 1.0]
+    assert sets["under_covered"].to_list() == [False, False]
+    ref = cf.evaluate(df, cf.brier("event", "p"), by="g")
+    assert rep.frame("calibration")["brier"].to_list() == pytest.approx(ref["brier"].to_list(), rel=1e-12)
+    assert rep.columns == {"y": "y", "score": "p", "score_y": "event", "sets": "s"}
+    with pytest.raises(ValueError, match="score_y= names the 0/1 outcome of score=; give score= too"):
+        report(df, y="y", sets="s", score_y="event")

@@ -57,10 +57,6 @@ def _expected(d, idx, num_bins):
     ]
 
 
-def _list_unsupported(constructor, list_column):
-    return list_column and constructor.id == "pandas"
-
-
 @pytest.mark.parametrize(("seed", "num_bins"), [(0, None), (1, 2)])
 @pytest.mark.parametrize("list_column", [False, True], ids=["membership", "list"])
 @pytest.mark.parametrize("strings", [False, True], ids=["int", "str"])
@@ -68,10 +64,6 @@ def test_grouped_set_metrics_match_oracle(constructor, seed, list_column, string
     d = osets.random_sets(seed, strings=strings)
     frame = constructor(osets.frame_dict(d, list_column=list_column))
     metrics = _metrics(d, list_column, num_bins)
-    if _list_unsupported(constructor, list_column):
-        with pytest.raises(TypeError, match="pyarrow list dtype"):
-            cf.evaluate(frame, *metrics, by="g")
-        return
     out = to_pandas(cf.evaluate(frame, *metrics, by="g"))
     groups = group_dict(d["g"])
     assert list(out["g"]) == sorted(groups)
@@ -125,8 +117,6 @@ def _ref_frame(constructor, list_column):
 
 @pytest.mark.parametrize("list_column", [False, True], ids=["membership", "list"])
 def test_reference_ssc_example(constructor, list_column):
-    if _list_unsupported(constructor, list_column):
-        return
     sets = "s" if list_column else ["m0", "m1", "m2", "m3"]
     ns = cf.conformal(_ref_frame(constructor, list_column))
     out = to_pandas(ns.set_ssc("y", sets, classes=[0, 1, 2, 3], n_bins=2))
@@ -207,12 +197,15 @@ def test_wrong_set_column_types(constructor):
         )
 
 
-def test_pandas_object_lists_say_what_to_do():
+def test_pandas_object_lists_are_read_as_lists():
     import pandas as pd
 
-    frame = pd.DataFrame({"y": [0, 1], "s": [[0], [0, 1]]})
-    with pytest.raises(TypeError, match=r"pyarrow list dtype.*membership columns"):
-        frame.conformal.set_size("s", classes=[0, 1])
+    frame = pd.DataFrame({"y": [0, 1], "s": [[0], (0, 1)]})
+    before = frame.copy(deep=True)
+    assert frame.conformal.set_size("s", classes=[0, 1]) == 1.5
+    assert frame.conformal.set_coverage("y", "s", classes=[0, 1]) == 1.0
+    pd.testing.assert_frame_equal(frame, before)  # the caller's frame is untouched
+    assert frame["s"].dtype == object
 
 
 def test_missing_values_are_invalid(constructor):

@@ -335,6 +335,14 @@ def ece(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform")
         taking the extra rows); tied scores stay in one bin, so bins may be
         uneven or empty when scores are tied.
 
+    Returns
+    -------
+    ECE
+        A metric object.  ``df.conformal.ece(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``ece`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
+
     Examples
     --------
     >>> import pandas as pd
@@ -371,6 +379,26 @@ def mce(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform")
 
     The maximum is over the non-empty bins; bins as in :func:`ece`.
 
+    Parameters
+    ----------
+    y : str
+        Label column, values 0/1 (integer, float or boolean); other values are
+        an error, never remapped.
+    score : str
+        Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+    n_bins : int, default 10
+        Number of bins ``M``.
+    strategy : {"uniform", "quantile"}, default "uniform"
+        How the bins are cut; see :func:`ece`.
+
+    Returns
+    -------
+    MCE
+        A metric object.  ``df.conformal.mce(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``mce`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
+
     Examples
     --------
     >>> import pandas as pd
@@ -396,6 +424,22 @@ class Brier(Metric):
 
 def brier(y: str, score: str) -> Brier:
     """Brier score ``(1/n) sum_i (y_i - s_i)^2`` (lower is better).
+
+    Parameters
+    ----------
+    y : str
+        Label column, values 0/1 (integer, float or boolean); other values are
+        an error, never remapped.
+    score : str
+        Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+
+    Returns
+    -------
+    Brier
+        A metric object.  ``df.conformal.brier(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``brier`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
@@ -487,6 +531,27 @@ def reliability(
     ``frequency_ci_high``) and ``n`` (rows in the bin).  Empty bins are absent
     rows.  Inside ``evaluate`` the bins are wide columns
     ``reliability_bin0_mean_score``, ..., ``reliability_bin0_n``, ...
+
+    Parameters
+    ----------
+    y : str
+        Label column, values 0/1 (integer, float or boolean); other values are
+        an error, never remapped.
+    score : str
+        Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+    n_bins : int, default 10
+        Number of bins ``M``.
+    strategy : {"uniform", "quantile"}, default "uniform"
+        How the bins are cut; see :func:`ece`.
+    ci_level : float, default 0.95
+        Confidence level of the Wilson interval of each bin's frequency.
+
+    Returns
+    -------
+    Reliability
+        A metric object.  ``df.conformal.reliability(...)`` returns the long
+        table described above, a frame of the caller's type (lazy in, lazy
+        out); inside :func:`~conformal_frames.evaluate` the wide columns.
 
     Examples
     --------
@@ -586,6 +651,14 @@ def top_label_ece(
     weighted : bool, default False
         Weight each label's ECE by its number of rows.
 
+    Returns
+    -------
+    TopLabelECE
+        A metric object.  ``df.conformal.top_label_ece(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``top_label_ece`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
+
     Examples
     --------
     >>> import pandas as pd
@@ -643,6 +716,27 @@ def classwise_ece(
     ``(1/K) sum_k ECE(1[y = c_k], p_k)`` with bins as in :func:`ece` built on
     each probability column separately (Kull et al. 2019).  Arguments as in
     :func:`top_label_ece`.
+
+    Parameters
+    ----------
+    y : str
+        Label column; every value must be one of ``classes``.
+    probs : list of str
+        One probability column per class, each within ``[0, 1]``.
+    classes : list of int or str, optional
+        The labels of the probability columns, in order; default ``0, ..., K-1``.
+    n_bins : int, default 10
+        Number of bins ``M``.
+    strategy : {"uniform", "quantile"}, default "uniform"
+        How the bins are cut; see :func:`ece`.
+
+    Returns
+    -------
+    ClasswiseECE
+        A metric object.  ``df.conformal.classwise_ece(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``classwise_ece`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
@@ -757,6 +851,22 @@ def ks_test(y: str, score: str) -> KSTest:
     :class:`~conformal_frames.results.KSTestResult`; grouped or in ``evaluate``
     the columns are ``ks_test``, ``ks_test_pvalue`` and ``n``.
 
+    Parameters
+    ----------
+    y : str
+        Label column, values 0/1 (integer, float or boolean); other values are
+        an error, never remapped.
+    score : str
+        Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+
+    Returns
+    -------
+    KSTest
+        A metric object.  ``df.conformal.ks_test(...)`` returns a
+        :class:`~conformal_frames.results.KSTestResult` on an eager frame without
+        ``by=``, otherwise a frame of the caller's type with the columns
+        ``ks_test``, ``ks_test_pvalue``, ... and ``n``.
+
     Examples
     --------
     >>> import pandas as pd
@@ -797,6 +907,22 @@ def kuiper_test(y: str, score: str) -> KuiperTest:
     the baseline omits it, which can make its Kuiper statistic smaller than
     KS).  p-value ``P(range of B on [0,1] > H)`` (:func:`brownian_range_sf`).
     ``sigma = 0`` as in :func:`ks_test`.
+
+    Parameters
+    ----------
+    y : str
+        Label column, values 0/1 (integer, float or boolean); other values are
+        an error, never remapped.
+    score : str
+        Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+
+    Returns
+    -------
+    KuiperTest
+        A metric object.  ``df.conformal.kuiper_test(...)`` returns a
+        :class:`~conformal_frames.results.KuiperTestResult` on an eager frame without
+        ``by=``, otherwise a frame of the caller's type with the columns
+        ``kuiper_test``, ``kuiper_test_pvalue``, ... and ``n``.
 
     Examples
     --------
@@ -854,6 +980,22 @@ def spiegelhalter_test(y: str, score: str) -> SpiegelhalterTest:
     is 0 (every score is 0, 1/2 or 1) ``Z`` is null if the numerator is 0
     and ``+inf`` (p-values 0) otherwise.
 
+    Parameters
+    ----------
+    y : str
+        Label column, values 0/1 (integer, float or boolean); other values are
+        an error, never remapped.
+    score : str
+        Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+
+    Returns
+    -------
+    SpiegelhalterTest
+        A metric object.  ``df.conformal.spiegelhalter_test(...)`` returns a
+        :class:`~conformal_frames.results.SpiegelhalterTestResult` on an eager frame without
+        ``by=``, otherwise a frame of the caller's type with the columns
+        ``spiegelhalter_test``, ``spiegelhalter_test_pvalue``, ... and ``n``.
+
     Examples
     --------
     >>> import numpy as np
@@ -890,6 +1032,24 @@ def cumulative_differences(frame: Any, y: str, score: str, *, by: str | Sequence
     keys and score.  Input validation as for the tests: on eager input an
     error; on lazy input the groups with invalid rows get null
     ``cumulative_difference``.
+
+    Parameters
+    ----------
+    frame
+        Any frame narwhals supports (eager or lazy).
+    y : str
+        Label column, values 0/1 (integer, float or boolean); other values are
+        an error, never remapped.
+    score : str
+        Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+    by : str or list of str, optional
+        Group columns.
+
+    Returns
+    -------
+    frame
+        A frame of the caller's type: the group keys, the score column
+        (distinct values, ascending), ``n`` and ``cumulative_difference``.
 
     Examples
     --------

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import threading
 import time
@@ -312,7 +313,8 @@ def _evaluate(args: argparse.Namespace, lf: Any, fmt: str, by: list[str], bounde
             max_segments=args.max_segments,
         )
     except (ValueError, TypeError) as exc:
-        code = EXIT_INVALID_ROWS if args.invalid == "raise" and "row" in str(exc) else EXIT_USAGE
+        rows = args.invalid == "raise" and re.search(r" in \d[\d,]* rows?\b", str(exc)) is not None
+        code = EXIT_INVALID_ROWS if rows else EXIT_USAGE  # "... in 3 rows": the data, not the options
         _fail(_one_line(exc) + _text_columns_hint(nw.from_native(lf).collect_schema(), args, fmt), code)
     except Exception as exc:
         if type(exc).__module__.startswith("polars"):  # e.g. a malformed row deep in a CSV
@@ -349,9 +351,8 @@ def _verdict(rep: Any, args: argparse.Namespace) -> int:
         print(f"conformal-frames: error: {plural(bad, 'row')} with invalid values ({causes}){where}", file=sys.stderr)
         return EXIT_INVALID_ROWS
     if s.get("dropped_rows"):
-        print(
-            f"conformal-frames: note: {plural(s['dropped_rows'], 'row')} with invalid values dropped", file=sys.stderr
-        )
+        note = f"conformal-frames: note: {plural(s['dropped_rows'], 'row')} with invalid values dropped ({causes})"
+        print(note, file=sys.stderr)
     return EXIT_OK
 
 

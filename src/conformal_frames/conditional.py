@@ -36,7 +36,7 @@ from conformal_frames._renames import renamed
 from conformal_frames.core import Metric, Query
 from conformal_frames.intervals import covered_row
 from conformal_frames.results import CoverageTestResult
-from conformal_frames.sets import Label, SetSpec, set_covered_row, set_spec
+from conformal_frames.sets import Label, SetSpec, arrow_lists, set_covered_row, set_spec
 from conformal_frames.stats import ratio, wilson_interval
 
 __all__ = ["coverage_gap", "coverage_test", "worst_slab_coverage"]
@@ -62,6 +62,16 @@ class Target:
         return covered_row(q, self.y, self.lo, self.hi)
 
 
+class TargetMetric(Metric):
+    """A metric of the covered indicator: a pandas list column of dtype object is converted first."""
+
+    target: Target
+
+    def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
+        sets = self.target.sets
+        return arrow_lists(frame, [sets.sets]) if sets is not None and isinstance(sets.sets, str) else frame
+
+
 def _target(y: str, lo: str | None, hi: str | None, sets: Any, classes: Any) -> Target:
     if not isinstance(y, str):
         msg = f"y must be a column name, got {y!r}"
@@ -71,7 +81,8 @@ def _target(y: str, lo: str | None, hi: str | None, sets: Any, classes: Any) -> 
         msg = "pass either lo= and hi= (intervals) or sets= (prediction sets), not both"
         raise ValueError(msg)
     if sets is not None:
-        return Target(y=y, sets=set_spec(sets, classes))
+        reason = "coverage is compared row by row with the label of each set element"
+        return Target(y=y, sets=set_spec(sets, classes, need_classes=reason))
     if lo is None or hi is None:
         msg = "pass lo= and hi= (prediction intervals) or sets= and classes= (prediction sets)"
         raise ValueError(msg)
@@ -188,7 +199,7 @@ def _gap_table(covered: str, gcols: list[str], labels: list[str], target: float 
 
 
 @dataclass(frozen=True, kw_only=True)
-class CoverageGap(Metric):
+class CoverageGap(TargetMetric):
     target: Target
     groups: tuple[str, ...]
     confidence_level: float | str
@@ -258,6 +269,14 @@ def coverage_gap(
         column holding it (levels stacked in long format, ``by="level"``).
     weighted : bool, default False
         Weight each group's deviation by its size.
+
+    Returns
+    -------
+    CoverageGap
+        A metric object.  ``df.conformal.coverage_gap(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``coverage_gap`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
@@ -356,7 +375,7 @@ def _inference_step(k: str, n: str, level: str | None, checks: list[str], output
 
 
 @dataclass(frozen=True, kw_only=True)
-class CoverageTest(Metric):
+class CoverageTest(TargetMetric):
     target: Target
     confidence_level: float | str
     ci_level: float = 0.95
@@ -452,6 +471,37 @@ def coverage_test(
     on polars LazyFrames, eager-only on other lazy backends (collect first).
     An ungrouped eager call returns a test result: ``.statistic`` (coverage)
     and ``.pvalue``.
+
+    Parameters
+    ----------
+    y, lo, hi : str
+        Observed value and interval bounds (prediction intervals).
+    sets : str or list of str, optional
+        Prediction sets instead of intervals (with ``y`` the true label).
+    classes : list of int or str, optional
+        The labels of the sets (required with ``sets=``).
+    confidence_level : float or str
+        The target coverage ``t`` tested, in (0, 1); or the
+        name of a ``by=`` column holding each group's level.
+    ci_level : float, default 0.95
+        Confidence level of the interval of each group's coverage.
+    method : {"wilson", "clopper-pearson"}, default "wilson"
+        The confidence interval.
+    n_calibration : int, optional
+        Number of calibration points of a split-conformal predictor: the
+        null law becomes the exact Beta-binomial one.
+    significance : float, default 0.05
+        Size of the test: a group is flagged when its adjusted p-value is below it.
+    correction : {"holm", "bh", "none"}, default "holm"
+        The multiplicity adjustment across the groups of the result.
+
+    Returns
+    -------
+    CoverageTest
+        A metric object.  ``df.conformal.coverage_test(...)`` returns a
+        :class:`~conformal_frames.results.CoverageTestResult` on an eager frame without
+        ``by=``, otherwise a frame of the caller's type with the columns
+        ``coverage_test``, ``coverage_test_pvalue``, ... and ``n``.
 
     Examples
     --------
@@ -591,7 +641,7 @@ def _slab_groups(n_features: int, delta: float, n_directions: int, seed: int, ch
 
 
 @dataclass(frozen=True, kw_only=True)
-class WorstSlab(Metric):
+class WorstSlab(TargetMetric):
     target: Target
     features: tuple[str, ...]
     delta: float = 0.1
@@ -637,6 +687,31 @@ def worst_slab_coverage(
     O(n) vectorised scans; see :func:`min_slab_mean`), O(n) memory per
     direction, never a loop over all ``(a, b)`` pairs.  Needs all rows of a
     group: lazy on polars LazyFrames, eager-only on other lazy backends.
+
+    Parameters
+    ----------
+    y, lo, hi : str
+        Observed value and interval bounds (prediction intervals).
+    sets : str or list of str, optional
+        Prediction sets instead of intervals (with ``y`` the true label).
+    classes : list of int or str, optional
+        The labels of the sets (required with ``sets=``).
+    features : str or list of str
+        Numeric feature columns spanning the space of slabs.
+    delta : float, default 0.1
+        Smallest fraction of the group's rows a slab must hold, in (0, 1].
+    n_directions : int, default 1000
+        Number of random directions ``M``.
+    seed : int, default 0
+        Seed of the random directions.
+
+    Returns
+    -------
+    WorstSlab
+        A metric object.  ``df.conformal.worst_slab_coverage(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``worst_slab_coverage`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------

@@ -243,6 +243,14 @@ class Metric:
         """Reshape evaluate's wide output to this metric's long output."""
         return frame
 
+    def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
+        """The input frame as this metric reads it (default: unchanged).
+
+        E.g. set metrics turn a pandas column of Python lists into an Arrow
+        list column.  Must return a new frame, never modify the caller's.
+        """
+        return frame
+
     def test_result(self, row: Mapping[str, Any]) -> TestResult:
         """A test's result object from its output row ``{column: value}``."""
         return self.result.from_row(row, self.output_name)
@@ -523,6 +531,8 @@ def compute(
     """Narwhals-level evaluation: a narwhals DataFrame (eager) or LazyFrame."""
     lf, eager = _to_lazy(frame)
     keys = _as_keys(by)
+    for m in metrics:
+        lf = m.prepare(lf) if isinstance(m, Metric) else lf
     try:
         table, q, names = compile_query(lf, metrics, keys, eager=eager)
         return _finish(table, q, names, keys, eager, _backend(lf))

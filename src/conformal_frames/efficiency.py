@@ -39,6 +39,7 @@ import functools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import narwhals.stable.v2 as nw
 
@@ -87,7 +88,7 @@ class Efficiency(Metric):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         p = pvalue_exprs(q, self.pvalues)
         level = level_row(q, self.confidence_level)
-        key = (self.pvalues, self.confidence_level)
+        key: tuple[Any, ...] = (self.pvalues, self.confidence_level)
         largest = max_of(*p)
         n_largest = _total([(pk == largest).cast(nw.Float64) for pk in p])
         below = max_of(*[nw.when(pk < largest).then(pk).otherwise(nw.lit(-1.0)) for pk in p])
@@ -96,7 +97,7 @@ class Efficiency(Metric):
             eps = complement(float(self.confidence_level))
             member = [(pk > eps).cast(nw.Float64) for pk in p]
         else:  # p > 1 - t as p + t > 1: exact for decimal levels and p-values such as 0.1 + 0.9
-            t = nw.col(self.confidence_level).cast(nw.Float64)  # the by= key level_row checked
+            t = nw.col(str(self.confidence_level)).cast(nw.Float64)  # the by= key level_row checked
             member = [(pk + t > 1.0).cast(nw.Float64) for pk in p]
         size = _total(member)
         rows = {

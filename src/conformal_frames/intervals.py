@@ -127,6 +127,19 @@ def width(lo: str, hi: str) -> Width:
     Rows with ``lo > hi`` are invalid (the numpy baseline takes ``|hi - lo|``
     and so silently accepts crossed bounds).
 
+    Parameters
+    ----------
+    lo, hi : str
+        Columns of the interval's lower and upper bound.
+
+    Returns
+    -------
+    Width
+        A metric object.  ``df.conformal.width(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``width`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
+
     Examples
     --------
     >>> import polars as pl
@@ -264,6 +277,21 @@ def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSC:
     the coverage column and ``n`` (rows in the bin).  Inside ``evaluate`` the
     bins are wide columns ``ssc_bin0``, ``ssc_bin0_n``, ...
 
+    Parameters
+    ----------
+    y, lo, hi : str
+        Columns of the observed value and of the interval's lower / upper
+        bound (numeric; rows with ``lo > hi`` are invalid).
+    n_bins : int, default 3
+        Number of equal-count width bins.
+
+    Returns
+    -------
+    SSC
+        A metric object.  ``df.conformal.ssc(...)`` returns the long
+        table described above, a frame of the caller's type (lazy in, lazy
+        out); inside :func:`~conformal_frames.evaluate` the wide columns.
+
     Examples
     --------
     >>> import polars as pl
@@ -308,6 +336,22 @@ def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSCScore:
 
     See :func:`ssc` for the bins.
 
+    Parameters
+    ----------
+    y, lo, hi : str
+        Columns of the observed value and of the interval's lower / upper
+        bound (numeric; rows with ``lo > hi`` are invalid).
+    n_bins : int, default 3
+        Number of equal-count width bins.
+
+    Returns
+    -------
+    SSCScore
+        A metric object.  ``df.conformal.ssc_score(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``ssc_score`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
+
     Examples
     --------
     >>> import pandas as pd
@@ -336,7 +380,7 @@ class Winkler(Metric):
         miss = (lo_e - y_e).clip(lower_bound=0.0) + (y_e - hi_e).clip(lower_bound=0.0)
         # a level column (a by= key, checked by level_row) enters the same arithmetic per row
         level = self.confidence_level
-        alpha = 1.0 - nw.col(level).cast(nw.Float64) if level_row(q, level) else 1.0 - float(level)
+        alpha = 1.0 - nw.col(str(level)).cast(nw.Float64) if level_row(q, level) else 1.0 - float(level)
         score = q.row(("winkler", self.y, self.lo, self.hi, level), (hi_e - lo_e) + (2.0 / alpha) * miss)
         return {"": ratio(q.sum(score), q.n)}
 
@@ -346,6 +390,23 @@ def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str) -> Winkl
 
     ``(1/n) sum_i [w_i + (2/alpha) ((lo_i - y_i)^+ + (y_i - hi_i)^+)]`` with
     ``alpha = 1 - confidence_level``.
+
+    Parameters
+    ----------
+    y, lo, hi : str
+        Columns of the observed value and of the interval's lower / upper
+        bound (numeric; rows with ``lo > hi`` are invalid).
+    confidence_level : float or str
+        The nominal coverage ``1 - alpha`` of the intervals, in (0, 1); or the
+        name of a ``by=`` column holding each group's level.
+
+    Returns
+    -------
+    Winkler
+        A metric object.  ``df.conformal.winkler(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``winkler`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
@@ -390,6 +451,25 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str) 
 
     ``(1 - mean(w) / (max(y) - min(y))) * exp(-eta * (coverage - confidence_level)^2)``.
     Null when all ``y`` of the group are equal (no reference range).
+
+    Parameters
+    ----------
+    y, lo, hi : str
+        Columns of the observed value and of the interval's lower / upper
+        bound (numeric; rows with ``lo > hi`` are invalid).
+    eta : float
+        Penalty weight of the coverage deviation (finite).
+    confidence_level : float or str
+        The nominal coverage ``1 - alpha`` of the intervals, in (0, 1); or the
+        name of a ``by=`` column holding each group's level.
+
+    Returns
+    -------
+    CWC
+        A metric object.  ``df.conformal.cwc(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``cwc`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
@@ -460,6 +540,22 @@ def hsic(y: str, lo: str, hi: str, *, kernel_sizes: tuple[float, float] = (1.0, 
     HSIC needs all rows of a group at once: it collects the width and
     coverage columns per group.  On polars LazyFrames it stays lazy
     (``map_batches``); other lazy backends raise and ask to collect first.
+
+    Parameters
+    ----------
+    y, lo, hi : str
+        Columns of the observed value and of the interval's lower / upper
+        bound (numeric; rows with ``lo > hi`` are invalid).
+    kernel_sizes : tuple of float, default (1.0, 1.0)
+        Bandwidths ``(k0, k1)`` of the Gaussian kernels on width and coverage.
+
+    Returns
+    -------
+    HSIC
+        A metric object.  ``df.conformal.hsic(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``hsic`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------

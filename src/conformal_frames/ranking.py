@@ -1,7 +1,7 @@
 """Ranking metrics of uncertainty: AUROC, AUARC, excess risk of the target coverage.
 
-A *correctness* column (0/1 or boolean: was the prediction correct / covered)
-and a *confidence* column (any finite number; higher means more confident,
+A *correctness* column ``y`` (0/1 or boolean: was the prediction correct /
+covered) and a *confidence* column ``score`` (any finite number; higher means more confident,
 e.g. the top softmax probability, or ``1 / width`` of an interval) per row;
 a group of ``n`` rows.
 
@@ -36,7 +36,7 @@ import numpy as np
 from conformal_frames._params import check_level, level_row
 from conformal_frames._renames import renamed
 from conformal_frames.calibration import binary_row
-from conformal_frames.conditional import Target, _target
+from conformal_frames.conditional import Target, TargetMetric, _target
 from conformal_frames.core import Metric, Query, _to_lazy, evaluate_one
 from conformal_frames.sets import Label
 from conformal_frames.stats import ratio
@@ -89,7 +89,7 @@ class AUROC(Metric):
 
 @renamed(correct="y", confidence="score")
 def auroc(y: str, score: str) -> AUROC:
-    """Area under the ROC curve of ``confidence`` for predicting ``correct``.
+    """Area under the ROC curve of the confidence ``score`` for predicting ``y`` (correct).
 
     The Mann-Whitney form: with ``n1`` correct and ``n0`` incorrect rows in
     the group and ``R1`` the sum of the mid-ranks (ties get the average rank)
@@ -99,7 +99,7 @@ def auroc(y: str, score: str) -> AUROC:
 
     the probability that a random correct row is more confident than a random
     incorrect one, ties counting one half.  Equal to
-    ``sklearn.metrics.roc_auc_score(correct, confidence)`` and to the numpy
+    ``sklearn.metrics.roc_auc_score(y, score)`` and to the numpy
     baseline's ``auroc`` up to the last bit (the sum of mid-ranks is exact:
     this is the correctly rounded ``U / (n1 n0)``; scikit-learn integrates the
     ROC curve with the trapezoid rule).  **Null** when the group has only correct or only
@@ -200,6 +200,14 @@ def auarc(y: str, score: str) -> AUARC:
         Column of 0/1 (or boolean) correctness indicators.
     score : str
         Column of confidences (any finite numbers; higher = more confident).
+
+    Returns
+    -------
+    AUARC
+        A metric object.  ``df.conformal.auarc(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``auarc`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
@@ -403,7 +411,7 @@ def excess_risk_target_coverage(
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class ExcessRisk(Metric):
+class ExcessRisk(TargetMetric):
     """ERT per group: a per-group numpy step of the core (all rows of a group)."""
 
     target: Target

@@ -2,21 +2,28 @@
 
 A prediction set is given either as
 
-- a **list column** of labels (``sets="s"``, e.g. ``[0, 2]`` or ``["cat"]``),
-  with ``classes=`` the possible labels; or
+- a **list column** of labels (``sets="s"``, e.g. ``[0, 2]`` or ``["cat"]``);
+  ``classes=`` (the possible labels) is optional; or
 - one **boolean membership column** per class (``sets=["p0", "p1", "p2"]``)
-  with ``classes=`` giving each column's label, in the same order.
+  with ``classes=`` giving each column's label, in the same order (required).
 
-``classes`` is required in both cases: it is what lets us check that every
-label (true labels and set members) is a known class, and it fixes the
-possible set sizes ``0..K`` used by :func:`set_ssc`.  Labels are integers or
-strings (all of one kind).  Membership of the true label is computed row by
-row as ``sum_k 1[y == c_k] * 1[c_k in C]``: no list explode, no Python loop
-over rows.
+With ``classes=``, every label (true labels and set members) is checked to be
+a known class, and the possible set sizes ``0..K`` are known (:func:`set_ssc`
+needs them).  Membership of the true label is then computed row by row as
+``sum_k 1[y == c_k] * 1[c_k in C]``: no list explode, no Python loop over rows.
+
+Without ``classes=`` (list columns only: :func:`set_coverage`,
+:func:`set_size`, :func:`singleton_rate`, :func:`empty_rate`), the labels come
+from the data: a sub-query explodes the lists once and counts, per group, the
+rows whose set holds the true label and the distinct labels of each set.  A
+list is read as a set: a repeated label counts once and a missing (null)
+element is no label.  A pandas column of Python lists (dtype ``object``:
+lists, tuples, sets or numpy arrays) is converted to an Arrow list column
+internally (the caller's frame is not modified).
 
 Invalid rows (an error on eager input; null metrics and ``n_invalid`` on lazy
-input): a missing true label or set, a true label not among ``classes``, and
-a list whose elements are not distinct members of ``classes``.
+input): a missing true label or set; with ``classes=``, a true label not among
+``classes`` and a list whose elements are not distinct members of ``classes``.
 """
 
 from __future__ import annotations
@@ -83,7 +90,8 @@ class SetSpec:
     """A prediction-set representation: a list column or membership columns."""
 
     sets: str | tuple[str, ...]
-    classes: tuple[Label, ...]
+    #: ``None``: a list column whose labels come from the data
+    classes: tuple[Label, ...] | None
 
     @property
     def is_list(self) -> bool:
@@ -91,11 +99,21 @@ class SetSpec:
 
     @property
     def k(self) -> int:
+        assert self.classes is not None
         return len(self.classes)
 
 
-def set_spec(sets: Any, classes: Any) -> SetSpec:
-    """Validate ``sets`` / ``classes`` of a set metric factory."""
+def set_spec(sets: Any, classes: Any, *, need_classes: str | None = None) -> SetSpec:
+    """Validate ``sets`` / ``classes`` of a set metric factory.
+
+    ``classes`` may be ``None`` with a list column, unless ``need_classes``
+    (the reason, for the error message) says the metric needs them.
+    """
+    if classes is None and isinstance(sets, str):
+        if need_classes is not None:
+            msg = f"classes= is required with the list column {sets!r}: {need_classes}"
+            raise ValueError(msg)
+        return SetSpec(sets, None)
     labels = check_classes(classes)
     if isinstance(sets, str):
         return SetSpec(sets, labels)
@@ -133,19 +151,15 @@ def _total(exprs: list[nw.Expr]) -> nw.Expr:
 
 def membership_exprs(q: Query, spec: SetSpec) -> list[nw.Expr]:
     """Float64 0/1 expression per class: is class ``k`` in the row's set."""
+    assert spec.classes is not None
     if spec.is_list:
         name = spec.sets
         assert isinstance(name, str)
         col = q.column(name)
         dtype = q.schema[name]
         if not isinstance(dtype, nw.List):
-            hint = (
-                " (a pandas column of Python lists has dtype object: convert it to a pyarrow list dtype, e.g. pd.ArrowDtype(pa.list_(pa.int64())), or use boolean membership columns)"
-                if dtype == nw.Object
-                else ""
-            )
             msg = (
-                f"set column {name!r} must be a list column of labels, found dtype {dtype}{hint}; "
+                f"set column {name!r} must be a list column of labels, found dtype {dtype}; "
                 "alternatively pass one boolean membership column per class with classes="
             )
             raise TypeError(msg)
@@ -209,6 +223,7 @@ def size_row(q: Query, spec: SetSpec) -> str:
 def set_covered_row(q: Query, y: str, spec: SetSpec) -> str:
     """Row column: 1.0 where the true label is in the set, else 0.0."""
     mem = membership_exprs(q, spec)
+    assert spec.classes is not None
     eq = label_exprs(q, y, spec.classes)
     return q.row(("set_covered", y, _key(spec)), _total([e * m for e, m in zip(eq, mem)]))
 
@@ -219,23 +234,187 @@ def _size_indicator(q: Query, spec: SetSpec, lo: int, hi: int) -> str:
 
 
 # ---------------------------------------------------------------------------
+# pandas columns of Python lists (dtype object)
+# ---------------------------------------------------------------------------
+def _as_list(value: Any) -> list[Any] | bool | None:
+    """The labels of one object cell; ``None`` if missing; ``False`` if not a list."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    try:
+        import pandas as pd
+
+        if value is pd.NA:
+            return None
+    except ImportError:  # pragma: no cover
+        pass
+    return False
+
+
+def _arrow_list(values: list[Any], name: str) -> Any:
+    import pyarrow as pa
+
+    cells = [_as_list(v) for v in values]
+    bad = [i for i, c in enumerate(cells) if c is False]
+    if bad:
+        example = values[bad[0]]
+        rows = f"{len(bad)} row{'s' if len(bad) != 1 else ''}"
+        msg = (
+            f"set column {name!r} (dtype object) holds values that are not lists of labels in {rows}, "
+            f"e.g. {example!r} ({type(example).__name__}); expected lists, tuples, sets or numpy arrays"
+        )
+        raise TypeError(msg)
+    try:
+        arr = pa.array(cells)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        msg = f"set column {name!r} mixes label types ({exc}); use labels of one kind (all integers or all strings)"
+        raise TypeError(msg) from exc
+    if pa.types.is_null(arr.type):
+        arr = pa.array(cells, type=pa.list_(pa.null()))
+    return arr
+
+
+def arrow_lists(frame: nw.LazyFrame, names: Sequence[str]) -> nw.LazyFrame:
+    """Pandas ``object`` columns of Python lists (``names``) as Arrow list columns.
+
+    Tuples, sets and numpy arrays are lists too; missing cells stay missing.
+    Returns a new frame (the caller's frame is not modified); other backends
+    and other dtypes pass through.
+    """
+    if not frame.implementation.is_pandas_like():
+        return frame
+    schema = frame.collect_schema()
+    todo = [n for n in names if n in schema and schema[n] == nw.Object]
+    if not todo:
+        return frame
+    import pandas as pd
+
+    native = frame.to_native()
+    new = {
+        n: pd.Series(pd.arrays.ArrowExtensionArray(_arrow_list(native[n].tolist(), n)), index=native.index)
+        for n in todo
+    }
+    return nw.from_native(native.assign(**new)).lazy()
+
+
+# ---------------------------------------------------------------------------
+# list columns without classes: labels from the data (one explode sub-query)
+# ---------------------------------------------------------------------------
+def _list_column(q: Query, name: str) -> nw.Expr:
+    """The list column ``name``, checked to be a list column."""
+    col = q.column(name)
+    dtype = q.schema[name]
+    if not isinstance(dtype, nw.List):
+        msg = (
+            f"set column {name!r} must be a list column of labels, found dtype {dtype}; "
+            "alternatively pass one boolean membership column per class with classes="
+        )
+        raise TypeError(msg)
+    q.check(f"set column {name!r} has missing values", col.is_null())
+    return col
+
+
+def _same_kind(label: Any, inner: Any) -> bool:
+    if inner == nw.Unknown:  # e.g. every list empty
+        return True
+    strings = (nw.String, nw.Categorical, nw.Enum)
+    return any(label == t for t in strings) == any(inner == t for t in strings) and (
+        label.is_numeric() == inner.is_numeric()
+    )
+
+
+def _data_label_row(q: Query, y: str, inner: Any) -> str:
+    """Row column of the true label, compared with the list elements."""
+    col = nw.col(y) if y in q.keys else q.column(y)
+    dtype = q.schema[y]
+    if not _same_kind(dtype, inner):
+        msg = f"label column {y!r} has dtype {dtype} but the sets hold {inner} labels"
+        raise TypeError(msg)
+    missing = col.is_null() | col.is_nan() if dtype.is_float() else col.is_null()
+    q.check(f"label column {y!r} has missing values", missing)
+    if dtype == nw.Categorical or dtype == nw.Enum:
+        col = col.cast(nw.String)
+    return q.row(("set_label", y), col)
+
+
+def _explode_table(lst: str, order: str, label: str | None, prefix: str) -> Any:
+    """Per group: rows whose set holds the label, distinct labels, singletons, non-empty sets.
+
+    Each row gets an id (unique; its order does not matter), the lists are
+    exploded once, null elements dropped, and the elements counted per row,
+    then per group.  Rows with an empty set have no element and only count in
+    the main aggregation's ``n``.
+    """
+
+    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        e, o, y, rid, hit, d, one, ne = (f"{prefix}{x}" for x in ("e", "o", "y", "rid", "hit", "d", "one", "ne"))
+        cols: list[nw.Expr | str] = [*keys, nw.col(lst).alias(e), nw.col(order).alias(o)]
+        cols += [nw.col(label).alias(y)] if label else []
+        r = rows.select(*cols).with_row_index(rid, order_by=[o]).explode(e).filter(~nw.col(e).is_null())
+        aggs = [nw.col(e).n_unique().alias(d)]
+        if label:
+            r = r.with_columns((nw.col(e) == nw.col(y)).cast(nw.Float64).fill_null(0.0).alias(hit))
+            aggs.append(nw.col(hit).max().alias(hit))
+        per = r.group_by(*keys, rid).agg(*aggs)
+        per = per.with_columns(nw.col(d).cast(nw.Float64), (nw.col(d) == 1).cast(nw.Float64).alias(one))
+        sums = [nw.col(d).sum(), nw.col(one).sum(), nw.len().alias(ne), *([nw.col(hit).sum()] if label else [])]
+        out = per.group_by(*keys).agg(*sums) if keys else per.select(*sums)
+        return out.with_columns(nw.col(ne).cast(nw.Float64))
+
+    return build
+
+
+def data_label_counts(q: Query, spec: SetSpec, y: str | None) -> dict[str, nw.Expr]:
+    """Per-group sums of a list column without classes: ``hits`` (with ``y``),
+    ``size`` (distinct labels), ``singletons`` and ``nonempty`` rows."""
+    assert isinstance(spec.sets, str)
+    col = _list_column(q, spec.sets)
+    lst = q.row(("set_list", spec.sets), col)
+    order = q.row(("set_len", spec.sets), col.list.len().cast(nw.Float64))
+    label = _data_label_row(q, y, q.schema[spec.sets].inner) if y is not None else None
+    prefix = f"__cf_setx_{lst}_{label}_"
+    q.table(("set_explode", lst, label), _explode_table(lst, order, label, prefix), [])
+    names = {"size": "d", "singletons": "one", "nonempty": "ne", **({"hits": "hit"} if label else {})}
+    return {k: nw.col(f"{prefix}{v}").fill_null(0.0) for k, v in names.items()}
+
+
+# ---------------------------------------------------------------------------
 # coverage, size, singleton and empty rates
 # ---------------------------------------------------------------------------
+class SetMetric(Metric):
+    """A metric of prediction sets: a pandas list column of dtype object is converted first."""
+
+    spec: SetSpec
+
+    def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
+        return arrow_lists(frame, [self.spec.sets] if isinstance(self.spec.sets, str) else [])
+
+
 @dataclass(frozen=True, kw_only=True)
-class SetCoverage(Metric):
+class SetCoverage(SetMetric):
     y: str
     spec: SetSpec
     ci_level: float = 0.95
     default_name = "set_coverage"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        k = q.sum(set_covered_row(q, self.y, self.spec))
+        if self.spec.classes is None:
+            k = data_label_counts(q, self.spec, self.y)["hits"]
+        else:
+            k = q.sum(set_covered_row(q, self.y, self.spec))
         low, high = wilson_interval(k, q.n, self.ci_level)
         return {"": ratio(k, q.n), "ci_low": low, "ci_high": high}
 
 
 @renamed(ci="ci_level")
-def set_coverage(y: str, sets: str | Sequence[str], *, classes: Sequence[Label], ci_level: float = 0.95) -> SetCoverage:
+def set_coverage(
+    y: str, sets: str | Sequence[str], *, classes: Sequence[Label] | None = None, ci_level: float = 0.95
+) -> SetCoverage:
     """Empirical coverage of prediction sets, with a Wilson interval.
 
     ``set_coverage = (1/n) * sum_i 1[y_i in C_i]``.  Grouped and ``evaluate``
@@ -248,10 +427,20 @@ def set_coverage(y: str, sets: str | Sequence[str], *, classes: Sequence[Label],
         Column of true labels (integers or strings).
     sets : str or list of str
         A list column of labels, or one boolean membership column per class.
-    classes : list of int or str
-        The possible labels; with membership columns, the label of each column.
+    classes : list of int or str, optional
+        The possible labels; required with membership columns (the label of
+        each column, in order).  With a list column and no ``classes``, the
+        labels come from the data (a repeated label counts once).
     ci_level : float, default 0.95
         Confidence level of the Wilson interval.
+
+    Returns
+    -------
+    SetCoverage
+        A metric object.  ``df.conformal.set_coverage(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``set_coverage`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
@@ -266,16 +455,35 @@ def set_coverage(y: str, sets: str | Sequence[str], *, classes: Sequence[Label],
 
 
 @dataclass(frozen=True, kw_only=True)
-class SetSize(Metric):
+class SetSize(SetMetric):
     spec: SetSpec
     default_name = "set_size"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        if self.spec.classes is None:
+            return {"": ratio(data_label_counts(q, self.spec, None)["size"], q.n)}
         return {"": ratio(q.sum(size_row(q, self.spec)), q.n)}
 
 
-def set_size(sets: str | Sequence[str], *, classes: Sequence[Label]) -> SetSize:
+def set_size(sets: str | Sequence[str], *, classes: Sequence[Label] | None = None) -> SetSize:
     """Mean prediction-set size ``(1/n) * sum_i |C_i|``.
+
+    Parameters
+    ----------
+    sets : str or list of str
+        A list column of labels, or one boolean membership column per class.
+    classes : list of int or str, optional
+        The possible labels; required with membership columns (the label of
+        each column, in order).  With a list column and no ``classes``, the
+        labels come from the data (a repeated label counts once).
+
+    Returns
+    -------
+    SetSize
+        A metric object.  ``df.conformal.set_size(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``set_size`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
@@ -289,12 +497,16 @@ def set_size(sets: str | Sequence[str], *, classes: Sequence[Label]) -> SetSize:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SizeRate(Metric):
+class SizeRate(SetMetric):
     spec: SetSpec
     size: int
     default_name = "size_rate"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        if self.spec.classes is None:
+            counts = data_label_counts(q, self.spec, None)
+            hits = counts["singletons"] if self.size == 1 else q.n - counts["nonempty"]
+            return {"": ratio(hits, q.n)}
         return {"": ratio(q.sum(_size_indicator(q, self.spec, self.size, self.size)), q.n)}
 
 
@@ -308,8 +520,25 @@ class EmptyRate(SizeRate):
     default_name = "empty_rate"
 
 
-def singleton_rate(sets: str | Sequence[str], *, classes: Sequence[Label]) -> SizeRate:
+def singleton_rate(sets: str | Sequence[str], *, classes: Sequence[Label] | None = None) -> SizeRate:
     """Fraction of prediction sets with exactly one label.
+
+    Parameters
+    ----------
+    sets : str or list of str
+        A list column of labels, or one boolean membership column per class.
+    classes : list of int or str, optional
+        The possible labels; required with membership columns (the label of
+        each column, in order).  With a list column and no ``classes``, the
+        labels come from the data (a repeated label counts once).
+
+    Returns
+    -------
+    SizeRate
+        A metric object.  ``df.conformal.singleton_rate(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``singleton_rate`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
@@ -322,8 +551,25 @@ def singleton_rate(sets: str | Sequence[str], *, classes: Sequence[Label]) -> Si
     return SingletonRate(spec=set_spec(sets, classes), size=1)
 
 
-def empty_rate(sets: str | Sequence[str], *, classes: Sequence[Label]) -> SizeRate:
+def empty_rate(sets: str | Sequence[str], *, classes: Sequence[Label] | None = None) -> SizeRate:
     """Fraction of empty prediction sets.
+
+    Parameters
+    ----------
+    sets : str or list of str
+        A list column of labels, or one boolean membership column per class.
+    classes : list of int or str, optional
+        The possible labels; required with membership columns (the label of
+        each column, in order).  With a list column and no ``classes``, the
+        labels come from the data (a repeated label counts once).
+
+    Returns
+    -------
+    SizeRate
+        A metric object.  ``df.conformal.empty_rate(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``empty_rate`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
@@ -352,6 +598,9 @@ def size_strata(k: int, n_bins: int | None) -> list[tuple[int, int]]:
     return [(int(c[0]), int(c[-1])) for c in np.array_split(sizes, n_bins)]
 
 
+_SSC_NEEDS = "the strata are the possible set sizes 0..K of K classes"
+
+
 def _check_set_bins(n_bins: Any, k: int) -> int | None:
     if n_bins is None:
         return None
@@ -374,7 +623,7 @@ def _ssc_strata(q: Query, y: str, spec: SetSpec, n_bins: int | None) -> list[tup
 
 
 @dataclass(frozen=True, kw_only=True)
-class SetSSC(Metric):
+class SetSSC(SetMetric):
     y: str
     spec: SetSpec
     n_bins: int | None = None
@@ -405,7 +654,9 @@ class SetSSC(Metric):
 
 
 @renamed(num_bins="n_bins")
-def set_ssc(y: str, sets: str | Sequence[str], *, classes: Sequence[Label], n_bins: int | None = None) -> SetSSC:
+def set_ssc(
+    y: str, sets: str | Sequence[str], *, classes: Sequence[Label] | None = None, n_bins: int | None = None
+) -> SetSSC:
     """Size-stratified coverage of prediction sets.
 
     Rows are grouped by set size: with ``n_bins=None`` one stratum per size
@@ -417,6 +668,26 @@ def set_ssc(y: str, sets: str | Sequence[str], *, classes: Sequence[Label], n_bi
     A direct call returns a long table: group keys, ``size_min``, ``size_max``,
     the coverage column and ``n`` (rows in the stratum).  Inside ``evaluate`` the
     strata are wide columns ``set_ssc_bin0``, ``set_ssc_bin0_n``, ...
+
+    Parameters
+    ----------
+    y : str
+        Column of true labels.
+    sets : str or list of str
+        A list column of labels, or one boolean membership column per class.
+    classes : list of int or str
+        The possible labels ``c_1..c_K`` (they fix the sizes ``0..K``); with
+        membership columns, the label of each column, in order.
+    n_bins : int, optional
+        ``None``: one stratum per size; an integer: that many contiguous
+        ranges of sizes.
+
+    Returns
+    -------
+    SetSSC
+        A metric object.  ``df.conformal.set_ssc(...)`` returns the long
+        table described above, a frame of the caller's type (lazy in, lazy
+        out); inside :func:`~conformal_frames.evaluate` the wide columns.
 
     Examples
     --------
@@ -436,12 +707,12 @@ def set_ssc(y: str, sets: str | Sequence[str], *, classes: Sequence[Label], n_bi
     │ 3        ┆ 4        ┆ 0.666667 ┆ 3   │
     └──────────┴──────────┴──────────┴─────┘
     """
-    spec = set_spec(sets, classes)
+    spec = set_spec(sets, classes, need_classes=_SSC_NEEDS)
     return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k))
 
 
 @dataclass(frozen=True, kw_only=True)
-class SetSSCScore(Metric):
+class SetSSCScore(SetMetric):
     y: str
     spec: SetSpec
     n_bins: int | None = None
@@ -453,11 +724,32 @@ class SetSSCScore(Metric):
 
 @renamed(num_bins="n_bins")
 def set_ssc_score(
-    y: str, sets: str | Sequence[str], *, classes: Sequence[Label], n_bins: int | None = None
+    y: str, sets: str | Sequence[str], *, classes: Sequence[Label] | None = None, n_bins: int | None = None
 ) -> SetSSCScore:
     """Minimum size-stratified coverage over the strata that have rows.
 
     See :func:`set_ssc`.
+
+    Parameters
+    ----------
+    y : str
+        Column of true labels.
+    sets : str or list of str
+        A list column of labels, or one boolean membership column per class.
+    classes : list of int or str
+        The possible labels ``c_1..c_K`` (they fix the sizes ``0..K``); with
+        membership columns, the label of each column, in order.
+    n_bins : int, optional
+        ``None``: one stratum per size; an integer: that many contiguous
+        ranges of sizes.
+
+    Returns
+    -------
+    SetSSCScore
+        A metric object.  ``df.conformal.set_ssc_score(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``set_ssc_score`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
@@ -468,5 +760,5 @@ def set_ssc_score(
     >>> round(df.conformal.set_ssc_score("y", "s", classes=[0, 1, 2, 3], n_bins=2), 8)
     0.66666667
     """
-    spec = set_spec(sets, classes)
+    spec = set_spec(sets, classes, need_classes=_SSC_NEEDS)
     return SetSSCScore(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k))

@@ -29,7 +29,7 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[
         raise ValueError(msg)
     notes: list[str] = []
     classes = o["classes"]
-    if o["sets"] is not None and classes is None:
+    if o["sets"] is not None and classes is None:  # coverage_test and set_ssc need them
         classes = planning.distinct_labels(base, o["y"])
     if o["bounded_memory"]:
         if o["hsic"]:

@@ -242,6 +242,10 @@ def header_lines(s: dict[str, Any], keys: list[str], columns: dict[str, str], ma
             f"WARNING: {plural(s['invalid_rows'], 'row')} with invalid values ({causes}); their groups have null metrics"
         )
     if s.get("dropped_rows"):
-        lines.append(f"note: {plural(s['dropped_rows'], 'row')} with invalid values dropped (n counts the valid rows)")
+        causes = "; ".join(s.get("invalid_causes") or [])
+        lines.append(
+            f"note: {plural(s['dropped_rows'], 'row')} with invalid values dropped (n counts the valid rows)"
+            + (f": {causes}" if causes else "")
+        )
     lines += [f"note: {note}" for note in s.get("notes", [])]
     return lines

@@ -17,6 +17,8 @@ def plain(v: Any) -> Any:
     """A Python scalar (numpy scalars unwrapped, NaN as None)."""
     if isinstance(v, np.generic):
         v = v.item()
+    if type(v).__name__ == "NAType":  # pandas' missing-value sentinel (pyarrow dtypes)
+        return None
     if isinstance(v, float) and math.isnan(v):
         return None
     return v

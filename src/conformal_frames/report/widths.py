@@ -41,9 +41,16 @@ def collect(frame: nw.DataFrame | nw.LazyFrame) -> nw.DataFrame:
     return frame.collect(backend="polars")
 
 
+def _as_float(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):  # None, pd.NA
+        return np.nan
+
+
 def floats(t: nw.DataFrame, name: str) -> np.ndarray:
-    """A column of an aggregated table as float64 (null -> NaN)."""
-    return np.array([np.nan if v is None else float(v) for v in t.get_column(name).to_list()], dtype=float)
+    """A column of an aggregated table as float64 (null, pd.NA -> NaN)."""
+    return np.array([_as_float(v) for v in t.get_column(name).to_list()], dtype=float)
 
 
 def _width_rows(frame: Any, lo: str, hi: str, keys: list[str]) -> Any:
