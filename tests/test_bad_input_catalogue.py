@@ -448,12 +448,12 @@ def _ci_contains_check(out: pd.DataFrame, case: Case) -> None:
 
 
 def _edge_bins_check(out: pd.DataFrame, case: Case) -> None:
-    # each score sits on an edge m/M and starts bin m
-    score = np.asarray(case.frame["score"])
-    num_bins = 100 if score.dtype == np.float64 else 10
-    expected = {round(float(v) * num_bins) for v in score}
-    filled = {m for m in range(num_bins) if out[f"reliability_bin{m}_n"][0] > 0}
-    assert filled == expected, (filled, expected)
+    # each edge m/M starts bin m; its neighbour 0.005 below sits in bin m - 1
+    # with the opposite label: ECE and MCE are those of one row per bin
+    label = np.asarray(case.frame["label"], dtype=float)
+    gaps = np.abs(label - np.asarray(case.frame["score"]).astype(float))
+    assert_close(out["ece"], [gaps.sum() / len(gaps)], what="ece")
+    assert_close(out["mce"], [gaps.max()], what="mce")
 
 
 def _extreme_scores_check(out: pd.DataFrame, case: Case) -> None:
@@ -576,8 +576,8 @@ CASES += [
         "scores on decimal bin edges (0.29, 0.57 with 100 bins)",
         "value",
         by=None,
-        frame={"label": [0.0, 1.0], "score": [0.29, 0.57]},
-        metrics=lambda: [cf.reliability("label", "score", n_bins=100)],
+        frame={"label": [1.0, 0.0, 1.0, 0.0], "score": [0.285, 0.29, 0.565, 0.57]},
+        metrics=lambda: [cf.ece("label", "score", n_bins=100), cf.mce("label", "score", n_bins=100)],
         check=_edge_bins_check,
     ),
     Case(
@@ -585,8 +585,8 @@ CASES += [
         "Float32 scores on decimal bin edges (0.7, 0.9 with 10 bins)",
         "value",
         by=None,
-        frame={"label": [0.0, 1.0], "score": np.array([0.7, 0.9], dtype=np.float32)},  # type: ignore[dict-item]
-        metrics=lambda: [cf.reliability("label", "score", n_bins=10)],
+        frame={"label": [1.0, 0.0, 1.0, 0.0], "score": np.array([0.695, 0.7, 0.895, 0.9], dtype=np.float32)},  # type: ignore[dict-item]
+        metrics=lambda: [cf.ece("label", "score", n_bins=10), cf.mce("label", "score", n_bins=10)],
         check=_edge_bins_check,
     ),
     Case(

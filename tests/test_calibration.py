@@ -541,13 +541,29 @@ def test_every_decimal_edge_starts_its_bin_in_ece(constructor, num_bins, dtype):
     assert_close(out["ece"], [oracle.ece(y, d["s"], num_bins)], rtol=RTOL, atol=ATOL)
 
 
-def test_issue_edge_snippets(constructor):
-    d = {"y": np.zeros(2), "s": np.array([0.57, 0.29])}
-    out = to_pandas(cf.conformal(constructor(d)).reliability("y", "s", n_bins=100))
-    assert out["bin"].tolist() == [29, 57]
-    d32 = {"y": np.zeros(2), "s": np.array([0.7, 0.9], dtype=np.float32)}
-    out = to_pandas(cf.conformal(constructor(d32)).reliability("y", "s", n_bins=10))
-    assert out["bin"].tolist() == [7, 9]
+def _edge_neighbours(edges: list[float], dtype: type) -> tuple[dict[str, np.ndarray], float, float]:
+    """Each edge with a score just below it (previous bin) and opposite labels.
+
+    Returns the frame and the ECE / MCE when every edge starts its own bin
+    (an edge that fell into the previous bin would share it with its
+    neighbour and change both values).
+    """
+    s = np.array([v for e in edges for v in (e - 0.005, e)]).astype(dtype)
+    y = np.tile([1.0, 0.0], len(edges))
+    gaps = np.abs(y - s.astype(float))
+    return {"y": y, "s": s}, float(gaps.sum() / len(y)), float(gaps.max())
+
+
+@pytest.mark.parametrize(
+    ("edges", "n_bins", "dtype"), [([0.29, 0.57], 100, np.float64), ([0.7, 0.9], 10, np.float32)], ids=["f64", "f32"]
+)
+def test_issue_edge_snippets(constructor, edges, n_bins, dtype):
+    # the issue's scores: 0.57 and 0.29 with 100 bins, Float32 0.7 and 0.9 with 10
+    d, ece, mce = _edge_neighbours(edges, dtype)
+    metrics = [cf.ece("y", "s", n_bins=n_bins), cf.mce("y", "s", n_bins=n_bins)]
+    out = to_pandas(cf.evaluate(constructor(d), *metrics))
+    assert_close(out["ece"], [ece], rtol=RTOL, atol=ATOL)
+    assert_close(out["mce"], [mce], rtol=RTOL, atol=ATOL)
 
 
 def test_top_label_edges_follow_the_float32_rule(constructor):
