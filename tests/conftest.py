@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -96,51 +97,74 @@ def _spark_compatible(table: Any) -> Any:
     return table.with_columns(pl.col(c).cast(wider[t]) for c, t in table.schema.items() if t in wider)
 
 
-CONSTRUCTORS: dict[str, tuple[Constructor, str, bool]] = {
-    # id: (constructor, module it needs, is lazy)
-    "pandas": (_pandas, "pandas", False),
-    "pandas[pyarrow]": (_pandas_pyarrow, "pyarrow", False),
-    "polars": (_polars, "polars", False),
-    "polars[lazy]": (_polars_lazy, "polars", True),
-    "duckdb": (_duckdb, "duckdb", True),
-    "pyspark": (_pyspark, "pyspark", True),
+@dataclass(frozen=True)
+class Backend:
+    """One backend of the ``constructor`` fixtures: ``backend(data)`` builds a native frame."""
+
+    id: str
+    make: Callable[[dict[str, Any]], Any]
+    module: str
+    lazy: bool
+
+    def __call__(self, data: dict[str, Any]) -> Any:
+        return self.make(data)
+
+    def skip_reason(self) -> str | None:
+        if self.module == "pyspark" and shutil.which("java") is None:
+            return "pyspark needs java on the PATH"
+        if importlib.util.find_spec(self.module) is None:
+            return f"{self.module} is not installed"
+        return None
+
+
+BACKENDS: dict[str, Backend] = {
+    b.id: b
+    for b in (
+        Backend("pandas", _pandas, "pandas", lazy=False),
+        Backend("pandas[pyarrow]", _pandas_pyarrow, "pyarrow", lazy=False),
+        Backend("polars", _polars, "polars", lazy=False),
+        Backend("polars[lazy]", _polars_lazy, "polars", lazy=True),
+        Backend("duckdb", _duckdb, "duckdb", lazy=True),
+        Backend("pyspark", _pyspark, "pyspark", lazy=True),
+    )
 }
-# PySpark (local[2]) runs whenever pyspark is installed (the ``test`` extra
-# brings it) and Java is on the PATH; CF_TEST_SPARK=0 leaves it out for quick
-# local runs.  Without Java the pyspark tests are skipped with that reason.
-# SQLFrame was tried and dropped: its DuckDB session could not even build the
-# test frames (None in string columns, empty frames) and took ~10 s a query.
-if os.environ.get("CF_TEST_SPARK", "1") == "0":
-    CONSTRUCTORS = {k: v for k, v in CONSTRUCTORS.items() if k != "pyspark"}
+#: the 0.1 name: id -> (constructor, module it needs, is lazy)
+CONSTRUCTORS: dict[str, tuple[Constructor, str, bool]] = {k: (b, b.module, b.lazy) for k, b in BACKENDS.items()}
 
 
-def _available(module: str) -> bool:
-    if module == "pyspark" and shutil.which("java") is None:
-        return False
-    return importlib.util.find_spec(module) is not None
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # like narwhals' --constructors.  PySpark (local[2]) runs whenever pyspark
+    # is installed (the ``test`` extra brings it) and Java is on the PATH;
+    # CF_TEST_SPARK=0 leaves it out of the default for quick local runs.
+    # SQLFrame was tried and dropped: its DuckDB session could not even build
+    # the test frames (None in string columns, empty frames) and took ~10 s a query.
+    default = [k for k in BACKENDS if k != "pyspark" or os.environ.get("CF_TEST_SPARK", "1") != "0"]
+    parser.addoption(
+        "--constructors",
+        default=",".join(default),
+        help=f"comma-separated backends of the constructor fixtures (default: {','.join(default)}; "
+        f"known: {', '.join(BACKENDS)}); a backend that is not installed is skipped with the reason",
+    )
 
 
-@pytest.fixture(params=list(CONSTRUCTORS))
-def constructor(request: pytest.FixtureRequest) -> Constructor:
-    make, module, lazy = CONSTRUCTORS[request.param]
-    if not _available(module):
-        pytest.skip(f"{module} is not installed" + (" (or java is not on the PATH)" if module == "pyspark" else ""))
-    make.lazy = lazy  # type: ignore[attr-defined]
-    make.id = request.param  # type: ignore[attr-defined]
-    return make
+def _selected(config: pytest.Config) -> list[Backend]:
+    names = [n.strip() for n in str(config.getoption("constructors")).split(",") if n.strip()]
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown:
+        msg = f"--constructors: unknown backend(s) {unknown}; known: {', '.join(BACKENDS)}"
+        raise pytest.UsageError(msg)
+    return [BACKENDS[n] for n in names]
 
 
-@pytest.fixture(params=[k for k, v in CONSTRUCTORS.items() if not v[2]])
-def eager_constructor(request: pytest.FixtureRequest) -> Constructor:
-    make, module, _ = CONSTRUCTORS[request.param]
-    if not _available(module):
-        pytest.skip(f"{module} is not installed" + (" (or java is not on the PATH)" if module == "pyspark" else ""))
-    return make
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    wanted = {"constructor": None, "eager_constructor": False, "lazy_constructor": True}
+    for fixture, lazy in wanted.items():
+        if fixture in metafunc.fixturenames:
+            chosen = [b for b in _selected(metafunc.config) if lazy is None or b.lazy == lazy]
+            params = [pytest.param(b, id=b.id, marks=_skip(b)) for b in chosen]
+            metafunc.parametrize(fixture, params)
 
 
-@pytest.fixture(params=[k for k, v in CONSTRUCTORS.items() if v[2]])
-def lazy_constructor(request: pytest.FixtureRequest) -> Constructor:
-    make, module, _ = CONSTRUCTORS[request.param]
-    if not _available(module):
-        pytest.skip(f"{module} is not installed" + (" (or java is not on the PATH)" if module == "pyspark" else ""))
-    return make
+def _skip(backend: Backend) -> list[pytest.MarkDecorator]:
+    reason = backend.skip_reason()
+    return [pytest.mark.skip(reason=reason)] if reason else []

@@ -137,7 +137,7 @@ def test_shared_row_columns_are_registered_once():
         cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=0.9),
         cf.hsic("y", "lo", "hi"),
     ]
-    _, q, _ = compile_query(lf, metrics, ["g"])
+    q = compile_query(lf, metrics, ["g"]).query
     assert isinstance(q, Query)
     row_keys = [k for k in q.rows if isinstance(k, tuple) and k[0] in ("covered", "width")]
     assert sorted(k[0] for k in row_keys) == ["covered", "width"]

@@ -322,6 +322,27 @@ CASES: list[Case] = [
         n_invalid=[0, 0, 1],
     ),  # the null group sorts last
     Case(
+        "nan-group-key",
+        "NaN in a float by= column",
+        "rows",
+        frame=data(g=[1.0, math.nan, 1.0, 2.0, 2.0, 2.0]),
+        metrics=lambda: [cf.coverage("y", "lo", "hi")],
+        error=(ValueError, r"group column 'g' \(by=\) has null or NaN values in 1 row; fill or drop them first"),
+        n_invalid=[0, 0, 1],
+    ),  # the NaN group sorts last, like a null
+    Case(
+        "int64-beyond-2-53",
+        "64-bit integers beyond 2^53 (not exact as Float64)",
+        "rows",
+        frame=data(y=[1, 2**53 + 1, 3, 4, 5, 6]),
+        metrics=interval_metrics(),
+        error=(
+            ValueError,
+            r"column 'y' has integers beyond 2\^53 in absolute value, which Float64 cannot hold exactly in 1 row",
+        ),
+        n_invalid=[1, 0],
+    ),
+    Case(
         "lo-greater-than-hi",
         "lo > hi",
         "rows",
@@ -614,6 +635,39 @@ CASES += [
         ],
         check=_integer_check,
     ),
+    Case(
+        "by-named-n",
+        "a by= column named like the row count (`n`, `n_invalid`, `n_dropped`)",
+        "error",
+        frame=data(n=BASE["g"]),
+        metrics=interval_metrics(),
+        by="n",
+        error=(ValueError, r"group column 'n' \(by=\) has the name of the result's row-count column 'n'"),
+    ),
+    Case(
+        "by-named-like-output",
+        "a by= column named like an output column",
+        "error",
+        frame=data(coverage=BASE["g"]),
+        metrics=interval_metrics(),
+        by="coverage",
+        error=(ValueError, r"group column 'coverage' \(by=\) has the name of an output column of coverage"),
+    ),
+    Case("by-named-like-long-column", "a by= column named like a long table's column (`bin`)", "special"),
+    Case(
+        "no-metric",
+        "evaluate() without a metric",
+        "error",
+        metrics=lambda: [],
+        error=(ValueError, r"evaluate\(\) needs at least one metric"),
+    ),
+    Case(
+        "near-miss-column",
+        "a column name with a typo (case or a letter)",
+        "error",
+        metrics=lambda: [cf.coverage("Y", "lo", "hi")],
+        error=(ValueError, r"column 'Y' not found; available columns: .*; did you mean 'y'\?"),
+    ),
     Case("categorical-key", "categorical by= key", "special"),
     Case("enum-key", "Enum by= key", "special"),
     Case("empty-group-after-filter", "a group emptied by a filter (Enum key with an unused category)", "special"),
@@ -687,6 +741,15 @@ def _run_special(case: Case, constructor: Any) -> None:
             assert_close(got[k], exp[k], what=f"key {k}")
         if case.id == "enum-key" and constructor.id != "pyspark":  # rows follow the Enum's category order
             assert [str(k) for k in out["g"]] == ["c", "b", "a"]
+        return
+    if case.id == "by-named-like-long-column":
+        frame = constructor(data(bin=BASE["g"]))
+        before = _snapshot(frame)
+        _expect_error(
+            lambda: cf.conformal(frame).ssc("y", "lo", "hi", by="bin"),
+            (ValueError, r"group column 'bin' \(by=\) has the name of a column of the ssc table"),
+        )
+        pd.testing.assert_frame_equal(_snapshot(frame), before)
         return
     if case.id == "empty-group-after-filter":
         d = data()

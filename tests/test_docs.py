@@ -27,6 +27,6 @@ def test_doc_page_code_runs(page: Path, tmp_path, monkeypatch) -> None:
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
     for i, block in enumerate(_blocks(page)):
         try:
-            exec(compile(block, f"{page.name}[block {i}]", "exec"), namespace)
+            exec(compile(block, f"{page.name}[block {i}]", "exec", dont_inherit=True), namespace)
         except Exception as exc:  # pragma: no cover - the failure message is the point
             raise AssertionError(f"{page.name}, block {i} failed: {exc!r}\n{block}") from exc

@@ -190,8 +190,151 @@ def test_caller_frame_is_not_modified(eager_constructor):
     assert to_pandas(frame).equals(before)
 
 
+# ---------------------------------------------------------------------------
+# issue 15: key collisions, empty evaluate, by= a Series, near-miss names,
+# integer column names, 64-bit integers, NaN keys, key order
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("key", ["n", "n_invalid", "n_dropped"])
+def test_group_key_named_like_the_row_count(constructor, key):
+    d = {"y": BASE["y"], "lo": BASE["lo"], "hi": BASE["hi"], key: BASE["g"]}
+    with pytest.raises(ValueError, match=rf"group column '{key}' \(by=\) has the name of the result's row-count"):
+        cf.evaluate(constructor(d), cf.coverage("y", "lo", "hi"), by=key)
+
+
+def test_group_key_named_like_an_output(constructor):
+    d = {"y": BASE["y"], "lo": BASE["lo"], "hi": BASE["hi"], "coverage_ci_low": BASE["g"]}
+    with pytest.raises(ValueError, match=r"group column 'coverage_ci_low' \(by=\) has the name of an output column"):
+        cf.evaluate(constructor(d), cf.coverage("y", "lo", "hi"), by="coverage_ci_low")
+
+
+@pytest.mark.parametrize(
+    ("key", "method", "args"),
+    [
+        ("bin", "ssc", ("y", "lo", "hi")),
+        ("ssc", "ssc", ("y", "lo", "hi")),
+        ("bin", "reliability", ("b", "s")),
+        ("mean_score", "reliability", ("b", "s")),
+        ("size_min", "set_ssc", ("c", ["m0", "m1"])),
+    ],
+)
+def test_group_key_named_like_a_long_table_column(constructor, key, method, args):
+    d = {
+        "y": BASE["y"],
+        "lo": BASE["lo"],
+        "hi": BASE["hi"],
+        "b": [0, 1, 1, 0],
+        "s": [0.2, 0.7, 0.9, 0.4],
+        "c": [0, 1, 1, 0],
+        "m0": [True, False, True, True],
+        "m1": [False, True, True, False],
+        key: BASE["g"],
+    }
+    kwargs = {"classes": [0, 1]} if method == "set_ssc" else {}
+    with pytest.raises(ValueError, match=rf"group column '{key}' \(by=\) has the name of a column of the"):
+        getattr(cf.conformal(constructor(d)), method)(*args, by=key, **kwargs)
+
+
+def test_evaluate_without_metrics(constructor):
+    with pytest.raises(ValueError, match=r"evaluate\(\) needs at least one metric"):
+        cf.evaluate(constructor(BASE), by="g")
+
+
+def test_by_given_a_series():
+    import pandas as pd
+    import polars as pl
+
+    for frame in (pd.DataFrame(BASE), pl.DataFrame(BASE)):
+        with pytest.raises(TypeError, match=r"pass the column name, e.g. by='g', not the column itself"):
+            cf.evaluate(frame, cf.coverage("y", "lo", "hi"), by=frame["g"])
+
+
+@pytest.mark.parametrize(
+    ("columns", "suggestion"),
+    [(("Y", "lo", "hi"), "y"), (("yy", "lo", "hi"), "y"), (("y", "lo", "hii"), "hi"), (("y", "LO", "hi"), "lo")],
+)
+def test_near_miss_column_names_get_a_suggestion(constructor, columns, suggestion):
+    with pytest.raises(ValueError, match=rf"not found; available columns: .*; did you mean '{suggestion}'\?"):
+        cf.evaluate(constructor(BASE), cf.coverage(*columns))
+
+
+def test_near_miss_group_column(constructor):
+    with pytest.raises(ValueError, match=r"group column 'G' \(by=\) not found; .*did you mean 'g'\?"):
+        cf.evaluate(constructor(BASE), cf.coverage("y", "lo", "hi"), by="G")
+
+
+def test_integer_column_names_get_a_clear_error():
+    import pandas as pd
+
+    frame = pd.DataFrame(np.array([[1.0, 0.0, 2.0], [2.0, 2.5, 3.0]]))
+    with pytest.raises(TypeError, match=r"column names must be strings, found 0, 1, 2 .*rename the columns first"):
+        frame.conformal.coverage(0, 1, 2)
+
+
+@pytest.mark.parametrize("dtype", ["Int64", "UInt64"])
+def test_64_bit_integers_beyond_2_53_are_refused(eager_constructor, dtype):
+    import polars as pl
+
+    big = 2**53 + 1
+    d = {"y": [big, 3], "lo": [0, 0], "hi": [5, 4]}
+    frame = eager_constructor(d)
+    native_dtype = getattr(pl, dtype)
+    if isinstance(frame, pl.DataFrame):
+        frame = frame.cast({c: native_dtype for c in d})
+    with pytest.raises(ValueError, match=r"column 'y' has integers beyond 2\^53 in absolute value.* in 1 row"):
+        cf.evaluate(frame, cf.coverage("y", "lo", "hi"))
+
+
+def test_64_bit_integers_within_2_53_are_exact(constructor):
+    exact = 2**53
+    out = to_pandas(cf.evaluate(constructor({"lo": [exact - 2, 0], "hi": [exact, 4]}), cf.width("lo", "hi")))
+    assert out["width"][0] == 3.0
+
+
+def test_nan_group_key_is_an_invalid_row_on_every_backend(constructor):
+    d = {**BASE, "k": [1.0, math.nan, 2.0, 2.0]}
+    frame = constructor(d)
+    if not constructor.lazy:
+        with pytest.raises(ValueError, match=r"group column 'k' \(by=\) has null or NaN values in 1 row"):
+            cf.evaluate(frame, cf.coverage("y", "lo", "hi"), by="k")
+        return
+    out = to_pandas(cf.evaluate(frame, cf.coverage("y", "lo", "hi"), by="k"))
+    assert list(out["k"][:2]) == [1.0, 2.0] and list(out["n_invalid"][:2]) == [0, 0]
+    assert list(out["n_invalid"][2:]) == [1] and math.isnan(out["coverage"][2])
+
+
+def test_keys_are_sorted_by_value(constructor):
+    d = {**BASE, "k": [10, 9, 100, 9], "s": ["b", "B", "a", "B"]}
+    out = to_pandas(cf.evaluate(constructor(d), cf.width("lo", "hi"), by=["k", "s"]))
+    assert list(zip(out["k"], out["s"])) == [(9, "B"), (10, "b"), (100, "a")]
+
+
+def test_categorical_keys_follow_the_category_order_where_the_backend_has_one():
+    import pandas as pd
+    import polars as pl
+
+    cats = pd.Categorical(BASE["g"], categories=["b", "a"], ordered=False)
+    out = pd.DataFrame({**BASE, "g": cats}).conformal.width("lo", "hi", by="g")
+    assert list(out["g"]) == ["b", "a"]  # pandas: category order
+    enum = pl.DataFrame(BASE).with_columns(pl.col("g").cast(pl.Enum(["b", "a"])))
+    assert enum.conformal.width("lo", "hi", by="g")["g"].to_list() == ["b", "a"]  # polars Enum: its order
+    lexical = pl.DataFrame(BASE).with_columns(pl.col("g").cast(pl.Categorical))
+    assert lexical.conformal.width("lo", "hi", by="g")["g"].to_list() == ["a", "b"]  # polars Categorical: lexical
+
+
 def test_confidence_level_string_is_a_column_name():
     """A string level names a by= column (since 0.2): checked when evaluated."""
     frame = pl.DataFrame({"y": [1.0], "lo": [0.0], "hi": [2.0], "g": ["a"]})
     with pytest.raises(ValueError, match="column '0.9' not found"):
         cf.evaluate(frame, cf.winkler("y", "lo", "hi", confidence_level="0.9"), by="g")
+
+
+def test_bad_scores_raise_without_stray_warnings(eager_constructor):
+    """Issue 15 item 8: the clean error only, no numpy RuntimeWarning first."""
+    import warnings
+
+    frame = eager_constructor({"y": [0, 1, 1], "s": [0.2, 1.5, -0.1]})
+    for metric in (cf.ece("y", "s"), cf.brier("y", "s"), cf.ks_test("y", "s"), cf.reliability("y", "s")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(ValueError, match=r"column 's' has values outside \[0, 1\] in 2 rows"):
+                cf.evaluate(frame, metric)

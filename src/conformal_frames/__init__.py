@@ -6,18 +6,36 @@ serve any frame narwhals supports (DuckDB, PySpark, Dask, ...).
 
 Metric families (one module each): :mod:`~conformal_frames.intervals`,
 :mod:`~conformal_frames.sets`, :mod:`~conformal_frames.efficiency`,
-:mod:`~conformal_frames.conditional`, :mod:`~conformal_frames.calibration`.
+:mod:`~conformal_frames.conditional`, :mod:`~conformal_frames.calibration`,
+:mod:`~conformal_frames.ranking`.
 """
 
 from __future__ import annotations
 
-from conformal_frames.calibration import *  # noqa: F403
-from conformal_frames.conditional import *  # noqa: F403
+from conformal_frames.calibration import (
+    brier,
+    brownian_max_abs_cdf,
+    brownian_max_abs_sf,
+    brownian_range_cdf,
+    brownian_range_sf,
+    classwise_ece,
+    cumulative_differences,
+    ece,
+    kolmogorov_smirnov_cdf,
+    ks_test,
+    kuiper_cdf,
+    kuiper_test,
+    mce,
+    reliability,
+    spiegelhalter_test,
+    top_label_ece,
+)
+from conformal_frames.conditional import coverage_gap, coverage_test, worst_slab_coverage
 from conformal_frames.core import Metric, evaluate
-from conformal_frames.efficiency import *  # noqa: F403
-from conformal_frames.intervals import *  # noqa: F403
-from conformal_frames.namespace import FAMILIES, ConformalNamespace, conformal, register_accessors
-from conformal_frames.ranking import *  # noqa: F403
+from conformal_frames.efficiency import efficiency_criteria
+from conformal_frames.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
+from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
+from conformal_frames.ranking import auarc, auroc, excess_risk_target_coverage
 from conformal_frames.results import (
     CoverageTestResult,
     KSTestResult,
@@ -25,7 +43,7 @@ from conformal_frames.results import (
     SpiegelhalterTestResult,
     TestResult,
 )
-from conformal_frames.sets import *  # noqa: F403
+from conformal_frames.sets import empty_rate, set_coverage, set_size, set_ssc, set_ssc_score, singleton_rate
 
 __version__ = "0.1.0"
 
@@ -37,9 +55,44 @@ __all__ = [
     "Metric",
     "SpiegelhalterTestResult",
     "TestResult",
+    "auarc",
+    "auroc",
+    "brier",
+    "brownian_max_abs_cdf",
+    "brownian_max_abs_sf",
+    "brownian_range_cdf",
+    "brownian_range_sf",
+    "classwise_ece",
     "conformal",
+    "coverage",
+    "coverage_gap",
+    "coverage_test",
+    "cumulative_differences",
+    "cwc",
+    "ece",
+    "efficiency_criteria",
+    "empty_rate",
     "evaluate",
-    *[name for family in FAMILIES for name in family.__all__],
+    "excess_risk_target_coverage",
+    "hsic",
+    "kolmogorov_smirnov_cdf",
+    "ks_test",
+    "kuiper_cdf",
+    "kuiper_test",
+    "mce",
+    "reliability",
+    "set_coverage",
+    "set_size",
+    "set_ssc",
+    "set_ssc_score",
+    "singleton_rate",
+    "spiegelhalter_test",
+    "ssc",
+    "ssc_score",
+    "top_label_ece",
+    "width",
+    "winkler",
+    "worst_slab_coverage",
 ]
 
 register_accessors()

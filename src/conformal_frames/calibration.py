@@ -25,8 +25,6 @@ numpy baseline.
 
 from __future__ import annotations
 
-import functools
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -47,7 +45,7 @@ from conformal_frames.brownian import (
     with_normal_sf,
     with_range_sf,
 )
-from conformal_frames.core import Metric, Query
+from conformal_frames.core import Metric, Query, TableRef, aggregate, over, total
 from conformal_frames.results import KSTestResult, KuiperTestResult, SpiegelhalterTestResult
 from conformal_frames.sets import Label, check_classes, label_exprs
 from conformal_frames.stats import max_of, ratio, wilson_interval
@@ -107,22 +105,6 @@ def _check_probs(probs: Any, classes: Any) -> tuple[tuple[str, ...], tuple[Label
         msg = f"mismatched classes and probability columns: {len(probs)} columns {list(probs)!r} but {len(labels)} classes {list(labels)!r}"
         raise ValueError(msg)
     return tuple(probs), labels
-
-
-def _partition(q: Query) -> list[str]:
-    """Names of the group keys in the row-level frame (window partitions)."""
-    group = getattr(q, "group", None)
-    if group is not None and len(group) == len(q.keys):
-        return list(group)
-    return list(q.keys)
-
-
-def _over(expr: nw.Expr, part: Sequence[str]) -> nw.Expr:
-    return expr.over(*part) if part else expr
-
-
-def _agg(frame: nw.LazyFrame, keys: Sequence[str], aggs: list[nw.Expr]) -> nw.LazyFrame:
-    return frame.group_by(*keys).agg(*aggs) if keys else frame.select(*aggs)
 
 
 def score_row(q: Query, name: str) -> str:
@@ -190,12 +172,10 @@ def bin_row(
         # floor(inf) overflows in Spark's ANSI mode
         factor = m * (1.0 + EDGE_SNAP[precision])
         b = (s.fill_nan(0.0).clip(0.0, 1.0) * factor).floor()
-        # level 4: after the rows the score may come from (top-label confidence)
-        return q.row(("ubin", s_row, n_bins, precision), b.clip(0.0, m - 1.0), level=4)
-    part = [*_partition(q), *within]
-    # level 3: after the top-label rows (confidence 1, predicted label 2)
-    r_row = q.row(("rank", s_row, tuple(part)), _over(s.rank("min"), part).cast(F64) - 1.0, level=3)
-    n_row = q.row(("count", s_row, tuple(part)), _over(s.count(), part).cast(F64), level=3)
+        return q.row(("ubin", s_row, n_bins, precision), b.clip(0.0, m - 1.0), inputs=[s_row])
+    part = (s_row, *within)
+    r_row = q.row(("rank", *part), q.over(s.rank("min"), *within).cast(F64) - 1.0, inputs=part)
+    n_row = q.row(("count", *part), q.over(s.count(), *within).cast(F64), inputs=part)
     r, n = nw.col(r_row), nw.col(n_row)
     size = (n / m).floor()
     extra = n - size * m
@@ -205,22 +185,22 @@ def bin_row(
         .then((r / (size + 1.0)).floor())
         .otherwise(extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor())
     )
-    return q.row(("qbin", s_row, n_bins, tuple(part)), b, level=4)
+    return q.row(("qbin", n_bins, *part), b, inputs=[r_row, n_row])
 
 
 # ---------------------------------------------------------------------------
 # binned statistics (ECE family)
 # ---------------------------------------------------------------------------
-def _bins_table(y: str, s: str, b: str, prefix: str, sub: str | None):
-    """Per group: ``sum_bins |sum y - sum s|`` and ``max_bins |mean y - mean s|``.
+def _bins_table(y: str, s: str, b: str, sub: str | None) -> core.TableFn:
+    """Per group: ``sum_bins |sum y - sum s|`` (``ad``) and ``max_bins |mean y - mean s|`` (``gap``).
 
     With ``sub`` (the predicted label of top-label ECE), bins are per
     ``(group, sub)``; the table then also has the sum over labels of their
-    ECE and the number of labels.
+    ECE (``ecej``) and the number of labels (``cnt``).
     """
 
-    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-        cnt, sy, ss, ad, gap, ece_j = (f"{prefix}{x}" for x in ("cnt", "sy", "ss", "ad", "gap", "ecej"))
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        cnt, sy, ss, ad, gap, ece_j = (ref.name(x) for x in ("cnt", "sy", "ss", "ad", "gap", "ecej"))
         cells_keys = [*keys, *([sub] if sub else [])]
         cells = rows.group_by(*cells_keys, b).agg(
             nw.len().alias(cnt), nw.col(y).sum().alias(sy), nw.col(s).sum().alias(ss)
@@ -228,10 +208,10 @@ def _bins_table(y: str, s: str, b: str, prefix: str, sub: str | None):
         cells = cells.with_columns(nw.col(cnt).cast(F64), (nw.col(sy) - nw.col(ss)).abs().alias(ad))
         cells = cells.with_columns((nw.col(ad) / nw.col(cnt)).alias(gap))
         if sub is None:
-            return _agg(cells, keys, [nw.col(ad).sum().alias(ad), nw.col(gap).max().alias(gap)])
+            return aggregate(cells, keys, [nw.col(ad).sum().alias(ad), nw.col(gap).max().alias(gap)])
         per = cells.group_by(*cells_keys).agg(nw.col(ad).sum().alias(ad), nw.col(cnt).sum().alias(cnt))
         per = per.with_columns((nw.col(ad) / nw.col(cnt)).alias(ece_j))
-        return _agg(
+        return aggregate(
             per,
             keys,
             [nw.col(ece_j).sum().alias(ece_j), nw.col(ece_j).count().alias(cnt), nw.col(ad).sum().alias(ad)],
@@ -249,12 +229,10 @@ def _binned(
     sub: str | None = None,
     *,
     precision: Precision = "float64",
-) -> str:
-    """Register the binned table; returns the prefix of its columns."""
+) -> TableRef:
+    """Register the binned table (:func:`_bins_table`); returns its handle."""
     b = bin_row(q, s_row, n_bins, strategy, within=[sub] if sub else [], precision=precision)
-    prefix = f"__cf_bins_{y_row}_{s_row}_{b}_{sub}_"
-    q.table(("bins", y_row, s_row, b, sub), _bins_table(y_row, s_row, b, prefix, sub), [])
-    return prefix
+    return q.table(("bins", y_row, s_row, b, sub), _bins_table(y_row, s_row, b, sub))
 
 
 #: uniform bins up to this many are summed in the main aggregation (one pass,
@@ -279,19 +257,19 @@ def bin_errors(
     ``gaps``, the row count).  Otherwise a per-(group, bin) sub-query.
     """
     if strategy != "uniform" or n_bins > WIDE_BINS:
-        p = _binned(q, y_row, s_row, n_bins, strategy, precision=precision)
-        return nw.col(f"{p}ad"), nw.col(f"{p}gap")
+        t = _binned(q, y_row, s_row, n_bins, strategy, precision=precision)
+        return t.col("ad"), t.col("gap")
     b = bin_row(q, s_row, n_bins, strategy, precision=precision)
-    d = q.row(("ydiff", y_row, s_row), nw.col(y_row) - nw.col(s_row), level=1)
+    d = q.row(("ydiff", y_row, s_row), nw.col(y_row) - nw.col(s_row), inputs=[y_row, s_row])
     diffs, gap_exprs = [], []
     for m in range(n_bins):
         in_bin = nw.col(b) == float(m)
-        diff = q.sum(q.row(("bin_diff", d, b, m), nw.when(in_bin).then(nw.col(d)).otherwise(0.0), level=5)).abs()
+        diff = q.sum(q.row(("bin_diff", d, b, m), nw.when(in_bin).then(nw.col(d)).otherwise(0.0), inputs=[d, b])).abs()
         diffs.append(diff)
         if gaps:
-            cnt = q.sum(q.row(("bin_count", b, m), in_bin.cast(F64), level=5))
+            cnt = q.sum(q.row(("bin_count", b, m), in_bin.cast(F64), inputs=[b]))
             gap_exprs.append(nw.when(cnt > 0.0).then(diff / cnt))
-    return _total(diffs), (max_of(*gap_exprs) if gaps else None)
+    return total(diffs), (max_of(*gap_exprs) if gaps else None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -418,7 +396,7 @@ class Brier(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s = binary_row(q, self.y), score_row(q, self.score)
-        sq = q.row(("brier", y, s), (nw.col(y) - nw.col(s)) ** 2, level=1)
+        sq = q.row(("brier", y, s), (nw.col(y) - nw.col(s)) ** 2, inputs=[y, s])
         return {"": ratio(q.sum(sq), q.n)}
 
 
@@ -455,22 +433,24 @@ def brier(y: str, score: str) -> Brier:
 # ---------------------------------------------------------------------------
 # reliability table
 # ---------------------------------------------------------------------------
-def _reliability_table(y: str, s: str, b: str, n_bins: int, prefix: str):
-    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-        cnt, sy, ss = f"{prefix}cnt", f"{prefix}sy", f"{prefix}ss"
+def _reliability_table(y: str, s: str, b: str, n_bins: int) -> core.TableFn:
+    """Per group and bin ``m``: rows ``n<m>``, ``sum y`` (``y<m>``) and ``sum s`` (``s<m>``)."""
+
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        cnt, sy, ss = ref.name("cnt"), ref.name("sy"), ref.name("ss")
         cells = rows.group_by(*keys, b).agg(nw.len().alias(cnt), nw.col(y).sum().alias(sy), nw.col(s).sum().alias(ss))
         cells = cells.with_columns(nw.col(cnt).cast(F64))
         parts = []
         for m in range(n_bins):
             is_m = (nw.col(b) == float(m)).cast(F64)
             parts += [
-                (is_m * nw.col(cnt)).alias(f"{prefix}n{m}"),
-                (is_m * nw.col(sy)).alias(f"{prefix}y{m}"),
-                (is_m * nw.col(ss)).alias(f"{prefix}s{m}"),
+                (is_m * nw.col(cnt)).alias(ref.name(f"n{m}")),
+                (is_m * nw.col(sy)).alias(ref.name(f"y{m}")),
+                (is_m * nw.col(ss)).alias(ref.name(f"s{m}")),
             ]
         cells = cells.with_columns(*parts)
-        sums = [nw.col(f"{prefix}{x}{m}").sum() for m in range(n_bins) for x in ("n", "y", "s")]
-        return _agg(cells, keys, sums)
+        sums = [nw.col(ref.name(f"{x}{m}")).sum() for m in range(n_bins) for x in ("n", "y", "s")]
+        return aggregate(cells, keys, sums)
 
     return build
 
@@ -492,11 +472,10 @@ class Reliability(Metric):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s = binary_row(q, self.y), score_row(q, self.score)
         b = bin_row(q, s, self.n_bins, self.strategy, precision=score_precision(q, self.score))
-        prefix = f"__cf_rel_{y}_{s}_{b}_"
-        q.table(("reliability", y, s, b), _reliability_table(y, s, b, self.n_bins, prefix), [])
+        t = q.table(("reliability", y, s, b, self.n_bins), _reliability_table(y, s, b, self.n_bins))
         out: dict[str, nw.Expr | None] = {}
         for m in range(self.n_bins):
-            n, k, tot = (nw.col(f"{prefix}{x}{m}") for x in ("n", "y", "s"))
+            n, k, tot = (t.col(f"{x}{m}") for x in ("n", "y", "s"))
             low, high = wilson_interval(k, n, self.ci_level)
             out[f"bin{m}_mean_score"] = ratio(tot, n)
             out[f"bin{m}_frequency"] = ratio(k, n)
@@ -581,10 +560,6 @@ def reliability(
 # ---------------------------------------------------------------------------
 # multiclass: top-label and class-wise ECE
 # ---------------------------------------------------------------------------
-def _total(exprs: list[nw.Expr]) -> nw.Expr:
-    return functools.reduce(operator.add, exprs)
-
-
 @dataclass(frozen=True, kw_only=True)
 class TopLabelECE(Metric):
     y: str
@@ -598,19 +573,19 @@ class TopLabelECE(Metric):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         p_rows = [score_row(q, p) for p in self.probs]
         eq = label_exprs(q, self.y, self.classes)
-        conf = q.row(("top_conf", self.probs), max_of(*[nw.col(p) for p in p_rows]), level=1)
+        conf = q.row(("top_conf", self.probs), max_of(*[nw.col(p) for p in p_rows]), inputs=p_rows)
         pred_expr: nw.Expr = nw.lit(float(len(p_rows) - 1))
         for k in range(len(p_rows) - 2, -1, -1):  # first maximal column wins
             pred_expr = nw.when(nw.col(p_rows[k]) == nw.col(conf)).then(nw.lit(float(k))).otherwise(pred_expr)
-        pred = q.row(("top_pred", self.probs), pred_expr, level=2)
+        pred = q.row(("top_pred", self.probs), pred_expr, inputs=[*p_rows, conf])
         eq_rows = [q.row(("label_eq", self.y, c), e) for c, e in zip(self.classes, eq)]
-        hit = _total([(nw.col(pred) == float(k)).cast(F64) * nw.col(r) for k, r in enumerate(eq_rows)])
-        correct = q.row(("top_correct", self.y, self.probs, self.classes), hit, level=3)
+        hit = total([(nw.col(pred) == float(k)).cast(F64) * nw.col(r) for k, r in enumerate(eq_rows)])
+        correct = q.row(("top_correct", self.y, self.probs, self.classes), hit, inputs=[pred, *eq_rows])
         prec = score_precision(q, *self.probs)
-        p = _binned(q, correct, conf, self.n_bins, self.strategy, sub=pred, precision=prec)
+        t = _binned(q, correct, conf, self.n_bins, self.strategy, sub=pred, precision=prec)
         if self.weighted:
-            return {"": ratio(nw.col(f"{p}ad"), q.n)}
-        return {"": ratio(nw.col(f"{p}ecej"), nw.col(f"{p}cnt"))}
+            return {"": ratio(t.col("ad"), q.n)}
+        return {"": ratio(t.col("ecej"), t.col("cnt"))}
 
 
 @renamed(num_bins="n_bins")
@@ -699,7 +674,7 @@ class ClasswiseECE(Metric):
             prec = score_precision(q, p)
             ad, _ = bin_errors(q, y_k, score_row(q, p), self.n_bins, self.strategy, precision=prec)
             eces.append(ratio(ad, q.n))
-        return {"": _total(eces) / float(len(eces))}
+        return {"": total(eces) / float(len(eces))}
 
 
 @renamed(num_bins="n_bins")
@@ -765,7 +740,7 @@ def _null_or_inf(dev: nw.Expr, scale: nw.Expr) -> nw.Expr:
     return nw.when(scale > 0.0).then(dev / scale).otherwise(degenerate)
 
 
-def _cumulative_table(d: str, v: str, s: str, prefix: str, wanted: set[str]):
+def _cumulative_table(d: str, v: str, s: str, wanted: set[str]) -> core.TableFn:
     """Per group: KS and Kuiper statistics and the p-values of the ``wanted`` tests.
 
     Rows are aggregated per distinct score first (``sum(y - s)``), then an
@@ -773,15 +748,14 @@ def _cumulative_table(d: str, v: str, s: str, prefix: str, wanted: set[str]):
     is filled by the metrics' ``build`` before the query runs.
     """
 
-    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-        dd, vv, c, ca = (f"{prefix}{x}" for x in ("d", "v", "c", "ca"))
-        cmax, cmin, camax, vsum = (f"{prefix}{x}" for x in ("cmax", "cmin", "camax", "vsum"))
-        ks, ku, ks_p, ku_p = (f"{prefix}{x}" for x in ("ks", "ku", "ks_p", "ku_p"))
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        dd, vv, c, ca = (ref.name(x) for x in ("d", "v", "c", "ca"))
+        cmax, cmin, camax, vsum = (ref.name(x) for x in ("cmax", "cmin", "camax", "vsum"))
+        ks, ku, ks_p, ku_p = (ref.name(x) for x in ("ks", "ku", "ks_p", "ku_p"))
         cells = rows.group_by(*keys, s).agg(nw.col(d).sum().alias(dd), nw.col(v).sum().alias(vv))
-        running = nw.col(dd).cum_sum()
-        cells = cells.with_columns((running.over(*keys, order_by=s) if keys else running.over(order_by=s)).alias(c))
+        cells = cells.with_columns(over(nw.col(dd).cum_sum(), keys, order_by=s).alias(c))
         cells = cells.with_columns(nw.col(c).abs().alias(ca))
-        out = _agg(
+        out = aggregate(
             cells,
             keys,
             [
@@ -796,27 +770,26 @@ def _cumulative_table(d: str, v: str, s: str, prefix: str, wanted: set[str]):
         out = out.with_columns(_null_or_inf(nw.col(camax), scale).alias(ks), _null_or_inf(kuiper_dev, scale).alias(ku))
         columns = []
         if "ks" in wanted:
-            out = with_max_abs_sf(out, ks, ks_p, f"{prefix}t1_")
+            out = with_max_abs_sf(out, ks, ks_p, ref.name("t1_"))
             columns += [ks, ks_p]
         if "kuiper" in wanted:
-            out = with_range_sf(out, ku, ku_p, f"{prefix}t2_")
+            out = with_range_sf(out, ku, ku_p, ref.name("t2_"))
             columns += [ku, ku_p]
         return out.select(*keys, *columns)
 
     return build
 
 
-def _cumulative(q: Query, y: str, score: str, test: str) -> str:
+def _cumulative(q: Query, y: str, score: str, test: str) -> TableRef:
     y_row, s_row = binary_row(q, y), score_row(q, score)
-    d = q.row(("ydiff", y_row, s_row), nw.col(y_row) - nw.col(s_row), level=1)
-    v = q.row(("svar", s_row), nw.col(s_row) * (1.0 - nw.col(s_row)), level=1)
-    prefix = f"__cf_cum_{y_row}_{s_row}_"
+    d = q.row(("ydiff", y_row, s_row), nw.col(y_row) - nw.col(s_row), inputs=[y_row, s_row])
+    v = q.row(("svar", s_row), nw.col(s_row) * (1.0 - nw.col(s_row)), inputs=[s_row])
     # one table per (label, score) shared by KS and Kuiper; each test adds
     # itself to the set of p-values the table computes
-    wanted: set[str] = q.__dict__.setdefault("_cf_cumulative_tests", {}).setdefault(prefix, set())
+    key = ("cumulative", y_row, s_row)
+    wanted: set[str] = q.shared(key, set)
     wanted.add(test)
-    q.table(("cumulative", y_row, s_row), _cumulative_table(d, v, s_row, prefix, wanted), [])
-    return prefix
+    return q.table(key, _cumulative_table(d, v, s_row, wanted))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -828,8 +801,8 @@ class KSTest(Metric):
     result = KSTestResult
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        p = _cumulative(q, self.y, self.score, "ks")
-        return {"": nw.col(f"{p}ks"), "pvalue": nw.col(f"{p}ks_p")}
+        t = _cumulative(q, self.y, self.score, "ks")
+        return {"": t.col("ks"), "pvalue": t.col("ks_p")}
 
 
 def ks_test(y: str, score: str) -> KSTest:
@@ -894,8 +867,8 @@ class KuiperTest(Metric):
     result = KuiperTestResult
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        p = _cumulative(q, self.y, self.score, "kuiper")
-        return {"": nw.col(f"{p}ku"), "pvalue": nw.col(f"{p}ku_p")}
+        t = _cumulative(q, self.y, self.score, "kuiper")
+        return {"": t.col("ku"), "pvalue": t.col("ku_p")}
 
 
 def kuiper_test(y: str, score: str) -> KuiperTest:
@@ -936,15 +909,15 @@ def kuiper_test(y: str, score: str) -> KuiperTest:
     return KuiperTest(y=y, score=score)
 
 
-def _spiegelhalter_finalize(a: str, b: str, prefix: str):
-    """z and p-values from the main aggregation's sums (one pass over the rows)."""
+def _spiegelhalter_finalize(a: str, b: str) -> core.FinalizeFn:
+    """z and p-values (``z``, ``p1``, ``p2``) from the main aggregation's sums (one pass over the rows)."""
 
-    def build(out: nw.LazyFrame) -> nw.LazyFrame:
-        z, za, p1, p2 = (f"{prefix}{x}" for x in ("z", "za", "p1", "p2"))
+    def build(out: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
+        z, za, p1, p2 = (ref.name(x) for x in ("z", "za", "p1", "p2"))
         out = out.with_columns(_null_or_inf(nw.col(a), nw.col(b).clip(lower_bound=0.0).sqrt()).alias(z))
         # one tail evaluation: q = Phi_c(|Z|); one-sided p = q (Z >= 0) or 1 - q
         out = out.with_columns(nw.col(z).abs().alias(za))
-        out = with_normal_sf(out, za, p2, f"{prefix}t_")
+        out = with_normal_sf(out, za, p2, ref.name("t_"))
         one_sided = nw.when(nw.col(z) >= 0.0).then(nw.col(p2)).otherwise(1.0 - nw.col(p2))
         return out.with_columns(one_sided.alias(p1), (2.0 * nw.col(p2)).clip(upper_bound=1.0).alias(p2))
 
@@ -962,11 +935,10 @@ class SpiegelhalterTest(Metric):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s = binary_row(q, self.y), score_row(q, self.score)
         ys, ss = nw.col(y), nw.col(s)
-        num = q.row(("spieg_num", y, s), (ys - ss) * (1.0 - 2.0 * ss), level=1)
-        den = q.row(("spieg_den", s), (1.0 - 2.0 * ss) ** 2 * ss * (1.0 - ss), level=1)
-        prefix = f"__cf_spieg_{y}_{s}_"
-        q.finalize(("spiegelhalter", y, s), _spiegelhalter_finalize(q.agg("sum", num), q.agg("sum", den), prefix))
-        return {"": nw.col(f"{prefix}z"), "pvalue": nw.col(f"{prefix}p1"), "pvalue_two_sided": nw.col(f"{prefix}p2")}
+        num = q.row(("spieg_num", y, s), (ys - ss) * (1.0 - 2.0 * ss), inputs=[y, s])
+        den = q.row(("spieg_den", s), (1.0 - 2.0 * ss) ** 2 * ss * (1.0 - ss), inputs=[s])
+        t = q.finalize(("spiegelhalter", y, s), _spiegelhalter_finalize(q.agg("sum", num), q.agg("sum", den)))
+        return {"": t.col("z"), "pvalue": t.col("p1"), "pvalue_two_sided": t.col("p2")}
 
 
 def spiegelhalter_test(y: str, score: str) -> SpiegelhalterTest:
@@ -1017,7 +989,9 @@ def spiegelhalter_test(y: str, score: str) -> SpiegelhalterTest:
 # ---------------------------------------------------------------------------
 # cumulative differences as a frame
 # ---------------------------------------------------------------------------
-def cumulative_differences(frame: Any, y: str, score: str, *, by: str | Sequence[str] | None = None) -> Any:
+def cumulative_differences(
+    frame: Any, y: str, score: str, *, by: str | Sequence[str] | None = None, invalid: core.InvalidPolicy | None = None
+) -> Any:
     """Cumulative differences ``C_k`` at each distinct score, per group.
 
     ``C_k = (1/n) sum_{i: s_i <= s_(k)} (y_i - s_i)`` where ``s_(k)`` is the
@@ -1029,9 +1003,11 @@ def cumulative_differences(frame: Any, y: str, score: str, *, by: str | Sequence
     Returns a frame of the caller's type (eager in, eager out; lazy in, lazy
     out) with the group keys, the score column (distinct values, ascending),
     ``n`` (rows at that score) and ``cumulative_difference``; sorted by
-    keys and score.  Input validation as for the tests: on eager input an
-    error; on lazy input the groups with invalid rows get null
-    ``cumulative_difference``.
+    keys and score.  Input validation as for the tests, with the invalid-row
+    policy ``invalid=`` of :func:`conformal_frames.evaluate`: ``"raise"``
+    (eager default) raises, ``"null"`` (lazy default) gives the groups with
+    invalid rows a null ``cumulative_difference``, ``"drop"`` leaves the
+    invalid rows out.
 
     Parameters
     ----------
@@ -1068,31 +1044,33 @@ def cumulative_differences(frame: Any, y: str, score: str, *, by: str | Sequence
     │ 0.75 ┆ 1   ┆ 0.0                   │
     └──────┴─────┴───────────────────────┘
     """
-    lf, eager = core._to_lazy(frame)
-    keys = core._as_keys(by)
+    lf, eager = core.to_lazy(frame)
+    keys = core.as_keys(by)
     if score in keys or y in keys:
         msg = "the label and score columns cannot be group keys (by=)"
         raise ValueError(msg)
     # validation: the Brier score registers exactly the checks of the tests
-    validity = core.compute(frame, [brier(y, score)], by)
-    ycol, scol, dcol, cnt, dsum, total = "__cf_y", "__cf_s", "__cf_d", "n", "__cf_dsum", "__cf_total"
+    checks = [brier(y, score)]
+    policy = core.policy(invalid, eager)
+    if policy == "drop":
+        lf = lf.filter(~core.invalid_mask(lf, checks, keys))
+    else:
+        validity = core.compute(frame, checks, by, invalid=policy)  # "raise": raises here
+    ycol, scol, dcol, cnt, dsum, n_total = "__cf_y", "__cf_s", "__cf_d", "n", "__cf_dsum", "__cf_total"
     y_expr = nw.col(y).cast(F64)
     rows = lf.select(*keys, y_expr.alias(ycol), nw.col(score).cast(F64).alias(scol))
     rows = rows.with_columns((nw.col(ycol) - nw.col(scol)).alias(dcol))
     cells = rows.group_by(*keys, scol).agg(nw.len().alias(cnt), nw.col(dcol).sum().alias(dsum))
     cells = cells.with_columns(nw.col(cnt).cast(nw.Int64))
-    running = nw.col(dsum).cum_sum()
-    n_total = nw.col(cnt).sum()
     cells = cells.with_columns(
-        (running.over(*keys, order_by=scol) if keys else running.over(order_by=scol)).alias(dsum),
-        _over(n_total, keys).cast(F64).alias(total),
+        over(nw.col(dsum).cum_sum(), keys, order_by=scol).alias(dsum),
+        over(nw.col(cnt).sum(), keys).cast(F64).alias(n_total),
     )
-    value = (nw.col(dsum) / nw.col(total)).alias("cumulative_difference")
-    if eager:
-        out = cells.select(*keys, nw.col(scol).alias(score), cnt, value)
-        return nw.to_native(nw.maybe_reset_index(out.sort(*keys, score).collect()))
-    assert isinstance(validity, nw.LazyFrame)
-    ok = validity.select(*keys, nw.col("n_invalid").alias("__cf_n_invalid"))
+    value = (nw.col(dsum) / nw.col(n_total)).alias("cumulative_difference")
+    if policy != "null":
+        out = cells.select(*keys, nw.col(scol).alias(score), cnt, value).sort(*keys, score)
+        return nw.to_native(nw.maybe_reset_index(out.collect()) if eager else out)
+    ok = validity.lazy().select(*keys, nw.col("n_invalid").alias("__cf_n_invalid"))
     cells = cells.join(ok, on=keys, how="left") if keys else cells.join(ok, how="cross")
     valid = nw.col("__cf_n_invalid") == 0
     out = cells.select(
@@ -1101,4 +1079,5 @@ def cumulative_differences(frame: Any, y: str, score: str, *, by: str | Sequence
         cnt,
         nw.when(valid).then(value).otherwise(nw.lit(None, F64)).alias("cumulative_difference"),
     )
-    return nw.to_native(out.sort(*keys, score, nulls_last=True))
+    out = out.sort(*keys, score, nulls_last=True)
+    return nw.to_native(nw.maybe_reset_index(out.collect()) if eager else out)

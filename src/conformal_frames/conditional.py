@@ -33,7 +33,7 @@ import numpy as np
 from conformal_frames._params import check_level as _level
 from conformal_frames._params import check_probability, level_row
 from conformal_frames._renames import renamed
-from conformal_frames.core import Metric, Query
+from conformal_frames.core import GroupFn, Metric, NumpyFn, Query, TableFn, TableRef, aggregate, over
 from conformal_frames.intervals import covered_row
 from conformal_frames.results import CoverageTestResult
 from conformal_frames.sets import Label, SetSpec, arrow_lists, set_covered_row, set_spec
@@ -156,12 +156,16 @@ def benjamini_hochberg(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # coverage gap across groups
 # ---------------------------------------------------------------------------
-def _gap_table(covered: str, gcols: list[str], labels: list[str], target: float | str, prefix: str, level: str | None):
-    """Sub-query: per outer group, the spread of coverage over ``groups=``."""
+def _gap_table(covered: str, gcols: list[str], labels: list[str], target: float | str, level: str | None) -> TableFn:
+    """Sub-query: per outer group, the spread of coverage over ``groups=``.
 
-    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-        cnt, hit, cov, gap = (f"{prefix}{s}" for s in ("cnt", "hit", "cov", "gap"))
-        tcol = f"{prefix}target"
+    Columns ``groups``, ``gap_sum``, ``gapw_sum``, ``rows``, ``worst``,
+    ``worst_n`` and the worst group's labels (named ``labels``, as output).
+    """
+
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        cnt, hit, cov, gap = (ref.name(s) for s in ("cnt", "hit", "cov", "gap"))
+        tcol = ref.name("target")
         extra = [nw.col(level).min().alias(tcol)] if level is not None else []
         cells = rows.group_by(*keys, *gcols).agg(nw.len().alias(cnt), nw.col(covered).sum().alias(hit), *extra)
         cells = cells.with_columns(nw.col(cnt).cast(nw.Float64)).with_columns((nw.col(hit) / nw.col(cnt)).alias(cov))
@@ -169,27 +173,27 @@ def _gap_table(covered: str, gcols: list[str], labels: list[str], target: float 
         cells = cells.with_columns((nw.col(cov) - goal).abs().alias(gap))
         cells = cells.with_columns((nw.col(gap) * nw.col(cnt)).alias(f"{gap}w"))
         aggs = [
-            nw.len().alias(f"{prefix}groups"),
-            nw.col(gap).sum().alias(f"{prefix}gap_sum"),
-            nw.col(f"{gap}w").sum().alias(f"{prefix}gapw_sum"),
-            nw.col(cnt).sum().alias(f"{prefix}rows"),
-            nw.col(cov).min().alias(f"{prefix}worst"),
+            nw.len().alias(ref.name("groups")),
+            nw.col(gap).sum().alias(ref.name("gap_sum")),
+            nw.col(f"{gap}w").sum().alias(ref.name("gapw_sum")),
+            nw.col(cnt).sum().alias(ref.name("rows")),
+            nw.col(cov).min().alias(ref.name("worst")),
         ]
-        stats = cells.group_by(*keys).agg(*aggs) if keys else cells.select(*aggs)
-        stats = stats.with_columns(nw.col(f"{prefix}groups").cast(nw.Float64))
+        stats = aggregate(cells, keys, aggs)
+        stats = stats.with_columns(ref.col("groups").cast(nw.Float64))
 
         def lowest(col: str) -> nw.Expr:
-            return nw.col(col) == (nw.col(col).min().over(*keys) if keys else nw.col(col).min())
+            return nw.col(col) == over(nw.col(col).min(), keys)
 
         worst = cells.filter(lowest(cov))
         for g in gcols:  # ties: the smallest group labels, column by column
             worst = worst.filter(lowest(g))
         worst = worst.select(
-            *keys, *[nw.col(g).alias(lab) for g, lab in zip(gcols, labels)], nw.col(cnt).alias(f"{prefix}worst_n")
+            *keys, *[nw.col(g).alias(lab) for g, lab in zip(gcols, labels)], nw.col(cnt).alias(ref.name("worst_n"))
         )
         if keys:
             return stats.join(worst, on=keys, how="left")
-        one = f"{prefix}one"  # a left join on a constant: one row even when there is no group
+        one = ref.name("one")  # a left join on a constant: one row even when there is no group
         joined = stats.with_columns(nw.lit(1).alias(one)).join(
             worst.with_columns(nw.lit(1).alias(one)), on=one, how="left"
         )
@@ -214,20 +218,14 @@ class CoverageGap(TargetMetric):
             q.check(f"group column {g!r} (groups=) has null values", col.is_null())
             gcols.append(q.row(("group", g), col))
         name = self.output_name
-        prefix = f"__cf_gap_{name}_"
         labels = [f"{name}_worst_{g}" for g in self.groups]
         level = level_row(q, self.confidence_level)
-        table = _gap_table(covered, gcols, labels, self.confidence_level, prefix, level)
-        q.table(("coverage_gap", name), table, [])
-        groups = nw.col(f"{prefix}groups")
-        gap = (
-            ratio(nw.col(f"{prefix}gapw_sum"), nw.col(f"{prefix}rows"))
-            if self.weighted
-            else ratio(nw.col(f"{prefix}gap_sum"), groups)
-        )
-        out: dict[str, nw.Expr | None] = {"": gap, "worst_coverage": nw.col(f"{prefix}worst")}
+        t = q.table(("coverage_gap", name), _gap_table(covered, gcols, labels, self.confidence_level, level))
+        groups = t.col("groups")
+        gap = ratio(t.col("gapw_sum"), t.col("rows")) if self.weighted else ratio(t.col("gap_sum"), groups)
+        out: dict[str, nw.Expr | None] = {"": gap, "worst_coverage": t.col("worst")}
         out.update({f"worst_{g}": None for g in self.groups})  # label columns come from the table as they are
-        out["worst_n"] = nw.col(f"{prefix}worst_n")
+        out["worst_n"] = t.col("worst_n")
         out["groups"] = groups
         return out
 
@@ -344,7 +342,9 @@ def coverage_pvalues(
     return np.minimum(p, 1.0)
 
 
-def _inference_step(k: str, n: str, level: str | None, checks: list[str], outputs: list[str], spec: dict[str, Any]):
+def _inference_step(
+    k: str, n: str, level: str | None, checks: list[str], outputs: list[str], spec: dict[str, Any]
+) -> NumpyFn:
     from scipy.stats import beta
 
     def fn(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -396,7 +396,7 @@ class CoverageTest(TargetMetric):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         covered = self.target.covered(q)
         k_name = q.agg("sum", covered)
-        n_name = q.agg("sum", q.row(("ones", covered), nw.col(covered) * 0.0 + 1.0, level=1))
+        n_name = q.agg("sum", q.row(("ones", covered), nw.col(covered) * 0.0 + 1.0, inputs=[covered]))
         k = nw.col(k_name)
         name = self.output_name
         suffixes = ["pvalue", "pvalue_holm", "pvalue_bh", "flag"]
@@ -417,7 +417,7 @@ class CoverageTest(TargetMetric):
         }
         level = level_row(q, self.confidence_level)
         level_agg = q.agg("min", level) if level is not None else None
-        checks = list(q.checks.values())
+        checks = [q.invalid]  # the group's invalid rows (all checks of the query)
         outputs = [f"{name}_{s}" for s in suffixes]
         what = f"{name} (exact binomial / beta tails: scipy on the per-group table)"
         inputs = [k_name, n_name, *([level_agg] if level_agg else []), *checks]
@@ -615,7 +615,7 @@ def min_slab_mean(z: np.ndarray, c: np.ndarray, need: int) -> np.ndarray:
     return (prefix[rows, j] - prefix[rows, i]) / (j - i)
 
 
-def _slab_groups(n_features: int, delta: float, n_directions: int, seed: int, chunk_cells: int = 2_000_000):
+def _slab_groups(n_features: int, delta: float, n_directions: int, seed: int, chunk_cells: int = 2_000_000) -> GroupFn:
     def fn(group: np.ndarray, n_groups: int, data: dict[str, np.ndarray]) -> np.ndarray:
         cols = list(data.values())
         x_all = np.column_stack(cols[:n_features])

@@ -6,12 +6,15 @@ aggregated columns).  :func:`evaluate` merges the statistics of all metrics of
 one call into a single query:
 
 1. one ``select`` of the group keys and every row-level column the metrics ask
-   for (shared columns are registered once, by a structural key);
+   for (shared columns are registered once, by a structural key), then
+   ``with_columns`` layers for rows that use other rows: each row declares its
+   ``inputs`` and its layer follows from them;
 2. one ``group_by(keys).agg(...)`` of elementary aggregations
    (``sum``/``min``/``max``/``len``), including the counts of invalid rows;
 3. optional *tables*: sub-queries over the same row-level frame that need a
    second aggregation level (size-stratified bins, calibration bins, ordered
-   cumulative sums), joined back on the keys;
+   cumulative sums), joined back on the keys; each is addressed through the
+   :class:`TableRef` its registration returns;
 4. finalize expressions over the aggregated columns;
 5. optional numpy steps on the aggregated table (one row per group) for special
    functions with no closed form, and per-group numpy steps for metrics that
@@ -19,31 +22,115 @@ one call into a single query:
 
 Steps 1-4 stay lazy on every backend.  Step 5 stays lazy on polars (through
 ``map_batches``) and is eager-only elsewhere, with an error naming the backend.
+The contributor's walk-through is the docs page "How a metric is built".
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable, Mapping, Sequence
+import difflib
+import functools
+import operator
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames.results import TestResult
 
-__all__ = ["Metric", "Query", "compute", "evaluate"]
+__all__ = [
+    "Compiled",
+    "FinalizeFn",
+    "InvalidPolicy",
+    "Metric",
+    "Query",
+    "TableFn",
+    "TableRef",
+    "aggregate",
+    "as_keys",
+    "compute",
+    "evaluate",
+    "invalid_mask",
+    "over",
+    "policy",
+    "to_lazy",
+    "total",
+]
 
 ResultKind = Literal["score", "test", "table"]
+#: what happens to rows that fail a check (see :func:`evaluate`)
+InvalidPolicy = Literal["raise", "drop", "null"]
 NumpyFn = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 GroupFn = Callable[[np.ndarray, int, dict[str, np.ndarray]], np.ndarray]
-TableFn = Callable[[nw.LazyFrame, list[str]], nw.LazyFrame]
+T = TypeVar("T")
 
 _INVALID = "__cf_invalid"
+_DROPPED = "__cf_dropped"
 _N = "__cf_n"
 _GID = "__cf_gid"
 _OWN_MESSAGE = "conformal-frames: "
+#: columns every evaluation may add next to the metrics' outputs
+RESERVED = ("n", "n_invalid", "n_dropped")
+#: integers beyond this lose precision when cast to Float64
+_EXACT_INT = 2**53
+
+
+# ---------------------------------------------------------------------------
+# engine helpers shared by every family (one implementation each)
+# ---------------------------------------------------------------------------
+def aggregate(frame: nw.LazyFrame, keys: Sequence[str], aggs: Sequence[nw.Expr]) -> nw.LazyFrame:
+    """``group_by(keys).agg(aggs)``, or one row of ``aggs`` when there are no keys."""
+    return frame.group_by(*keys).agg(*aggs) if keys else frame.select(*aggs)
+
+
+def over(expr: nw.Expr, partition: Sequence[str], *, order_by: str | Sequence[str] | None = None) -> nw.Expr:
+    """``expr`` as a window over ``partition`` (the whole frame when empty)."""
+    if order_by is not None:
+        return expr.over(*partition, order_by=order_by)
+    return expr.over(*partition) if partition else expr
+
+
+def total(exprs: Iterable[nw.Expr]) -> nw.Expr:
+    """The row-wise sum ``e1 + e2 + ...`` of one or more expressions."""
+    return functools.reduce(operator.add, exprs)
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """Handle to the columns of a sub-query registered with :meth:`Query.table`.
+
+    The table function names its result columns ``ref.name("x")``; metrics
+    read them as ``ref.col("x")``.  Names are private to the table.
+    """
+
+    prefix: str
+
+    def name(self, column: str) -> str:
+        return f"{self.prefix}{column}"
+
+    def col(self, column: str) -> nw.Expr:
+        return nw.col(self.name(column))
+
+
+#: ``fn(rows, keys, ref)``: a frame of ``keys`` plus columns named ``ref.name(...)``
+TableFn = Callable[[nw.LazyFrame, list[str], TableRef], nw.LazyFrame]
+#: ``fn(table, ref)``: the aggregated table with columns named ``ref.name(...)`` added
+FinalizeFn = Callable[[nw.LazyFrame, TableRef], nw.LazyFrame]
+
+
+@dataclass
+class _Row:
+    name: str
+    expr: nw.Expr
+    level: int
+
+
+@dataclass
+class _Check:
+    row: str
+    bad: nw.Expr
 
 
 @dataclass
@@ -64,6 +151,19 @@ class _GroupStep:
     what: str
 
 
+def _did_you_mean(name: str, names: Iterable[Any]) -> str:
+    """``"; did you mean 'y'?"`` for a near miss (case-insensitive), else ``""``."""
+    candidates = [str(c) for c in names]
+    folded = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(name.lower(), list(folded), n=1, cutoff=0.6)
+    return f"; did you mean {folded[close[0]]!r}?" if close else ""
+
+
+def _not_found(what: str, name: str, schema: Iterable[Any], role: str = "") -> ValueError:
+    available = ", ".join(repr(c) for c in schema)
+    return ValueError(f"{what} {name!r}{role} not found; available columns: {available}{_did_you_mean(name, schema)}")
+
+
 @dataclass
 class Query:
     """What one evaluation needs: row columns, aggregations, checks, steps.
@@ -77,18 +177,26 @@ class Query:
     keys: list[str]
     #: internal names of the group keys in the row-level and aggregated frames
     group: list[str] = field(default_factory=list)
-    rows: dict[Hashable, tuple[str, nw.Expr, int]] = field(default_factory=dict)
+    rows: dict[Hashable, _Row] = field(default_factory=dict)
     aggs: dict[Hashable, tuple[str, nw.Expr]] = field(default_factory=dict)
-    checks: dict[str, str] = field(default_factory=dict)
+    checks: dict[str, _Check] = field(default_factory=dict)
     #: check message -> aggregated column with an offending value (see :meth:`check`)
     examples: dict[str, str] = field(default_factory=dict)
-    tables: dict[Hashable, tuple[TableFn, list[str]]] = field(default_factory=dict)
-    finalizers: dict[Hashable, Callable[[nw.LazyFrame], nw.LazyFrame]] = field(default_factory=dict)
+    tables: dict[Hashable, tuple[TableFn, TableRef]] = field(default_factory=dict)
+    finalizers: dict[Hashable, tuple[FinalizeFn, TableRef]] = field(default_factory=dict)
     numpy_steps: list[_NumpyStep] = field(default_factory=list)
     group_steps: dict[str, _GroupStep] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)
-    #: aggregated column counting invalid rows (set by compile_query)
-    invalid: str = _INVALID
+    #: state shared between the builds of one query (see :meth:`shared`)
+    state: dict[Hashable, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.group:
+            self.group = [f"__cf_k{i}" for i in range(len(self.keys))]
+
+    #: aggregated column counting the invalid rows of each group (0 = valid);
+    #: a numpy step may take it as an input
+    invalid: ClassVar[str] = _INVALID
 
     # -- inputs -----------------------------------------------------------
     def column(self, name: str) -> nw.Expr:
@@ -97,9 +205,7 @@ class Query:
             msg = f"column names must be strings, got {name!r} ({type(name).__name__})"
             raise TypeError(msg)
         if name not in self.schema:
-            available = ", ".join(repr(c) for c in self.schema)
-            msg = f"column {name!r} not found; available columns: {available}"
-            raise ValueError(msg)
+            raise _not_found("column", name, self.schema)
         if name in self.keys:
             msg = f"column {name!r} is both a group key (by=) and a metric input"
             raise ValueError(msg)
@@ -107,12 +213,25 @@ class Query:
         return nw.col(name)
 
     def number(self, name: str) -> nw.Expr:
-        """A numeric input column as Float64; missing/NaN/inf rows are invalid."""
+        """A numeric input column as Float64; missing/NaN/inf rows are invalid.
+
+        64-bit integers beyond 2^53 cannot be represented exactly as Float64:
+        those rows are invalid too (never a silently rounded value).
+        """
         expr = self.column(name)
         dtype = self.schema[name]
         if not dtype.is_numeric():
             msg = f"column {name!r} must be numeric, found dtype {dtype}; cast it to a float or integer type first"
             raise TypeError(msg)
+        if dtype in (nw.Int64, nw.UInt64, nw.Int128, nw.UInt128):
+            big = expr > _EXACT_INT
+            if dtype.is_signed_integer():
+                big = big | (expr < -_EXACT_INT)
+            self.check(
+                f"column {name!r} has integers beyond 2^53 in absolute value, which Float64 cannot hold exactly",
+                big,
+            )
+            expr = nw.when(~big).then(expr)  # never cast them (pyarrow refuses; others would round)
         value = expr.cast(nw.Float64)
         self.check(
             f"column {name!r} has missing (null/NaN) or infinite values",
@@ -121,15 +240,34 @@ class Query:
         return value
 
     # -- registration -----------------------------------------------------
-    def row(self, key: Hashable, expr: nw.Expr, *, level: int = 0) -> str:
+    def row(self, key: Hashable, expr: nw.Expr, *, inputs: Sequence[str] = ()) -> str:
         """Register a row-level column; returns its (internal) name.
 
-        Level-0 columns are computed from the input columns; a level-``k``
-        column may use the columns of lower levels.
+        ``inputs`` are the row columns (names returned by earlier ``row``
+        calls) that ``expr`` uses.  A row without inputs is computed from the
+        frame's columns (:meth:`column`, :meth:`number`); a row with inputs
+        uses row columns only (register an input column as a row first, e.g.
+        ``q.row(("value", name), q.number(name))``): the frame's own columns
+        are not carried along, so a user column may have any name.  A row is
+        computed after its inputs: the ``with_columns`` layers of the row
+        frame follow from the declarations.  A row that uses a window (:meth:`over`) declares at
+        least one input (the group keys exist from the second layer on).
         """
         if key not in self.rows:
-            self.rows[key] = (f"__cf_r{len(self.rows)}", expr, level)
-        return self.rows[key][0]
+            self.rows[key] = _Row(f"__cf_r{len(self.rows)}", expr, self._level(inputs))
+        return self.rows[key].name
+
+    def _level(self, inputs: Sequence[str]) -> int:
+        levels = {r.name: r.level for r in self.rows.values()}
+        unknown = [i for i in inputs if i not in levels and i not in self.group]
+        if unknown:
+            msg = f"inputs {unknown!r} are not registered row columns"
+            raise ValueError(msg)
+        return max((levels.get(i, 0) + 1 for i in inputs), default=0)
+
+    def over(self, expr: nw.Expr, *within: str) -> nw.Expr:
+        """``expr`` as a window over the group (and the row columns ``within``)."""
+        return over(expr, [*self.group, *within])
 
     def agg(self, how: Literal["sum", "min", "max"], row_name: str) -> str:
         """Register an elementary aggregation of a row column; returns its name."""
@@ -150,48 +288,74 @@ class Query:
 
     @property
     def n(self) -> nw.Expr:
-        """Number of rows in the group."""
+        """Number of rows in the group (the valid rows with ``invalid="drop"``)."""
         return nw.col(_N)
 
     def check(self, message: str, bad: nw.Expr, *, example: nw.Expr | None = None) -> None:
-        """Rows where ``bad`` is true make the group invalid.
+        """Rows where ``bad`` is true are invalid.
 
-        Eager input: a ValueError ``"<message> in <count> rows"`` (or the
-        message with ``{rows}`` replaced by the count).  Lazy input:
-        the group's metric columns are null and ``n_invalid`` counts the rows.
-        With ``example`` (an expression, e.g. the offending column), the eager
-        error also names the smallest offending value: ``"..., e.g. 7"``.
+        ``bad`` is an expression of the frame's input columns (not of row
+        columns).  What an invalid row does follows the evaluation's
+        ``invalid=`` policy: ``"raise"``: a ValueError ``"<message> in <count>
+        rows"`` (or the message with ``{rows}`` replaced by the count);
+        ``"null"``: the group's metric columns are null and ``n_invalid``
+        counts the rows; ``"drop"``: the row is left out (``n_dropped``).
+        With ``example`` (an expression, e.g. the offending column), the error
+        also names the smallest offending value: ``"..., e.g. 7"``.
         """
         if message not in self.checks:
             name = self.row(("check", message), bad.cast(nw.Float64))
-            self.checks[message] = name
+            self.checks[message] = _Check(name, bad)
             if example is not None:
                 shown = self.row(("check_example", message), nw.when(bad).then(example))
                 self.examples[message] = self.agg("min", shown)
 
-    def table(self, key: Hashable, fn: TableFn, columns: list[str]) -> None:
-        """A sub-query over the row-level frame returning keys + ``columns``.
+    def table(self, key: Hashable, fn: TableFn) -> TableRef:
+        """A sub-query ``fn(rows, keys, ref)`` over the row-level frame.
 
-        Prefer main-aggregation statistics (:meth:`sum` ...) plus
-        :meth:`finalize` where the math allows: a table is a second pass over
-        the rows, and polars caches the shared row frame in memory when a
-        query uses it twice (streaming then holds the whole input).
+        It returns the group ``keys`` plus columns named ``ref.name(...)``,
+        joined to the aggregated table; metrics read them as ``ref.col(...)``.
+        Registering the same ``key`` again returns the same handle.  Prefer
+        main-aggregation statistics (:meth:`sum` ...) plus finalize
+        expressions where the math allows: a table is a second pass over the
+        rows, and polars caches the shared row frame in memory when a query
+        uses it twice (streaming then holds the whole input).
         """
-        self.tables.setdefault(key, (fn, columns))
+        if key not in self.tables:
+            self.tables[key] = (fn, TableRef(f"__cf_t{len(self.tables)}_"))
+        return self.tables[key][1]
 
-    def finalize(self, key: Hashable, fn: Callable[[nw.LazyFrame], nw.LazyFrame]) -> None:
-        """A multi-step finalize: ``fn(table) -> table`` adds columns to the
-        aggregated table (one row per group) before the output expressions,
-        e.g. a p-value series computed in several ``with_columns`` steps."""
-        self.finalizers.setdefault(key, fn)
+    def shared(self, key: Hashable, factory: Callable[[], T]) -> T:
+        """State shared by the builds of one query, created once by ``factory``.
+
+        E.g. the KS and Kuiper tests share one cumulative table; each adds
+        the p-value it needs to a set that the table function reads when the
+        query is compiled (after every build).
+        """
+        if key not in self.state:
+            self.state[key] = factory()
+        value: T = self.state[key]
+        return value
+
+    def finalize(self, key: Hashable, fn: FinalizeFn) -> TableRef:
+        """A multi-step finalize: ``fn(table, ref) -> table`` adds columns named
+        ``ref.name(...)`` to the aggregated table (one row per group) before the
+        output expressions, e.g. a p-value series computed in several
+        ``with_columns`` steps; metrics read them as ``ref.col(...)``."""
+        if key not in self.finalizers:
+            self.finalizers[key] = (fn, TableRef(f"__cf_f{len(self.finalizers)}_"))
+        return self.finalizers[key][1]
 
     def numpy(
         self, inputs: list[str], outputs: list[str], fn: NumpyFn, *, what: str, boolean: Sequence[str] = ()
     ) -> None:
         """A numpy step over the aggregated table (one row per group).
 
-        Outputs named in ``boolean`` are Boolean columns (``fn`` returns 0/1;
-        NaN becomes False), the others Float64.
+        ``inputs`` are aggregated columns (e.g. ``q.agg(...)`` names, or
+        :attr:`invalid`); ``outputs`` are output columns the metric's
+        :meth:`Metric.build` returns as ``None``.  Outputs named in
+        ``boolean`` are Boolean columns (``fn`` returns 0/1; NaN becomes
+        False), the others Float64.
         """
         self.numpy_steps.append(_NumpyStep(inputs, outputs, fn, what, tuple(boolean)))
 
@@ -211,7 +375,8 @@ class Metric:
 
     Subclasses define ``default_name``, ``kind`` and :meth:`build`, which
     registers the metric's statistics on a :class:`Query` and returns its
-    finalize expressions: ``{suffix: expr}``, the main output under ``""``.
+    finalize expressions: ``{suffix: expr}``, the main output under ``""``
+    (``None`` for an output a numpy step, per-group step or table fills).
     """
 
     name: str | None = None
@@ -259,15 +424,29 @@ class Metric:
         base = self.output_name
         return {(f"{base}_{s}" if s else base): e for s, e in built.items()}
 
+    def output_names(self, schema: Mapping[str, Any], keys: Sequence[str] = ()) -> list[str]:
+        """The wide output columns of this metric in :func:`evaluate`, in order.
+
+        ``schema`` maps the frame's column names to narwhals dtypes (e.g.
+        ``nw.from_native(df).collect_schema()``); raises as evaluation would
+        for a missing column or a wrong dtype.  Nothing is computed.
+        """
+        return list(self.outputs(self.build(Query(schema=schema, keys=list(keys)))))
+
 
 # ---------------------------------------------------------------------------
-# evaluation
+# frames and keys
 # ---------------------------------------------------------------------------
-def _as_keys(by: str | Sequence[str] | None) -> list[str]:
+def as_keys(by: Any) -> list[str]:
+    """``by=`` as a list of distinct column names."""
     if by is None:
         return []
     if isinstance(by, str):
         return [by]
+    if not isinstance(by, (list, tuple)):
+        hint = " (pass the column name, e.g. by='g', not the column itself)" if hasattr(by, "dtype") else ""
+        msg = f"by= must be a column name or a list of column names, got a {type(by).__name__}{hint}"
+        raise TypeError(msg)
     keys = list(by)
     if not all(isinstance(k, str) for k in keys):
         msg = f"by= must be a column name or a list of column names, got {by!r}"
@@ -278,7 +457,7 @@ def _as_keys(by: str | Sequence[str] | None) -> list[str]:
     return keys
 
 
-def _to_lazy(frame: Any) -> tuple[nw.LazyFrame, bool]:
+def to_lazy(frame: Any) -> tuple[nw.LazyFrame, bool]:
     """Narwhals lazy frame of ``frame``'s backend, and whether it was eager."""
     if isinstance(frame, (nw.DataFrame, nw.LazyFrame)):
         nw_frame = frame
@@ -297,13 +476,26 @@ def _to_lazy(frame: Any) -> tuple[nw.LazyFrame, bool]:
     if not isinstance(nw_frame, (nw.DataFrame, nw.LazyFrame)):
         msg = f"expected a DataFrame, got a Series ({type(frame).__name__})"
         raise TypeError(msg)
-    _check_unique_columns(list(nw_frame.columns))
+    _check_column_names(list(nw_frame.columns))
     if isinstance(nw_frame, nw.DataFrame):
         return nw_frame.lazy(), True
     return nw_frame, False
 
 
-def _check_unique_columns(columns: list[str]) -> None:
+# the 0.1 private names, still used by modules outside the engine
+_as_keys = as_keys
+_to_lazy = to_lazy
+
+
+def _check_column_names(columns: list[Any]) -> None:
+    odd = [c for c in columns if not isinstance(c, str)]
+    if odd:
+        shown = ", ".join(repr(c) for c in odd[:5])
+        msg = (
+            f"column names must be strings, found {shown} (e.g. a frame built from an array); "
+            "rename the columns first, e.g. df.columns = [str(c) for c in df.columns]"
+        )
+        raise TypeError(msg)
     seen: set[str] = set()
     repeated = sorted({c for c in columns if c in seen or seen.add(c)})  # type: ignore[func-returns-value]
     if repeated:
@@ -314,29 +506,84 @@ def _check_unique_columns(columns: list[str]) -> None:
 def _check_keys(schema: Mapping[str, Any], keys: list[str]) -> None:
     for k in keys:
         if k not in schema:
-            available = ", ".join(repr(c) for c in schema)
-            msg = f"group column {k!r} (by=) not found; available columns: {available}"
+            raise _not_found("group column", k, schema, " (by=)")
+        if k in RESERVED:
+            msg = (
+                f"group column {k!r} (by=) has the name of the result's row-count column {k!r}; "
+                "rename the group column first"
+            )
             raise ValueError(msg)
+
+
+def _key_checks(q: Query) -> None:
+    """Null (and NaN) group keys make their rows invalid on every backend."""
+    for k in q.keys:
+        bad = nw.col(k).is_null()
+        what = "null"
+        if q.schema[k].is_float():
+            bad = bad | nw.col(k).is_nan()
+            what = "null or NaN"
+        q.check(f"group column {k!r} (by=) has {what} values in {{rows}}; fill or drop them first", bad)
 
 
 def _backend(lf: nw.LazyFrame) -> str:
     return str(lf.implementation).split(".")[-1].lower()
 
 
+def invalid_mask(lf: nw.LazyFrame, metrics: Sequence[Metric], keys: Sequence[str]) -> nw.Expr:
+    """A boolean expression over ``lf``'s columns: the row fails a check of ``metrics``.
+
+    For functions of a frame that apply ``invalid="drop"`` themselves
+    (:func:`~conformal_frames.calibration.cumulative_differences`).
+    """
+    q = Query(schema=lf.collect_schema(), keys=list(keys))
+    _key_checks(q)
+    _build_outputs(q, metrics)
+    bad = [c.bad for c in q.checks.values()]
+    return nw.any_horizontal(*bad, ignore_nulls=True) if bad else nw.lit(False)
+
+
+def policy(invalid: Any, eager: bool) -> InvalidPolicy:
+    """The invalid-row policy: ``invalid`` checked, or the default for the input."""
+    return _policy(invalid, eager)
+
+
+def _policy(invalid: Any, eager: bool) -> InvalidPolicy:
+    if invalid is None:
+        return "raise" if eager else "null"
+    if invalid in ("raise", "drop", "null"):
+        policy: InvalidPolicy = invalid
+        return policy
+    msg = f"invalid= must be 'raise', 'drop' or 'null', got {invalid!r}"
+    raise (TypeError if not isinstance(invalid, str) else ValueError)(msg)
+
+
+# ---------------------------------------------------------------------------
+# compilation
+# ---------------------------------------------------------------------------
+@dataclass
+class Compiled:
+    """One compiled evaluation: the lazy aggregated table and what made it."""
+
+    #: one row per group: internal keys, outputs, ``n``, invalid counts, check sums
+    table: nw.LazyFrame
+    query: Query
+    #: output column names, in order
+    names: list[str]
+    #: the row-level frame (internal keys and row columns), for per-group steps
+    rows: nw.LazyFrame
+    policy: InvalidPolicy
+
+
 def _rows_frame(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
-    levels = sorted({lvl for _, _, lvl in q.rows.values()})
-    by_level = {lvl: [e.alias(n) for n, e, lv in q.rows.values() if lv == lvl] for lvl in levels}
-    rows = lf.select(*[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)], *by_level.get(0, []))
-    for lvl in levels:
-        if lvl > 0:
-            rows = rows.with_columns(*by_level[lvl])
+    layers: dict[int, list[nw.Expr]] = {}
+    for r in q.rows.values():
+        layers.setdefault(r.level, []).append(r.expr.alias(r.name))
+    rows = lf.select(*[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)], *layers.get(0, []))
+    for level in sorted(layers):
+        if level > 0:
+            rows = rows.with_columns(*layers[level])
     return rows
-
-
-def _aggregate(rows: nw.LazyFrame, keys: list[str], aggs: list[nw.Expr]) -> nw.LazyFrame:
-    if keys:
-        return rows.group_by(*keys).agg(*aggs)
-    return rows.select(*aggs)
 
 
 def _join(left: nw.LazyFrame, right: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
@@ -345,60 +592,91 @@ def _join(left: nw.LazyFrame, right: nw.LazyFrame, keys: list[str]) -> nw.LazyFr
     return left.join(right, how="cross")
 
 
-def compile_query(
-    lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str], *, eager: bool = False
-) -> tuple[nw.LazyFrame, Query, list[str]]:
-    """Compile ``metrics`` into one lazy query.
-
-    Returns the query (keys, outputs, ``n`` and internal check columns), the
-    registry, and the output column names in order.
-    """
-    schema = lf.collect_schema()
-    _check_keys(schema, keys)
-    ikeys = [f"__cf_k{i}" for i in range(len(keys))]
-    q = Query(schema=schema, keys=keys, group=ikeys)
-    for k in keys:
-        q.check(f"group column {k!r} (by=) has null values in {{rows}}; fill or drop them first", nw.col(k).is_null())
+def _build_outputs(q: Query, metrics: Sequence[Metric]) -> dict[str, nw.Expr | None]:
     outputs: dict[str, nw.Expr | None] = {}
     for m in metrics:
         if not isinstance(m, Metric):
             msg = f"expected metric objects such as cf.coverage(...), got {m!r}"
             raise TypeError(msg)
         for name, expr in m.outputs(m.build(q)).items():
-            if name in outputs or name in keys or name == "n":
+            if name in q.keys:
+                msg = (
+                    f"group column {name!r} (by=) has the name of an output column of {m.output_name}; "
+                    f"rename the group column or the metric (.alias(...))"
+                )
+                raise ValueError(msg)
+            if name in outputs or name in RESERVED:
                 msg = f"two outputs are named {name!r}; rename one with .alias()"
                 raise ValueError(msg)
             outputs[name] = expr
-    checks = list(q.checks.values())
-    if eager:
-        # eager input raises on any invalid row: the check sums suffice (no
-        # row-level "any invalid" column); the mask only guards empty groups
-        inv = _INVALID
-    else:
-        # lazy input: n_invalid counts rows with at least one problem
-        invalid = nw.any_horizontal(*[nw.col(c) > 0 for c in checks], ignore_nulls=True) if checks else nw.lit(False)
-        inv = q.row(_INVALID, invalid.cast(nw.Float64), level=max([lv for *_, lv in q.rows.values()], default=0) + 1)
+    return outputs
+
+
+def _aggregated(lf: nw.LazyFrame, q: Query, policy: InvalidPolicy) -> tuple[nw.LazyFrame, nw.LazyFrame]:
+    """The row frame and the main aggregation (with ``_INVALID``/``_DROPPED``)."""
+    checks = [c.row for c in q.checks.values()]
+    if policy == "null":
+        # n_invalid counts rows with at least one problem
+        anybad = nw.any_horizontal(*[nw.col(c) > 0 for c in checks], ignore_nulls=True) if checks else nw.lit(False)
+        q.row(_INVALID, anybad.cast(nw.Float64), inputs=checks)
+    counts = None
+    if policy == "drop":
+        bad = [c.bad for c in q.checks.values()]
+        flag = nw.any_horizontal(*bad, ignore_nulls=True) if bad else nw.lit(False)
+        flagged = lf.with_columns(flag.alias(_DROPPED))
+        ikeys = [nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)]
+        marks = flagged.select(*ikeys, nw.col(_DROPPED).cast(nw.Float64))
+        counts = aggregate(marks, q.group, [nw.col(_DROPPED).sum()])
+        lf = flagged.filter(~nw.col(_DROPPED)).drop(_DROPPED)
     rows = _rows_frame(lf, q)
     aggs = [nw.len().alias(_N), *[e.alias(n) for n, e in q.aggs.values()]]
-    aggs += [nw.col(c).sum().alias(c) for c in [*checks, *([] if eager else [inv])]]
-    table = _aggregate(rows, ikeys, aggs)
-    if eager:
-        table = table.with_columns((nw.sum_horizontal(*checks) if checks else nw.lit(0.0)).alias(inv))
-    q.invalid = inv
-    for fn, _cols in q.tables.values():
-        table = _join(table, fn(rows, ikeys), ikeys)
-    for finalize in q.finalizers.values():
-        table = finalize(table)
-    valid = (nw.col(inv) == 0) & (nw.col(_N) > 0)
-    expr_outputs = {k: v for k, v in outputs.items() if v is not None}
-    if expr_outputs:
+    aggs += [nw.col(c).sum().alias(c) for c in checks]
+    if policy == "null":
+        aggs.append(nw.col(q.rows[_INVALID].name).sum().alias(_INVALID))
+    table = aggregate(rows, q.group, aggs)
+    if policy == "raise":
+        # an invalid row raises: the check sums suffice (the mask only guards empty groups)
+        table = table.with_columns((nw.sum_horizontal(*checks) if checks else nw.lit(0.0)).alias(_INVALID))
+    if counts is not None:
+        # every group of the input, also one whose rows were all dropped
+        table = _join(counts, table.with_columns(nw.lit(0.0).alias(_INVALID)), q.group)
+        table = table.with_columns(nw.col(_N).fill_null(0), nw.col(_INVALID).fill_null(0.0))
+    return rows, table
+
+
+def compile_query(
+    lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str], *, invalid: InvalidPolicy = "null"
+) -> Compiled:
+    """Compile ``metrics`` into one lazy query (see the module docstring)."""
+    if not metrics:
+        msg = "evaluate() needs at least one metric, e.g. cf.evaluate(df, cf.coverage('y', 'lo', 'hi'))"
+        raise ValueError(msg)
+    schema = lf.collect_schema()
+    _check_keys(schema, keys)
+    q = Query(schema=schema, keys=keys)
+    _key_checks(q)
+    outputs = _build_outputs(q, metrics)
+    rows, table = _aggregated(lf, q, invalid)
+    for fn, ref in q.tables.values():
+        table = _join(table, fn(rows, q.group, ref), q.group)
+    for finalize, fref in q.finalizers.values():
+        table = finalize(table, fref)
+    valid = (nw.col(_INVALID) == 0) & (nw.col(_N) > 0)
+    exprs = {k: v for k, v in outputs.items() if v is not None}
+    if exprs:
         table = table.with_columns(
-            *[nw.when(valid).then(e).otherwise(nw.lit(None, nw.Float64)).alias(k) for k, e in expr_outputs.items()]
+            *[nw.when(valid).then(e).otherwise(nw.lit(None, nw.Float64)).alias(k) for k, e in exprs.items()]
         )
-    if ikeys:
-        table = table.sort(*ikeys, nulls_last=True)
-    q._rows_lf = rows  # type: ignore[attr-defined]
-    return table, q, list(outputs)
+    if q.group:
+        table = table.sort(*q.group, nulls_last=True)
+    return Compiled(table=table, query=q, names=list(outputs), rows=rows, policy=invalid)
+
+
+# ---------------------------------------------------------------------------
+# execution
+# ---------------------------------------------------------------------------
+def _valid_mask(frame: nw.DataFrame) -> np.ndarray:
+    return (frame.get_column(_INVALID).to_numpy() == 0) & (frame.get_column(_N).to_numpy() > 0)
 
 
 def _numpy_apply(frame: nw.DataFrame, q: Query) -> nw.DataFrame:
@@ -410,7 +688,7 @@ def _numpy_apply(frame: nw.DataFrame, q: Query) -> nw.DataFrame:
         cols.update({k: np.asarray(result[k], dtype=float) for k in step.outputs})
     if not cols:
         return frame
-    valid = (frame.get_column(q.invalid).to_numpy() == 0) & (frame.get_column(_N).to_numpy() > 0)
+    valid = _valid_mask(frame)
     ns = nw.get_native_namespace(frame)
     boolean = {k for s in q.numpy_steps for k in s.boolean}
     return frame.with_columns(
@@ -441,7 +719,7 @@ def _group_apply(frame: nw.DataFrame, rows: nw.LazyFrame, q: Query) -> nw.DataFr
     data = {c: narrow.get_column(c).to_numpy().astype(float) for c in needed}
     ns = nw.get_native_namespace(frame)
     new = []
-    valid = (frame.get_column(q.invalid).to_numpy() == 0) & (frame.get_column(_N).to_numpy() > 0)
+    valid = _valid_mask(frame)
     for step in q.group_steps.values():
         values = np.asarray(step.fn(group_index, n_groups, {c: data[c] for c in step.rows}), dtype=float)
         new.append(nw.new_series(step.output, np.where(valid, values, np.nan), nw.Float64, backend=ns).fill_nan(None))
@@ -449,8 +727,8 @@ def _group_apply(frame: nw.DataFrame, rows: nw.LazyFrame, q: Query) -> nw.DataFr
 
 
 def _raise_checks(frame: nw.DataFrame, q: Query) -> None:
-    for message, col in q.checks.items():
-        count = int(np.nansum(frame.get_column(col).to_numpy().astype(float)))
+    for message, check in q.checks.items():
+        count = int(np.nansum(frame.get_column(check.row).to_numpy().astype(float)))
         if count:
             rows = f"{count} row{'s' if count != 1 else ''}"
             text = message.replace("{rows}", rows) if "{rows}" in message else f"{message} in {rows}"
@@ -480,62 +758,82 @@ def _example(values: list[Any]) -> str:
     return f", e.g. {value!r}"
 
 
-def _finish(table: nw.LazyFrame, q: Query, names: list[str], keys: list[str], eager: bool, backend: str) -> Any:
-    inv = q.invalid
-    final_cols = [*[nw.col(ik).alias(k) for k, ik in zip(keys, q.group)], *names, nw.col(_N).cast(nw.Int64).alias("n")]
+#: internal column -> public column added after ``n`` for each policy
+_POLICY_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "raise": [],
+    "null": [(_INVALID, "n_invalid")],
+    "drop": [(_DROPPED, "n_dropped")],
+}
+
+
+def _finish(c: Compiled, keys: list[str], eager: bool, backend: str) -> nw.DataFrame | nw.LazyFrame:
+    q, table = c.query, c.table
+    final_cols: list[nw.Expr | str] = [
+        *[nw.col(ik).alias(k) for k, ik in zip(keys, q.group)],
+        *c.names,
+        nw.col(_N).cast(nw.Int64).alias("n"),
+        *[nw.col(i).cast(nw.Int64).alias(p) for i, p in _POLICY_COLUMNS[c.policy]],
+    ]
+    if c.policy == "raise":
+        if not eager:  # asked for: run the checks now (the metrics stay lazy)
+            _raise_checks(table.select(*[ch.row for ch in q.checks.values()], *q.examples.values()).collect(), q)
+        else:
+            frame = table.collect()
+            _raise_checks(frame, q)
     if eager:
-        frame = table.collect()
-        _raise_checks(frame, q)
-        frame = _group_apply(frame, q._rows_lf, q)  # type: ignore[attr-defined]
+        frame = table.collect() if c.policy != "raise" else frame
+        frame = _group_apply(frame, c.rows, q)
         frame = _numpy_apply(frame, q)
         return nw.maybe_reset_index(frame.select(*final_cols))
     if q.group_steps or q.numpy_steps:
         if table.implementation.is_polars():
-            return _polars_lazy_steps(table, q, keys, final_cols)
-        what = "; ".join(sorted({s.what for s in [*q.group_steps.values(), *q.numpy_steps]}))
+            return _polars_lazy_steps(c, keys, final_cols)
+        steps: list[_GroupStep | _NumpyStep] = [*q.group_steps.values(), *q.numpy_steps]
+        what = "; ".join(sorted({s.what for s in steps}))
         msg = _OWN_MESSAGE + (
             f"{what} cannot stay lazy on the {backend} backend; collect the frame first "
             "(e.g. .collect() / .toPandas()) and evaluate the eager frame, or use polars"
         )
         raise NotImplementedError(msg)
-    return table.select(*final_cols, nw.col(inv).cast(nw.Int64).alias("n_invalid"))
+    return table.select(*final_cols)
 
 
-def _polars_lazy_steps(table: nw.LazyFrame, q: Query, keys: list[str], final_cols: list[nw.Expr | str]) -> nw.LazyFrame:
+def _polars_lazy_steps(c: Compiled, keys: list[str], final_cols: list[nw.Expr | str]) -> nw.LazyFrame:
     """Numpy steps on a polars LazyFrame, kept lazy with ``map_batches``."""
-    rows_native = q._rows_lf.to_native()  # type: ignore[attr-defined]
-    inv = q.invalid
+    rows_native = c.rows.to_native()
+    q = c.query
 
     def run(df: Any) -> Any:
         frame = nw.from_native(df, eager_only=True)
         frame = _group_apply(frame, nw.from_native(rows_native), q)
         frame = _numpy_apply(frame, q)
-        return frame.select(*final_cols, nw.col(inv).cast(nw.Int64).alias("n_invalid")).to_native()
+        return frame.select(*final_cols).to_native()
 
-    native = table.to_native()
+    native = c.table.to_native()
     schema = native.collect_schema()
     import polars as pl  # only reached for polars input
 
     out_schema = {k: schema[ik] for k, ik in zip(keys, q.group)}
     # outputs already in the table keep their dtype (e.g. a worst-group label); numpy outputs are Float64
-    out_schema.update({c: schema.get(c, pl.Float64) for c in final_cols if isinstance(c, str)})
+    out_schema.update({name: schema.get(name, pl.Float64) for name in c.names})
     out_schema.update({k: pl.Boolean for s in q.numpy_steps for k in s.boolean})
     out_schema["n"] = pl.Int64
-    out_schema["n_invalid"] = pl.Int64
+    out_schema.update({p: pl.Int64 for _, p in _POLICY_COLUMNS[c.policy]})
     return nw.from_native(native.map_batches(run, schema=pl.Schema(out_schema), streamable=False))
 
 
 def compute(
-    frame: Any, metrics: Sequence[Metric], by: str | Sequence[str] | None = None
+    frame: Any, metrics: Sequence[Metric], by: Any = None, *, invalid: InvalidPolicy | None = None
 ) -> nw.LazyFrame | nw.DataFrame:
     """Narwhals-level evaluation: a narwhals DataFrame (eager) or LazyFrame."""
-    lf, eager = _to_lazy(frame)
-    keys = _as_keys(by)
+    lf, eager = to_lazy(frame)
+    keys = as_keys(by)
+    policy = _policy(invalid, eager)
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
     try:
-        table, q, names = compile_query(lf, metrics, keys, eager=eager)
-        return _finish(table, q, names, keys, eager, _backend(lf))
+        compiled = compile_query(lf, metrics, keys, invalid=policy)
+        return _finish(compiled, keys, eager, _backend(lf))
     except (NotImplementedError, RuntimeError) as exc:
         if str(exc).startswith(_OWN_MESSAGE):
             raise
@@ -551,7 +849,7 @@ def compute(
         raise NotImplementedError(msg) from exc
 
 
-def evaluate(frame: Any, *metrics: Metric, by: str | Sequence[str] | None = None) -> Any:
+def evaluate(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPolicy | None = None) -> Any:
     """Evaluate any number of metrics in one pass.
 
     Parameters
@@ -560,16 +858,28 @@ def evaluate(frame: Any, *metrics: Metric, by: str | Sequence[str] | None = None
         Any frame narwhals supports: pandas, polars (eager or lazy), DuckDB,
         PySpark, Dask, ...
     *metrics
-        Metric objects, e.g. ``cf.coverage("y", "lo", "hi")``.
+        Metric objects, e.g. ``cf.coverage("y", "lo", "hi")`` (at least one).
     by
-        Group column(s).  ``None`` evaluates the whole frame (one row).
+        Group column name(s).  ``None`` evaluates the whole frame (one row).
+        Groups are sorted by the keys' values (see the backend matrix for
+        categorical keys); a null or NaN key is an invalid row.
+    invalid : {"raise", "drop", "null"}, optional
+        What rows that fail a check (missing values, ``lo > hi``, labels
+        outside their set, ...) do.  ``"raise"`` (default for eager input): a
+        ValueError naming the column, the problem and the row count.
+        ``"null"`` (default for lazy input): the metrics of a group with
+        invalid rows are null and ``n_invalid`` counts them.  ``"drop"``: the
+        metrics use the valid rows only; ``n`` counts them and ``n_dropped``
+        the rows left out (a group whose rows are all invalid stays, with
+        ``n = 0`` and null metrics).  On lazy input ``"raise"`` runs the
+        checks when called (the metrics stay lazy).
 
     Returns
     -------
     frame
         A frame of the caller's type: group keys, one column per metric output,
-        ``n``; sorted by the keys.  Eager in, eager out; lazy in, lazy out (with
-        an extra ``n_invalid`` column: groups with invalid rows get null metrics).
+        ``n`` (and ``n_invalid`` or ``n_dropped``); sorted by the keys.  Eager
+        in, eager out; lazy in, lazy out.
 
     Examples
     --------
@@ -588,17 +898,32 @@ def evaluate(frame: Any, *metrics: Metric, by: str | Sequence[str] | None = None
     │ b   ┆ 1.0      ┆ 0.34238         ┆ 1.0              ┆ 2.0   ┆ 2   │
     └─────┴──────────┴─────────────────┴──────────────────┴───────┴─────┘
     """
-    return nw.to_native(compute(frame, metrics, by))
+    return nw.to_native(compute(frame, metrics, by, invalid=invalid))
 
 
-def evaluate_one(frame: Any, metric: Metric, by: str | Sequence[str] | None = None) -> Any:
+def _long_table(result: nw.DataFrame | nw.LazyFrame, metric: Metric, keys: list[str]) -> Any:
+    """The metric's long table; its columns must not collide with the keys."""
+    lazy = result if isinstance(result, nw.LazyFrame) else result.lazy()
+    ikeys = [f"__cf_k{i}" for i in range(len(keys))]
+    # the table's own columns, probed (schema only) with internal key names
+    probe = metric.to_long(lazy.rename(dict(zip(keys, ikeys))), ikeys).collect_schema().names()
+    clash = [c for c in probe if c in keys]
+    if clash:
+        msg = (
+            f"group column {clash[0]!r} (by=) has the name of a column of the {metric.output_name} table; "
+            "rename the group column first"
+        )
+        raise ValueError(msg)
+    long = metric.to_long(lazy, keys)
+    return nw.to_native(long if isinstance(result, nw.LazyFrame) else nw.maybe_reset_index(long.collect()))
+
+
+def evaluate_one(frame: Any, metric: Metric, by: Any = None, *, invalid: InvalidPolicy | None = None) -> Any:
     """A single metric with the return contract of the ``.conformal`` methods."""
-    result = compute(frame, [metric], by)
-    keys = _as_keys(by)
+    result = compute(frame, [metric], by, invalid=invalid)
+    keys = as_keys(by)
     if metric.long:
-        lazy = result if isinstance(result, nw.LazyFrame) else result.lazy()
-        long = metric.to_long(lazy, keys)
-        return nw.to_native(long if isinstance(result, nw.LazyFrame) else nw.maybe_reset_index(long.collect()))
+        return _long_table(result, metric, keys)
     if isinstance(result, nw.LazyFrame) or keys:
         return nw.to_native(result)
     row = result.row(0)

@@ -35,8 +35,6 @@ this module's, and the package exposes its modules as attributes).
 
 from __future__ import annotations
 
-import functools
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +43,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames._params import check_level, complement, level_row
 from conformal_frames._renames import renamed
-from conformal_frames.core import Metric, Query
+from conformal_frames.core import Metric, Query, total
 from conformal_frames.sets import Label, check_classes, label_exprs
 from conformal_frames.stats import max_of, ratio
 
@@ -55,10 +53,6 @@ METHODS = list(__all__)
 PRIOR = ("S", "N", "U", "F", "M", "E")
 OBSERVED = ("OU", "OF", "OM", "OE")
 SECONDARY = ("credibility", "empty")
-
-
-def _total(exprs: list[nw.Expr]) -> nw.Expr:
-    return functools.reduce(operator.add, exprs)
 
 
 def pvalue_exprs(q: Query, pvalues: tuple[str, ...]) -> list[nw.Expr]:
@@ -90,7 +84,7 @@ class Efficiency(Metric):
         level = level_row(q, self.confidence_level)
         key: tuple[Any, ...] = (self.pvalues, self.confidence_level)
         largest = max_of(*p)
-        n_largest = _total([(pk == largest).cast(nw.Float64) for pk in p])
+        n_largest = total([(pk == largest).cast(nw.Float64) for pk in p])
         below = max_of(*[nw.when(pk < largest).then(pk).otherwise(nw.lit(-1.0)) for pk in p])
         second = nw.when(n_largest >= 2.0).then(largest).otherwise(below)
         if level is None:
@@ -99,12 +93,12 @@ class Efficiency(Metric):
         else:  # p > 1 - t as p + t > 1: exact for decimal levels and p-values such as 0.1 + 0.9
             t = nw.col(str(self.confidence_level)).cast(nw.Float64)  # the by= key level_row checked
             member = [(pk + t > 1.0).cast(nw.Float64) for pk in p]
-        size = _total(member)
+        size = total(member)
         rows = {
-            "S": _total(p),
+            "S": total(p),
             "N": size,
             "U": second,
-            "F": _total(p) - largest,
+            "F": total(p) - largest,
             "M": (size > 1.0).cast(nw.Float64),
             "E": (size - 1.0).clip(lower_bound=0.0),
             "credibility": largest,
@@ -113,9 +107,9 @@ class Efficiency(Metric):
         if self.y is not None:
             assert self.classes is not None
             eq = label_exprs(q, self.y, self.classes)
-            false_in_set = size - _total([e * m for e, m in zip(eq, member)])
+            false_in_set = size - total([e * m for e, m in zip(eq, member)])
             rows["OU"] = max_of(*[nw.when(e == 0.0).then(pk).otherwise(nw.lit(-1.0)) for e, pk in zip(eq, p)])
-            rows["OF"] = _total(p) - _total([e * pk for e, pk in zip(eq, p)])
+            rows["OF"] = total(p) - total([e * pk for e, pk in zip(eq, p)])
             rows["OM"] = (false_in_set > 0.0).cast(nw.Float64)
             rows["OE"] = false_in_set
             key = (*key, self.y, self.classes)

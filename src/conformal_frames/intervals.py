@@ -23,7 +23,7 @@ from conformal_frames._params import (
     level_row,
 )
 from conformal_frames._renames import renamed
-from conformal_frames.core import Metric, Query
+from conformal_frames.core import GroupFn, Metric, Query, TableFn, TableRef, aggregate, over
 from conformal_frames.gauss import grouped_gauss_form
 from conformal_frames.stats import min_of, ratio, wilson_interval
 
@@ -158,34 +158,28 @@ def width(lo: str, hi: str) -> Width:
 SSC_TIE_RTOL = 1e-9
 
 
-def _over(expr: nw.Expr, keys: list[str], order_by: str | None = None) -> nw.Expr:
-    if order_by is None:
-        return expr.over(*keys) if keys else expr
-    return expr.over(*keys, order_by=order_by) if keys else expr.over(order_by=order_by)
-
-
-def _tie_groups(rows: nw.LazyFrame, keys: list[str], width_col: str, covered_col: str, prefix: str) -> nw.LazyFrame:
+def _tie_groups(rows: nw.LazyFrame, keys: list[str], width_col: str, covered_col: str, ref: TableRef) -> nw.LazyFrame:
     """Per group: one row per tie group of widths, with its rows and covered rows.
 
     Distinct widths are sorted; a distinct width starts a new tie group unless
     it exceeds the previous distinct width by at most ``SSC_TIE_RTOL`` times
     the group's largest width (a chain of such close widths is one tie group).
     """
-    cnt, hit, prev, scale, new, tie = (f"{prefix}{x}" for x in ("cnt", "hit", "prev", "scale", "new", "tie"))
+    cnt, hit, prev, scale, new, tie = (ref.name(x) for x in ("cnt", "hit", "prev", "scale", "new", "tie"))
     w = nw.col(width_col)
     cells = rows.group_by(*keys, width_col).agg(nw.len().alias(cnt), nw.col(covered_col).sum().alias(hit))
     cells = cells.with_columns(
         nw.col(cnt).cast(nw.Float64),
-        _over(w.shift(1), keys, width_col).alias(prev),
-        _over(w.abs().max(), keys).alias(scale),
+        over(w.shift(1), keys, order_by=width_col).alias(prev),
+        over(w.abs().max(), keys).alias(scale),
     )
     close = (w - nw.col(prev)) <= SSC_TIE_RTOL * nw.col(scale)
     cells = cells.with_columns(nw.when(close).then(nw.lit(0.0)).otherwise(nw.lit(1.0)).alias(new))
-    cells = cells.with_columns(_over(nw.col(new).cum_sum(), keys, width_col).alias(tie))
+    cells = cells.with_columns(over(nw.col(new).cum_sum(), keys, order_by=width_col).alias(tie))
     return cells.group_by(*keys, tie).agg(nw.col(cnt).sum(), nw.col(hit).sum())
 
 
-def _ssc_table(width_col: str, covered_col: str, n_bins: int, prefix: str):
+def _ssc_table(width_col: str, covered_col: str, n_bins: int) -> TableFn:
     """Sub-query: per group, rows and covered rows of each equal-count width bin.
 
     Tie groups of widths (see :func:`_tie_groups`) are never split: sorted by
@@ -196,11 +190,11 @@ def _ssc_table(width_col: str, covered_col: str, n_bins: int, prefix: str):
     order nor on the backend nor on the coverage of the rows.
     """
 
-    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-        cnt, hit, tie, end, n, b = (f"{prefix}{x}" for x in ("cnt", "hit", "tie", "end", "n", "bin"))
-        ties = _tie_groups(rows, keys, width_col, covered_col, prefix)
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        cnt, hit, tie, end, n, b = (ref.name(x) for x in ("cnt", "hit", "tie", "end", "n", "bin"))
+        ties = _tie_groups(rows, keys, width_col, covered_col, ref)
         ties = ties.with_columns(
-            _over(nw.col(cnt).cum_sum(), keys, tie).alias(end), _over(nw.col(cnt).sum(), keys).alias(n)
+            over(nw.col(cnt).cum_sum(), keys, order_by=tie).alias(end), over(nw.col(cnt).sum(), keys).alias(n)
         )
         m = float(n_bins)
         size = (nw.col(n) / m).floor()
@@ -213,10 +207,10 @@ def _ssc_table(width_col: str, covered_col: str, n_bins: int, prefix: str):
         parts = []
         for k in range(n_bins):
             mine = (nw.col(b) == float(k)).cast(nw.Float64)
-            parts += [(mine * nw.col(cnt)).alias(f"{prefix}n{k}"), (mine * nw.col(hit)).alias(f"{prefix}k{k}")]
+            parts += [(mine * nw.col(cnt)).alias(ref.name(f"n{k}")), (mine * nw.col(hit)).alias(ref.name(f"k{k}"))]
         ties = ties.with_columns(*parts)
-        sums = [nw.col(f"{prefix}{s}{k}").sum() for k in range(n_bins) for s in ("n", "k")]
-        return ties.group_by(*keys).agg(*sums) if keys else ties.select(*sums)
+        sums = [nw.col(ref.name(f"{s}{k}")).sum() for k in range(n_bins) for s in ("n", "k")]
+        return aggregate(ties, keys, sums)
 
     return build
 
@@ -225,9 +219,8 @@ def _ssc_bins(q: Query, y: str, lo: str, hi: str, n_bins: int) -> list[tuple[nw.
     """(coverage, rows) expressions of each width bin; coverage null when empty."""
     w = width_row(q, lo, hi)
     c = covered_row(q, y, lo, hi)
-    prefix = f"__cf_ssc{n_bins}_{w}_{c}_"
-    q.table(("ssc", w, c, n_bins), _ssc_table(w, c, n_bins, prefix), [])
-    return [(ratio(nw.col(f"{prefix}k{b}"), nw.col(f"{prefix}n{b}")), nw.col(f"{prefix}n{b}")) for b in range(n_bins)]
+    t = q.table(("ssc", w, c, n_bins), _ssc_table(w, c, n_bins))
+    return [(ratio(t.col(f"k{b}"), t.col(f"n{b}")), t.col(f"n{b}")) for b in range(n_bins)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -492,7 +485,7 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str) 
 # ---------------------------------------------------------------------------
 # HSIC
 # ---------------------------------------------------------------------------
-def _hsic_groups(k0: float, k1: float):
+def _hsic_groups(k0: float, k1: float) -> GroupFn:
     def fn(group: np.ndarray, n_groups: int, data: dict[str, np.ndarray]) -> np.ndarray:
         (w_col, c_col) = data.keys()
         w, c = data[w_col], data[c_col]

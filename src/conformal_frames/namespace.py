@@ -1,78 +1,131 @@
-"""The ``.conformal`` namespace: thin, stateless, delegates to the core."""
+"""The ``.conformal`` namespace: thin, stateless, delegates to the core.
+
+Every metric factory of the families (``METHODS`` of each module) becomes a
+method with the factory's own parameters plus ``by=`` and ``invalid=``, its
+full docstring and a true signature (``inspect.signature``, ``help()``).
+Functions of a frame (``FRAME_METHODS``, and :func:`~conformal_frames.report.report`)
+become methods that pass the namespace's frame.  For IDEs and type checkers
+the methods are spelled out in ``namespace.pyi``, generated from this module by
+``python -m conformal_frames._stub`` and checked against it by the tests.
+"""
 
 from __future__ import annotations
 
-import functools
-import importlib
+import inspect
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
-from conformal_frames.core import Metric, evaluate, evaluate_one
+from conformal_frames import calibration, conditional, efficiency, intervals, ranking, sets
+from conformal_frames.core import InvalidPolicy, Metric, evaluate, evaluate_one
+from conformal_frames.report import report
 
-__all__ = ["ConformalNamespace", "conformal", "register_accessors"]
+__all__ = ["ConformalNamespace", "add_metrics", "conformal", "register_accessors"]
 
 #: metric families; each lists in ``METHODS`` the factories that become
 #: ``.conformal`` methods, and may list in ``FRAME_METHODS`` functions
 #: ``f(frame, ...)`` that become methods on the namespace's frame
-#: (imported by module path: a family may export a function of its own name,
-#: e.g. ``efficiency``, which shadows the submodule on the package)
-FAMILIES = tuple(
-    importlib.import_module(f"conformal_frames.{name}")
-    for name in ("intervals", "sets", "efficiency", "conditional", "calibration", "ranking")
-)
+FAMILIES: tuple[ModuleType, ...] = (intervals, sets, efficiency, conditional, calibration, ranking)
 
 #: metric factories exposed as namespace methods (name -> factory)
 METRIC_FACTORIES: dict[str, Callable[..., Metric]] = {
     name: getattr(module, name) for module in FAMILIES for name in module.METHODS
 }
+#: functions of a frame exposed as namespace methods (name -> function)
+FRAME_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    **{name: getattr(module, name) for module in FAMILIES for name in getattr(module, "FRAME_METHODS", ())},
+    "report": report,
+}
+
+_KW = inspect.Parameter.KEYWORD_ONLY
+_SELF = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_BY = inspect.Parameter("by", _KW, default=None, annotation=str | Sequence[str] | None)
+_INVALID = inspect.Parameter("invalid", _KW, default=None, annotation=InvalidPolicy | None)
+_RETURNS = (
+    "\n    The ``.conformal`` method evaluates this metric on the frame: ``by=`` groups it "
+    "(column name or names) and ``invalid=`` sets the invalid-row policy "
+    "(see :func:`conformal_frames.evaluate`).  It returns a float (eager, ungrouped score), "
+    "a test result (eager, ungrouped test) or a frame of the caller's type "
+    "(grouped, long tables, or lazy input).\n"
+)
 
 
 class ConformalNamespace:
     """Conformal-prediction and calibration metrics of one frame.
 
-    Every metric method takes the metric's arguments plus ``by=`` and returns a
-    float (eager, ungrouped), a test result (eager, ungrouped test), or a
-    frame of the caller's type (grouped, long tables, or lazy input).
+    Every metric method takes the metric's arguments plus ``by=`` and
+    ``invalid=`` and returns a float (eager, ungrouped), a test result (eager,
+    ungrouped test), or a frame of the caller's type (grouped, long tables,
+    or lazy input).
     """
 
     def __init__(self, frame: Any) -> None:
         self._frame = frame
 
-    def evaluate(self, *metrics: Metric, by: str | Sequence[str] | None = None) -> Any:
+    def evaluate(
+        self, *metrics: Metric, by: str | Sequence[str] | None = None, invalid: InvalidPolicy | None = None
+    ) -> Any:
         """Many metrics in one pass; see :func:`conformal_frames.evaluate`."""
-        return evaluate(self._frame, *metrics, by=by)
+        return evaluate(self._frame, *metrics, by=by, invalid=invalid)
 
 
-def _method(name: str, factory: Callable[..., Metric]) -> Callable[..., Any]:
-    @functools.wraps(factory)
-    def method(self: ConformalNamespace, *args: Any, by: str | Sequence[str] | None = None, **kwargs: Any) -> Any:
-        return evaluate_one(self._frame, factory(*args, **kwargs), by=by)
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    """``fn``'s signature with evaluated annotations (as written when they cannot be)."""
+    try:
+        return inspect.signature(fn, eval_str=True)
+    except (NameError, TypeError):  # pragma: no cover - an annotation only a type checker knows
+        return inspect.signature(fn)
 
-    method.__name__ = name
-    method.__qualname__ = f"ConformalNamespace.{name}"
-    method.__doc__ = (factory.__doc__ or "").split("\n")[
-        0
-    ] + f"\n\n    Evaluates :func:`conformal_frames.{name}` with ``by=``; see there.\n"
+
+def _parameters(fn: Callable[..., Any], *, skip_first: bool = False) -> list[inspect.Parameter]:
+    params = list(_signature(fn).parameters.values())
+    return params[1:] if skip_first else params
+
+
+def _metric_method(name: str, factory: Callable[..., Metric]) -> Callable[..., Any]:
+    def method(self: ConformalNamespace, *args: Any, by: Any = None, invalid: Any = None, **kwargs: Any) -> Any:
+        return evaluate_one(self._frame, factory(*args, **kwargs), by=by, invalid=invalid)
+
+    own = _parameters(factory)
+    taken = {p.name for p in own} & {"by", "invalid"}
+    if taken:  # pragma: no cover - a programming error in a family
+        msg = f"factory {name} has parameters {sorted(taken)} that the namespace method adds"
+        raise TypeError(msg)
+    method.__signature__ = inspect.Signature([_SELF, *own, _BY, _INVALID], return_annotation=Any)  # type: ignore[attr-defined]
+    method.__doc__ = (factory.__doc__ or "").rstrip() + "\n" + _RETURNS
+    _name(method, name, factory)
     return method
 
 
 def _frame_method(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(fn)
     def method(self: ConformalNamespace, *args: Any, **kwargs: Any) -> Any:
         return fn(self._frame, *args, **kwargs)
 
-    method.__qualname__ = f"ConformalNamespace.{name}"
+    sig = _signature(fn)
+    params = _parameters(fn, skip_first=True)
+    method.__signature__ = inspect.Signature([_SELF, *params], return_annotation=sig.return_annotation)  # type: ignore[attr-defined]
+    method.__doc__ = fn.__doc__
+    _name(method, name, fn)
     return method
+
+
+def _name(method: Callable[..., Any], name: str, source: Callable[..., Any]) -> None:
+    method.__name__ = name
+    method.__qualname__ = f"ConformalNamespace.{name}"
+    method.__module__ = __name__
+    method.__dict__["source"] = source  # the factory or frame function behind the method
 
 
 def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None:
     """Expose metric factories as ``.conformal`` methods."""
     METRIC_FACTORIES.update(factories)
     for name, factory in factories.items():
-        setattr(ConformalNamespace, name, _method(name, factory))
+        setattr(ConformalNamespace, name, _metric_method(name, factory))
 
 
 add_metrics(dict(METRIC_FACTORIES))
+for _name_, _fn in FRAME_FUNCTIONS.items():
+    setattr(ConformalNamespace, _name_, _frame_method(_name_, _fn))
 
 
 def conformal(frame: Any) -> ConformalNamespace:
@@ -93,13 +146,13 @@ def conformal(frame: Any) -> ConformalNamespace:
 
 def register_accessors() -> None:
     """Register ``.conformal`` on pandas and polars frames that are installed."""
+    import warnings
+
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - depends on the environment
         pass
     else:
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # re-registration on reload
             pd.api.extensions.register_dataframe_accessor("conformal")(ConformalNamespace)
@@ -108,22 +161,7 @@ def register_accessors() -> None:
     except ImportError:  # pragma: no cover
         pass
     else:
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             pl.api.register_dataframe_namespace("conformal")(ConformalNamespace)
             pl.api.register_lazyframe_namespace("conformal")(ConformalNamespace)
-
-
-def _report(frame: Any, **kwargs: Any) -> Any:
-    """Evaluation report of this frame; see :func:`conformal_frames.report.report`."""
-    from conformal_frames.report import report  # report imports matplotlib lazily
-
-    return report(frame, **kwargs)
-
-
-for _module in FAMILIES:
-    for _name in getattr(_module, "FRAME_METHODS", ()):
-        setattr(ConformalNamespace, _name, _frame_method(_name, getattr(_module, _name)))
-ConformalNamespace.report = _frame_method("report", _report)  # type: ignore[attr-defined]

@@ -37,7 +37,7 @@ from conformal_frames._params import check_level, level_row
 from conformal_frames._renames import renamed
 from conformal_frames.calibration import binary_row
 from conformal_frames.conditional import Target, TargetMetric, _target
-from conformal_frames.core import Metric, Query, _to_lazy, evaluate_one
+from conformal_frames.core import InvalidPolicy, Metric, Query, evaluate_one, to_lazy
 from conformal_frames.sets import Label
 from conformal_frames.stats import ratio
 
@@ -49,15 +49,6 @@ METHODS = ["auroc", "auarc"]
 FRAME_METHODS = ["excess_risk_target_coverage"]
 
 F64 = nw.Float64
-
-
-def _partition(q: Query) -> list[str]:
-    """Internal names of the group keys in the row-level frame."""
-    return list(q.group) if len(q.group) == len(q.keys) else list(q.keys)
-
-
-def _over(expr: nw.Expr, part: Sequence[str]) -> nw.Expr:
-    return expr.over(*part) if part else expr
 
 
 def _inputs(q: Query, y: str, score: str) -> tuple[str, str]:
@@ -77,10 +68,9 @@ class AUROC(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         c, s = _inputs(q, self.y, self.score)
-        part = _partition(q)
         # mid-rank of the confidence in its group (ties share the average rank)
-        rank = q.row(("midrank", s, tuple(part)), _over(nw.col(s).rank("average"), part).cast(F64), level=1)
-        r_pos = q.row(("rank_correct", c, rank), nw.col(rank) * nw.col(c), level=2)
+        rank = q.row(("midrank", s), q.over(nw.col(s).rank("average")).cast(F64), inputs=[s])
+        r_pos = q.row(("rank_correct", c, rank), nw.col(rank) * nw.col(c), inputs=[c, rank])
         n1 = q.sum(c)
         n0 = q.n - n1
         u = q.sum(r_pos) - n1 * (n1 + 1.0) / 2.0
@@ -148,21 +138,19 @@ class AUARC(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         c, s = _inputs(q, self.y, self.score)
-        part = _partition(q)
-        within = [*part, c]
         sc = nw.col(s)
-        key = (s, c, tuple(part))
+        key = (s, c)
         # rows of the group with a larger confidence (K0), and up to the end of the tie block
-        above = q.row(("arc_above", *key), _over(sc.rank("min", descending=True), part).cast(F64) - 1.0, level=1)
-        upto = q.row(("arc_upto", *key), _over(sc.rank("max", descending=True), part).cast(F64), level=1)
+        above = q.row(("arc_above", *key), q.over(sc.rank("min", descending=True)).cast(F64) - 1.0, inputs=key)
+        upto = q.row(("arc_upto", *key), q.over(sc.rank("max", descending=True)).cast(F64), inputs=key)
         # the same among the rows with the same correctness
         same_above = q.row(
-            ("arc_same_above", *key), _over(sc.rank("min", descending=True), within).cast(F64) - 1.0, level=1
+            ("arc_same_above", *key), q.over(sc.rank("min", descending=True), c).cast(F64) - 1.0, inputs=key
         )
-        same_upto = q.row(("arc_same_upto", *key), _over(sc.rank("max", descending=True), within).cast(F64), level=1)
+        same_upto = q.row(("arc_same_upto", *key), q.over(sc.rank("max", descending=True), c).cast(F64), inputs=key)
         # position of the row in the order of decreasing confidence (1..n); a tie
         # block of m rows after K0 others takes positions K0+1..K0+m in any order
-        pos = q.row(("arc_pos", *key), _over(sc.rank("ordinal", descending=True), part).cast(F64), level=1)
+        pos = q.row(("arc_pos", *key), q.over(sc.rank("ordinal", descending=True)).cast(F64), inputs=key)
         a, u, sa, su, k = (nw.col(x) for x in (above, upto, same_above, same_upto, pos))
         is_c = nw.col(c) == 1.0
         # correct rows above the block (C0) and correct rows up to the end of the block
@@ -171,7 +159,7 @@ class AUARC(Metric):
         m = u - a
         p = (c_upto - c0) / m  # accuracy inside the tie block
         # expected accuracy of the k most confident rows over the orders of the block
-        term = q.row(("arc_term", *key), (c0 + (k - a) * p) / k, level=2)
+        term = q.row(("arc_term", *key), (c0 + (k - a) * p) / k, inputs=[above, upto, same_above, same_upto, pos, c])
         return {"": ratio(q.sum(term), q.n)}
 
 
@@ -304,6 +292,7 @@ def excess_risk_target_coverage(
     model: Any = None,
     n_splits: int = 5,
     seed: int = 42,
+    invalid: InvalidPolicy | None = None,
 ) -> Any:
     """Excess risk of the target coverage (ERT) of Braun et al. (2025).
 
@@ -346,6 +335,9 @@ def excess_risk_target_coverage(
         Number of cross-validation folds (at least 2).
     seed : int, default 42
         Seed of the fold split (and of the default classifier).
+    invalid : {"raise", "drop", "null"}, optional
+        The invalid-row policy, as in :func:`conformal_frames.evaluate`
+        (default ``"raise"``: the input is eager).
 
     Returns
     -------
@@ -372,7 +364,7 @@ def excess_risk_target_coverage(
     S. Braun, D. Holzmueller, M. I. Jordan and F. Bach (2025), "Conditional
     coverage diagnostics for conformal prediction", arXiv:2512.11779.
     """
-    lf, eager = _to_lazy(frame)
+    lf, eager = to_lazy(frame)
     if not eager:
         msg = (
             "excess_risk_target_coverage fits a classifier and is eager-only; got a lazy "
@@ -407,7 +399,7 @@ def excess_risk_target_coverage(
         seed=int(seed),
         grouped=by is not None,
     )
-    return evaluate_one(lf.collect(), metric, by=by)
+    return evaluate_one(lf.collect(), metric, by=by, invalid=invalid)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -28,8 +28,6 @@ input): a missing true label or set; with ``classes=``, a true label not among
 
 from __future__ import annotations
 
-import functools
-import operator
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from numbers import Integral
@@ -40,7 +38,7 @@ import numpy as np
 
 from conformal_frames._params import check_bins, check_probability
 from conformal_frames._renames import renamed
-from conformal_frames.core import Metric, Query
+from conformal_frames.core import Metric, Query, TableFn, TableRef, aggregate, total
 from conformal_frames.stats import min_of, ratio, wilson_interval
 
 __all__ = ["empty_rate", "set_coverage", "set_size", "set_ssc", "set_ssc_score", "singleton_rate"]
@@ -145,10 +143,6 @@ def _label_kind_ok(dtype: Any, classes: tuple[Label, ...]) -> bool:
 # ---------------------------------------------------------------------------
 # row-level expressions shared by set metrics (and conditional coverage)
 # ---------------------------------------------------------------------------
-def _total(exprs: list[nw.Expr]) -> nw.Expr:
-    return functools.reduce(operator.add, exprs)
-
-
 def membership_exprs(q: Query, spec: SetSpec) -> list[nw.Expr]:
     """Float64 0/1 expression per class: is class ``k`` in the row's set."""
     assert spec.classes is not None
@@ -173,7 +167,7 @@ def membership_exprs(q: Query, spec: SetSpec) -> list[nw.Expr]:
         q.check(f"set column {name!r} has missing values", col.is_null())
         q.check(
             f"set column {name!r} has labels not among classes {list(spec.classes)!r} (or repeated labels)",
-            col.list.len().cast(nw.Float64) != _total(mem),
+            col.list.len().cast(nw.Float64) != total(mem),
         )
         return mem
     mem = []
@@ -205,7 +199,7 @@ def label_exprs(q: Query, y: str, classes: tuple[Label, ...]) -> list[nw.Expr]:
     q.check(f"label column {y!r} has missing values", missing)
     q.check(
         f"label column {y!r} has labels not among classes {list(classes)!r}",
-        (_total(eq) == 0.0) & ~missing,
+        (total(eq) == 0.0) & ~missing,
         example=col.cast(nw.String) if dtype == nw.Categorical or dtype == nw.Enum else col,
     )
     return eq
@@ -217,7 +211,7 @@ def _key(spec: SetSpec) -> Hashable:
 
 def size_row(q: Query, spec: SetSpec) -> str:
     """Row column: the set size ``|C_i|`` (Float64)."""
-    return q.row(("set_size", _key(spec)), _total(membership_exprs(q, spec)))
+    return q.row(("set_size", _key(spec)), total(membership_exprs(q, spec)))
 
 
 def set_covered_row(q: Query, y: str, spec: SetSpec) -> str:
@@ -225,11 +219,11 @@ def set_covered_row(q: Query, y: str, spec: SetSpec) -> str:
     mem = membership_exprs(q, spec)
     assert spec.classes is not None
     eq = label_exprs(q, y, spec.classes)
-    return q.row(("set_covered", y, _key(spec)), _total([e * m for e, m in zip(eq, mem)]))
+    return q.row(("set_covered", y, _key(spec)), total([e * m for e, m in zip(eq, mem)]))
 
 
 def _size_indicator(q: Query, spec: SetSpec, lo: int, hi: int) -> str:
-    size = _total(membership_exprs(q, spec))
+    size = total(membership_exprs(q, spec))
     return q.row(("set_size_in", _key(spec), lo, hi), ((size >= lo) & (size <= hi)).cast(nw.Float64))
 
 
@@ -342,7 +336,7 @@ def _data_label_row(q: Query, y: str, inner: Any) -> str:
     return q.row(("set_label", y), col)
 
 
-def _explode_table(lst: str, order: str, label: str | None, prefix: str) -> Any:
+def _explode_table(lst: str, order: str, label: str | None) -> TableFn:
     """Per group: rows whose set holds the label, distinct labels, singletons, non-empty sets.
 
     Each row gets an id (unique; its order does not matter), the lists are
@@ -351,8 +345,8 @@ def _explode_table(lst: str, order: str, label: str | None, prefix: str) -> Any:
     the main aggregation's ``n``.
     """
 
-    def build(rows: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-        e, o, y, rid, hit, d, one, ne = (f"{prefix}{x}" for x in ("e", "o", "y", "rid", "hit", "d", "one", "ne"))
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        e, o, y, rid, hit, d, one, ne = (ref.name(x) for x in ("e", "o", "y", "rid", "hit", "d", "one", "ne"))
         cols: list[nw.Expr | str] = [*keys, nw.col(lst).alias(e), nw.col(order).alias(o)]
         cols += [nw.col(label).alias(y)] if label else []
         r = rows.select(*cols).with_row_index(rid, order_by=[o]).explode(e).filter(~nw.col(e).is_null())
@@ -363,7 +357,7 @@ def _explode_table(lst: str, order: str, label: str | None, prefix: str) -> Any:
         per = r.group_by(*keys, rid).agg(*aggs)
         per = per.with_columns(nw.col(d).cast(nw.Float64), (nw.col(d) == 1).cast(nw.Float64).alias(one))
         sums = [nw.col(d).sum(), nw.col(one).sum(), nw.len().alias(ne), *([nw.col(hit).sum()] if label else [])]
-        out = per.group_by(*keys).agg(*sums) if keys else per.select(*sums)
+        out = aggregate(per, keys, sums)
         return out.with_columns(nw.col(ne).cast(nw.Float64))
 
     return build
@@ -377,10 +371,9 @@ def data_label_counts(q: Query, spec: SetSpec, y: str | None) -> dict[str, nw.Ex
     lst = q.row(("set_list", spec.sets), col)
     order = q.row(("set_len", spec.sets), col.list.len().cast(nw.Float64))
     label = _data_label_row(q, y, q.schema[spec.sets].inner) if y is not None else None
-    prefix = f"__cf_setx_{lst}_{label}_"
-    q.table(("set_explode", lst, label), _explode_table(lst, order, label, prefix), [])
+    t = q.table(("set_explode", lst, label), _explode_table(lst, order, label))
     names = {"size": "d", "singletons": "one", "nonempty": "ne", **({"hits": "hit"} if label else {})}
-    return {k: nw.col(f"{prefix}{v}").fill_null(0.0) for k, v in names.items()}
+    return {k: t.col(v).fill_null(0.0) for k, v in names.items()}
 
 
 # ---------------------------------------------------------------------------
@@ -616,7 +609,9 @@ def _ssc_strata(q: Query, y: str, spec: SetSpec, n_bins: int | None) -> list[tup
     out = []
     for lo, hi in size_strata(spec.k, n_bins):
         inside = _size_indicator(q, spec, lo, hi)
-        hits = q.row(("set_ssc_hits", y, _key(spec), lo, hi), nw.col(inside) * nw.col(covered), level=1)
+        hits = q.row(
+            ("set_ssc_hits", y, _key(spec), lo, hi), nw.col(inside) * nw.col(covered), inputs=[inside, covered]
+        )
         count = q.sum(inside)
         out.append((ratio(q.sum(hits), count), count))
     return out

@@ -27,8 +27,7 @@ _CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no cor
 
 def output_names(metric: core.Metric, schema: Any, keys: list[str]) -> list[str]:
     """The output columns of ``metric`` in evaluate's wide result."""
-    q = core.Query(schema=schema, keys=keys)
-    return list(metric.outputs(metric.build(q)))
+    return metric.output_names(schema, keys)
 
 
 def build_tables(wide: nw.DataFrame, plan: Plan, families: dict[str, list[core.Metric]], schema: Any) -> dict[str, Any]:
