@@ -865,9 +865,7 @@ def _report_untested(constructor: Any) -> None:
     kw: dict[str, Any] = dict(y="y", lo="lo", hi="hi", by="g", confidence_level=0.9)
     if not constructor.lazy:
         _expect_error(lambda: report(frame, **kw), (ValueError, r"column 'y' has missing"))
-    if not constructor.lazy:
-        return  # ENGINE: invalid="null" on eager input
-    rep = report(frame, **kw)
+    rep = report(frame, **kw) if constructor.lazy else report(frame, **kw, invalid="null")
     assert [g["group"] for g in rep.summary["untested"]] == [{"g": "a"}]
     assert rep.summary["tested"] == 1 and rep.summary["invalid_rows"] == 1
     assert rep.summary["pooled_coverage"][0]["n_excluded"] == 3

@@ -418,3 +418,34 @@ def test_one_invalid_row_never_hides_the_under_covered_segment(demo90_nan: Path,
     assert [g["group"] for g in summary["untested"]] == [{"segment": "island"}]
     assert summary["untested"][0]["n_invalid"] == 1
     assert "1 group with null metrics: segment=island" in captured.err
+
+
+def test_invalid_policy_options(demo90_nan: Path, capsys) -> None:
+    """--invalid drop tests the segment on its valid rows (exit 5); raise stops with the cause (exit 4)."""
+    code = cli.main(["report", str(demo90_nan), *DEMO90, "--fail-on-under-coverage", "--invalid", "drop", "-q"])
+    captured = capsys.readouterr()
+    assert code == cli.EXIT_UNDER_COVERED
+    assert "significantly under-covered: 1 of 5 tested groups" in captured.out
+    assert "  - segment=island: coverage" in captured.out
+    assert "note: 1 row with invalid values dropped" in captured.out
+    code = cli.main(["report", str(demo90_nan), *DEMO90, "--invalid", "raise", "--no-plots"])
+    captured = capsys.readouterr()
+    assert code == cli.EXIT_INVALID_ROWS and captured.out == ""
+    assert captured.err == "conformal-frames: error: column 'y' has missing (null/NaN) or infinite values in 1 row\n"
+
+
+def test_invalid_rows_message_names_the_real_cause(tmp_path: Path, capsys) -> None:
+    """Labels outside {0, 1}, scores outside [0, 1], labels outside --classes: the Python API's words."""
+    path = tmp_path / "reg.parquet"
+    pl.DataFrame({"g": ["a", "a", "b"], "y": [0.0, 2.5, 1.0], "s": [0.2, 1.5, 0.9]}).write_parquet(path)
+    assert cli.main(["report", str(path), "--y", "y", "--score", "s", "--by", "g", "-q"]) == cli.EXIT_INVALID_ROWS
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("conformal-frames: error: 1 row with invalid values (")
+    assert "column 'y' has labels other than 0 and 1 in 1 row" in err
+    assert "column 's'" in err and "outside [0, 1]" in err and "lo > hi" not in err
+    sets = tmp_path / "sets.parquet"
+    pl.DataFrame({"g": ["a", "b"], "y": [0, 3], "s": [[0], [1, 2]]}).write_parquet(sets)
+    argv = ["report", str(sets), "--y", "y", "--sets", "s", "--classes", "0,1,2", "--by", "g", "-q"]
+    assert cli.main(argv) == cli.EXIT_INVALID_ROWS
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "column 'y'" in err and "lo > hi" not in err

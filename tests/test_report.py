@@ -445,3 +445,32 @@ def test_sets_and_calibration_in_one_report() -> None:
     assert rep.columns == {"y": "y", "score": "p", "score_y": "event", "sets": "s"}
     with pytest.raises(ValueError, match="score_y= names the 0/1 outcome of score=; give score= too"):
         report(df, y="y", sets="s", score_y="event")
+
+
+def test_invalid_policies() -> None:
+    """raise (eager default), null (lazy default; the group is named untested), drop (n counts the valid rows)."""
+    import polars as pl
+
+    data = _data(20)
+    data["y"][0] = float("nan")  # seg a, level 0.8
+    df = pl.DataFrame(data)
+    kw: dict = dict(y="y", lo="lo", hi="hi", by="seg", confidence_level="level")
+    with pytest.raises(ValueError, match=r"column 'y' has missing \(null/NaN\) or infinite values in 1 row"):
+        report(df, **kw, invalid="raise")
+    null = report(df, **kw, invalid="null")
+    assert null.summary["untested"] == [{"group": {"seg": "a", "level": 0.8}, "n": 20, "n_invalid": 1}]
+    assert null.table["n_invalid"].to_list() == [1, 0, 0, 0, 0, 0]
+    assert null.summary["tested"] == 5 and null.summary["invalid_rows"] == 1
+    assert null.summary["pooled_coverage"][0]["n_excluded"] == 20
+    assert "column 'y' has missing (null/NaN) or infinite values in 1 row" in null.summary["invalid_causes"]
+    assert "NOT TESTED: 1 group could not be tested" in str(null)
+    drop = report(df, **kw, invalid="drop")
+    assert drop.table["n"].to_list() == [19, 20, 20, 20, 20, 20]
+    assert drop.table["n_dropped"].to_list() == [1, 0, 0, 0, 0, 0]
+    assert drop.summary["untested"] == [] and drop.summary["tested"] == 6
+    assert drop.summary["dropped_rows"] == 1 and drop.summary["rows"] == 120
+    ref = cf.evaluate(df.filter(pl.col("y").is_not_nan()), cf.coverage("y", "lo", "hi"), by=["seg", "level"])
+    assert drop.table["coverage"].to_list() == pytest.approx(ref["coverage"].to_list(), rel=1e-12)
+    assert "note: 1 row with invalid values dropped" in str(drop)
+    with pytest.raises(ValueError, match="invalid must be 'raise', 'drop' or 'null'"):
+        report(df, **kw, invalid="skip")

@@ -300,7 +300,7 @@ def coverage_by_segment(
     -------
     matplotlib.axes.Axes
     """
-    seg = core._as_keys(by)
+    seg = core.as_keys(by)
     target, level = _split_level(confidence_level)
     keys = [*seg, *([level] if level is not None else [])]
     t = _coverage_table(data, y, lo, hi, keys)
@@ -347,7 +347,7 @@ def coverage_vs_level(
     -------
     matplotlib.axes.Axes
     """
-    seg, level = core._as_keys(by), confidence_level
+    seg, level = core.as_keys(by), confidence_level
     t = _coverage_table(data, y, lo, hi, [*seg, level]).sort(*seg, level)
     ax = _axes(ax)
     labels = _labels(t, seg)
@@ -460,7 +460,7 @@ def ssc_bars(
     -------
     matplotlib.axes.Axes
     """
-    seg = core._as_keys(by)
+    seg = core.as_keys(by)
     t = _ssc_table(data, y, lo, hi, n_bins, seg)
     return _ssc_plot(t, seg, confidence_level, None, max_segments, ax)
 
@@ -528,7 +528,7 @@ def width_distribution(
     -------
     matplotlib.axes.Axes
     """
-    seg = core._as_keys(by)
+    seg = core.as_keys(by)
     if lo is not None or hi is not None:
         if None in (lo, hi):
             msg = "give both lo= and hi= (raw rows) or neither (a quantile table)"
@@ -582,7 +582,7 @@ def reliability_table(
     """
     from conformal_frames.calibration import reliability
 
-    seg = core._as_keys(by)
+    seg = core.as_keys(by)
     metric = reliability(y, score, n_bins=n_bins, ci_level=ci_level)
     return nw.to_native(_eager(core.evaluate_one(data, metric, seg or None)))
 
@@ -630,7 +630,7 @@ def reliability_diagram(
     -------
     matplotlib.axes.Axes
     """
-    seg = core._as_keys(by)
+    seg = core.as_keys(by)
     if y is not None and score is not None:
         t = _eager(reliability_table(data, y=y, score=score, n_bins=n_bins, by=seg or None))
     elif y is not None or score is not None:

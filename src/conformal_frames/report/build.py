@@ -12,7 +12,7 @@ from conformal_frames._renames import renamed
 from conformal_frames.report import plan as planning
 from conformal_frames.report.model import MAX_ROWS, MAX_SEGMENTS, Report
 from conformal_frames.report.summary import summarize
-from conformal_frames.report.tables import build_tables, test_description, widths_table
+from conformal_frames.report.tables import build_tables, invalid_causes, test_description, widths_table
 from conformal_frames.report.widths import collect
 
 
@@ -62,12 +62,15 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[
 def _evaluate(base: Any, plan: planning.Plan) -> Report:
     families = plan.families()
     metrics = [m for ms in families.values() for m in ms]
-    result = core.compute(base, metrics, plan.keys or None)
+    result = core.compute(base, metrics, plan.keys or None, invalid=plan.invalid)
     wide = nw.maybe_reset_index(collect(result))
     tables = build_tables(wide, plan, families, base.collect_schema())
     if "intervals" in tables:
         tables["widths"] = widths_table(base, plan)
-    return Report(tables=tables, summary={}, keys=plan.keys, by=plan.by, confidence_level=plan.confidence_level)
+    rep = Report(tables=tables, summary={}, keys=plan.keys, by=plan.by, confidence_level=plan.confidence_level)
+    bad = any(c in wide.columns and bool(wide.get_column(c).sum()) for c in ("n_invalid", "n_dropped"))
+    rep.summary["invalid_causes"] = invalid_causes(base, metrics, plan.keys) if bad else []
+    return rep
 
 
 @renamed(
@@ -193,7 +196,9 @@ def report(
     plan, notes = _make_plan(base, options)
     rep = _evaluate(base, plan)
     test = test_description(plan) if plan.has_target else None
+    causes = rep.summary["invalid_causes"]
     rep.summary = summarize(rep.tables, plan.keys, plan.confidence_level, test, notes)
+    rep.summary["invalid_causes"] = causes
     rep.columns = plan.columns()
     rep.max_rows, rep.max_segments = max_rows, max_segments
     return rep

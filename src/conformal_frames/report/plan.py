@@ -51,7 +51,7 @@ class Plan:
     n_calibration: int | None
     hsic: bool
     bounded_memory: bool
-    invalid: str | None
+    invalid: core.InvalidPolicy | None
     test_in_query: bool
 
     @property
@@ -233,9 +233,9 @@ def distinct_labels(frame: Any, y: str) -> list[Any]:
 def as_frame(frame: Any) -> nw.DataFrame | nw.LazyFrame:
     if isinstance(frame, (nw.DataFrame, nw.LazyFrame)):
         return frame
-    core._to_lazy(frame)  # the core's clear TypeError for series and non-frames
+    core.to_lazy(frame)  # the core's clear TypeError for series and non-frames
     return nw.from_native(frame)
 
 
 def names_of(by: str | Sequence[str] | None) -> list[str]:
-    return core._as_keys(by)
+    return core.as_keys(by)

@@ -25,11 +25,6 @@ _ADJUSTED = {"holm": "pvalue_holm", "bh": "pvalue_bh", "none": "pvalue"}
 _CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no correction"}
 
 
-def output_names(metric: core.Metric, schema: Any, keys: list[str]) -> list[str]:
-    """The output columns of ``metric`` in evaluate's wide result."""
-    return metric.output_names(schema, keys)
-
-
 def build_tables(wide: nw.DataFrame, plan: Plan, families: dict[str, list[core.Metric]], schema: Any) -> dict[str, Any]:
     """Family tables (``intervals``, ``ssc``, ``sets``, ``calibration``, ``reliability``)."""
     keys = plan.keys
@@ -39,7 +34,7 @@ def build_tables(wide: nw.DataFrame, plan: Plan, families: dict[str, list[core.M
     for name, metrics in families.items():
         cols: list[str] = []
         for m in metrics:
-            names = output_names(m, schema, keys)
+            names = m.output_names(schema, keys)
             if m.long:  # per-bin metrics: their own long table
                 long = nw.maybe_reset_index(m.to_long(lazy_wide.select(*keys, *names), keys).collect())
                 if name == "intervals":
@@ -94,6 +89,28 @@ def _test_from_counts(t: nw.DataFrame, plan: Plan, cov: str) -> nw.DataFrame:
         *[nw.new_series(f"{cov}_{s}", v, nw.Float64, backend=ns).fill_nan(None) for s, v in series.items()],
         nw.new_series(f"{cov}_flag", flag, nw.Boolean, backend=ns),
     )
+
+
+def invalid_causes(base: Any, metrics: list[core.Metric], keys: list[str]) -> list[str]:
+    """Each check that rows fail, in the evaluation's own words, with its row count.
+
+    One more aggregation over the data, run only when a report has invalid
+    rows: the engine's per-check counts (``"column 'y' has labels other than
+    0 and 1 in 3 rows"``), as an eager evaluation would raise them.
+    """
+    lf = base.lazy() if isinstance(base, nw.DataFrame) else base
+    compiled = core.compile_query(lf, metrics, keys, invalid="null")
+    checks = list(compiled.query.checks.items())
+    if not checks:
+        return []
+    sums = collect(compiled.table.select(*[nw.col(c.row).sum().alias(f"__c{i}") for i, (_, c) in enumerate(checks)]))
+    out = []
+    for i, (message, _) in enumerate(checks):
+        count = int(sums.item(0, f"__c{i}") or 0)
+        if count:
+            rows = f"{count} row{'s' if count != 1 else ''}"
+            out.append(message.replace("{rows}", rows) if "{rows}" in message else f"{message} in {rows}")
+    return out
 
 
 def test_description(plan: Plan) -> str:

@@ -14,6 +14,8 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames.core import aggregate
+
 __all__ = ["WIDTH_HISTOGRAM_BINS", "WIDTH_QUANTILES", "collect", "floats", "widths_histogram", "widths_query"]
 
 #: width quantiles collected per group for the width-distribution plot
@@ -63,7 +65,7 @@ def widths_query(frame: Any, lo: str, hi: str, keys: list[str]) -> Any:
     rows = _width_rows(frame, lo, hi, keys)
     aggs = [nw.col(_W).quantile(q, interpolation="linear").alias(_qname(q)) for q in WIDTH_QUANTILES]
     aggs += [nw.col(_W).min().alias("min"), nw.col(_W).max().alias("max"), nw.col(_W).mean().alias("mean")]
-    out = rows.group_by(*keys).agg(*aggs) if keys else rows.select(*aggs)
+    out = aggregate(rows, keys, aggs)
     return out.sort(*keys) if keys else out
 
 
@@ -71,7 +73,7 @@ def _histogram_counts(frame: Any, lo: str, hi: str, keys: list[str], bins: int) 
     """Per (group, bin) counts of ``bins`` equal-width bins on each group's ``[min, max]``."""
     rows = _width_rows(frame, lo, hi, keys)
     stats_aggs = [nw.col(_W).min().alias("min"), nw.col(_W).max().alias("max"), nw.col(_W).mean().alias("mean")]
-    stats = rows.group_by(*keys).agg(*stats_aggs) if keys else rows.select(*stats_aggs)
+    stats = aggregate(rows, keys, stats_aggs)
     if isinstance(stats, nw.LazyFrame) and stats.implementation.is_polars():
         # a small collected table joins without buffering the rows (measured: the
         # lazy self-join made polars' streaming engine hold O(rows) memory)
