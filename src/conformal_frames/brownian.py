@@ -41,7 +41,7 @@ times a polynomial approximation of the Mills ratio (see
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import narwhals.stable.v2 as nw
 import numpy as np
@@ -249,7 +249,7 @@ def _mills_coefficients() -> tuple[float, ...]:
         a = _MILLS_K * (1.0 + t) / (1.0 - t)
         return math.sqrt(math.pi / 2.0) * erfcx(a / math.sqrt(2.0)) * (a + _MILLS_K)
 
-    coefficients = chebyshev.cheb2poly(chebyshev.chebinterpolate(scaled_mills, _MILLS_DEGREE))
+    coefficients = chebyshev.cheb2poly(chebyshev.chebinterpolate(cast(Any, scaled_mills), _MILLS_DEGREE))
     return tuple(float(c) for c in coefficients)
 
 
