@@ -28,20 +28,38 @@ def width(lo, hi) -> float:
     return float(np.mean(hi - lo))
 
 
+SSC_TIE_RTOL = 1e-9
+
+
 def ssc(y, lo, hi, num_bins: int) -> list[tuple[int, float, int]]:
-    """(bin, coverage, n) for non-empty bins; ties in width broken by coverage."""
+    """(bin, coverage, n) for non-empty bins; tied widths are never split.
+
+    Tie groups: the sorted distinct widths, a new group wherever a width
+    exceeds the previous distinct one by more than 1e-9 x the largest width.
+    Nominal bins are runs of positions of sizes n // M (+1 for the first
+    n % M); each tie group goes whole to the bin holding its first position.
+    """
     c = covered(y, lo, hi)
     w = hi - lo
-    order = np.lexsort((c, w))  # by width, then covered
     n = len(y)
+    distinct = np.unique(w)
+    tol = SSC_TIE_RTOL * np.max(np.abs(w))
+    group_of = {}
+    g = 0
+    for j, v in enumerate(distinct):
+        if j > 0 and not (v - distinct[j - 1] <= tol):
+            g += 1
+        group_of[v] = g
+    tie = np.array([group_of[v] for v in w])
     sizes = [n // num_bins + (1 if b < n % num_bins else 0) for b in range(num_bins)]
-    out, start = [], 0
-    for b, size in enumerate(sizes):
-        idx = order[start : start + size]
-        start += size
-        if size:
-            out.append((b, float(c[idx].mean()), size))
-    return out
+    run_of_position = np.repeat(np.arange(num_bins), sizes)
+    rows_in = [[] for _ in range(num_bins)]
+    start = 0
+    for t in range(g + 1):
+        members = np.flatnonzero(tie == t)
+        rows_in[run_of_position[start]].extend(members)
+        start += len(members)
+    return [(b, float(c[idx].mean()), len(idx)) for b, idx in enumerate(rows_in) if idx]
 
 
 def ssc_score(y, lo, hi, num_bins: int) -> float:

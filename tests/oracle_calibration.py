@@ -13,15 +13,24 @@ import math
 import numpy as np
 from scipy.stats import norm
 
-
 # ---------------------------------------------------------------------------
 # bins
 # ---------------------------------------------------------------------------
-def uniform_bins(s: np.ndarray, num_bins: int) -> np.ndarray:
-    """Bin m holds m <= M s < m + 1 (M s the double product); s = 1 goes to the last bin."""
+EDGE_SNAP = {"float64": 2.0**-50, "float32": 2.0**-22}
+
+
+def uniform_bins(s: np.ndarray, num_bins: int, precision: str | None = None) -> np.ndarray:
+    """Bin m holds m <= s f < m + 1 with the double f = M (1 + eps); s = 1 goes to the last bin.
+
+    ``eps`` by the scores' precision (Float32 arrays: 2^-22, else 2^-50), so
+    an edge m/M rounded to that precision lands in bin m.
+    """
+    if precision is None:
+        precision = "float32" if np.asarray(s).dtype == np.float32 else "float64"
+    factor = float(num_bins) * (1.0 + EDGE_SNAP[precision])
     out = np.full(len(s), num_bins - 1)
     for i, v in enumerate(s):
-        scaled = v * num_bins
+        scaled = float(v) * factor
         for m in range(num_bins):
             if m <= scaled < m + 1:
                 out[i] = m
@@ -44,7 +53,8 @@ def bins(s: np.ndarray, num_bins: int, strategy: str) -> np.ndarray:
 
 
 def ece(y: np.ndarray, s: np.ndarray, num_bins: int, strategy: str = "uniform") -> float:
-    b = bins(s, num_bins, strategy)
+    b = bins(s, num_bins, strategy)  # in the scores' own precision
+    s = np.asarray(s, dtype=float)
     n = len(y)
     total = 0.0
     for m in range(num_bins):
@@ -56,6 +66,7 @@ def ece(y: np.ndarray, s: np.ndarray, num_bins: int, strategy: str = "uniform") 
 
 def mce(y: np.ndarray, s: np.ndarray, num_bins: int, strategy: str = "uniform") -> float:
     b = bins(s, num_bins, strategy)
+    s = np.asarray(s, dtype=float)
     return max(abs(y[b == m].mean() - s[b == m].mean()) for m in range(num_bins) if (b == m).any())
 
 
@@ -68,6 +79,7 @@ def reliability(y, s, num_bins, strategy, ci):
     from scipy.stats import binomtest
 
     b = bins(s, num_bins, strategy)
+    s = np.asarray(s, dtype=float)
     out = []
     for m in range(num_bins):
         idx = b == m

@@ -451,6 +451,33 @@ def _constant_width_check(out: pd.DataFrame, case: Case) -> None:
     cols = [f"ssc_bin{b}" for b, _, _ in expected]
     assert_close(out[cols].iloc[0].to_numpy(dtype=float, na_value=np.nan), [c for _, c, _ in expected], what="ssc bins")
     assert_close(out["ssc_score"], [min(c for _, c, _ in expected)], what="ssc_score")
+    _one_stratum_check(out, case)  # never split by the coverage indicator
+
+
+def _one_stratum_check(out: pd.DataFrame, case: Case) -> None:
+    # tied widths (up to rounding noise) are one stratum: the marginal coverage
+    y, lo, hi = _arrays(case.frame, "y", "lo", "hi")
+    marginal = oracle.coverage(y, lo, hi)
+    assert list(out["ssc_bin0_n"]) == [len(y)]
+    assert out[["ssc_bin1", "ssc_bin2"]].isna().all(axis=None)
+    assert_close(out["ssc_bin0"], [marginal], what="ssc bin 0")
+    assert_close(out["ssc_score"], [marginal], what="ssc_score")
+    assert [(b, c, n) for b, c, n in oracle.ssc(y, lo, hi, 3)] == [(0, marginal, len(y))]
+
+
+def _ci_contains_check(out: pd.DataFrame, case: Case) -> None:
+    assert list(out["coverage"]) == [1.0]
+    assert list(out["coverage_ci_high"]) == [1.0]  # not 0.9999999999999999
+    assert out["coverage_ci_low"][0] < 1.0
+
+
+def _edge_bins_check(out: pd.DataFrame, case: Case) -> None:
+    # each edge m/M starts bin m; its neighbour 0.005 below sits in bin m - 1
+    # with the opposite label: ECE and MCE are those of one row per bin
+    label = np.asarray(case.frame["label"], dtype=float)
+    gaps = np.abs(label - np.asarray(case.frame["score"]).astype(float))
+    assert_close(out["ece"], [gaps.sum() / len(gaps)], what="ece")
+    assert_close(out["mce"], [gaps.max()], what="mce")
 
 
 def _extreme_scores_check(out: pd.DataFrame, case: Case) -> None:
@@ -545,6 +572,46 @@ CASES += [
         ),
         metrics=lambda: [cf.ssc("y", "lo", "hi", n_bins=3), cf.ssc_score("y", "lo", "hi", n_bins=3)],
         check=_constant_width_check,
+    ),
+    Case(
+        "noisy-constant-widths-ssc",
+        "widths computed as (pred + q) - (pred - q): equal up to rounding noise",
+        "value",
+        by=None,
+        frame={
+            "y": [0.5, 103.0, -57.0, 3.0, 1230.0, 2.0],
+            "lo": [p - 1.6449 for p in (0.1, 100.3, -57.77, 3.14159, 1234.5678, -0.003)],
+            "hi": [p + 1.6449 for p in (0.1, 100.3, -57.77, 3.14159, 1234.5678, -0.003)],
+        },
+        metrics=lambda: [cf.ssc("y", "lo", "hi", n_bins=3), cf.ssc_score("y", "lo", "hi", n_bins=3)],
+        check=_one_stratum_check,
+    ),
+    Case(
+        "coverage-one-ci",
+        "coverage 1.0 with n = 65 (the Wilson bound rounds below 1)",
+        "value",
+        by=None,
+        frame={"y": [0.0] * 65, "lo": [-1.0] * 65, "hi": [1.0] * 65},
+        metrics=lambda: [cf.coverage("y", "lo", "hi")],
+        check=_ci_contains_check,
+    ),
+    Case(
+        "decimal-edge-scores",
+        "scores on decimal bin edges (0.29, 0.57 with 100 bins)",
+        "value",
+        by=None,
+        frame={"label": [1.0, 0.0, 1.0, 0.0], "score": [0.285, 0.29, 0.565, 0.57]},
+        metrics=lambda: [cf.ece("label", "score", n_bins=100), cf.mce("label", "score", n_bins=100)],
+        check=_edge_bins_check,
+    ),
+    Case(
+        "float32-edge-scores",
+        "Float32 scores on decimal bin edges (0.7, 0.9 with 10 bins)",
+        "value",
+        by=None,
+        frame={"label": [1.0, 0.0, 1.0, 0.0], "score": np.array([0.695, 0.7, 0.895, 0.9], dtype=np.float32)},  # type: ignore[dict-item]
+        metrics=lambda: [cf.ece("label", "score", n_bins=10), cf.mce("label", "score", n_bins=10)],
+        check=_edge_bins_check,
     ),
     Case(
         "scores-all-0-or-1",

@@ -494,3 +494,122 @@ def test_uniform_bins_decimal_edges_start_their_bin(constructor):
     out = to_pandas(cf.conformal(constructor(d)).reliability("y", "s", n_bins=10))
     assert out["bin"].tolist() == list(range(10))
     assert out["n"].tolist() == [1] * 9 + [2]
+
+
+# ---------------------------------------------------------------------------
+# issue 15 finding 5: a score equal to a decimal edge m/M starts its bin, in
+# Float64 and in Float32, with uniform bins on every backend
+# ---------------------------------------------------------------------------
+EDGE_BINS = [10, 15, 20, 50, 100]
+
+
+def _edge_frame(num_bins: int, dtype: type) -> dict[str, np.ndarray]:
+    # each edge as the decimal literal a user writes, parsed in the column's precision
+    s = np.array([repr(m / num_bins) for m in range(num_bins + 1)]).astype(dtype)
+    return {"y": (np.arange(num_bins + 1) % 2).astype(float), "s": s}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["Float64", "Float32"])
+@pytest.mark.parametrize("num_bins", [10, 15, 20])  # the long table of 50+ bins is slow on DuckDB
+def test_every_decimal_edge_starts_its_bin(constructor, num_bins, dtype):
+    d = _edge_frame(num_bins, dtype)
+    out = to_pandas(cf.conformal(constructor(d)).reliability("y", "s", n_bins=num_bins))
+    # edge m/M is the only row of bin m; 1.0 joins the last bin
+    assert out["bin"].tolist() == list(range(num_bins))
+    assert out["n"].tolist() == [1] * (num_bins - 1) + [2]
+    assert_close(out["mean_score"][: num_bins - 1], d["s"][: num_bins - 1].astype(float))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["Float64", "Float32"])
+@pytest.mark.parametrize("num_bins", EDGE_BINS)
+def test_every_decimal_edge_starts_its_bin_in_ece(constructor, num_bins, dtype):
+    # ECE / MCE (main aggregation up to 32 bins, a sub-query above).  Labels
+    # alternate, so an edge that fell into the previous bin would merge two
+    # rows and change both values: with every edge in its own bin, ECE is
+    # the mean of |y - s| except for the last bin, which holds (M-1)/M and 1
+    d = _edge_frame(num_bins, dtype)
+    y, s = d["y"], d["s"].astype(float)
+    last = abs(y[-2] + y[-1] - s[-2] - s[-1])
+    expected_ece = (np.abs(y[:-2] - s[:-2]).sum() + last) / len(y)
+    expected_mce = max(np.abs(y[:-2] - s[:-2]).max(), last / 2)
+    metrics = [cf.ece("y", "s", n_bins=num_bins), cf.mce("y", "s", n_bins=num_bins)]
+    out = to_pandas(cf.evaluate(constructor(d), *metrics))
+    assert_close(out["ece"], [expected_ece], rtol=RTOL, atol=ATOL)
+    assert_close(out["mce"], [expected_mce], rtol=RTOL, atol=ATOL)
+    # the oracle follows the same documented rule
+    assert oracle.uniform_bins(d["s"], num_bins).tolist() == [*range(num_bins), num_bins - 1]
+    assert_close(out["ece"], [oracle.ece(y, d["s"], num_bins)], rtol=RTOL, atol=ATOL)
+
+
+def _edge_neighbours(edges: list[float], dtype: type) -> tuple[dict[str, np.ndarray], float, float]:
+    """Each edge with a score just below it (previous bin) and opposite labels.
+
+    Returns the frame and the ECE / MCE when every edge starts its own bin
+    (an edge that fell into the previous bin would share it with its
+    neighbour and change both values).
+    """
+    s = np.array([v for e in edges for v in (e - 0.005, e)]).astype(dtype)
+    y = np.tile([1.0, 0.0], len(edges))
+    gaps = np.abs(y - s.astype(float))
+    return {"y": y, "s": s}, float(gaps.sum() / len(y)), float(gaps.max())
+
+
+@pytest.mark.parametrize(
+    ("edges", "n_bins", "dtype"), [([0.29, 0.57], 100, np.float64), ([0.7, 0.9], 10, np.float32)], ids=["f64", "f32"]
+)
+def test_issue_edge_snippets(constructor, edges, n_bins, dtype):
+    # the issue's scores: 0.57 and 0.29 with 100 bins, Float32 0.7 and 0.9 with 10
+    d, ece, mce = _edge_neighbours(edges, dtype)
+    metrics = [cf.ece("y", "s", n_bins=n_bins), cf.mce("y", "s", n_bins=n_bins)]
+    out = to_pandas(cf.evaluate(constructor(d), *metrics))
+    assert_close(out["ece"], [ece], rtol=RTOL, atol=ATOL)
+    assert_close(out["mce"], [mce], rtol=RTOL, atol=ATOL)
+
+
+def test_top_label_edges_follow_the_float32_rule(constructor):
+    # the confidence of top-label ECE comes from Float32 probability columns:
+    # 0.7 and 0.75 share bin 7, 0.9 is alone in bin 9 (all predict label 1)
+    p1 = np.array([0.7, 0.75, 0.9], dtype=np.float32)
+    d = {"c": np.array([1, 0, 1]), "p0": np.array([0.3, 0.25, 0.1], dtype=np.float32), "p1": p1}
+    out = to_pandas(cf.evaluate(constructor(d), cf.top_label_ece("c", ["p0", "p1"], n_bins=10)))
+    s = p1.astype(float)
+    expected = (abs(1.0 - (s[0] + s[1])) + abs(1.0 - s[2])) / 3
+    assert_close(out["top_label_ece"], [expected], rtol=RTOL, atol=ATOL)
+
+
+def test_reliability_intervals_contain_the_frequency(constructor):
+    # bins whose frequency is 0 or 1, of every size 1..200 (Wilson rounding)
+    sizes = np.arange(1, 201)
+    g = np.repeat(np.arange(200), 2 * sizes)
+    y = np.concatenate([np.r_[np.zeros(k), np.ones(k)] for k in sizes])
+    s = np.where(y == 1, 0.95, 0.05)  # all zeros in bin 0, all ones in bin 9
+    out = to_pandas(cf.conformal(constructor({"g": g, "y": y, "s": s})).reliability("y", "s", by="g"))
+    assert len(out) == 400 and set(out["frequency"]) == {0.0, 1.0}
+    assert ((out["frequency_ci_low"] <= out["frequency"]) & (out["frequency"] <= out["frequency_ci_high"])).all()
+
+
+@pytest.mark.parametrize(
+    "column, values",
+    [
+        ("s", [0.2, 1.5, 0.5, 0.4]),
+        ("s", [-0.5, -0.5, 2.0, 0.4]),
+        ("y", [2.0, 2.0, 5.0, 1.0]),
+        ("y", [-1.0, -1.0, 0.0, 0.0]),
+    ],
+)
+def test_pandas_bad_values_raise_without_numpy_warnings(column, values):
+    # issue 15 finding 8: no RuntimeWarning (e.g. "invalid value encountered
+    # in sqrt") printed before the clean error
+    import warnings
+
+    d = {"y": [0.0, 1.0, 1.0, 0.0], "s": [0.2, 0.6, 0.5, 0.4], "g": ["a", "a", "b", "b"], "t": [0.5] * 4}
+    d[column] = values
+    frame = pd.DataFrame(d)
+    for name in cf.calibration.METHODS:
+        factory = getattr(cf, name)
+        metric = factory("y", ["s", "t"]) if name in ("top_label_ece", "classwise_ece") else factory("y", "s")
+        for by in (None, "g"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                with pytest.raises(ValueError, match=f"column '{column}'"):
+                    cf.evaluate(frame, metric, by=by)

@@ -291,3 +291,33 @@ def test_class_conditional_coverage_is_by_label(constructor):
     groups = group_dict(d["yi"])
     assert list(out["y"]) == list(groups)
     assert_close(out["set_coverage"], [osets.set_coverage(d["yi"][i], d["m"][i]) for i in groups.values()])
+
+
+# ---------------------------------------------------------------------------
+# issue 15: the set SSC never splits a set size; set CIs contain the estimate
+# ---------------------------------------------------------------------------
+def test_set_ssc_keeps_each_size_in_one_stratum(constructor):
+    # every set has size 2: one stratum whatever num_bins, the marginal coverage
+    y = np.array([0, 1, 2, 0, 1, 2, 0, 2])
+    m = np.array([[True, True, False]] * 8)
+    data = {"y": y, "m0": m[:, 0], "m1": m[:, 1], "m2": m[:, 2]}
+    for num_bins in (None, 2, 3, 4):
+        out = to_pandas(
+            cf.conformal(constructor(data)).set_ssc("y", ["m0", "m1", "m2"], classes=[0, 1, 2], n_bins=num_bins)
+        )
+        assert len(out) == 1 and list(out["n"]) == [8]
+        assert int(out["size_min"][0]) <= 2 <= int(out["size_max"][0])
+        assert_close(out["set_ssc"], [5 / 8])
+
+
+def test_set_coverage_interval_contains_the_estimate(constructor):
+    # coverage 0 and 1 in groups of every size 1..200
+    sizes = np.arange(1, 201)
+    g = np.concatenate([np.full(2 * k, k) for k in sizes])
+    miss = np.concatenate([np.r_[np.zeros(k), np.ones(k)] for k in sizes]).astype(bool)
+    key = np.char.add(g.astype(str), np.where(miss, "-miss", "-hit"))
+    data = {"g": key, "y": np.where(miss, 1, 0), "m0": np.ones(len(g), dtype=bool), "m1": np.zeros(len(g), dtype=bool)}
+    out = to_pandas(cf.conformal(constructor(data)).set_coverage("y", ["m0", "m1"], classes=[0, 1], by="g"))
+    est, low, high = out["set_coverage"], out["set_coverage_ci_low"], out["set_coverage_ci_high"]
+    assert len(out) == 400 and set(est) == {0.0, 1.0}
+    assert ((low <= est) & (est <= high)).all()

@@ -75,6 +75,7 @@ __all__ = [
 ]
 
 Strategy = Literal["uniform", "quantile"]
+Precision = Literal["float64", "float32"]
 F64 = nw.Float64
 _INF = float("inf")
 
@@ -110,13 +111,38 @@ def binary_row(q: Query, name: str) -> str:
     return q.row(("binary", name), value)
 
 
-def bin_row(q: Query, s_row: str, n_bins: int, strategy: Strategy, within: Sequence[str] = ()) -> str:
+#: uniform bins: relative snap of the edges ``m / M`` by the scores' precision
+#: (see :func:`bin_row`)
+EDGE_SNAP: dict[Precision, float] = {"float64": 2.0**-50, "float32": 2.0**-22}
+
+
+def score_precision(q: Query, *names: str) -> Precision:
+    """``"float32"`` when any of the score columns is single precision."""
+    single = any(name in q.schema and q.schema[name] == nw.Float32 for name in names)
+    return "float32" if single else "float64"
+
+
+def bin_row(
+    q: Query,
+    s_row: str,
+    n_bins: int,
+    strategy: Strategy,
+    within: Sequence[str] = (),
+    *,
+    precision: Precision = "float64",
+) -> str:
     """Row column: the bin (0 .. n_bins-1, Float64) of the score ``s_row``.
 
-    ``uniform``: bin ``m`` is ``[m/M, (m+1)/M)``, the last closed at 1,
-    computed as ``min(floor(M * s), M - 1)`` with ``M * s`` the (correctly
-    rounded, hence backend-independent) double product: a score written as a
-    decimal edge (0.3 with M = 10) goes to the bin it starts.  ``quantile``: with ``r`` the number
+    ``uniform``: bin ``m`` is ``[m/M, (m+1)/M)``, the last closed at 1.  A
+    score equal to an edge ``m/M`` *as written in the score's precision* (the
+    double nearest to 0.57, or the Float32 nearest to 0.7) goes to the bin the
+    edge starts.  Computed as ``min(floor(s * f), M - 1)`` with the double
+    ``f = M * (1 + eps)``, ``eps = 2**-50`` for Float64 scores and ``2**-22``
+    when a score column is Float32: the edge's rounding error (relative
+    ``2**-53``, resp. ``2**-24``) is absorbed, so a score at most a few units
+    in the last place of its precision below an edge (8 for Float64, 4 for
+    Float32) counts as the edge.  One correctly rounded product: the same bin
+    on every backend.  ``quantile``: with ``r`` the number
     of rows of the group (and of ``within``) with a smaller score, the row goes
     to the bin that holds position ``r`` when ``n`` positions are split into
     ``M`` runs whose sizes differ by at most one (the first ``n % M`` runs are
@@ -129,8 +155,9 @@ def bin_row(q: Query, s_row: str, n_bins: int, strategy: Strategy, within: Seque
         # by a constant as a product with its (rounded) reciprocal
         # invalid scores (NaN, inf; their rows are reported) are clamped first:
         # floor(inf) overflows in Spark's ANSI mode
-        b = (s.fill_nan(0.0).clip(0.0, 1.0) * m).floor()
-        return q.row(("ubin", s_row, n_bins), b.clip(0.0, m - 1.0), inputs=[s_row])
+        factor = m * (1.0 + EDGE_SNAP[precision])
+        b = (s.fill_nan(0.0).clip(0.0, 1.0) * factor).floor()
+        return q.row(("ubin", s_row, n_bins, precision), b.clip(0.0, m - 1.0), inputs=[s_row])
     part = (s_row, *within)
     r_row = q.row(("rank", *part), q.over(s.rank("min"), *within).cast(F64) - 1.0, inputs=part)
     n_row = q.row(("count", *part), q.over(s.count(), *within).cast(F64), inputs=part)
@@ -178,9 +205,18 @@ def _bins_table(y: str, s: str, b: str, sub: str | None) -> core.TableFn:
     return build
 
 
-def _binned(q: Query, y_row: str, s_row: str, n_bins: int, strategy: Strategy, sub: str | None = None) -> TableRef:
+def _binned(
+    q: Query,
+    y_row: str,
+    s_row: str,
+    n_bins: int,
+    strategy: Strategy,
+    sub: str | None = None,
+    *,
+    precision: Precision = "float64",
+) -> TableRef:
     """Register the binned table (:func:`_bins_table`); returns its handle."""
-    b = bin_row(q, s_row, n_bins, strategy, within=[sub] if sub else [])
+    b = bin_row(q, s_row, n_bins, strategy, within=[sub] if sub else [], precision=precision)
     return q.table(("bins", y_row, s_row, b, sub), _bins_table(y_row, s_row, b, sub))
 
 
@@ -190,7 +226,14 @@ WIDE_BINS = 32
 
 
 def bin_errors(
-    q: Query, y_row: str, s_row: str, n_bins: int, strategy: Strategy, *, gaps: bool = False
+    q: Query,
+    y_row: str,
+    s_row: str,
+    n_bins: int,
+    strategy: Strategy,
+    *,
+    gaps: bool = False,
+    precision: Precision = "float64",
 ) -> tuple[nw.Expr, nw.Expr | None]:
     """``(sum_bins |sum (y - s)|, max_bins |mean y - mean s|)`` per group.
 
@@ -199,9 +242,9 @@ def bin_errors(
     ``gaps``, the row count).  Otherwise a per-(group, bin) sub-query.
     """
     if strategy != "uniform" or n_bins > WIDE_BINS:
-        t = _binned(q, y_row, s_row, n_bins, strategy)
+        t = _binned(q, y_row, s_row, n_bins, strategy, precision=precision)
         return t.col("ad"), t.col("gap")
-    b = bin_row(q, s_row, n_bins, strategy)
+    b = bin_row(q, s_row, n_bins, strategy, precision=precision)
     d = q.row(("ydiff", y_row, s_row), nw.col(y_row) - nw.col(s_row), inputs=[y_row, s_row])
     diffs, gap_exprs = [], []
     for m in range(n_bins):
@@ -223,7 +266,10 @@ class ECE(Metric):
     default_name = "ece"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        ad, _ = bin_errors(q, binary_row(q, self.y), score_row(q, self.score), self.n_bins, self.strategy)
+        prec = score_precision(q, self.score)
+        ad, _ = bin_errors(
+            q, binary_row(q, self.y), score_row(q, self.score), self.n_bins, self.strategy, precision=prec
+        )
         return {"": ratio(ad, q.n)}
 
 
@@ -245,7 +291,9 @@ def ece(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform")
         Number of bins ``M``.
     strategy : {"uniform", "quantile"}
         ``uniform``: ``M`` bins ``[m/M, (m+1)/M)``, the last closed at 1 (all
-        ``M`` bins are real bins).  ``quantile``: ``M`` bins of near-equal
+        ``M`` bins are real bins); a score equal to an edge in its own
+        precision (0.57, or a Float32 0.7) starts its bin, see
+        :func:`bin_row`.  ``quantile``: ``M`` bins of near-equal
         count in score order (sizes differ by at most one, the first bins
         taking the extra rows); tied scores stay in one bin, so bins may be
         uneven or empty when scores are tied.
@@ -283,7 +331,8 @@ class MCE(Metric):
     default_name = "mce"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        _, gap = bin_errors(q, binary_row(q, self.y), score_row(q, self.score), self.n_bins, self.strategy, gaps=True)
+        y, s, prec = binary_row(q, self.y), score_row(q, self.score), score_precision(q, self.score)
+        _, gap = bin_errors(q, y, s, self.n_bins, self.strategy, gaps=True, precision=prec)
         return {"": gap}
 
 
@@ -407,7 +456,7 @@ class Reliability(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s = binary_row(q, self.y), score_row(q, self.score)
-        b = bin_row(q, s, self.n_bins, self.strategy)
+        b = bin_row(q, s, self.n_bins, self.strategy, precision=score_precision(q, self.score))
         t = q.table(("reliability", y, s, b, self.n_bins), _reliability_table(y, s, b, self.n_bins))
         out: dict[str, nw.Expr | None] = {}
         for m in range(self.n_bins):
@@ -517,7 +566,8 @@ class TopLabelECE(Metric):
         eq_rows = [q.row(("label_eq", self.y, c), e) for c, e in zip(self.classes, eq)]
         hit = total([(nw.col(pred) == float(k)).cast(F64) * nw.col(r) for k, r in enumerate(eq_rows)])
         correct = q.row(("top_correct", self.y, self.probs, self.classes), hit, inputs=[pred, *eq_rows])
-        t = _binned(q, correct, conf, self.n_bins, self.strategy, sub=pred)
+        prec = score_precision(q, *self.probs)
+        t = _binned(q, correct, conf, self.n_bins, self.strategy, sub=pred, precision=prec)
         if self.weighted:
             return {"": ratio(t.col("ad"), q.n)}
         return {"": ratio(t.col("ecej"), t.col("cnt"))}
@@ -603,7 +653,8 @@ class ClasswiseECE(Metric):
         eces = []
         for p, c, e in zip(self.probs, self.classes, eq):
             y_k = q.row(("label_eq", self.y, c), e)
-            ad, _ = bin_errors(q, y_k, score_row(q, p), self.n_bins, self.strategy)
+            prec = score_precision(q, p)
+            ad, _ = bin_errors(q, y_k, score_row(q, p), self.n_bins, self.strategy, precision=prec)
             eces.append(ratio(ad, q.n))
         return {"": total(eces) / float(len(eces))}
 

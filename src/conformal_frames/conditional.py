@@ -360,6 +360,8 @@ def _inference_step(
             with np.errstate(invalid="ignore", divide="ignore"):
                 low = np.where(kk > 0, beta.ppf(half, kk, nn - kk + 1), 0.0)
                 high = np.where(kk < nn, beta.ppf(1 - half, kk + 1, nn - kk), 1.0)
+                # the interval always contains its estimate k / n (rounding)
+                low, high = np.fmin(low, kk / nn), np.fmax(high, kk / nn)
             out[outputs[4]] = np.where(ok, low, np.nan)
             out[outputs[5]] = np.where(ok, high, np.nan)
         return out

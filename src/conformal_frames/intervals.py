@@ -145,37 +145,63 @@ def width(lo: str, hi: str) -> Width:
 # ---------------------------------------------------------------------------
 # size-stratified coverage
 # ---------------------------------------------------------------------------
-def _ssc_table(width_col: str, covered_col: str, n_bins: int) -> TableFn:
-    """Sub-query: per group, rows of each equal-count width bin and covered rows.
+#: widths closer than this fraction of the group's largest width are tied (SSC)
+SSC_TIE_RTOL = 1e-9
 
-    Rows are ordered by (width, covered); rows tied on both are
-    interchangeable, so the counts do not depend on row order or backend.  Each
-    distinct (width, covered) cell occupies positions ``[start, end)`` of that
-    order; bin ``b`` occupies ``[lo_b, hi_b)`` with sizes that differ by at most
-    one (the first ``n % n_bins`` bins get one extra row).
+
+def _tie_groups(rows: nw.LazyFrame, keys: list[str], width_col: str, covered_col: str, ref: TableRef) -> nw.LazyFrame:
+    """Per group: one row per tie group of widths, with its rows and covered rows.
+
+    Distinct widths are sorted; a distinct width starts a new tie group unless
+    it exceeds the previous distinct width by at most ``SSC_TIE_RTOL`` times
+    the group's largest width (a chain of such close widths is one tie group).
+    """
+    cnt, hit, prev, scale, new, tie = (ref.name(x) for x in ("cnt", "hit", "prev", "scale", "new", "tie"))
+    w = nw.col(width_col)
+    cells = rows.group_by(*keys, width_col).agg(nw.len().alias(cnt), nw.col(covered_col).sum().alias(hit))
+    cells = cells.with_columns(
+        nw.col(cnt).cast(nw.Float64),
+        over(w.shift(1), keys, order_by=width_col).alias(prev),
+        over(w.abs().max(), keys).alias(scale),
+    )
+    close = (w - nw.col(prev)) <= SSC_TIE_RTOL * nw.col(scale)
+    cells = cells.with_columns(nw.when(close).then(nw.lit(0.0)).otherwise(nw.lit(1.0)).alias(new))
+    cells = cells.with_columns(over(nw.col(new).cum_sum(), keys, order_by=width_col).alias(tie))
+    return cells.group_by(*keys, tie).agg(nw.col(cnt).sum(), nw.col(hit).sum())
+
+
+def _ssc_table(width_col: str, covered_col: str, n_bins: int) -> TableFn:
+    """Sub-query: per group, rows and covered rows of each equal-count width bin.
+
+    Tie groups of widths (see :func:`_tie_groups`) are never split: sorted by
+    width, a tie group occupying positions ``[start, end)`` goes whole to the
+    bin that holds position ``start`` when ``n`` positions are cut into
+    ``n_bins`` runs whose sizes differ by at most one (the first
+    ``n % n_bins`` runs are one longer).  The counts depend neither on row
+    order nor on the backend nor on the coverage of the rows.
     """
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        cnt, end, n = ref.name("cnt"), ref.name("end"), ref.name("n")
-        cells = rows.group_by(*keys, width_col, covered_col).agg(nw.len().alias(cnt))
-        cells = cells.with_columns(nw.col(cnt).cast(nw.Float64))
-        order = [width_col, covered_col]
-        cells = cells.with_columns(
-            over(nw.col(cnt).cum_sum(), keys, order_by=order).alias(end),
-            over(nw.col(cnt).sum(), keys).alias(n),
+        cnt, hit, tie, end, n, b = (ref.name(x) for x in ("cnt", "hit", "tie", "end", "n", "bin"))
+        ties = _tie_groups(rows, keys, width_col, covered_col, ref)
+        ties = ties.with_columns(
+            over(nw.col(cnt).cum_sum(), keys, order_by=tie).alias(end), over(nw.col(cnt).sum(), keys).alias(n)
         )
-        size = (nw.col(n) / n_bins).floor()
-        extra = nw.col(n) - size * n_bins
-        start = nw.col(end) - nw.col(cnt)
+        m = float(n_bins)
+        size = (nw.col(n) / m).floor()
+        extra = nw.col(n) - size * m
+        head = extra * (size + 1.0)
+        r = nw.col(end) - nw.col(cnt)  # rows before the tie group
+        in_head = (r / (size + 1.0)).floor()
+        in_tail = extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor()
+        ties = ties.with_columns(nw.when(r < head).then(in_head).otherwise(in_tail).alias(b))
         parts = []
-        for b in range(n_bins):
-            bin_lo = size * b + nw.min_horizontal(nw.lit(float(b)), extra)
-            bin_hi = bin_lo + size + nw.when(extra > b).then(nw.lit(1.0)).otherwise(nw.lit(0.0))
-            overlap = (nw.min_horizontal(nw.col(end), bin_hi) - nw.max_horizontal(start, bin_lo)).clip(lower_bound=0.0)
-            parts += [overlap.alias(ref.name(f"n{b}")), (overlap * nw.col(covered_col)).alias(ref.name(f"k{b}"))]
-        cells = cells.with_columns(*parts)
-        sums = [nw.col(ref.name(f"{s}{b}")).sum() for b in range(n_bins) for s in ("n", "k")]
-        return aggregate(cells, keys, sums)
+        for k in range(n_bins):
+            mine = (nw.col(b) == float(k)).cast(nw.Float64)
+            parts += [(mine * nw.col(cnt)).alias(ref.name(f"n{k}")), (mine * nw.col(hit)).alias(ref.name(f"k{k}"))]
+        ties = ties.with_columns(*parts)
+        sums = [nw.col(ref.name(f"{s}{k}")).sum() for k in range(n_bins) for s in ("n", "k")]
+        return aggregate(ties, keys, sums)
 
     return build
 

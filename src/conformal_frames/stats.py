@@ -13,14 +13,22 @@ def wilson_interval(successes: nw.Expr, n: nw.Expr, confidence: float) -> tuple[
 
     ``(k + z^2/2) / (n + z^2) -/+ z / (n + z^2) * sqrt(k (n - k) / n + z^2 / 4)``
     with ``z`` the two-sided normal quantile of ``confidence``.  Null for n = 0.
+
+    The bounds always contain the estimate ``k / n``: rounding can put
+    ``center + half`` one ulp below 1 when ``k = n`` (and ``center - half``
+    above 0 when ``k = 0``), so each bound is widened to the estimate where it
+    falls short (a change of at most a few ulps) and clipped to ``[0, 1]``.
     """
     z = float(ndtri(0.5 + check_probability(confidence, "ci") / 2))
     z2 = z * z
     center = (successes + z2 / 2) / (n + z2)
-    half = z / (n + z2) * (successes * (n - successes) / n + z2 / 4).sqrt()
-    low = (center - half).clip(lower_bound=0.0, upper_bound=1.0)
-    high = (center + half).clip(lower_bound=0.0, upper_bound=1.0)
-    return low, high
+    # clip: invalid rows (labels outside {0, 1}) can make k > n before they are reported
+    half = z / (n + z2) * ((successes * (n - successes) / n).clip(lower_bound=0.0) + z2 / 4).sqrt()
+    estimate = successes / n
+    raw_low, raw_high = center - half, center + half
+    low = nw.when(raw_low > estimate).then(estimate).otherwise(raw_low)
+    high = nw.when(raw_high < estimate).then(estimate).otherwise(raw_high)
+    return low.clip(lower_bound=0.0, upper_bound=1.0), high.clip(lower_bound=0.0, upper_bound=1.0)
 
 
 def ratio(num: nw.Expr, den: nw.Expr) -> nw.Expr:
