@@ -363,3 +363,221 @@ def test_bad_scores_raise_without_stray_warnings(eager_constructor):
             warnings.simplefilter("error")
             with pytest.raises(ValueError, match=r"column 's' has values outside \[0, 1\] in 2 rows"):
                 cf.evaluate(frame, metric)
+
+
+# ---------------------------------------------------------------------------
+# one module of checks: the factories and the metric classes raise alike
+# ---------------------------------------------------------------------------
+def _target():
+    from conformal_frames.conditional import Target
+
+    return Target(y="y", lo="lo", hi="hi")
+
+
+def _kind_cases():
+    from conformal_frames.calibration import ECE, TopLabelECE
+    from conformal_frames.conditional import CoverageGap, CoverageTest, WorstSlab
+    from conformal_frames.efficiency import Efficiency
+    from conformal_frames.intervals import CWC, HSIC, Coverage, Winkler
+
+    p = ("pa", "pb")
+    return {
+        # kind: (factory call, metric class call, error, message)
+        "probability-value": (
+            lambda: cf.coverage("y", "lo", "hi", ci_level=2.0),
+            lambda: Coverage(y="y", lo="lo", hi="hi", ci_level=2.0),
+            ValueError,
+            "ci_level must be a number strictly between 0 and 1, got 2.0",
+        ),
+        "probability-type": (
+            lambda: cf.coverage("y", "lo", "hi", ci_level="x"),
+            lambda: Coverage(y="y", lo="lo", hi="hi", ci_level="x"),
+            TypeError,
+            "ci_level must be a number strictly between 0 and 1, got 'x'",
+        ),
+        "level-value": (
+            lambda: cf.winkler("y", "lo", "hi", confidence_level=1.5),
+            lambda: Winkler(y="y", lo="lo", hi="hi", confidence_level=1.5),
+            ValueError,
+            "confidence_level must be a number strictly between 0 and 1, got 1.5",
+        ),
+        "level-type": (
+            lambda: cf.winkler("y", "lo", "hi", confidence_level=[0.9]),
+            lambda: Winkler(y="y", lo="lo", hi="hi", confidence_level=[0.9]),
+            TypeError,
+            "confidence_level must be a number strictly between 0 and 1 or a column name, got [0.9]",
+        ),
+        "positive-int-value": (
+            lambda: cf.ece("y", "s", n_bins=0),
+            lambda: ECE(y="y", score="s", n_bins=0),
+            ValueError,
+            "n_bins must be a positive integer, got 0",
+        ),
+        "positive-int-type": (
+            lambda: cf.ece("y", "s", n_bins=2.5),
+            lambda: ECE(y="y", score="s", n_bins=2.5),
+            TypeError,
+            "n_bins must be a positive integer, got 2.5",
+        ),
+        "positive-int-str": (
+            lambda: cf.ece("y", "s", n_bins="3"),
+            lambda: ECE(y="y", score="s", n_bins="3"),
+            TypeError,
+            "n_bins must be a positive integer, got '3'",
+        ),
+        "finite-value": (
+            lambda: cf.cwc("y", "lo", "hi", eta=math.inf, confidence_level=0.9),
+            lambda: CWC(y="y", lo="lo", hi="hi", eta=math.inf, confidence_level=0.9),
+            ValueError,
+            "eta must be a finite number, got inf",
+        ),
+        "positive-pair-value": (
+            lambda: cf.hsic("y", "lo", "hi", kernel_sizes=(0, 1)),
+            lambda: HSIC(y="y", lo="lo", hi="hi", kernel_sizes=(0, 1)),
+            ValueError,
+            "kernel_sizes must be two positive numbers, got (0, 1)",
+        ),
+        "column-type": (
+            lambda: cf.coverage("y", 2, "hi"),
+            lambda: Coverage(y="y", lo=2, hi="hi"),
+            TypeError,
+            "lo must be a column name (a string), got 2",
+        ),
+        "columns-repeated": (
+            lambda: cf.top_label_ece("y", ["pa", "pa"]),
+            lambda: TopLabelECE(y="y", probs=("pa", "pa"), classes=(0, 1)),
+            ValueError,
+            "probs must be a list of distinct column names ('pa' repeated), got ['pa', 'pa']",
+        ),
+        "columns-type": (
+            lambda: cf.coverage_gap("y", "lo", "hi", groups=["g", 1], confidence_level=0.9),
+            lambda: CoverageGap(target=_target(), groups=["g", 1], confidence_level=0.9),
+            TypeError,
+            "groups must be a list of distinct column names, got ['g', 1]",
+        ),
+        "columns-at-least-two": (
+            lambda: cf.efficiency_criteria(None, ["p0"], confidence_level=0.9),
+            lambda: Efficiency(y=None, pvalues=("p0",), classes=None, confidence_level=0.9),
+            ValueError,
+            "pvalues must be a list of distinct column names (at least 2), got ['p0']",
+        ),
+        "choice-value": (
+            lambda: cf.ece("y", "s", strategy="kmeans"),
+            lambda: ECE(y="y", score="s", strategy="kmeans"),
+            ValueError,
+            "strategy must be one of 'uniform', 'quantile', got 'kmeans'",
+        ),
+        "choice-type": (
+            lambda: cf.coverage_test("y", "lo", "hi", confidence_level=0.9, correction=None),
+            lambda: CoverageTest(target=_target(), confidence_level=0.9, correction=None),
+            TypeError,
+            "correction must be one of 'holm', 'bh', 'none', got None",
+        ),
+        "bool": (
+            lambda: cf.top_label_ece("y", list(p), weighted=1),
+            lambda: TopLabelECE(y="y", probs=p, classes=(0, 1), weighted=1),
+            TypeError,
+            "weighted must be True or False, got 1",
+        ),
+        "classes-repeated": (
+            lambda: cf.classwise_ece("y", list(p), classes=["a", "a"]),
+            lambda: cf.calibration.ClasswiseECE(y="y", probs=p, classes=("a", "a")),
+            ValueError,
+            "classes must be a list of distinct labels, all integers or all strings ('a' repeated), got ['a', 'a']",
+        ),
+        "classes-type": (
+            lambda: cf.top_label_ece("y", list(p), classes=[0, "b"]),
+            lambda: TopLabelECE(y="y", probs=p, classes=(0, "b")),
+            TypeError,
+            "classes must be a list of distinct labels, all integers or all strings, got [0, 'b']",
+        ),
+        "seed-type": (
+            lambda: cf.worst_slab_coverage("y", "lo", "hi", features=["x"], seed=1.5),
+            lambda: WorstSlab(target=_target(), features=("x",), seed=1.5),
+            TypeError,
+            "seed must be an integer, got 1.5",
+        ),
+        "fraction-value": (
+            lambda: cf.worst_slab_coverage("y", "lo", "hi", features=["x"], delta=0),
+            lambda: WorstSlab(target=_target(), features=("x",), delta=0),
+            ValueError,
+            "delta must be a number in (0, 1], got 0",
+        ),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_kind_cases()))
+def test_factory_and_metric_class_raise_alike(kind):
+    factory, metric_class, error, message = _kind_cases()[kind]
+    with pytest.raises(error) as from_factory:
+        factory()
+    with pytest.raises(error) as from_class:
+        metric_class()
+    assert str(from_factory.value) == message
+    assert str(from_class.value) == message
+    assert type(from_factory.value) is type(from_class.value) is error
+
+
+def test_a_column_name_is_a_valid_confidence_level():
+    from conformal_frames.intervals import Winkler
+
+    assert cf.winkler("y", "lo", "hi", confidence_level="level").confidence_level == "level"
+    assert Winkler(y="y", lo="lo", hi="hi", confidence_level="level").confidence_level == "level"
+
+
+def test_metric_class_normalises_like_the_factory():
+    from conformal_frames.calibration import ECE
+
+    made = ECE(y="y", score="s", n_bins=np.int64(5))
+    assert made == cf.ece("y", "s", n_bins=5)
+    assert type(made.n_bins) is int
+
+
+# every public factory (and frame function): a non-string column name is a TypeError naming the parameter
+COLUMN_CASES = {
+    "coverage": lambda: cf.coverage(1, "lo", "hi"),
+    "width": lambda: cf.width(1, "hi"),
+    "ssc": lambda: cf.ssc(1, "lo", "hi"),
+    "ssc_score": lambda: cf.ssc_score(1, "lo", "hi"),
+    "winkler": lambda: cf.winkler(1, "lo", "hi", confidence_level=0.9),
+    "cwc": lambda: cf.cwc(1, "lo", "hi", eta=1.0, confidence_level=0.9),
+    "hsic": lambda: cf.hsic(1, "lo", "hi"),
+    "set_coverage": lambda: cf.set_coverage(1, "s"),
+    "set_size": lambda: cf.set_size(1),
+    "singleton_rate": lambda: cf.singleton_rate(1),
+    "empty_rate": lambda: cf.empty_rate(1),
+    "set_ssc": lambda: cf.set_ssc(1, "s", classes=[0, 1]),
+    "set_ssc_score": lambda: cf.set_ssc_score(1, "s", classes=[0, 1]),
+    "efficiency_criteria": lambda: cf.efficiency_criteria(1, ["p0", "p1"], classes=[0, 1], confidence_level=0.9),
+    "coverage_gap": lambda: cf.coverage_gap(1, "lo", "hi", groups="g", confidence_level=0.9),
+    "coverage_test": lambda: cf.coverage_test(1, "lo", "hi", confidence_level=0.9),
+    "worst_slab_coverage": lambda: cf.worst_slab_coverage(1, "lo", "hi", features=["x"]),
+    "ece": lambda: cf.ece(1, "s"),
+    "mce": lambda: cf.mce(1, "s"),
+    "brier": lambda: cf.brier(1, "s"),
+    "reliability": lambda: cf.reliability(1, "s"),
+    "top_label_ece": lambda: cf.top_label_ece(1, ["pa", "pb"]),
+    "classwise_ece": lambda: cf.classwise_ece(1, ["pa", "pb"]),
+    "ks_test": lambda: cf.ks_test(1, "s"),
+    "kuiper_test": lambda: cf.kuiper_test(1, "s"),
+    "spiegelhalter_test": lambda: cf.spiegelhalter_test(1, "s"),
+    "auroc": lambda: cf.auroc(1, "s"),
+    "auarc": lambda: cf.auarc(1, "s"),
+    "cumulative_differences": lambda: cf.cumulative_differences(pl.DataFrame(BASE), 1, "y"),
+}
+_PARAM = {"width": "lo", "set_size": "sets", "singleton_rate": "sets", "empty_rate": "sets"}
+
+
+def test_column_cases_cover_every_public_factory():
+    from conformal_frames.namespace import FAMILIES
+
+    factories = {name for module in FAMILIES for name in module.METHODS}
+    frame_functions = {name for module in FAMILIES for name in getattr(module, "FRAME_METHODS", ())}
+    assert set(COLUMN_CASES) | {"excess_risk_target_coverage"} == factories | frame_functions
+
+
+@pytest.mark.parametrize("name", list(COLUMN_CASES))
+def test_non_string_column_name_is_a_type_error(name):
+    param = _PARAM.get(name, "y")
+    with pytest.raises(TypeError, match=rf"^{param} must be .*, got 1$"):
+        COLUMN_CASES[name]()

@@ -134,9 +134,18 @@ def check_columns(value: Any, name: str, *, at_least: int = 1) -> tuple[str, ...
     return tuple(names)
 
 
+SETS = "the name of a list column or a list of boolean membership column names (one per class)"
+
+
 def check_sets(value: Any, name: str = "sets") -> str | tuple[str, ...]:
     """Prediction sets: a list column's name or a list of membership column names."""
-    return value if isinstance(value, str) else check_columns(value, name)
+    if isinstance(value, str):
+        return value
+    if not _is_list(value) or not all(isinstance(v, str) for v in value):
+        fail(TypeError, name, SETS, value)
+    if not len(value):
+        fail(ValueError, name, SETS, value)
+    return check_columns(value, name)
 
 
 def check_choice(value: Any, name: str, options: Sequence[str]) -> str:

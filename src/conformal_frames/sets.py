@@ -39,7 +39,6 @@ from conformal_frames._renames import renamed
 from conformal_frames._validate import (
     check_bins,
     check_classes,
-    check_columns,
     check_sets,
     checked,
     optional,
@@ -84,6 +83,7 @@ def set_spec(sets: Any, classes: Any, *, need_classes: str | None = None) -> Set
     ``classes`` may be ``None`` with a list column, unless ``need_classes``
     (the reason, for the error message) says the metric needs them.
     """
+    sets = check_sets(sets)
     if classes is None and isinstance(sets, str):
         if need_classes is not None:
             msg = f"classes= is required with the list column {sets!r}: {need_classes}"
@@ -92,20 +92,13 @@ def set_spec(sets: Any, classes: Any, *, need_classes: str | None = None) -> Set
     labels = check_classes(classes)
     if isinstance(sets, str):
         return SetSpec(sets, labels)
-    if isinstance(sets, Sequence) and sets and all(isinstance(s, str) for s in sets):
-        cols = check_columns(sets, "sets")
-        if len(cols) != len(labels):
-            msg = (
-                f"mismatched classes and membership columns: {len(cols)} columns "
-                f"{list(cols)!r} but {len(labels)} classes {list(labels)!r}"
-            )
-            raise ValueError(msg)
-        return SetSpec(cols, labels)
-    msg = (
-        "sets must be the name of a list column or a list of boolean membership "
-        f"column names (one per class), got {sets!r}"
-    )
-    raise TypeError(msg)
+    if len(sets) != len(labels):
+        msg = (
+            f"mismatched classes and membership columns: {len(sets)} columns "
+            f"{list(sets)!r} but {len(labels)} classes {list(labels)!r}"
+        )
+        raise ValueError(msg)
+    return SetSpec(sets, labels)
 
 
 def _label_kind_ok(dtype: Any, classes: tuple[Label, ...]) -> bool:
