@@ -411,11 +411,13 @@ def test_sigma_zero_groups(constructor):
     )
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True, None])
-def test_invalid_n_bins(bad):
-    with pytest.raises(ValueError, match="n_bins"):
+@pytest.mark.parametrize(
+    ("bad", "error"), [(0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError), (None, TypeError)]
+)
+def test_invalid_n_bins(bad, error):
+    with pytest.raises(error, match="n_bins"):
         cf.ece("y", "s", n_bins=bad)
-    with pytest.raises(ValueError, match="n_bins"):
+    with pytest.raises(error, match="n_bins"):
         cf.reliability("y", "s", n_bins=bad)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import narwhals.stable.v2 as nw
 
 from conformal_frames import core
-from conformal_frames._validate import check_probability
+from conformal_frames._validate import check_choice, check_probability
 from conformal_frames.calibration import brier, ece, ks_test, kuiper_test, reliability, spiegelhalter_test
 from conformal_frames.conditional import coverage_test
 from conformal_frames.intervals import coverage, hsic, ssc, ssc_score, width, winkler
@@ -186,9 +186,7 @@ def check_roles(
 
 
 def check_options(correction: Any, invalid: Any) -> None:
-    if correction not in CORRECTIONS:
-        msg = f"correction must be 'holm', 'bh' or 'none', got {correction!r}"
-        raise ValueError(msg)
+    check_choice(correction, "correction", CORRECTIONS)
     if invalid is not None and invalid not in INVALID_POLICIES:
         msg = f"invalid must be 'raise', 'drop' or 'null', got {invalid!r}"
         raise ValueError(msg)
