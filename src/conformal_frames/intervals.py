@@ -341,8 +341,9 @@ def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSCScore:
     >>> import pandas as pd
     >>> import conformal_frames
     >>> df = pd.DataFrame({"y": [1.0, 2, 3, 4], "lo": [0.0, 2.5, 2, 3], "hi": [2.0, 3, 5, 5]})
-    >>> df.conformal.ssc_score("y", "lo", "hi", n_bins=2)
-    0.5
+    >>> # widths 0.5 (missed), 2, 2 (tied: one stratum), 3: bins {0.5, 2, 2} and {3}
+    >>> round(df.conformal.ssc_score("y", "lo", "hi", n_bins=2), 4)
+    0.6667
     """
     return SSCScore(y=y, lo=lo, hi=hi, n_bins=n_bins)
 
