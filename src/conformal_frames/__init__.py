@@ -34,6 +34,7 @@ from conformal_frames.conditional import coverage_gap, coverage_test, worst_slab
 from conformal_frames.core import Metric, evaluate
 from conformal_frames.efficiency import efficiency_criteria
 from conformal_frames.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
+from conformal_frames.merge import finalize, rolling, summarize
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
 from conformal_frames.ranking import auarc, auroc, excess_risk_target_coverage
 from conformal_frames.results import (
@@ -74,6 +75,7 @@ __all__ = [
     "empty_rate",
     "evaluate",
     "excess_risk_target_coverage",
+    "finalize",
     "hsic",
     "kolmogorov_smirnov_cdf",
     "ks_test",
@@ -81,6 +83,7 @@ __all__ = [
     "kuiper_test",
     "mce",
     "reliability",
+    "rolling",
     "set_coverage",
     "set_size",
     "set_ssc",
@@ -89,6 +92,7 @@ __all__ = [
     "spiegelhalter_test",
     "ssc",
     "ssc_score",
+    "summarize",
     "top_label_ece",
     "width",
     "winkler",
