@@ -5,6 +5,7 @@ and polars frames (eager and lazy); :func:`evaluate` and :func:`conformal`
 serve any frame narwhals supports (DuckDB, PySpark, Dask, ...).
 
 Metric families (one module each): :mod:`~conformal_frames.intervals`,
+:mod:`~conformal_frames.sequential`,
 :mod:`~conformal_frames.sets`, :mod:`~conformal_frames.efficiency`,
 :mod:`~conformal_frames.conditional`, :mod:`~conformal_frames.calibration`,
 :mod:`~conformal_frames.ranking`.
@@ -38,21 +39,26 @@ from conformal_frames.merge import finalize, rolling, summarize
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
 from conformal_frames.ranking import auarc, auroc, excess_risk_target_coverage
 from conformal_frames.results import (
+    ChristoffersenTestResult,
     CoverageTestResult,
     KSTestResult,
     KuiperTestResult,
+    KupiecTestResult,
     SpiegelhalterTestResult,
     TestResult,
 )
+from conformal_frames.sequential import christoffersen_test, kupiec_test, longest_miss_run
 from conformal_frames.sets import empty_rate, set_coverage, set_size, set_ssc, set_ssc_score, singleton_rate
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ChristoffersenTestResult",
     "ConformalNamespace",
     "CoverageTestResult",
     "KSTestResult",
     "KuiperTestResult",
+    "KupiecTestResult",
     "Metric",
     "SpiegelhalterTestResult",
     "TestResult",
@@ -63,6 +69,7 @@ __all__ = [
     "brownian_max_abs_sf",
     "brownian_range_cdf",
     "brownian_range_sf",
+    "christoffersen_test",
     "classwise_ece",
     "conformal",
     "coverage",
@@ -81,6 +88,8 @@ __all__ = [
     "ks_test",
     "kuiper_cdf",
     "kuiper_test",
+    "kupiec_test",
+    "longest_miss_run",
     "mce",
     "reliability",
     "rolling",

@@ -287,10 +287,11 @@ class Query:
             raise ValueError(msg)
         return max((levels.get(i, 0) + 1 for i in inputs), default=0)
 
-    def over(self, expr: nw.Expr, *within: str) -> nw.Expr:
-        """``expr`` as a window over the group (and the row columns ``within``)."""
+    def over(self, expr: nw.Expr, *within: str, order_by: str | None = None) -> nw.Expr:
+        """``expr`` as a window over the group (and the row columns ``within``),
+        ordered by the row column ``order_by`` if given."""
         self.windows += 1
-        return over(expr, [*self.group, *within])
+        return over(expr, [*self.group, *within], order_by=order_by)
 
     def agg(self, how: Literal["sum", "min", "max"], row_name: str) -> str:
         """Register an elementary aggregation of a row column; returns its name."""
