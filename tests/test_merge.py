@@ -245,3 +245,47 @@ def test_time_window_keys_on_every_backend(constructor: Any) -> None:
     out = to_pandas(cf.evaluate(days.to_native(), cf.coverage("y", "lo", "hi"), by="day"))
     assert out["coverage"].tolist() == [0.5, 1.0, 1.0]
     assert out["n"].tolist() == [2, 1, 1]
+
+
+def test_merge_summaries_keeps_a_summary(constructor: Any) -> None:
+    frame = constructor(_data(9))
+    metrics = [cf.coverage("y", "lo", "hi"), cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=0.9)]
+    metrics += [cf.ks_test("label", "score"), cf.auroc("label", "score")]
+    stats = cf.summarize(frame, *metrics, by=["day", "seg"])
+    merged = cf.merge_summaries(stats, by="seg")
+    got = to_pandas(merged)
+    assert got.loc[got["cf_cell"].isna(), "seg"].tolist() == ["a", "b", "c"]
+    assert got["n"].sum() == len(_data(9)["y"])
+    _compare(cf.finalize(merged, *metrics, by="seg"), cf.evaluate(frame, *metrics, by="seg"), ["seg"])
+
+
+def test_merge_summaries_keeps_missing_statistics_missing() -> None:
+    frame = pl.DataFrame(_data())
+    width = cf.width("lo", "hi")
+    stats = cf.summarize(frame, cf.coverage("y", "lo", "hi"), width, by=["day", "seg"])
+    other = cf.summarize(frame.with_columns(day=pl.lit(9, pl.Int64)), cf.coverage("y", "lo", "hi"), by=["day", "seg"])
+    merged = cf.merge_summaries(pl.concat([stats, other], how="diagonal"), by="seg")
+    width_stat = next(c for c in merged.columns if c.startswith("cf_sum_width"))
+    assert merged[width_stat].is_null().all()
+    with pytest.raises(ValueError, match="without the statistics these metrics need.* in 3 rows"):
+        cf.finalize(merged, width, by="seg")
+    with pytest.raises(ValueError, match=r"by= columns \['week'\] are not keys"):
+        cf.merge_summaries(stats, by="week")
+
+
+def test_coverage_over_time_plot() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from conformal_frames import plots
+
+    stats = cf.summarize(pl.DataFrame(_data(2)), cf.coverage("y", "lo", "hi"), by=["day", "seg"])
+    weekly = cf.rolling(stats, cf.coverage("y", "lo", "hi"), index="day", window=3, by="seg")
+    ax = plots.coverage_over_time(weekly.lazy(), index="day", by="seg", confidence_level=0.9)
+    assert [line.get_label() for line in ax.get_lines()] == ["a", "b", "c", "nominal"]
+    first = weekly.filter(pl.col("seg") == "a")
+    assert list(ax.get_lines()[0].get_ydata()) == first["coverage"].to_list()
+    assert len(ax.collections) == 3  # one Wilson band per segment
+    assert list(ax.get_lines()[3].get_ydata()) == [0.9, 0.9]
+    with pytest.raises(ValueError, match="missing column.*'coverage_ci_low'"):
+        plots.coverage_over_time(weekly.drop("coverage_ci_low"), index="day", by="seg")

@@ -35,7 +35,7 @@ from conformal_frames.conditional import coverage_gap, coverage_test, worst_slab
 from conformal_frames.core import Metric, evaluate
 from conformal_frames.efficiency import efficiency_criteria
 from conformal_frames.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
-from conformal_frames.merge import finalize, rolling, summarize
+from conformal_frames.merge import finalize, merge_summaries, rolling, summarize
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
 from conformal_frames.ranking import auarc, auroc, excess_risk_target_coverage
 from conformal_frames.results import (
@@ -91,6 +91,7 @@ __all__ = [
     "kupiec_test",
     "longest_miss_run",
     "mce",
+    "merge_summaries",
     "reliability",
     "rolling",
     "set_coverage",

@@ -45,7 +45,7 @@ from conformal_frames.core import (
     Query,
 )
 
-__all__ = ["SCHEMA_VERSION", "finalize", "rolling", "summarize"]
+__all__ = ["SCHEMA_VERSION", "finalize", "merge_summaries", "rolling", "summarize"]
 
 #: version of the summary frame's column schema (see the module docstring)
 SCHEMA_VERSION = 1
@@ -444,6 +444,66 @@ def _merged_cells(lf: nw.LazyFrame, q: Query, plan: _Plan, table_key: Hashable) 
         nw.col(_ORDER).alias(spec.order),
         *[nw.col(name).alias(row) for name, row in sums.items() if row in spec.sums],
     )
+
+
+# ---------------------------------------------------------------------------
+# merging summaries into a (smaller) summary
+# ---------------------------------------------------------------------------
+def merge_summaries(stats: Any, by: Any = None) -> Any:
+    """Summary rows merged into the groups ``by``: a summary again (schema version 1).
+
+    Sums are added, minima and maxima taken, cell rows added per (group,
+    cell set, distinct score); a statistic missing in one of the merged rows
+    stays missing (null).  Use it to keep a running summary small, e.g.
+    summarize each chunk of a large dataset and merge as you go (the memory
+    then holds one chunk and the merged state), or to compact a Parquet
+    dataset of daily summaries into weekly ones.
+
+    Parameters
+    ----------
+    stats
+        Output of :func:`summarize` (possibly several concatenated).
+    by
+        Group column name(s) among the summary's keys; ``None`` merges all rows.
+
+    Returns
+    -------
+    frame
+        A summary of the caller's type, one group row per ``by`` group.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames as cf
+    >>> df = pl.DataFrame({"day": [1, 1, 2], "y": [1.0, 2.0, 3.0], "lo": [0.0] * 3, "hi": [1.5] * 3})
+    >>> stats = cf.summarize(df, cf.coverage("y", "lo", "hi"), by="day")
+    >>> cf.merge_summaries(stats)["n"].to_list()
+    [3]
+    """
+    lf, eager = core.to_lazy(stats)
+    keys = core.as_keys(by)
+    schema, summary_keys = _summary_schema(lf)
+    unknown = [k for k in keys if k not in summary_keys]
+    if unknown:
+        msg = f"merge_summaries: by= columns {unknown!r} are not keys of the summary (its keys: {summary_keys!r})"
+        raise ValueError(msg)
+    stat_cols = [c for c in schema if c.startswith(("cf_sum_", "cf_min_", "cf_max_"))]
+    counts = [c for c in ("n", "n_invalid", "n_dropped") if c in schema]
+    aggs = [nw.col(_VERSION).max(), nw.col(_INPUTS).max(), *[nw.col(c).sum() for c in counts]]
+    for c in stat_cols:
+        how = c.split("_")[1]
+        aggs += [getattr(nw.col(c), how)().alias(c), nw.col(c).count().alias(f"__cf_c_{c}")]
+    aggs.append(nw.len().alias("__cf_len"))
+    parts = []
+    for cells in (False, True):
+        rows = lf.filter(~nw.col(_CELL).is_null() if cells else nw.col(_CELL).is_null())
+        merged = core.aggregate(rows, [*keys, *([_CELL, _ORDER] if cells else [])], aggs)
+        kept = [nw.when(nw.col(f"__cf_c_{c}") == nw.col("__cf_len")).then(nw.col(c)).alias(c) for c in stat_cols]
+        nulls = [] if cells else [nw.lit(None, nw.String).alias(_CELL), nw.lit(None, F64).alias(_ORDER)]
+        merged = merged.with_columns(*kept, *nulls)
+        parts.append(merged.select(*keys, _VERSION, _INPUTS, _CELL, _ORDER, *counts, *stat_cols))
+    result = nw.concat(parts, how="vertical").sort(*keys, _CELL, _ORDER, nulls_last=False)
+    return nw.to_native(nw.maybe_reset_index(result.collect()) if eager else result)
 
 
 # ---------------------------------------------------------------------------
