@@ -11,7 +11,7 @@ the subprocess's peak RSS (``ru_maxrss``):
 2. ``ks_test`` with the same ``by=``, streaming;
 3. ``ks_test`` and ``kuiper_test`` with the same ``by=`` in bounded memory:
    each Parquet file (2e6 rows) is summarized (:func:`conformal_frames.summarize`),
-   merged into the running state (:func:`conformal_frames.merge_summaries`),
+   every 4 summaries are merged into the running state (:func:`conformal_frames.merge_summaries`),
    and the state finalized at the end; ``state_rows`` is the size of that
    state (one row per group and distinct score).
 
@@ -61,10 +61,12 @@ files = sorted(glob.glob(sys.argv[1] + "/*.parquet"))
 metrics = [cf.ks_test("label", "score"), cf.kuiper_test("label", "score")]
 keys = ["region", "model"]
 t0 = time.perf_counter()
-state = None
-for path in files:
-    part = cf.summarize(pl.read_parquet(path, columns=[*keys, "label", "score"]), *metrics, by=keys)
-    state = part if state is None else cf.merge_summaries(pl.concat([state, part]), by=keys)
+state, pending = None, []
+for i, path in enumerate(files):
+    pending.append(cf.summarize(pl.read_parquet(path, columns=[*keys, "label", "score"]), *metrics, by=keys))
+    if len(pending) == 4 or i == len(files) - 1:  # merge every 4 chunks (8e6 rows)
+        state = cf.merge_summaries(pl.concat([s for s in (state, *pending) if s is not None]), by=keys)
+        pending = []
 out = cf.finalize(state, *metrics, by=keys)
 elapsed = time.perf_counter() - t0
 peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
