@@ -309,3 +309,32 @@ def test_invalid_rows_give_null_metrics_on_lazy_input_and_raise_on_eager():
         cf.score_decomposition("y", "s", scoring_rule="spherical")
     with pytest.raises(TypeError, match="score must be a column name"):
         cf.smooth_ece("y", 3)
+
+
+def test_corp_reliability_diagram_draws_the_fit_band_and_decomposition():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import polars as pl
+
+    from conformal_frames import plots
+
+    d = random_binary(1, n=1500, n_groups=4)
+    ax = plots.corp_reliability_diagram(pl.DataFrame(d).lazy(), y="y", score="s", by="g", highlight=2)
+    parts = cf.conformal(pl.DataFrame(d)).score_decomposition("y", "s", by="g")
+    excess = (parts["miscalibration"] * parts["n"]).to_numpy()
+    top = [parts["g"][int(i)] for i in np.argsort(-excess)[:2]]
+    _, labels = ax.get_legend_handles_labels()
+    assert labels[0] == "perfect calibration" and len(labels) == 3
+    for label in labels[1:]:
+        group = label.split("\n")[0]
+        assert group in top
+        row = parts.filter(pl.col("g") == group).row(0, named=True)
+        assert f"MCB {row['miscalibration']:.3f}" in label and f"S {row['score']:.3f}" in label
+    # the drawn curve is the PAV fit of the group
+    corp = cf.corp_reliability(pl.DataFrame(d), "y", "s", by="g")
+    line = ax.get_lines()[1]
+    fit = corp.filter(pl.col("g") == labels[1].split("\n")[0])
+    assert_close(line.get_ydata(), fit["recalibrated"].to_numpy())
+    assert "4 more groups not drawn" in ax.get_title()  # g0..g3, one, two: 6 groups, 2 drawn
+    plt.close(ax.figure)

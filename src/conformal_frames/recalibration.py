@@ -323,13 +323,9 @@ class ScoreDecomposition(Metric):
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         name = self.output_name
-        extra = [c for c in ("n_invalid", "n_dropped") if c in frame.collect_schema().names()]
+        counts = [c for c in core.RESERVED if c in frame.collect_schema().names()]  # n, n_invalid, n_dropped
         return frame.select(
-            *keys,
-            nw.col(name).alias("score"),
-            *[nw.col(f"{name}_{c}").alias(c) for c in _DECOMPOSITION],
-            "n",
-            *extra,
+            *keys, nw.col(name).alias("score"), *[nw.col(f"{name}_{c}").alias(c) for c in _DECOMPOSITION], *counts
         )
 
 
@@ -486,7 +482,7 @@ def corp_reliability(
     A calibrated predictor's ``recalibrated`` stays on the diagonal within the
     band; plot both against ``score`` for the CORP reliability diagram
     (Dimitriadis, Gneiting and Jordan, PNAS 2021;
-    :func:`conformal_frames.plots.corp_diagram`).
+    :func:`conformal_frames.plots.corp_reliability_diagram`).
 
     The band is the resampling band of the CORP paper (``reliabilitydiag``'s
     default for moderate ``n``): ``n_resamples`` times, labels are drawn as
