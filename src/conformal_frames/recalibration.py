@@ -113,12 +113,21 @@ def _reflected_smooth(mass: np.ndarray, sigma: float) -> np.ndarray:
     return np.asarray(full[m // 2 : m // 2 + m])
 
 
-def smooth_ece_sigma(s: np.ndarray, y: np.ndarray, sigma: float) -> float:
-    """Smooth ECE at a fixed bandwidth ``sigma`` (one group)."""
+def smooth_ece_sigma(
+    s: np.ndarray, y: np.ndarray, sigma: float, cache: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+) -> float:
+    """Smooth ECE at a fixed bandwidth ``sigma`` (one group).
+
+    ``cache`` keeps the grid masses by grid size across bandwidths (the rows
+    are spread once per grid size, not once per bandwidth).
+    """
     m = max(2000, round(20 / sigma)) // 2 + 1
+    cache = {} if cache is None else cache
+    if m not in cache:
+        cache[m] = (_spread(s, s - y, m), _spread(s, np.ones_like(s), m))
     grid = np.linspace(0.0, 1.0, m)
-    residual = _reflected_smooth(_spread(s, s - y, m), sigma)
-    density = _reflected_smooth(_spread(s, np.ones_like(s), m), sigma)
+    residual = _reflected_smooth(cache[m][0], sigma)
+    density = _reflected_smooth(cache[m][1], sigma)
     mesh = np.linspace(0.0, 1.0, max(round(10 / sigma), _MESH))
     dens = np.interp(mesh, grid, density) + _DENSITY_FLOOR
     smoothed = np.interp(mesh, grid, residual) / dens
@@ -133,8 +142,10 @@ def smooth_ece_numpy(s: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     ``smECE_sigma <= sigma``), as ``relplot.smECE`` does.
     """
 
+    cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
     def too_wide(sigma: float) -> bool:  # sigma above the fixed point
-        return not (sigma < _SIGMA_FLOOR or sigma < smooth_ece_sigma(s, y, sigma))
+        return not (sigma < _SIGMA_FLOOR or sigma < smooth_ece_sigma(s, y, sigma, cache))
 
     high = 1.0
     if too_wide(high):
@@ -145,7 +156,7 @@ def smooth_ece_numpy(s: np.ndarray, y: np.ndarray) -> tuple[float, float]:
                 high = mid
             else:
                 low = mid
-    return smooth_ece_sigma(s, y, high), high
+    return smooth_ece_sigma(s, y, high, cache), high
 
 
 def _smooth_ece_groups(group: np.ndarray, n_groups: int, data: dict[str, np.ndarray]) -> np.ndarray:
