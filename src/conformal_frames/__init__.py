@@ -8,6 +8,7 @@ Metric families (one module each): :mod:`~conformal_frames.intervals`,
 :mod:`~conformal_frames.sequential`,
 :mod:`~conformal_frames.sets`, :mod:`~conformal_frames.efficiency`,
 :mod:`~conformal_frames.conditional`, :mod:`~conformal_frames.calibration`,
+:mod:`~conformal_frames.recalibration`,
 :mod:`~conformal_frames.ranking`.
 """
 
@@ -38,6 +39,7 @@ from conformal_frames.intervals import coverage, cwc, hsic, ssc, ssc_score, widt
 from conformal_frames.merge import finalize, merge_summaries, rolling, summarize
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
 from conformal_frames.ranking import auarc, auroc, excess_risk_target_coverage
+from conformal_frames.recalibration import corp_reliability, score_decomposition, smooth_ece
 from conformal_frames.results import (
     ChristoffersenTestResult,
     CoverageTestResult,
@@ -72,6 +74,7 @@ __all__ = [
     "christoffersen_test",
     "classwise_ece",
     "conformal",
+    "corp_reliability",
     "coverage",
     "coverage_gap",
     "coverage_test",
@@ -94,11 +97,13 @@ __all__ = [
     "merge_summaries",
     "reliability",
     "rolling",
+    "score_decomposition",
     "set_coverage",
     "set_size",
     "set_ssc",
     "set_ssc_score",
     "singleton_rate",
+    "smooth_ece",
     "spiegelhalter_test",
     "ssc",
     "ssc_score",

@@ -67,6 +67,8 @@ _ALTERNATIVES: dict[str, str] = {
     "WorstSlab": "coverage by= the slab columns you care about",
     "ExcessRisk": "coverage and auroc",
     "CoverageGap": "coverage by= the group column",
+    "SmoothECE": "ece with strategy='uniform'",
+    "ScoreDecomposition": "brier (its decomposition needs the ordered rows of a group)",
     "ChristoffersenTest": "kupiec_test (misses merge; transitions across rows do not)",
     "LongestMissRun": "kupiec_test (misses merge; runs across rows do not)",
 }
