@@ -30,6 +30,7 @@ from conformal_frames.calibration import (
     spiegelhalter_test,
     top_label_ece,
 )
+from conformal_frames.comparison import diebold_mariano_test
 from conformal_frames.conditional import coverage_gap, coverage_test, worst_slab_coverage
 from conformal_frames.core import Metric, evaluate
 from conformal_frames.efficiency import efficiency_criteria
@@ -38,6 +39,7 @@ from conformal_frames.namespace import ConformalNamespace, conformal, register_a
 from conformal_frames.ranking import auarc, auroc, excess_risk_target_coverage
 from conformal_frames.results import (
     CoverageTestResult,
+    DieboldMarianoTestResult,
     KSTestResult,
     KuiperTestResult,
     SpiegelhalterTestResult,
@@ -50,6 +52,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ConformalNamespace",
     "CoverageTestResult",
+    "DieboldMarianoTestResult",
     "KSTestResult",
     "KuiperTestResult",
     "Metric",
@@ -69,6 +72,7 @@ __all__ = [
     "coverage_test",
     "cumulative_differences",
     "cwc",
+    "diebold_mariano_test",
     "ece",
     "efficiency_criteria",
     "empty_rate",
