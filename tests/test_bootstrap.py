@@ -98,7 +98,7 @@ def twin_counts(values: list[np.ndarray], seed: int, n_resamples: int, index: np
     out = []
     for b in range(n_resamples):
         k = float(_splitmix(base ^ (b * 0xD1B54A32D192ED03 & ((1 << 64) - 1))) % 2147483647)
-        hb = _rotate(_square(_mod((h + k) * A + 12345.0)))
+        hb = _square(_mod(h + k))
         out.append((hb[:, None] > thresholds[None, :]).sum(axis=1).astype(float))
     return np.stack(out)
 

@@ -26,11 +26,13 @@ exact: pandas, polars, DuckDB and Spark give bit-identical counts.
    ``block=`` the block value alone is hashed and no index is added: the rows
    of a block share their counts.  Two nonlinear rounds follow
    (``h -> rotate(h^2 mod P)``, a 31-bit rotation).
-3. **Replicate draw.**  For replicate ``b`` the round
-   ``h_b = rotate(((G + K_b) A + C)^2 mod P)`` uses a constant ``K_b`` derived
-   from ``(seed, b)`` in Python (splitmix64), so replicates and seeds differ
-   by constants only; ``u_b = (h_b + 1/2) / P`` is uniform on ``(0, 1)`` to
-   a resolution of ``1/P ~ 4.7e-10``.
+3. **Replicate draw.**  For replicate ``b``, ``h_b = (G + K_b)^2 mod P``
+   with a constant ``K_b`` derived from ``(seed, b)`` in Python
+   (splitmix64), so replicates and seeds differ by constants only;
+   ``u_b = (h_b + 1/2) / P`` is uniform on ``(0, 1)`` to a resolution of
+   ``1/P ~ 4.7e-10`` (the squares mod ``P`` are equidistributed).  The square
+   is expanded (``G^2 + 2 K_b G + K_b^2``) so that a replicate costs two
+   short expressions.
 4. **Poisson(1) by inverse CDF.**  ``w_b = sum_{j=0}^{11} 1[u_b > F(j)]``
    with ``F`` the Poisson(1) CDF: counts ``0..12``; the mass of ``12`` and
    beyond (``P(X >= 12) ~ 8.3e-10``) is put on 12.
@@ -131,27 +133,31 @@ def _rotate(h: nw.Expr) -> nw.Expr:
     return _mod_p(lo * 32768.0 + hi)
 
 
-def _chunks(v: nw.Expr) -> tuple[nw.Expr, nw.Expr]:
-    """``(E, F)`` of a cleaned Float64 value (see the module docstring)."""
-    a = v.abs().clip(lower_bound=_CLIP_LOW, upper_bound=_CLIP_HIGH)
+def _chunks(q: Query, v: str) -> tuple[str, str]:
+    """Row columns ``(E, F)`` of a cleaned Float64 value row (see the module docstring).
+
+    Intermediate rows keep every expression small (no repeated subtrees).
+    """
+    a = q.row(("boot_abs", v), nw.col(v).abs().clip(lower_bound=_CLIP_LOW, upper_bound=_CLIP_HIGH), inputs=[v])
     scale: nw.Expr = nw.lit(1.0)
     tier: nw.Expr = nw.lit(0.0)
     for t in _TIERS:
         if t < 0:  # below 2^(32 (t + 1)): scale up by 2^32
-            below = a < 2.0 ** (32 * (t + 1))
+            below = nw.col(a) < 2.0 ** (32 * (t + 1))
             scale = scale * nw.when(below).then(nw.lit(2.0**32)).otherwise(nw.lit(1.0))
             tier = tier + below.cast(nw.Float64)
         elif t > 0:  # at or above 2^(32 t): scale down by 2^32
-            above = a >= 2.0 ** (32 * t)
+            above = nw.col(a) >= 2.0 ** (32 * t)
             scale = scale * nw.when(above).then(nw.lit(2.0**-32)).otherwise(nw.lit(1.0))
             tier = tier + 6.0 * above.cast(nw.Float64)
-    w = a * scale
-    ip = w.floor()
-    zero = v == 0.0
-    sign = (v < 0.0).cast(nw.Float64)
-    e = nw.when(zero).then(nw.lit(0.0)).otherwise(ip * 128.0 + tier * 2.0 + sign)
-    f = nw.when(zero).then(nw.lit(0.0)).otherwise((w - ip) * 2.0**52)
-    return e, f
+    w = q.row(("boot_scaled", v), nw.col(a) * scale, inputs=[a])
+    code = q.row(("boot_tier", v), tier, inputs=[a])
+    value, ip = nw.col(v), nw.col(w).floor()
+    zero = value == 0.0
+    sign = (value < 0.0).cast(nw.Float64)
+    e = nw.when(zero).then(nw.lit(0.0)).otherwise(ip * 128.0 + nw.col(code) * 2.0 + sign)
+    f = nw.when(zero).then(nw.lit(0.0)).otherwise((nw.col(w) - ip) * 2.0**52)
+    return q.row(("boot_e", v), e, inputs=[v, w, code]), q.row(("boot_f", v), f, inputs=[v, w])
 
 
 def _clean(q: Query, column: str) -> str:
@@ -179,9 +185,7 @@ def _row_hash(q: Query, values: Sequence[str], *, duplicates: bool) -> str:
     """Row column ``G``: the mixed hash of ``values`` (and the duplicate index)."""
     xs = []
     for v in values:
-        e, f = _chunks(nw.col(v))
-        ef = q.row(("boot_e", v), e, inputs=[v])
-        ff = q.row(("boot_f", v), f, inputs=[v])
+        ef, ff = _chunks(q, v)
         x = _mod_p(_mod_p(nw.col(ef)) * A + _mod_p(nw.col(ff)))
         xs.append(q.row(("boot_x", v), x, inputs=[ef, ff]))
     if len(xs) > len(_COLUMN_MULTIPLIERS):
@@ -199,9 +203,21 @@ def _row_hash(q: Query, values: Sequence[str], *, duplicates: bool) -> str:
         )
         h = q.row(("boot_l2", *values), _mod_p(nw.col(h) * A + nw.col(index)), inputs=[h, index])
     for r, c in enumerate((1013904223.0, 1664525.0)):
-        s = q.row(("boot_sq", r, *values), _square(_mod_p(nw.col(h) * A2 + c)), inputs=[h])
+        m = q.row(("boot_mix", r, *values), _mod_p(nw.col(h) * A2 + c), inputs=[h])
+        s = q.row(("boot_sq", r, *values), _square(nw.col(m)), inputs=[m])
         h = q.row(("boot_rot", r, *values), _rotate(nw.col(s)), inputs=[s])
     return h
+
+
+def _replicate_constants(k: float) -> tuple[float, float, float]:
+    """``(c1, c2, c3)`` with ``(G + k)^2 = S + c1 G_hi + c2 G_lo + c3 (mod P)``.
+
+    ``S = G^2 mod P``, ``G = 2^16 G_hi + G_lo``: ``c2 = 2k``, ``c1 = 2^16 c2``,
+    ``c3 = k^2`` (mod P, exact Python integers).  Each product stays below 2^48.
+    """
+    p, kk = int(P), int(k)
+    c2 = 2 * kk % p
+    return float(c2 * 65536 % p), float(c2), float(kk * kk % p)
 
 
 def replicate_weight_rows(
@@ -211,17 +227,22 @@ def replicate_weight_rows(
 
     ``columns`` are the hashed input columns (the metric's inputs); with
     ``block`` only that column is hashed and rows of a block share counts.
+    Per replicate two row columns: ``(G + K_b)^2 mod P`` from three per-row
+    columns (no repeated subexpressions), then the count.
     """
     hashed = [block] if block is not None else list(columns)
     values = [_clean(q, c) for c in hashed]
     g = _row_hash(q, values, duplicates=block is None)
+    g_col = nw.col(g)
+    g_hi = q.row(("boot_ghi", g), (g_col / 65536.0).floor(), inputs=[g])
+    g_lo = q.row(("boot_glo", g), g_col - (g_col / 65536.0).floor() * 65536.0, inputs=[g])
+    g_sq = q.row(("boot_gsq", g), _square(g_col), inputs=[g])
     thresholds = poisson_thresholds()
     out = []
     for b, k in enumerate(replicate_constants(seed, n_resamples)):
-        s = q.row(("boot_rs", g, seed, b), _square(_mod_p((nw.col(g) + k) * A + 12345.0)), inputs=[g])
-        h = q.row(("boot_rh", g, seed, b), _rotate(nw.col(s)), inputs=[s])
-        count: nw.Expr = (nw.col(h) > thresholds[0]).cast(nw.Float64)
-        for t in thresholds[1:]:
-            count = count + (nw.col(h) > t).cast(nw.Float64)
+        c1, c2, c3 = _replicate_constants(k)
+        v = nw.col(g_sq) + c1 * nw.col(g_hi) + c2 * nw.col(g_lo) + c3
+        h = q.row(("boot_h", g, seed, b), _mod_p(v), inputs=[g_sq, g_hi, g_lo])
+        count = nw.sum_horizontal(*[(nw.col(h) > t).cast(nw.Float64) for t in thresholds])
         out.append(q.row(("boot_w", g, seed, b), count, inputs=[h]))
     return out
