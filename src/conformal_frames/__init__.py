@@ -32,6 +32,7 @@ from conformal_frames.calibration import (
     spiegelhalter_test,
     top_label_ece,
 )
+from conformal_frames.comparison import diebold_mariano_test
 from conformal_frames.conditional import coverage_gap, coverage_test, worst_slab_coverage
 from conformal_frames.core import Metric, evaluate
 from conformal_frames.efficiency import efficiency_criteria
@@ -43,6 +44,7 @@ from conformal_frames.recalibration import corp_reliability, score_decomposition
 from conformal_frames.results import (
     ChristoffersenTestResult,
     CoverageTestResult,
+    DieboldMarianoTestResult,
     KSTestResult,
     KuiperTestResult,
     KupiecTestResult,
@@ -58,6 +60,7 @@ __all__ = [
     "ChristoffersenTestResult",
     "ConformalNamespace",
     "CoverageTestResult",
+    "DieboldMarianoTestResult",
     "KSTestResult",
     "KuiperTestResult",
     "KupiecTestResult",
@@ -80,6 +83,7 @@ __all__ = [
     "coverage_test",
     "cumulative_differences",
     "cwc",
+    "diebold_mariano_test",
     "ece",
     "efficiency_criteria",
     "empty_rate",

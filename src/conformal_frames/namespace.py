@@ -16,7 +16,17 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from conformal_frames import calibration, conditional, efficiency, intervals, ranking, recalibration, sequential, sets
+from conformal_frames import (
+    calibration,
+    comparison,
+    conditional,
+    efficiency,
+    intervals,
+    ranking,
+    recalibration,
+    sequential,
+    sets,
+)
 from conformal_frames.core import InvalidPolicy, Metric, evaluate, evaluate_one, to_lazy
 from conformal_frames.report import report
 
@@ -33,6 +43,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     calibration,
     recalibration,
     ranking,
+    comparison,
     sequential,
 )
 

@@ -7,6 +7,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from conformal_frames.calibration import Strategy, core
+from conformal_frames.comparison import Loss
 from conformal_frames.core import InvalidPolicy, Metric
 from conformal_frames.recalibration import ScoringRule
 from conformal_frames.report.build import Report
@@ -280,6 +281,18 @@ class ConformalNamespace:
     ) -> Any: ...
     def auarc(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+    ) -> Any: ...
+    def diebold_mariano_test(
+        self,
+        y: str,
+        score: str,
+        other: str,
+        *,
+        order_by: str,
+        loss: Loss = ...,
+        horizon: int = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def christoffersen_test(
         self,
