@@ -32,6 +32,7 @@ from conformal_frames.calibration import (
 )
 from conformal_frames.conditional import coverage_gap, coverage_test, worst_slab_coverage
 from conformal_frames.core import Metric, evaluate
+from conformal_frames.distributions import crps
 from conformal_frames.efficiency import efficiency_criteria
 from conformal_frames.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
@@ -67,6 +68,7 @@ __all__ = [
     "coverage",
     "coverage_gap",
     "coverage_test",
+    "crps",
     "cumulative_differences",
     "cwc",
     "ece",

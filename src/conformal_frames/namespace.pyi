@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from conformal_frames.calibration import Strategy, core
 from conformal_frames.core import InvalidPolicy, Metric
+from conformal_frames.distributions import Estimator
 from conformal_frames.report.build import Report
 from conformal_frames.sets import Label
 
@@ -267,6 +268,17 @@ class ConformalNamespace:
     ) -> Any: ...
     def auarc(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+    ) -> Any: ...
+    def crps(
+        self,
+        y: str,
+        *,
+        mean: str | None = ...,
+        std: str | None = ...,
+        samples: str | Sequence[str] | None = ...,
+        estimator: Estimator = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def cumulative_differences(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: core.InvalidPolicy | None = ...
