@@ -22,7 +22,7 @@ from helpers import assert_close, group_dict, to_pandas
 
 def not_spark(backend, test: str) -> None:
     if backend.id == "pyspark":
-        pytest.skip(f"seed/size loop on the cheaper backends; pyspark covered by {test}[pyspark]")
+        pytest.skip(f"on the cheaper backends (a Spark query costs ~1 min here); pyspark covered by {test}[pyspark]")
 
 
 # ---------------------------------------------------------------------------
@@ -150,6 +150,7 @@ def test_ungrouped_float_and_peers(eager_constructor):
 
 
 def test_lazy_stays_lazy(lazy_constructor):
+    not_spark(lazy_constructor, "test_ensemble_crps_matches_pair_formula")
     d = forecast_data(6)
     native = lazy_constructor(d)
     out = cf.evaluate(native, cf.crps("y", samples="ens"), cf.crps("y", mean="mu", std="sd").alias("g_crps"), by="g")
@@ -194,6 +195,7 @@ def test_bad_std(eager_constructor, std, message):
 
 
 def test_bad_std_lazy_is_null(lazy_constructor):
+    not_spark(lazy_constructor, "test_gaussian_crps_matches_oracle")
     frame = lazy_constructor({"y": [0.0, 1.0, 2.0], "mu": [0.0, 0.0, 0.0], "sd": [1.0, -1.0, 0.5]})
     out = to_pandas(cf.evaluate(frame, cf.crps("y", mean="mu", std="sd")))
     assert out["crps"].isna().all() and out["n_invalid"].tolist() == [1]
@@ -215,6 +217,7 @@ def test_bad_ensembles(eager_constructor, ens, message):
 
 
 def test_bad_ensembles_drop_and_null(lazy_constructor):
+    not_spark(lazy_constructor, "test_ensemble_crps_matches_pair_formula")
     frame = lazy_constructor({"y": [0.0, 1.0, 2.0], "ens": [[1.0], [], [2.0, 4.0]]})
     out = to_pandas(cf.evaluate(frame, cf.crps("y", samples="ens"), invalid="drop"))
     assert out["crps"].tolist() == pytest.approx([(1.0 + 0.5) / 2]) and out["n_dropped"].tolist() == [1]
@@ -269,3 +272,148 @@ def test_caller_frame_not_modified():
     cf.evaluate(df, cf.crps("y", samples=MEMBERS), cf.crps("y", mean="mu", std="sd").alias("gauss"), by="g")
     pd.testing.assert_frame_equal(df, before)
     assert nw.from_native(df).columns == list(before.columns)
+
+
+# ---------------------------------------------------------------------------
+# PIT: oracles from the definitions (Python integers for the hash)
+# ---------------------------------------------------------------------------
+P = 67108859  # the prime of the documented hash
+
+
+def hash_uniform(index: int, seed: int) -> float:
+    h = (index + (seed * 1000003 + 12345) % P) % P
+    for c in (1013904223, 1664525, 22695477):
+        h = (h * h + c + index) % P
+    return (h + 0.5) / P
+
+
+def ensemble_pit(d: dict, seed: int, keys: np.ndarray | None, which: str = "list") -> np.ndarray:
+    """Randomized verification rank; V by the forecast's position in (key, lo, hi) order."""
+    members = d["ens"] if which == "list" else list(np.column_stack([d[c] for c in MEMBERS]))
+    x = [np.asarray(e, dtype=float) for e in members]
+    below = np.array([(e < y).sum() for e, y in zip(x, d["y"])], dtype=float)
+    equal = np.array([(e == y).sum() for e, y in zip(x, d["y"])], dtype=float)
+    m1 = np.array([len(e) + 1.0 for e in x])
+    lo, hi = below / m1, (below + equal + 1.0) / m1
+    key = keys if keys is not None else np.zeros(len(lo))
+    order = np.lexsort((hi, lo, key))
+    v = np.empty(len(lo))
+    v[order] = [hash_uniform(i, seed) for i in range(len(lo))]
+    return lo + v * (hi - lo)
+
+
+def histogram_oracle(pit: np.ndarray, n_bins: int) -> np.ndarray:
+    b = np.clip(np.floor(pit * n_bins), 0, n_bins - 1).astype(int)
+    return np.bincount(b, minlength=n_bins) / len(pit)
+
+
+def band_oracle(n: int, n_bins: int, ci_level: float = 0.95) -> tuple[float, float]:
+    p = 1 / n_bins
+    half = norm.ppf(0.5 + ci_level / 2) * math.sqrt(p * (1 - p) / n)
+    return max(p - half, 0.0), min(p + half, 1.0)
+
+
+def ks_oracle(pit: np.ndarray) -> tuple[float, float]:
+    from scipy.stats import kstest
+
+    res = kstest(pit, "uniform", method="asymp")
+    return float(res.statistic), float(res.pvalue)
+
+
+def test_kolmogorov_series_matches_scipy():
+    from scipy.stats import kstwobign
+
+    from conformal_frames.distributions import with_kolmogorov_sf
+
+    x = np.array([0.0, 1e-4, 0.05, 0.3, 0.5, 0.8, 0.99, 1.0, 1.01, 1.5, 2.0, 3.0, 5.0, 8.0])
+    out = with_kolmogorov_sf(nw.from_native(pl.DataFrame({"x": x}).lazy()), "x", "p", "_t").collect()
+    got = out["p"].to_numpy()
+    np.testing.assert_allclose(got, kstwobign.sf(x), rtol=1e-12, atol=1e-300)
+
+
+def test_gaussian_pit_matches_oracle(constructor):
+    d = forecast_data(10, n=80)
+    frame = constructor(d)
+    pit = norm.cdf((d["y"] - d["mu"]) / d["sd"])
+    metrics = [cf.pit_histogram("y", mean="mu", std="sd", n_bins=4), cf.pit_test("y", mean="mu", std="sd")]
+    out = to_pandas(cf.evaluate(frame, *metrics, by="g"))
+    for row, idx in zip(out.itertuples(index=False), group_dict(d["g"]).values()):
+        row = row._asdict()
+        freq = [row[f"pit_histogram_bin{k}_frequency"] for k in range(4)]
+        assert_close(freq, histogram_oracle(pit[idx], 4), rtol=1e-15, what=str(idx))
+        assert_close([row["pit_histogram_band_low"], row["pit_histogram_band_high"]], band_oracle(len(idx), 4))
+        assert_close([row["pit_test"], row["pit_test_pvalue"]], ks_oracle(pit[idx]), rtol=1e-12)
+
+
+def test_ensemble_pit_matches_oracle(constructor):
+    d = forecast_data(11, n=80)
+    frame = constructor(d)
+    metrics = [cf.pit_histogram("y", samples="ens", n_bins=5, seed=7), cf.pit_test("y", samples=MEMBERS, seed=7)]
+    out = to_pandas(cf.evaluate(frame, *metrics, by="g"))
+    pit_list = ensemble_pit(d, 7, d["g"])
+    pit_cols = ensemble_pit(d, 7, d["g"], "columns")
+    for row, idx in zip(out.itertuples(index=False), group_dict(d["g"]).values()):
+        row = row._asdict()
+        freq = [row[f"pit_histogram_bin{k}_frequency"] for k in range(5)]
+        assert_close(freq, histogram_oracle(pit_list[idx], 5), rtol=1e-15)
+        assert_close([row["pit_test"], row["pit_test_pvalue"]], ks_oracle(pit_cols[idx]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ensemble_pit_seeds_ungrouped_and_long(constructor, seed):
+    not_spark(constructor, "test_ensemble_pit_matches_oracle")
+    d = forecast_data(20 + seed, n=70, m_max=4)
+    frame = constructor(d)
+    pit = ensemble_pit(d, seed, None)
+    out = to_pandas(cf.evaluate(frame, cf.pit_test("y", samples="ens", seed=seed)))
+    assert_close([out["pit_test"][0], out["pit_test_pvalue"][0]], ks_oracle(pit), rtol=1e-12)
+    long = to_pandas(cf.conformal(frame).pit_histogram("y", samples="ens", n_bins=3, seed=seed))
+    assert list(long.columns) == ["bin", "bin_low", "bin_high", "frequency", "band_low", "band_high", "n"]
+    assert long["bin"].tolist() == [0, 1, 2]
+    assert_close(long["frequency"], histogram_oracle(pit, 3), rtol=1e-15)
+    assert long["n"].tolist() == list(np.bincount(np.clip(np.floor(pit * 3), 0, 2).astype(int), minlength=3))
+    assert_close(long["bin_high"], [1 / 3, 2 / 3, 1.0], rtol=1e-15)
+
+
+def test_pit_test_result_object(eager_constructor):
+    d = forecast_data(12)
+    res = eager_constructor(d).conformal.pit_test("y", mean="mu", std="sd")
+    assert isinstance(res, cf.PITTestResult) and res.n == len(d["y"])
+    stat, p = res
+    assert (stat, p) == pytest.approx(ks_oracle(norm.cdf((d["y"] - d["mu"]) / d["sd"])), rel=1e-12)
+
+
+def test_randomized_pit_is_uniform_for_a_calibrated_ensemble_with_ties():
+    # y and the members are exchangeable draws of a discrete law (many ties):
+    # the randomized PIT is uniform, the non-randomized rank would not be
+    rng = np.random.default_rng(13)
+    n, m = 4000, 4
+    draws = rng.poisson(1.0, size=(n, m + 1)).astype(float)
+    df = pl.DataFrame({"y": draws[:, 0], "ens": [list(r) for r in draws[:, 1:]]})
+    res = df.conformal.pit_test("y", samples="ens")
+    assert res.pvalue > 0.01
+    shifted = df.with_columns(pl.col("y") + 1.0).conformal.pit_test("y", samples="ens")
+    assert shifted.pvalue < 1e-10
+
+
+def test_pit_lazy_stays_lazy(lazy_constructor):
+    not_spark(lazy_constructor, "test_ensemble_pit_matches_oracle")
+    d = forecast_data(14)
+    native = lazy_constructor(d)
+    out = cf.conformal(native).pit_histogram("y", samples="ens", n_bins=2, by="g")
+    assert type(out) is type(native)
+    assert to_pandas(out).shape == (2 * len(set(d["g"])), 8)
+
+
+def test_pit_bad_input():
+    df = pl.DataFrame({"y": [0.0, 1.0, 2.0], "mu": [0.0, 0.0, 0.0], "sd": [1.0, 0.0, 1.0], "ens": [[1.0], [], [2.0]]})
+    with pytest.raises(ValueError, match=r"std column 'sd' has zero or negative values .* in 1 row"):
+        df.conformal.pit_test("y", mean="mu", std="sd")
+    with pytest.raises(ValueError, match=r"samples column 'ens' has empty ensembles in 1 row"):
+        df.conformal.pit_histogram("y", samples="ens")
+    with pytest.raises(ValueError, match="give a forecast"):
+        cf.pit_test("y")
+    with pytest.raises(ValueError, match="n_bins must be"):
+        cf.pit_histogram("y", samples="ens", n_bins=0)
+    with pytest.raises(TypeError, match="seed must be"):
+        cf.pit_test("y", samples="ens", seed=1.5)

@@ -32,7 +32,7 @@ from conformal_frames.calibration import (
 )
 from conformal_frames.conditional import coverage_gap, coverage_test, worst_slab_coverage
 from conformal_frames.core import Metric, evaluate
-from conformal_frames.distributions import crps
+from conformal_frames.distributions import crps, pit_histogram, pit_test
 from conformal_frames.efficiency import efficiency_criteria
 from conformal_frames.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
@@ -41,6 +41,7 @@ from conformal_frames.results import (
     CoverageTestResult,
     KSTestResult,
     KuiperTestResult,
+    PITTestResult,
     SpiegelhalterTestResult,
     TestResult,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "KSTestResult",
     "KuiperTestResult",
     "Metric",
+    "PITTestResult",
     "SpiegelhalterTestResult",
     "TestResult",
     "auarc",
@@ -82,6 +84,8 @@ __all__ = [
     "kuiper_cdf",
     "kuiper_test",
     "mce",
+    "pit_histogram",
+    "pit_test",
     "reliability",
     "set_coverage",
     "set_size",

@@ -34,11 +34,12 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import check_column, check_columns, checked, choice, fail, optional
 from conformal_frames.brownian import normal_sf_expr
-from conformal_frames.core import Metric, Query, TableFn, TableRef, aggregate
+from conformal_frames.core import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, over
+from conformal_frames.results import PITTestResult
 from conformal_frames.sets import arrow_lists
 from conformal_frames.stats import ratio
 
-__all__ = ["crps"]
+__all__ = ["crps", "pit_histogram", "pit_test"]
 METHODS = list(__all__)
 
 Estimator = Literal["plain", "fair"]
@@ -328,3 +329,393 @@ def crps(
     return CRPS(
         y=y, mean=mean, std=std, samples=check_samples(samples) if samples is not None else None, estimator=estimator
     )
+
+
+# ---------------------------------------------------------------------------
+# PIT: per forecast, the interval [lo, hi] of CDF values at y, randomized
+# ---------------------------------------------------------------------------
+#: a prime below 2^26: squares of residues stay below 2^52, exact in Float64
+_P = 67108859.0
+
+
+def _mod_p(x: nw.Expr) -> nw.Expr:
+    """``x mod P`` for integer-valued ``0 <= x < 2^53``, exact on every engine."""
+    r = x - _P * (x / _P).floor()
+    return nw.when(r < 0.0).then(r + _P).otherwise(nw.when(r >= _P).then(r - _P).otherwise(r))
+
+
+def uniform_hash(frame: nw.LazyFrame, index: str, seed: int, out: str) -> nw.LazyFrame:
+    """Add ``out``: a pseudo-random number in (0, 1) per row of the integer column ``index``.
+
+    Three rounds of ``h -> h^2 + c mod P`` in exact Float64 integer
+    arithmetic: the same values on every engine (no engine random generator,
+    whose streams differ between engines and partitions).
+    """
+    offset = float((seed * 1000003 + 12345) % int(_P))
+    frame = frame.with_columns(_mod_p(nw.col(index).cast(nw.Float64) + offset).alias(out))
+    for c in (1013904223.0, 1664525.0, 22695477.0):
+        frame = frame.with_columns(_mod_p(nw.col(out) * nw.col(out) + (c + nw.col(index).cast(nw.Float64))).alias(out))
+    return frame.with_columns(((nw.col(out) + 0.5) / _P).alias(out))
+
+
+@dataclass(frozen=True)
+class PITSource:
+    """How a sub-query gets each forecast's PIT interval ``[lo, hi]`` and its null-member flag."""
+
+    #: a Gaussian forecast's PIT row (``lo = hi``), or ``None`` for an ensemble
+    gaussian: str | None = None
+    ens: Ensemble | None = None
+
+    def bounds(self, rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        """Per forecast: ``keys``, ``lo``, ``hi`` and ``bad`` (1.0 when it has null members)."""
+        lo, hi, bad = ref.name("lo"), ref.name("hi"), ref.name("bad")
+        if self.gaussian is not None:
+            pit = nw.col(self.gaussian)
+            return rows.select(*keys, pit.alias(lo), pit.alias(hi), nw.lit(0.0).alias(bad))
+        assert self.ens is not None
+        per = ensemble_rows(rows, keys, self.ens, ref)
+        m1 = nw.col(ref.name("m")) + 1.0
+        below, equal = nw.col(ref.name("below")), nw.col(ref.name("equal"))
+        return per.select(
+            *keys,
+            (below / m1).alias(lo),
+            ((below + equal + 1.0) / m1).alias(hi),
+            (nw.col(ref.name("nulls")) > 0).cast(nw.Float64).alias(bad),
+        )
+
+    def values(self, rows: nw.LazyFrame, keys: list[str], ref: TableRef, seed: int) -> nw.LazyFrame:
+        """Per forecast: ``keys``, the randomized PIT ``u = lo + V (hi - lo)`` and ``bad``."""
+        frame = self.bounds(rows, keys, ref)
+        lo, hi, u = ref.name("lo"), ref.name("hi"), ref.name("u")
+        if self.gaussian is not None:
+            return frame.with_columns(nw.col(lo).alias(u))
+        # forecasts with the same keys and [lo, hi] are interchangeable: any order of them
+        # gives the same multiset of PIT values per group, on every engine
+        idx, v = ref.name("idx"), ref.name("v")
+        frame = uniform_hash(frame.with_row_index(idx, order_by=[*keys, lo, hi]), idx, seed, v)
+        return frame.with_columns((nw.col(lo) + nw.col(v) * (nw.col(hi) - nw.col(lo))).alias(u))
+
+
+def pit_source(q: Query, y: str, mean: str | None, std: str | None, samples: Any) -> PITSource:
+    """Register the forecast's rows; Gaussian: ``Phi((y - mean) / std)``."""
+    if mean is not None and std is not None:
+        z, _ = gaussian_z(q, y, mean, std)
+        # Phi(0) = 0.5 exactly (y == mean is common with rounded data; 0.5 is a bin edge)
+        pit = nw.when(nw.col(z) == 0.0).then(nw.lit(0.5)).otherwise(normal_sf_expr(-nw.col(z)))
+        return PITSource(gaussian=q.row(("gauss_pit", z), pit, inputs=[z]))
+    return PITSource(ens=ensemble(q, y, samples))
+
+
+def _histogram_table(source: PITSource, n_bins: int, seed: int) -> TableFn:
+    """Sub-query: per group, the forecasts in each PIT bin ``[k/B, (k+1)/B)`` (the last one closed)."""
+
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        frame = source.values(rows, keys, ref, seed)
+        b = (nw.col(ref.name("u")) * float(n_bins)).floor().clip(0.0, float(n_bins - 1))
+        frame = frame.with_columns(b.alias(ref.name("b")))
+        frame = frame.with_columns(
+            *[(nw.col(ref.name("b")) == float(k)).cast(nw.Float64).alias(ref.name(f"n{k}")) for k in range(n_bins)]
+        )
+        sums = [nw.col(ref.name(f"n{k}")).sum() for k in range(n_bins)]
+        return aggregate(frame, keys, [*sums, nw.col(ref.name("bad")).sum()])
+
+    return build
+
+
+def _ks_table(source: PITSource, seed: int) -> TableFn:
+    """Sub-query: per group, ``D = sup_u |F_n(u) - u|`` of the PIT values (ties aggregated)."""
+
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        frame = source.values(rows, keys, ref, seed)
+        u, c, end, tot, d = (ref.name(x) for x in ("u", "c", "end", "tot", "d"))
+        bad = aggregate(frame, keys, [nw.col(ref.name("bad")).sum()])
+        ties = frame.group_by(*keys, u).agg(nw.len().alias(c)).with_columns(nw.col(c).cast(nw.Float64))
+        ties = ties.with_columns(
+            over(nw.col(c).cum_sum(), keys, order_by=u).alias(end), over(nw.col(c).sum(), keys).alias(tot)
+        )
+        above = nw.col(end) / nw.col(tot) - nw.col(u)
+        below = nw.col(u) - (nw.col(end) - nw.col(c)) / nw.col(tot)
+        ties = ties.with_columns(nw.max_horizontal(above, below).alias(d))
+        stat = aggregate(ties, keys, [nw.col(d).max()])
+        return stat.join(bad, on=keys, how="left") if keys else stat.join(bad, how="cross")
+
+    return build
+
+
+# ---------------------------------------------------------------------------
+# the Kolmogorov distribution (sup of a Brownian bridge), lazily
+# ---------------------------------------------------------------------------
+_KS_SWITCH = 1.0
+_KS_TAIL_TERMS = 6  # 2 sum (-1)^(k-1) exp(-2 k^2 x^2), x >= 1: exp(-72) ~ 5e-32
+_KS_THETA_TERMS = 4  # sqrt(2 pi)/x sum exp(-(2k-1)^2 pi^2 / (8 x^2)), x < 1: exp(-49 pi^2 / 8) ~ 7e-27
+
+
+def with_kolmogorov_sf(frame: nw.LazyFrame, x: str, out: str, tmp: str) -> nw.LazyFrame:
+    """Add ``out = P(K > x)``, ``K`` the Kolmogorov distribution (``scipy.stats.kstwobign``).
+
+    Two series (Feller 1948), switched at ``x = 1``: ``2 sum_k (-1)^(k-1)
+    exp(-2 k^2 x^2)`` above, ``1 - sqrt(2 pi)/x sum_k exp(-(2k-1)^2 pi^2 /
+    (8 x^2))`` below; both to double precision with the terms kept.
+    Null stays null.
+    """
+    big, small = f"{tmp}big", f"{tmp}small"
+    xf = nw.col(x).cast(nw.Float64)
+    frame = frame.with_columns(
+        xf.clip(lower_bound=_KS_SWITCH, upper_bound=1e3).alias(big),
+        xf.clip(lower_bound=1e-3, upper_bound=_KS_SWITCH).alias(small),
+    )
+    xb, xs = nw.col(big), nw.col(small)
+    tail = nw.sum_horizontal(
+        *[(2.0 * (-1) ** (k - 1)) * (-2.0 * k * k * xb * xb).exp() for k in range(1, _KS_TAIL_TERMS + 1)]
+    )
+    theta = nw.sum_horizontal(
+        *[(-((2 * k - 1) ** 2) * math.pi**2 / 8.0 / (xs * xs)).exp() for k in range(1, _KS_THETA_TERMS + 1)]
+    )
+    sf = nw.when(xf >= _KS_SWITCH).then(tail).otherwise(1.0 - math.sqrt(2.0 * math.pi) / xs * theta)
+    sf = nw.when(xf <= 1e-3).then(nw.lit(1.0)).otherwise(sf).clip(0.0, 1.0)
+    return frame.with_columns(nw.when(~xf.is_null()).then(sf).alias(out)).drop(big, small)
+
+
+# ---------------------------------------------------------------------------
+# PIT histogram and uniformity test
+# ---------------------------------------------------------------------------
+_HISTOGRAM_COLUMNS = ("bin_low", "bin_high", "frequency", "band_low", "band_high")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _PITMetric(Metric):
+    y: str
+    mean: str | None = checked(optional(check_column), None)
+    std: str | None = checked(optional(check_column), None)
+    samples: str | tuple[str, ...] | None = checked(optional(check_samples), None)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _one_forecast(self.mean, self.std, self.samples)
+
+    def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
+        return arrow_lists(frame, [self.samples] if isinstance(self.samples, str) else [])
+
+    def source(self, q: Query) -> PITSource:
+        return pit_source(q, self.y, self.mean, self.std, self.samples)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PITHistogram(_PITMetric):
+    n_bins: int = 10
+    ci_level: float = 0.95
+    default_name = "pit_histogram"
+    kind = "table"
+    long = True
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        from scipy.special import ndtri
+
+        source = self.source(q)
+        t = q.table(("pit_histogram", source, self.n_bins, self.seed), _histogram_table(source, self.n_bins, self.seed))
+        ok = t.col("bad").fill_null(0.0) == 0
+        p = 1.0 / self.n_bins
+        half = float(ndtri(0.5 + self.ci_level / 2)) * (p * (1.0 - p) / q.n).sqrt()
+        out: dict[str, nw.Expr | None] = {}
+        for k in range(self.n_bins):
+            count = t.col(f"n{k}").fill_null(0.0)
+            out[f"bin{k}_frequency"] = nw.when(ok).then(ratio(count, q.n))
+            out[f"bin{k}_n"] = nw.when(ok).then(count)
+        out["band_low"] = nw.when(ok).then((p - half).clip(lower_bound=0.0))
+        out["band_high"] = nw.when(ok).then((p + half).clip(upper_bound=1.0))
+        return out
+
+    def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        name, b = self.output_name, float(self.n_bins)
+        parts = [
+            frame.select(
+                *keys,
+                nw.lit(k, nw.Int64).alias("bin"),
+                nw.lit(k / b, nw.Float64).alias("bin_low"),
+                nw.lit((k + 1) / b, nw.Float64).alias("bin_high"),
+                nw.col(f"{name}_bin{k}_frequency").alias("frequency"),
+                nw.col(f"{name}_band_low").alias("band_low"),
+                nw.col(f"{name}_band_high").alias("band_high"),
+                nw.col(f"{name}_bin{k}_n").cast(nw.Int64).alias("n"),
+            )
+            for k in range(self.n_bins)
+        ]
+        return nw.concat(parts, how="vertical").sort(*keys, "bin")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PITTest(_PITMetric):
+    default_name = "pit_test"
+    kind = "test"
+    result = PITTestResult
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        source = self.source(q)
+        t = q.table(("pit_ks", source, self.seed), _ks_table(source, self.seed))
+        ok = t.col("bad").fill_null(0.0) == 0
+        stat = nw.when(ok).then(t.col("d"))
+        scaled = q.finalize(("pit_ks_scaled", t.prefix), _scaled(stat, q.n))
+        pvalue = q.finalize(("pit_ks_pvalue", t.prefix), _pvalue(scaled.name("x")))
+        return {"": stat, "pvalue": pvalue.col("p")}
+
+
+def _scaled(stat: nw.Expr, n: nw.Expr) -> FinalizeFn:
+    def build(table: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
+        return table.with_columns((stat * n.cast(nw.Float64).sqrt()).alias(ref.name("x")))
+
+    return build
+
+
+def _pvalue(x: str) -> FinalizeFn:
+    def build(table: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
+        return with_kolmogorov_sf(table, x, ref.name("p"), ref.name("tmp"))
+
+    return build
+
+
+_FORECAST_PARAMETERS = """y : str
+        Column of observed values.
+    mean, std : str, optional
+        Columns of a Gaussian forecast's mean and standard deviation (``std > 0``).
+    samples : str or list of str, optional
+        An ensemble: a list column (polars List or Array, Arrow list, or a
+        pandas ``object`` column of lists or numpy arrays) or a list of member
+        columns.
+    seed : int, default 0
+        Seed of the randomization of ensemble PIT values (see above); the same
+        seed gives the same values on every backend."""
+
+_PIT_DEFINITION = """The PIT of a forecast with CDF ``F`` is ``F(y)``: uniform on (0, 1) when
+    ``y`` is drawn from the forecast (Dawid 1984; Gneiting, Balabdaoui and
+    Raftery 2007).  Gaussian: ``Phi((y - mean) / std)``.  Ensemble of ``m``
+    members: the randomized verification rank ``(b + V (e + 1)) / (m + 1)``,
+    ``b`` members below ``y``, ``e`` members equal to ``y`` and ``V`` uniform on
+    (0, 1): exactly uniform when ``y`` and the members are exchangeable, ties
+    included.  ``V`` is a deterministic hash of ``seed`` and the forecast's
+    rank in its group (no engine random generator), so results agree across
+    backends."""
+
+
+def pit_histogram(
+    y: str,
+    *,
+    mean: str | None = None,
+    std: str | None = None,
+    samples: str | Sequence[str] | None = None,
+    n_bins: int = 10,
+    ci_level: float = 0.95,
+    seed: int = 0,
+) -> PITHistogram:
+    """PIT histogram: the frequency of the PIT values in ``n_bins`` equal bins, with a band.
+
+    {definition}
+
+    Per (group, bin ``k``): ``bin``, the bin edges ``bin_low = k / B`` and
+    ``bin_high = (k + 1) / B`` (the last bin includes 1), the ``frequency`` of
+    PIT values in the bin, ``n`` (forecasts in the bin), and the band
+    ``band_low``/``band_high``: ``1/B -/+ z sqrt((1/B)(1 - 1/B) / n_group)``
+    with ``z`` the normal quantile of ``ci_level`` (clipped to [0, 1]), the
+    acceptance region of the binomial score test of ``frequency = 1/B`` (a bin
+    outside it has a frequency whose Wilson interval excludes ``1/B``).  A
+    calibrated forecast has a flat histogram; a U shape means too narrow
+    forecasts, a hump too wide ones.  Empty bins are rows with ``n = 0``.
+    Inside ``evaluate`` the wide columns are ``pit_histogram_bin<k>_frequency``,
+    ``pit_histogram_bin<k>_n``, ``pit_histogram_band_low`` and ``pit_histogram_band_high``.
+
+    Parameters
+    ----------
+    {parameters}
+    n_bins : int, default 10
+        Number of bins ``B``.
+    ci_level : float, default 0.95
+        Confidence level of the band.
+
+    Returns
+    -------
+    PITHistogram
+        A metric object; ``df.conformal.pit_histogram(...)`` returns the long
+        table, a frame of the caller's type (lazy in, lazy out).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({{"y": [0.1, -1.5, 0.3, 2.0], "mu": [0.0] * 4, "sd": [1.0] * 4}})
+    >>> df.conformal.pit_histogram("y", mean="mu", std="sd", n_bins=2).select("bin", "frequency", "n")
+    shape: (2, 3)
+    ┌─────┬───────────┬─────┐
+    │ bin ┆ frequency ┆ n   │
+    │ --- ┆ ---       ┆ --- │
+    │ i64 ┆ f64       ┆ i64 │
+    ╞═════╪═══════════╪═════╡
+    │ 0   ┆ 0.25      ┆ 1   │
+    │ 1   ┆ 0.75      ┆ 3   │
+    └─────┴───────────┴─────┘
+
+    References
+    ----------
+    T. Gneiting, F. Balabdaoui and A. E. Raftery (2007), "Probabilistic
+    forecasts, calibration and sharpness", JRSS B 69(2), 243-268.
+    """
+    return PITHistogram(
+        y=y,
+        mean=mean,
+        std=std,
+        samples=check_samples(samples) if samples is not None else None,
+        n_bins=n_bins,
+        ci_level=ci_level,
+        seed=seed,
+    )
+
+
+def pit_test(
+    y: str,
+    *,
+    mean: str | None = None,
+    std: str | None = None,
+    samples: str | Sequence[str] | None = None,
+    seed: int = 0,
+) -> PITTest:
+    """Uniformity test of the PIT values (Kolmogorov-Smirnov).
+
+    {definition}
+
+    The statistic is ``D = sup_u |F_n(u) - u|``, ``F_n`` the empirical CDF of
+    the group's ``n`` PIT values (``scipy.stats.kstest(pit, "uniform")``'s
+    statistic); the p-value is asymptotic, ``P(K > sqrt(n) D)`` with ``K``
+    Kolmogorov's distribution (``scipy.stats.kstwobign``; scipy's
+    ``kstest(..., method="asymp")``), computed lazily on every backend.  Small
+    p-values reject calibration.
+
+    Parameters
+    ----------
+    {parameters}
+
+    Returns
+    -------
+    PITTest
+        A metric object.  On an eager frame without ``by=``,
+        ``df.conformal.pit_test(...)`` returns a
+        :class:`~conformal_frames.PITTestResult` (``statistic, pvalue = res``);
+        otherwise a frame with ``pit_test``, ``pit_test_pvalue`` and ``n``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({{"y": [0.1, -1.5, 0.3, 2.0], "mu": [0.0] * 4, "sd": [1.0] * 4}})
+    >>> res = df.conformal.pit_test("y", mean="mu", std="sd")
+    >>> round(res.statistic, 4), res.n
+    (0.2898, 4)
+
+    References
+    ----------
+    A. N. Kolmogorov (1933), "Sulla determinazione empirica di una legge di
+    distribuzione", Giornale dell'Istituto Italiano degli Attuari 4, 83-91.
+    """
+    return PITTest(y=y, mean=mean, std=std, samples=check_samples(samples) if samples is not None else None, seed=seed)
+
+
+for _fn in (pit_histogram, pit_test):
+    _fn.__doc__ = (_fn.__doc__ or "").format(definition=_PIT_DEFINITION, parameters=_FORECAST_PARAMETERS)

@@ -280,6 +280,30 @@ class ConformalNamespace:
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
+    def pit_histogram(
+        self,
+        y: str,
+        *,
+        mean: str | None = ...,
+        std: str | None = ...,
+        samples: str | Sequence[str] | None = ...,
+        n_bins: int = ...,
+        ci_level: float = ...,
+        seed: int = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def pit_test(
+        self,
+        y: str,
+        *,
+        mean: str | None = ...,
+        std: str | None = ...,
+        samples: str | Sequence[str] | None = ...,
+        seed: int = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
     def cumulative_differences(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: core.InvalidPolicy | None = ...
     ) -> Any: ...

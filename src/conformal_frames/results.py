@@ -20,6 +20,7 @@ __all__ = [
     "CoverageTestResult",
     "KSTestResult",
     "KuiperTestResult",
+    "PITTestResult",
     "SpiegelhalterTestResult",
     "TestResult",
 ]
@@ -150,4 +151,21 @@ class CoverageTestResult(TestResult):
     ci_low: float
     ci_high: float
     flag: bool
+    n: int
+
+
+@dataclass(frozen=True)
+class PITTestResult(TestResult):
+    """Result of :func:`~conformal_frames.pit_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        Kolmogorov-Smirnov distance ``D = sup_u |F_n(u) - u|`` of the PIT values.
+    pvalue : float
+        Asymptotic p-value ``P(K > sqrt(n) D)``, ``K`` Kolmogorov's distribution.
+    n : int
+        Number of rows.
+    """
+
     n: int
