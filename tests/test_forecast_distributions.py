@@ -242,7 +242,7 @@ def test_bad_parameters():
         cf.crps("y")
     with pytest.raises(ValueError, match="std= is missing"):
         cf.crps("y", mean="mu")
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match="not several"):
         cf.crps("y", mean="mu", std="sd", samples="ens")
     with pytest.raises(TypeError, match="samples must be the name of a list column or a list of member column names"):
         cf.crps("y", samples=3)
@@ -417,3 +417,116 @@ def test_pit_bad_input():
         cf.pit_histogram("y", samples="ens", n_bins=0)
     with pytest.raises(TypeError, match="seed must be"):
         cf.pit_test("y", samples="ens", seed=1.5)
+
+
+# ---------------------------------------------------------------------------
+# quantile forecasts
+# ---------------------------------------------------------------------------
+LEVELS = [0.1, 0.25, 0.5, 0.75, 0.9]
+QCOLS = {0.1: "q10", 0.25: "q25", 0.5: "q50", 0.75: "q75", 0.9: "q90"}
+
+
+def quantile_data(seed: int, n: int = 60) -> dict:
+    """Rounded Gaussian quantiles: flat stretches (equal quantiles), y on a quantile, y outside."""
+    d = forecast_data(seed, n=n)
+    for level, col in QCOLS.items():
+        d[col] = np.round(d["mu"] + norm.ppf(level) * d["sd"], 0)
+    d["y"] = np.round(d["y"], 0)
+    d["y"][::6] = d["q50"][::6]
+    return d
+
+
+def quantile_matrix(d: dict) -> np.ndarray:
+    return np.column_stack([d[c] for c in QCOLS.values()])
+
+
+def quantile_crps_oracle(d: dict) -> np.ndarray:
+    qs, y, tau = quantile_matrix(d), d["y"][:, None], np.array(LEVELS)[None, :]
+    pinball = np.where(y >= qs, tau * (y - qs), (1 - tau) * (qs - y))
+    return 2 * pinball.mean(axis=1)
+
+
+def quantile_pit_bounds(y: float, qs: np.ndarray) -> tuple[float, float]:
+    taus = LEVELS
+    if y < qs[0]:
+        return 0.0, taus[0]
+    if y > qs[-1]:
+        return taus[-1], 1.0
+    below = [k for k in range(len(qs)) if qs[k] < y]
+    if below:
+        k = below[-1]
+        lo = taus[k] + (taus[k + 1] - taus[k]) * (y - qs[k]) / (qs[k + 1] - qs[k])
+    else:
+        lo = taus[0]
+    above = [k for k in range(len(qs)) if qs[k] > y]
+    if above:
+        k = above[0]
+        hi = taus[k] - (taus[k] - taus[k - 1]) * (qs[k] - y) / (qs[k] - qs[k - 1])
+    else:
+        hi = taus[-1]
+    return lo, hi
+
+
+def quantile_pit(d: dict, seed: int, keys) -> np.ndarray:
+    bounds = np.array([quantile_pit_bounds(y, qs) for y, qs in zip(d["y"], quantile_matrix(d))])
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    order = np.lexsort((hi, lo, keys if keys is not None else np.zeros(len(lo))))
+    v = np.empty(len(lo))
+    v[order] = [hash_uniform(i, seed) for i in range(len(lo))]
+    return lo + v * (hi - lo)
+
+
+def test_quantile_pit_oracle_on_hand_cases():
+    qs = np.array([0.0, 1.0, 1.0, 2.0, 4.0])
+    assert quantile_pit_bounds(-1.0, qs) == (0.0, 0.1)
+    assert quantile_pit_bounds(0.0, qs) == (0.1, 0.1)
+    assert quantile_pit_bounds(0.5, qs) == pytest.approx((0.175, 0.175))
+    assert quantile_pit_bounds(1.0, qs) == (0.25, 0.5)  # flat stretch q25 = q50 = y
+    assert quantile_pit_bounds(3.0, qs) == pytest.approx((0.825, 0.825))
+    assert quantile_pit_bounds(5.0, qs) == (0.9, 1.0)
+
+
+def test_quantile_crps_and_pit_match_oracle(constructor):
+    d = quantile_data(30)
+    metrics = [
+        cf.crps("y", quantiles=QCOLS),
+        cf.pit_histogram("y", quantiles=QCOLS, n_bins=4, seed=5),
+        cf.pit_test("y", quantiles=QCOLS, seed=5),
+    ]
+    out = to_pandas(cf.evaluate(constructor(d), *metrics, by="g"))
+    assert_close(out["crps"], grouped(d, quantile_crps_oracle(d)), rtol=1e-12)
+    pit = quantile_pit(d, 5, d["g"])
+    for row, idx in zip(out.itertuples(index=False), group_dict(d["g"]).values()):
+        row = row._asdict()
+        freq = [row[f"pit_histogram_bin{k}_frequency"] for k in range(4)]
+        assert_close(freq, histogram_oracle(pit[idx], 4), rtol=1e-15)
+        assert_close([row["pit_test"], row["pit_test_pvalue"]], ks_oracle(pit[idx]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [31, 32])
+def test_quantile_forms_seeds(constructor, seed):
+    not_spark(constructor, "test_quantile_crps_and_pit_match_oracle")
+    d = quantile_data(seed, n=50)
+    out = to_pandas(cf.evaluate(constructor(d), cf.crps("y", quantiles=QCOLS), cf.pit_test("y", quantiles=QCOLS)))
+    assert_close(out["crps"], [quantile_crps_oracle(d).mean()], rtol=1e-12)
+    assert_close([out["pit_test"][0], out["pit_test_pvalue"][0]], ks_oracle(quantile_pit(d, 0, None)), rtol=1e-12)
+
+
+def test_quantile_crps_agrees_with_scoringrules():
+    sr = pytest.importorskip("scoringrules")
+    d = quantile_data(33)
+    df = pl.DataFrame({k: d[k] for k in ["y", *QCOLS.values()]})
+    expected = np.mean(sr.crps_quantile(d["y"], quantile_matrix(d), np.array(LEVELS)))
+    assert df.conformal.crps("y", quantiles=QCOLS) == pytest.approx(expected, rel=1e-12)
+
+
+def test_crossing_quantiles_are_invalid():
+    df = pl.DataFrame({"y": [0.0, 1.0], "a": [0.0, 2.0], "b": [1.0, 1.0]})
+    with pytest.raises(ValueError, match=r"quantile columns cross: 'a' \(level 0.1\) is greater than 'b' .* in 1 row"):
+        df.conformal.crps("y", quantiles={0.1: "a", 0.9: "b"})
+    with pytest.raises(ValueError, match="quantile columns cross"):
+        df.conformal.pit_test("y", quantiles={0.1: "a", 0.9: "b"})
+    with pytest.raises(ValueError, match="quantiles must be"):
+        cf.crps("y", quantiles={1.5: "a"})
+    with pytest.raises(ValueError, match="not several"):
+        cf.crps("y", quantiles={0.5: "a"}, samples="ens")

@@ -25,6 +25,7 @@ remaining members).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,10 +35,11 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import check_column, check_columns, checked, choice, fail, optional
 from conformal_frames.brownian import normal_sf_expr
-from conformal_frames.core import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, over
+from conformal_frames.core import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, over, total
+from conformal_frames.forecast_inputs import Quantiles, check_quantiles, quantile_rows, value_row
 from conformal_frames.results import PITTestResult
 from conformal_frames.sets import arrow_lists
-from conformal_frames.stats import ratio
+from conformal_frames.stats import max_of, min_of, ratio
 
 __all__ = ["crps", "pit_histogram", "pit_test"]
 METHODS = list(__all__)
@@ -60,18 +62,19 @@ def check_samples(value: Any, name: str = "samples") -> str | tuple[str, ...]:
     return check_columns(value, name)
 
 
-def _one_forecast(mean: str | None, std: str | None, samples: Any) -> None:
-    """Exactly one forecast kind: ``mean=`` with ``std=``, or ``samples=``."""
+def _one_forecast(mean: str | None, std: str | None, samples: Any, quantiles: Any = None) -> None:
+    """Exactly one forecast kind: ``mean=`` with ``std=``, ``samples=`` or ``quantiles=``."""
     gaussian = mean is not None or std is not None
     if gaussian and (mean is None or std is None):
         missing = "std=" if std is None else "mean="
         msg = f"a Gaussian forecast needs both mean= and std= columns; {missing} is missing"
         raise ValueError(msg)
-    if gaussian and samples is not None:
-        msg = "give one forecast: mean= and std= (Gaussian) or samples= (ensemble), not both"
+    kinds = int(gaussian) + int(samples is not None) + int(quantiles is not None)
+    if kinds > 1:
+        msg = "give one forecast: mean= and std= (Gaussian), samples= (ensemble) or quantiles=, not several"
         raise ValueError(msg)
-    if not gaussian and samples is None:
-        msg = "give a forecast: mean= and std= columns (Gaussian) or samples= (an ensemble)"
+    if kinds == 0:
+        msg = "give a forecast: mean= and std= columns (Gaussian), samples= (an ensemble) or quantiles={level: column}"
         raise ValueError(msg)
 
 
@@ -83,7 +86,7 @@ def gaussian_z(q: Query, y: str, mean: str, std: str) -> tuple[str, str]:
     sd = q.number(std)
     q.check(f"std column {std!r} has zero or negative values (std must be > 0)", sd <= 0.0, example=sd)
     sd_row = q.row(("std", std), sd)
-    z = q.row(("gauss_z", y, mean, std), (q.number(y) - q.number(mean)) / sd)
+    z = q.row(("gauss_z", y, mean, std), ratio(q.number(y) - q.number(mean), nw.when(sd > 0.0).then(sd)))
     return z, sd_row
 
 
@@ -211,12 +214,54 @@ def _crps_table(ens: Ensemble, estimator: Estimator) -> TableFn:
         per = ensemble_rows(rows, keys, ens, ref)
         m = nw.col(ref.name("m"))
         pairs = m * m if estimator == "plain" else m * (m - 1.0)
-        score = nw.col(ref.name("abs_dev")) / m - nw.col(ref.name("spread")) / pairs
+        score = ratio(nw.col(ref.name("abs_dev")), m) - ratio(nw.col(ref.name("spread")), pairs)
         per = per.with_columns(score.alias(ref.name("crps")))
         bad = (nw.col(ref.name("nulls")) > 0).cast(nw.Float64).alias(ref.name("bad"))
         return aggregate(per.with_columns(bad), keys, [nw.col(ref.name("crps")).sum(), nw.col(ref.name("bad")).sum()])
 
     return build
+
+
+# ---------------------------------------------------------------------------
+# quantile forecasts: row expressions
+# ---------------------------------------------------------------------------
+def quantile_crps_row(q: Query, y: str, quantiles: Quantiles) -> str:
+    """Row column: ``(2 / K) sum_k rho_tau_k(y - q_k)``, ``rho_tau(u) = u (tau - 1[u < 0])``."""
+    y_row = value_row(q, y)
+    rows = quantile_rows(q, quantiles)
+    yc = nw.col(y_row)
+    terms = [
+        nw.when(yc >= nw.col(r)).then(tau * (yc - nw.col(r))).otherwise((1.0 - tau) * (nw.col(r) - yc))
+        for tau, r in rows
+    ]
+    k = float(len(rows))
+    return q.row(("quantile_crps", y, quantiles), (2.0 / k) * total(terms), inputs=[y_row, *[r for _, r in rows]])
+
+
+def quantile_pit_rows(q: Query, y: str, quantiles: Quantiles) -> tuple[str, str]:
+    """Row columns ``lo = sup{tau: Q(tau) < y}`` and ``hi = inf{tau: Q(tau) > y}``.
+
+    ``Q`` interpolates the quantiles linearly between levels; below the lowest
+    quantile it is unknown (``y < q_1``: ``[0, tau_1]``), above the highest
+    too (``y > q_K``: ``[tau_K, 1]``); a flat stretch ``q_j = q_(j+1) = y``
+    gives ``[tau_j, tau_(j+1)]``.
+    """
+    y_row = value_row(q, y)
+    rows = quantile_rows(q, quantiles)
+    yc = nw.col(y_row)
+    (t1, r1), (tk, rk) = rows[0], rows[-1]
+    lo_parts = [nw.when(yc >= nw.col(r1)).then(nw.lit(t1)).otherwise(nw.lit(0.0))]
+    hi_parts = [nw.when(yc <= nw.col(rk)).then(nw.lit(tk)).otherwise(nw.lit(1.0))]
+    for (ta, ra), (tb, rb) in itertools.pairwise(rows):
+        a, b = nw.col(ra), nw.col(rb)
+        # used only where a < y < b (the guard keeps engines from dividing by zero elsewhere)
+        inside = ta + (tb - ta) * (yc - a) / nw.when(b > a).then(b - a).otherwise(1.0)
+        lo_parts.append(nw.when(a < yc).then(nw.when(yc >= b).then(nw.lit(tb)).otherwise(inside)).otherwise(0.0))
+        hi_parts.append(nw.when(b > yc).then(nw.when(yc <= a).then(nw.lit(ta)).otherwise(inside)).otherwise(1.0))
+    inputs = [y_row, *[r for _, r in rows]]
+    lo = q.row(("quantile_pit_lo", y, quantiles), max_of(*lo_parts), inputs=inputs)
+    hi = q.row(("quantile_pit_hi", y, quantiles), min_of(*hi_parts), inputs=inputs)
+    return lo, hi
 
 
 # ---------------------------------------------------------------------------
@@ -228,12 +273,13 @@ class CRPS(Metric):
     mean: str | None = checked(optional(check_column), None)
     std: str | None = checked(optional(check_column), None)
     samples: str | tuple[str, ...] | None = checked(optional(check_samples), None)
+    quantiles: tuple[tuple[float, str], ...] | None = checked(optional(check_quantiles), None)
     estimator: str = checked(choice("plain", "fair"), "plain")
     default_name = "crps"
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _one_forecast(self.mean, self.std, self.samples)
+        _one_forecast(self.mean, self.std, self.samples, self.quantiles)
         if self.estimator == "fair" and isinstance(self.samples, tuple) and len(self.samples) < 2:
             msg = "estimator='fair' needs at least 2 members, got samples=" + repr(list(self.samples))
             raise ValueError(msg)
@@ -244,6 +290,8 @@ class CRPS(Metric):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         if self.mean is not None and self.std is not None:
             return {"": ratio(q.sum(gaussian_crps_row(q, self.y, self.mean, self.std)), q.n)}
+        if self.quantiles is not None:
+            return {"": ratio(q.sum(quantile_crps_row(q, self.y, self.quantiles)), q.n)}
         assert self.samples is not None
         ens = ensemble(q, self.y, self.samples)
         if self.estimator == "fair" and isinstance(self.samples, str):
@@ -262,6 +310,7 @@ def crps(
     mean: str | None = None,
     std: str | None = None,
     samples: str | Sequence[str] | None = None,
+    quantiles: dict[float, str] | None = None,
     estimator: Estimator = "plain",
 ) -> CRPS:
     """Continuous ranked probability score (CRPS), averaged over rows; lower is better.
@@ -284,6 +333,13 @@ def crps(
       second sum by ``m (m - 1)`` instead: the unbiased ("fair") estimator of
       the CRPS of the distribution the members are drawn from (Ferro 2014;
       scoringrules' ``estimator="fair"``), which needs 2 or more members.
+    - **Quantiles** (``quantiles={level: column}``, ``K`` levels): the
+      approximation ``(2 / K) sum_k rho_tau_k(y - q_k)``, twice the pinball
+      loss averaged over the levels, ``rho_tau(u) = u (tau - 1[u < 0])``
+      (Berrisch and Ziel 2023; scoringrules' ``crps_quantile``).  It
+      approaches the CRPS for many equally spaced levels; with few levels
+      it is a coarse approximation (e.g. a single median gives the absolute
+      error).  Crossing quantiles are invalid rows.
 
     Parameters
     ----------
@@ -296,6 +352,8 @@ def crps(
         An ensemble: a list column (polars List or Array, Arrow list, or a
         pandas ``object`` column of lists or numpy arrays; members may differ
         in number between rows), or a list of member columns.
+    quantiles : dict, optional
+        Quantile forecasts ``{level: column}``, levels in (0, 1).
     estimator : {"plain", "fair"}, default "plain"
         The ensemble estimator (see above); ignored for a Gaussian forecast.
 
@@ -325,9 +383,16 @@ def crps(
     prediction, and estimation", JASA 102(477), 359-378.
     C. A. T. Ferro (2014), "Fair scores for ensemble forecasts", QJRMS
     140(683), 1917-1923.
+    J. Berrisch and F. Ziel (2023), "CRPS learning", Journal of Econometrics
+    237(2), 105221.
     """
     return CRPS(
-        y=y, mean=mean, std=std, samples=check_samples(samples) if samples is not None else None, estimator=estimator
+        y=y,
+        mean=mean,
+        std=std,
+        samples=check_samples(samples) if samples is not None else None,
+        quantiles=check_quantiles(quantiles) if quantiles is not None else None,
+        estimator=estimator,
     )
 
 
@@ -362,9 +427,12 @@ def uniform_hash(frame: nw.LazyFrame, index: str, seed: int, out: str) -> nw.Laz
 class PITSource:
     """How a sub-query gets each forecast's PIT interval ``[lo, hi]`` and its null-member flag."""
 
-    #: a Gaussian forecast's PIT row (``lo = hi``), or ``None`` for an ensemble
+    #: a Gaussian forecast's PIT row (``lo = hi``)
     gaussian: str | None = None
+    #: an ensemble's rows
     ens: Ensemble | None = None
+    #: a quantile forecast's ``lo`` and ``hi`` rows
+    interval: tuple[str, str] | None = None
 
     def bounds(self, rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
         """Per forecast: ``keys``, ``lo``, ``hi`` and ``bad`` (1.0 when it has null members)."""
@@ -372,6 +440,9 @@ class PITSource:
         if self.gaussian is not None:
             pit = nw.col(self.gaussian)
             return rows.select(*keys, pit.alias(lo), pit.alias(hi), nw.lit(0.0).alias(bad))
+        if self.interval is not None:
+            a, b = self.interval
+            return rows.select(*keys, nw.col(a).alias(lo), nw.col(b).alias(hi), nw.lit(0.0).alias(bad))
         assert self.ens is not None
         per = ensemble_rows(rows, keys, self.ens, ref)
         m1 = nw.col(ref.name("m")) + 1.0
@@ -396,8 +467,12 @@ class PITSource:
         return frame.with_columns((nw.col(lo) + nw.col(v) * (nw.col(hi) - nw.col(lo))).alias(u))
 
 
-def pit_source(q: Query, y: str, mean: str | None, std: str | None, samples: Any) -> PITSource:
+def pit_source(
+    q: Query, y: str, mean: str | None, std: str | None, samples: Any, quantiles: Quantiles | None = None
+) -> PITSource:
     """Register the forecast's rows; Gaussian: ``Phi((y - mean) / std)``."""
+    if quantiles is not None:
+        return PITSource(interval=quantile_pit_rows(q, y, quantiles))
     if mean is not None and std is not None:
         z, _ = gaussian_z(q, y, mean, std)
         # Phi(0) = 0.5 exactly (y == mean is common with rounded data; 0.5 is a bin edge)
@@ -488,17 +563,18 @@ class _PITMetric(Metric):
     mean: str | None = checked(optional(check_column), None)
     std: str | None = checked(optional(check_column), None)
     samples: str | tuple[str, ...] | None = checked(optional(check_samples), None)
+    quantiles: tuple[tuple[float, str], ...] | None = checked(optional(check_quantiles), None)
     seed: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _one_forecast(self.mean, self.std, self.samples)
+        _one_forecast(self.mean, self.std, self.samples, self.quantiles)
 
     def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
         return arrow_lists(frame, [self.samples] if isinstance(self.samples, str) else [])
 
     def source(self, q: Query) -> PITSource:
-        return pit_source(q, self.y, self.mean, self.std, self.samples)
+        return pit_source(q, self.y, self.mean, self.std, self.samples, self.quantiles)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -582,9 +658,11 @@ _FORECAST_PARAMETERS = """y : str
         An ensemble: a list column (polars List or Array, Arrow list, or a
         pandas ``object`` column of lists or numpy arrays) or a list of member
         columns.
+    quantiles : dict, optional
+        Quantile forecasts ``{level: column}``, levels in (0, 1).
     seed : int, default 0
-        Seed of the randomization of ensemble PIT values (see above); the same
-        seed gives the same values on every backend."""
+        Seed of the randomization of ensemble and quantile PIT values (see
+        above); the same seed gives the same values on every backend."""
 
 _PIT_DEFINITION = """The PIT of a forecast with CDF ``F`` is ``F(y)``: uniform on (0, 1) when
     ``y`` is drawn from the forecast (Dawid 1984; Gneiting, Balabdaoui and
@@ -592,9 +670,15 @@ _PIT_DEFINITION = """The PIT of a forecast with CDF ``F`` is ``F(y)``: uniform o
     members: the randomized verification rank ``(b + V (e + 1)) / (m + 1)``,
     ``b`` members below ``y``, ``e`` members equal to ``y`` and ``V`` uniform on
     (0, 1): exactly uniform when ``y`` and the members are exchangeable, ties
-    included.  ``V`` is a deterministic hash of ``seed`` and the forecast's
-    rank in its group (no engine random generator), so results agree across
-    backends."""
+    included.  Quantiles ``q_1 <= ... <= q_K`` at levels ``tau_1 < ... <
+    tau_K``: the CDF interpolates linearly between them, so a ``y`` between
+    two quantiles has the interpolated level; where that is not one number
+    the PIT is uniform on the levels consistent with ``y``: ``(0, tau_1)``
+    below the lowest quantile, ``(tau_K, 1)`` above the highest (the tails
+    are unknown) and ``(tau_j, tau_(j+1))`` on a flat stretch
+    ``q_j = q_(j+1) = y``.  ``V`` is a deterministic hash of ``seed`` and the
+    forecast's rank in its group (no engine random generator), so results
+    agree across backends."""
 
 
 def pit_histogram(
@@ -603,6 +687,7 @@ def pit_histogram(
     mean: str | None = None,
     std: str | None = None,
     samples: str | Sequence[str] | None = None,
+    quantiles: dict[float, str] | None = None,
     n_bins: int = 10,
     ci_level: float = 0.95,
     seed: int = 0,
@@ -663,6 +748,7 @@ def pit_histogram(
         mean=mean,
         std=std,
         samples=check_samples(samples) if samples is not None else None,
+        quantiles=check_quantiles(quantiles) if quantiles is not None else None,
         n_bins=n_bins,
         ci_level=ci_level,
         seed=seed,
@@ -675,6 +761,7 @@ def pit_test(
     mean: str | None = None,
     std: str | None = None,
     samples: str | Sequence[str] | None = None,
+    quantiles: dict[float, str] | None = None,
     seed: int = 0,
 ) -> PITTest:
     """Uniformity test of the PIT values (Kolmogorov-Smirnov).
@@ -714,7 +801,14 @@ def pit_test(
     A. N. Kolmogorov (1933), "Sulla determinazione empirica di una legge di
     distribuzione", Giornale dell'Istituto Italiano degli Attuari 4, 83-91.
     """
-    return PITTest(y=y, mean=mean, std=std, samples=check_samples(samples) if samples is not None else None, seed=seed)
+    return PITTest(
+        y=y,
+        mean=mean,
+        std=std,
+        samples=check_samples(samples) if samples is not None else None,
+        quantiles=check_quantiles(quantiles) if quantiles is not None else None,
+        seed=seed,
+    )
 
 
 for _fn in (pit_histogram, pit_test):
