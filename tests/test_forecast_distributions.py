@@ -530,3 +530,26 @@ def test_crossing_quantiles_are_invalid():
         cf.crps("y", quantiles={1.5: "a"})
     with pytest.raises(ValueError, match="not several"):
         cf.crps("y", quantiles={0.5: "a"}, samples="ens")
+
+
+# ---------------------------------------------------------------------------
+# plots
+# ---------------------------------------------------------------------------
+def test_pit_histogram_plot():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from conformal_frames import plots
+
+    d = forecast_data(40, n=200)
+    df = pl.DataFrame({k: v for k, v in d.items()})
+    ax = plots.pit_histogram(df, y="y", mean="mu", std="sd", n_bins=5)
+    heights = [p.get_height() for p in ax.containers[0]]  # the bars
+    expected = histogram_oracle(norm.cdf((d["y"] - d["mu"]) / d["sd"]), 5)
+    np.testing.assert_allclose(heights, expected, rtol=1e-15)
+    table = cf.pit_histogram("y", samples="ens", n_bins=4)
+    long = cf.evaluate(df, table, by="g")
+    assert "pit_histogram_bin3_frequency" in long.columns
+    ax = plots.pit_histogram(df.conformal.pit_histogram("y", samples="ens", n_bins=4, by="g"), by="g")
+    assert [t.get_text() for t in ax.get_legend().get_texts()][1:-1] == sorted(set(d["g"]))
+    with pytest.raises(ValueError, match="missing column"):
+        plots.pit_histogram(df)
