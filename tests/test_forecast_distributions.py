@@ -553,3 +553,56 @@ def test_pit_histogram_plot():
     assert [t.get_text() for t in ax.get_legend().get_texts()][1:-1] == sorted(set(d["g"]))
     with pytest.raises(ValueError, match="missing column"):
         plots.pit_histogram(df)
+
+
+# ---------------------------------------------------------------------------
+# report and CLI
+# ---------------------------------------------------------------------------
+def _forecast_frame(seed: int = 50) -> pl.DataFrame:
+    d = quantile_data(seed, n=120)
+    return pl.DataFrame({k: d[k] for k in ["g", "y", "mu", "sd", *QCOLS.values()]})
+
+
+def test_report_forecast_family():
+    df = _forecast_frame()
+    rep = df.conformal.report(y="y", quantiles=QCOLS, mean="mu", std="sd", by="g")
+    t = rep.frame("forecast")
+    assert list(t.columns) == [
+        "g", "crps", "pit_test", "pit_test_pvalue", "quantile_crps", "quantile_pit_test", "quantile_pit_test_pvalue", "n"
+    ]  # fmt: skip
+    direct = cf.evaluate(
+        df, cf.crps("y", mean="mu", std="sd"), cf.crps("y", quantiles=QCOLS).alias("q"), cf.pit_test("y", mean="mu", std="sd"), by="g"
+    )  # fmt: skip
+    assert t["crps"].to_list() == direct["crps"].to_list()
+    assert t["quantile_crps"].to_list() == direct["q"].to_list()
+    assert t["pit_test_pvalue"].to_list() == direct["pit_test_pvalue"].to_list()
+    assert "Forecast scores per group" in str(rep)
+    with_intervals = df.conformal.report(y="y", lo="q10", hi="q90", mean="mu", std="sd", confidence_level=0.8)
+    assert with_intervals.summary["families"] == ["intervals", "forecast"]
+
+
+def test_report_forecast_arguments():
+    df = _forecast_frame()
+    with pytest.raises(ValueError, match="Gaussian forecasts need mean= and std=; missing std="):
+        df.conformal.report(y="y", mean="mu")
+    with pytest.raises(ValueError, match="forecast metrics need y="):
+        df.conformal.report(quantiles=QCOLS)
+    with pytest.raises(ValueError, match=r"column 'nope' \(quantiles\[0.5\]=\) not found"):
+        df.conformal.report(y="y", quantiles={0.5: "nope"})
+    with pytest.raises(ValueError, match="quantiles must be"):
+        df.conformal.report(y="y", quantiles={2.0: "q50"})
+
+
+def test_cli_forecast_options(tmp_path, capsys):
+    from conformal_frames import cli
+
+    path = tmp_path / "fc.parquet"
+    _forecast_frame().write_parquet(path)
+    args = ["report", str(path), "--y", "y", "--quantiles", "0.1=q10,0.25=q25,0.5=q50,0.75=q75,0.9=q90"]
+    assert cli.main([*args, "--mean", "mu", "--std", "sd", "--by", "g", "--no-plots", "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    assert "quantile_crps" in out and "pit_test_pvalue" in out
+    assert cli.main(["report", str(path), "--y", "y", "--quantiles", "0.1=q10,oops", "--no-plots"]) != 0
+    assert "expected LEVEL=COLUMN pairs" in capsys.readouterr().err
+    assert cli.main(["report", str(path), "--y", "y", "--std", "sd", "--no-plots"]) != 0
+    assert "missing --mean" in capsys.readouterr().err

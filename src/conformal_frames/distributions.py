@@ -29,7 +29,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
@@ -60,6 +60,11 @@ def check_samples(value: Any, name: str = "samples") -> str | tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         fail(TypeError, name, expected, value)
     return check_columns(value, name)
+
+
+def _quantiles(value: Any) -> Quantiles | None:
+    """``quantiles=`` normalised to sorted ``(level, column)`` pairs (wide form only)."""
+    return None if value is None else cast(Quantiles, check_quantiles(value))
 
 
 def _one_forecast(mean: str | None, std: str | None, samples: Any, quantiles: Any = None) -> None:
@@ -207,7 +212,7 @@ def ensemble_rows(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: Table
     return nulls.join(per, on=[*keys, rid], how="left")
 
 
-def _crps_table(ens: Ensemble, estimator: Estimator) -> TableFn:
+def _crps_table(ens: Ensemble, estimator: str) -> TableFn:
     """Sub-query: per group, the sum of the forecasts' CRPS and the forecasts with null members."""
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
@@ -391,7 +396,7 @@ def crps(
         mean=mean,
         std=std,
         samples=check_samples(samples) if samples is not None else None,
-        quantiles=check_quantiles(quantiles) if quantiles is not None else None,
+        quantiles=_quantiles(quantiles),
         estimator=estimator,
     )
 
@@ -748,7 +753,7 @@ def pit_histogram(
         mean=mean,
         std=std,
         samples=check_samples(samples) if samples is not None else None,
-        quantiles=check_quantiles(quantiles) if quantiles is not None else None,
+        quantiles=_quantiles(quantiles),
         n_bins=n_bins,
         ci_level=ci_level,
         seed=seed,
@@ -806,7 +811,7 @@ def pit_test(
         mean=mean,
         std=std,
         samples=check_samples(samples) if samples is not None else None,
-        quantiles=check_quantiles(quantiles) if quantiles is not None else None,
+        quantiles=_quantiles(quantiles),
         seed=seed,
     )
 

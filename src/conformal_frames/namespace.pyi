@@ -349,6 +349,9 @@ class ConformalNamespace:
         invalid: Literal["raise", "drop", "null"] | None = ...,
         max_rows: int | None = ...,
         max_segments: int | None = ...,
+        quantiles: dict[float, str] | None = ...,
+        mean: str | None = ...,
+        std: str | None = ...,
     ) -> Report: ...
 
 def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...

@@ -25,6 +25,7 @@ TITLES = {
     "calibration": "Calibration per group",
     "reliability": "Reliability: observed frequency per score bin (mean scores and intervals in .frame('reliability'))",
     "sets": "Prediction-set metrics per group",
+    "forecast": "Forecast scores per group (CRPS; PIT uniformity test)",
 }
 
 CSS = (
