@@ -564,6 +564,9 @@ COLUMN_CASES = {
     "auroc": lambda: cf.auroc(1, "s"),
     "auarc": lambda: cf.auarc(1, "s"),
     "cumulative_differences": lambda: cf.cumulative_differences(pl.DataFrame(BASE), 1, "y"),
+    "crps": lambda: cf.crps(1, samples="e"),
+    "pit_histogram": lambda: cf.pit_histogram(1, mean="m", std="s"),
+    "pit_test": lambda: cf.pit_test(1, quantiles={0.5: "q"}),
 }
 _PARAM = {"width": "lo", "set_size": "sets", "singleton_rate": "sets", "empty_rate": "sets"}
 
