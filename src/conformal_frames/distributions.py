@@ -34,7 +34,7 @@ from typing import Any, Literal, cast
 import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import check_column, check_columns, checked, choice, fail, optional
-from conformal_frames.brownian import normal_sf_expr
+from conformal_frames.brownian import _BIG, _phi_c, _t_of
 from conformal_frames.core import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, over, total
 from conformal_frames.forecast_inputs import Quantiles, check_quantiles, quantile_rows, value_row
 from conformal_frames.results import PITTestResult
@@ -95,15 +95,35 @@ def gaussian_z(q: Query, y: str, mean: str, std: str) -> tuple[str, str]:
     return z, sd_row
 
 
+def gaussian_tail(q: Query, y: str, mean: str, std: str) -> tuple[str, str, str, str]:
+    """Row columns ``z``, ``|z|``, ``Phi_c(|z|)`` and ``std``.
+
+    The normal tail is the engine's interpolated Mills ratio (relative error
+    ~1e-14, see :mod:`conformal_frames.brownian`) over row columns, so each
+    expression names columns only (SQL engines plan a repeated argument slowly).
+    """
+    z, sd = gaussian_z(q, y, mean, std)
+    a = q.row(("gauss_abs_z", z), nw.col(z).abs().clip(upper_bound=_BIG), inputs=[z])
+    t = q.row(("gauss_t", a), _t_of(nw.col(a)), inputs=[a])
+    tail = q.row(("gauss_tail", a), _phi_c(nw.col(a), nw.col(t)), inputs=[a, t])
+    return z, a, tail, sd
+
+
 def gaussian_crps_row(q: Query, y: str, mean: str, std: str) -> str:
     """Row column: ``std * (|z| (1 - 2 Phi_c(|z|)) + 2 phi(z) - 1/sqrt(pi))``."""
-    z, sd = gaussian_z(q, y, mean, std)
-    a = q.row(("gauss_abs_z", z), nw.col(z).abs(), inputs=[z])
-    tail = q.row(("gauss_tail", a), normal_sf_expr(nw.col(a)), inputs=[a])
+    _, a, tail, sd = gaussian_tail(q, y, mean, std)
     col_a = nw.col(a)
     density = (-0.5 * col_a * col_a).exp() * _INV_SQRT_2PI
     crps = nw.col(sd) * (col_a * (1.0 - 2.0 * nw.col(tail)) + 2.0 * density - _INV_SQRT_PI)
     return q.row(("gauss_crps", a), crps, inputs=[a, tail, sd])
+
+
+def gaussian_pit_row(q: Query, y: str, mean: str, std: str) -> str:
+    """Row column: ``Phi(z)`` (exactly 0.5 at ``z = 0``, a bin edge, common with rounded data)."""
+    z, _, tail, _ = gaussian_tail(q, y, mean, std)
+    zc, tc = nw.col(z), nw.col(tail)
+    pit = nw.when(zc > 0.0).then(1.0 - tc).otherwise(nw.when(zc < 0.0).then(tc).otherwise(nw.lit(0.5)))
+    return q.row(("gauss_pit", z), pit, inputs=[z, tail])
 
 
 # ---------------------------------------------------------------------------
@@ -479,10 +499,7 @@ def pit_source(
     if quantiles is not None:
         return PITSource(interval=quantile_pit_rows(q, y, quantiles))
     if mean is not None and std is not None:
-        z, _ = gaussian_z(q, y, mean, std)
-        # Phi(0) = 0.5 exactly (y == mean is common with rounded data; 0.5 is a bin edge)
-        pit = nw.when(nw.col(z) == 0.0).then(nw.lit(0.5)).otherwise(normal_sf_expr(-nw.col(z)))
-        return PITSource(gaussian=q.row(("gauss_pit", z), pit, inputs=[z]))
+        return PITSource(gaussian=gaussian_pit_row(q, y, mean, std))
     return PITSource(ens=ensemble(q, y, samples))
 
 
