@@ -606,3 +606,22 @@ def test_cli_forecast_options(tmp_path, capsys):
     assert "expected LEVEL=COLUMN pairs" in capsys.readouterr().err
     assert cli.main(["report", str(path), "--y", "y", "--std", "sd", "--no-plots"]) != 0
     assert "missing --mean" in capsys.readouterr().err
+
+
+def test_quantile_calibration_plot():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    pytest.importorskip("conformal_frames.quantiles", reason="quantile_coverage lands with the quantiles family")
+    from conformal_frames import plots
+
+    df = _forecast_frame(51)
+    ax = plots.quantile_calibration(df, y="y", quantiles=QCOLS, by="g")
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert "perfect calibration" in lines
+    d = quantile_data(51, n=120)
+    for g, idx in group_dict(d["g"]).items():
+        observed = (d["y"][idx, None] <= quantile_matrix(d)[idx]).mean(axis=0)
+        np.testing.assert_allclose(lines[g].get_ydata(), observed, rtol=1e-15)
+        np.testing.assert_allclose(lines[g].get_xdata(), LEVELS, rtol=1e-15)
+    with pytest.raises(ValueError, match="give both y= and quantiles="):
+        plots.quantile_calibration(df, y="y")
