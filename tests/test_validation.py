@@ -567,6 +567,9 @@ COLUMN_CASES = {
     "crps": lambda: cf.crps(1, samples="e"),
     "pit_histogram": lambda: cf.pit_histogram(1, mean="m", std="s"),
     "pit_test": lambda: cf.pit_test(1, quantiles={0.5: "q"}),
+    "smooth_ece": lambda: cf.smooth_ece(1, "s"),
+    "score_decomposition": lambda: cf.score_decomposition(1, "s"),
+    "corp_reliability": lambda: cf.corp_reliability(pl.DataFrame(BASE), 1, "y"),
 }
 _PARAM = {"width": "lo", "set_size": "sets", "singleton_rate": "sets", "empty_rate": "sets"}
 

@@ -7,6 +7,7 @@ serve any frame narwhals supports (DuckDB, PySpark, Dask, ...).
 Metric families (one module each): :mod:`~conformal_frames.intervals`,
 :mod:`~conformal_frames.sets`, :mod:`~conformal_frames.efficiency`,
 :mod:`~conformal_frames.conditional`, :mod:`~conformal_frames.calibration`,
+:mod:`~conformal_frames.recalibration`,
 :mod:`~conformal_frames.ranking`.
 """
 
@@ -37,6 +38,7 @@ from conformal_frames.efficiency import efficiency_criteria
 from conformal_frames.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
 from conformal_frames.ranking import auarc, auroc, excess_risk_target_coverage
+from conformal_frames.recalibration import corp_reliability, score_decomposition, smooth_ece
 from conformal_frames.results import (
     CoverageTestResult,
     KSTestResult,
@@ -67,6 +69,7 @@ __all__ = [
     "brownian_range_sf",
     "classwise_ece",
     "conformal",
+    "corp_reliability",
     "coverage",
     "coverage_gap",
     "coverage_test",
@@ -87,11 +90,13 @@ __all__ = [
     "pit_histogram",
     "pit_test",
     "reliability",
+    "score_decomposition",
     "set_coverage",
     "set_size",
     "set_ssc",
     "set_ssc_score",
     "singleton_rate",
+    "smooth_ece",
     "spiegelhalter_test",
     "ssc",
     "ssc_score",

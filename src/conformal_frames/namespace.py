@@ -16,7 +16,16 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from conformal_frames import calibration, conditional, distributions, efficiency, intervals, ranking, sets
+from conformal_frames import (
+    calibration,
+    conditional,
+    distributions,
+    efficiency,
+    intervals,
+    ranking,
+    recalibration,
+    sets,
+)
 from conformal_frames.core import InvalidPolicy, Metric, evaluate, evaluate_one, to_lazy
 from conformal_frames.report import report
 
@@ -25,7 +34,16 @@ __all__ = ["ConformalNamespace", "add_metrics", "conformal", "register_accessors
 #: metric families; each lists in ``METHODS`` the factories that become
 #: ``.conformal`` methods, and may list in ``FRAME_METHODS`` functions
 #: ``f(frame, ...)`` that become methods on the namespace's frame
-FAMILIES: tuple[ModuleType, ...] = (intervals, sets, efficiency, conditional, calibration, ranking, distributions)
+FAMILIES: tuple[ModuleType, ...] = (
+    intervals,
+    sets,
+    efficiency,
+    conditional,
+    calibration,
+    recalibration,
+    ranking,
+    distributions,
+)
 
 #: metric factories exposed as namespace methods (name -> factory)
 METRIC_FACTORIES: dict[str, Callable[..., Metric]] = {

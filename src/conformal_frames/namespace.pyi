@@ -9,6 +9,7 @@ from typing import Any, Literal
 from conformal_frames.calibration import Strategy, core
 from conformal_frames.core import InvalidPolicy, Metric
 from conformal_frames.distributions import Estimator
+from conformal_frames.recalibration import ScoringRule
 from conformal_frames.report.build import Report
 from conformal_frames.sets import Label
 
@@ -263,6 +264,18 @@ class ConformalNamespace:
     def spiegelhalter_test(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
     ) -> Any: ...
+    def smooth_ece(
+        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+    ) -> Any: ...
+    def score_decomposition(
+        self,
+        y: str,
+        score: str,
+        *,
+        scoring_rule: ScoringRule = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
     def auroc(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
     ) -> Any: ...
@@ -309,6 +322,17 @@ class ConformalNamespace:
     ) -> Any: ...
     def cumulative_differences(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: core.InvalidPolicy | None = ...
+    ) -> Any: ...
+    def corp_reliability(
+        self,
+        y: str,
+        score: str,
+        *,
+        n_resamples: int = ...,
+        ci_level: float = ...,
+        seed: int = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: core.InvalidPolicy | None = ...,
     ) -> Any: ...
     def excess_risk_target_coverage(
         self,
