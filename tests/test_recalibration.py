@@ -338,3 +338,22 @@ def test_corp_reliability_diagram_draws_the_fit_band_and_decomposition():
     assert_close(line.get_ydata(), fit["recalibrated"].to_numpy())
     assert "4 more groups not drawn" in ax.get_title()  # g0..g3, one, two: 6 groups, 2 drawn
     plt.close(ax.figure)
+
+
+def test_report_has_smooth_ece_and_the_decomposition_where_they_run():
+    import duckdb
+    import polars as pl
+
+    from conformal_frames.report import report
+
+    d = random_binary(3, n=400)
+    rep = report(pl.DataFrame(d).lazy(), y="y", score="s", by="g")
+    assert list(rep.tables) == ["calibration", "decomposition", "reliability"]
+    ref = cf.evaluate(pl.DataFrame(d), cf.smooth_ece("y", "s"), by="g")
+    assert rep.frame("calibration")["smooth_ece"].to_list() == ref["smooth_ece"].to_list()
+    parts = cf.conformal(pl.DataFrame(d)).score_decomposition("y", "s", by="g")
+    assert rep.frame("decomposition").equals(parts.drop("n"))
+    lazy_sql = report(duckdb.from_arrow(pl.DataFrame(d).to_arrow()), y="y", score="s", by="g")
+    assert list(lazy_sql.tables) == ["calibration", "reliability"]
+    assert "smooth_ece" not in lazy_sql.frame("calibration").columns
+    assert any("collect the frame first" in note for note in lazy_sql.summary["notes"])

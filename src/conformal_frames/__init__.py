@@ -31,6 +31,7 @@ from conformal_frames.calibration import (
     spiegelhalter_test,
     top_label_ece,
 )
+from conformal_frames.comparison import diebold_mariano_test
 from conformal_frames.conditional import coverage_gap, coverage_test, worst_slab_coverage
 from conformal_frames.core import Metric, evaluate
 from conformal_frames.distributions import crps, pit_histogram, pit_test
@@ -41,6 +42,7 @@ from conformal_frames.ranking import auarc, auroc, excess_risk_target_coverage
 from conformal_frames.recalibration import corp_reliability, score_decomposition, smooth_ece
 from conformal_frames.results import (
     CoverageTestResult,
+    DieboldMarianoTestResult,
     KSTestResult,
     KuiperTestResult,
     PITTestResult,
@@ -54,6 +56,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ConformalNamespace",
     "CoverageTestResult",
+    "DieboldMarianoTestResult",
     "KSTestResult",
     "KuiperTestResult",
     "Metric",
@@ -76,6 +79,7 @@ __all__ = [
     "crps",
     "cumulative_differences",
     "cwc",
+    "diebold_mariano_test",
     "ece",
     "efficiency_criteria",
     "empty_rate",

@@ -18,6 +18,7 @@ from typing import Any
 
 from conformal_frames import (
     calibration,
+    comparison,
     conditional,
     distributions,
     efficiency,
@@ -42,6 +43,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     calibration,
     recalibration,
     ranking,
+    comparison,
     distributions,
 )
 

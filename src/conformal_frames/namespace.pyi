@@ -7,6 +7,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from conformal_frames.calibration import Strategy, core
+from conformal_frames.comparison import Loss
 from conformal_frames.core import InvalidPolicy, Metric
 from conformal_frames.distributions import Estimator
 from conformal_frames.recalibration import ScoringRule
@@ -281,6 +282,18 @@ class ConformalNamespace:
     ) -> Any: ...
     def auarc(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+    ) -> Any: ...
+    def diebold_mariano_test(
+        self,
+        y: str,
+        score: str,
+        other: str,
+        *,
+        order_by: str,
+        loss: Loss = ...,
+        horizon: int = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def crps(
         self,
