@@ -672,37 +672,6 @@ def _pvalue(x: str) -> FinalizeFn:
     return build
 
 
-_FORECAST_PARAMETERS = """y : str
-        Column of observed values.
-    mean, std : str, optional
-        Columns of a Gaussian forecast's mean and standard deviation (``std > 0``).
-    samples : str or list of str, optional
-        An ensemble: a list column (polars List or Array, Arrow list, or a
-        pandas ``object`` column of lists or numpy arrays) or a list of member
-        columns.
-    quantiles : dict, optional
-        Quantile forecasts ``{level: column}``, levels in (0, 1).
-    seed : int, default 0
-        Seed of the randomization of ensemble and quantile PIT values (see
-        above); the same seed gives the same values on every backend."""
-
-_PIT_DEFINITION = """The PIT of a forecast with CDF ``F`` is ``F(y)``: uniform on (0, 1) when
-    ``y`` is drawn from the forecast (Dawid 1984; Gneiting, Balabdaoui and
-    Raftery 2007).  Gaussian: ``Phi((y - mean) / std)``.  Ensemble of ``m``
-    members: the randomized verification rank ``(b + V (e + 1)) / (m + 1)``,
-    ``b`` members below ``y``, ``e`` members equal to ``y`` and ``V`` uniform on
-    (0, 1): exactly uniform when ``y`` and the members are exchangeable, ties
-    included.  Quantiles ``q_1 <= ... <= q_K`` at levels ``tau_1 < ... <
-    tau_K``: the CDF interpolates linearly between them, so a ``y`` between
-    two quantiles has the interpolated level; where that is not one number
-    the PIT is uniform on the levels consistent with ``y``: ``(0, tau_1)``
-    below the lowest quantile, ``(tau_K, 1)`` above the highest (the tails
-    are unknown) and ``(tau_j, tau_(j+1))`` on a flat stretch
-    ``q_j = q_(j+1) = y``.  ``V`` is a deterministic hash of ``seed`` and the
-    forecast's rank in its group (no engine random generator), so results
-    agree across backends."""
-
-
 def pit_histogram(
     y: str,
     *,
@@ -716,7 +685,21 @@ def pit_histogram(
 ) -> PITHistogram:
     """PIT histogram: the frequency of the PIT values in ``n_bins`` equal bins, with a band.
 
-    {definition}
+    The PIT of a forecast with CDF ``F`` is ``F(y)``: uniform on (0, 1) when
+    ``y`` is drawn from the forecast (Dawid 1984; Gneiting, Balabdaoui and
+    Raftery 2007).  Gaussian: ``Phi((y - mean) / std)``.  Ensemble of ``m``
+    members: the randomized verification rank ``(b + V (e + 1)) / (m + 1)``,
+    ``b`` members below ``y``, ``e`` members equal to ``y`` and ``V`` uniform on
+    (0, 1): exactly uniform when ``y`` and the members are exchangeable, ties
+    included.  Quantiles ``q_1 <= ... <= q_K`` at levels ``tau_1 < ... <
+    tau_K``: the CDF interpolates linearly between them, so a ``y`` between
+    two quantiles has the interpolated level; where that is not one number
+    the PIT is uniform on the levels consistent with ``y``: ``(0, tau_1)``
+    below the lowest quantile, ``(tau_K, 1)`` above the highest (the tails
+    are unknown) and ``(tau_j, tau_(j+1))`` on a flat stretch
+    ``q_j = q_(j+1) = y``.  ``V`` is a deterministic hash of ``seed`` and the
+    forecast's rank in its group (no engine random generator), so results
+    agree across backends.
 
     Per (group, bin ``k``): ``bin``, the bin edges ``bin_low = k / B`` and
     ``bin_high = (k + 1) / B`` (the last bin includes 1), the ``frequency`` of
@@ -732,7 +715,19 @@ def pit_histogram(
 
     Parameters
     ----------
-    {parameters}
+    y : str
+        Column of observed values.
+    mean, std : str, optional
+        Columns of a Gaussian forecast's mean and standard deviation (``std > 0``).
+    samples : str or list of str, optional
+        An ensemble: a list column (polars List or Array, Arrow list, or a
+        pandas ``object`` column of lists or numpy arrays) or a list of member
+        columns.
+    quantiles : dict, optional
+        Quantile forecasts ``{level: column}``, levels in (0, 1).
+    seed : int, default 0
+        Seed of the randomization of ensemble and quantile PIT values (see
+        above); the same seed gives the same values on every backend.
     n_bins : int, default 10
         Number of bins ``B``.
     ci_level : float, default 0.95
@@ -748,7 +743,7 @@ def pit_histogram(
     --------
     >>> import polars as pl
     >>> import conformal_frames
-    >>> df = pl.DataFrame({{"y": [0.1, -1.5, 0.3, 2.0], "mu": [0.0] * 4, "sd": [1.0] * 4}})
+    >>> df = pl.DataFrame({"y": [0.1, -1.5, 0.3, 2.0], "mu": [0.0] * 4, "sd": [1.0] * 4})
     >>> df.conformal.pit_histogram("y", mean="mu", std="sd", n_bins=2).select("bin", "frequency", "n")
     shape: (2, 3)
     ┌─────┬───────────┬─────┐
@@ -788,7 +783,21 @@ def pit_test(
 ) -> PITTest:
     """Uniformity test of the PIT values (Kolmogorov-Smirnov).
 
-    {definition}
+    The PIT of a forecast with CDF ``F`` is ``F(y)``: uniform on (0, 1) when
+    ``y`` is drawn from the forecast (Dawid 1984; Gneiting, Balabdaoui and
+    Raftery 2007).  Gaussian: ``Phi((y - mean) / std)``.  Ensemble of ``m``
+    members: the randomized verification rank ``(b + V (e + 1)) / (m + 1)``,
+    ``b`` members below ``y``, ``e`` members equal to ``y`` and ``V`` uniform on
+    (0, 1): exactly uniform when ``y`` and the members are exchangeable, ties
+    included.  Quantiles ``q_1 <= ... <= q_K`` at levels ``tau_1 < ... <
+    tau_K``: the CDF interpolates linearly between them, so a ``y`` between
+    two quantiles has the interpolated level; where that is not one number
+    the PIT is uniform on the levels consistent with ``y``: ``(0, tau_1)``
+    below the lowest quantile, ``(tau_K, 1)`` above the highest (the tails
+    are unknown) and ``(tau_j, tau_(j+1))`` on a flat stretch
+    ``q_j = q_(j+1) = y``.  ``V`` is a deterministic hash of ``seed`` and the
+    forecast's rank in its group (no engine random generator), so results
+    agree across backends.
 
     The statistic is ``D = sup_u |F_n(u) - u|``, ``F_n`` the empirical CDF of
     the group's ``n`` PIT values (``scipy.stats.kstest(pit, "uniform")``'s
@@ -799,7 +808,19 @@ def pit_test(
 
     Parameters
     ----------
-    {parameters}
+    y : str
+        Column of observed values.
+    mean, std : str, optional
+        Columns of a Gaussian forecast's mean and standard deviation (``std > 0``).
+    samples : str or list of str, optional
+        An ensemble: a list column (polars List or Array, Arrow list, or a
+        pandas ``object`` column of lists or numpy arrays) or a list of member
+        columns.
+    quantiles : dict, optional
+        Quantile forecasts ``{level: column}``, levels in (0, 1).
+    seed : int, default 0
+        Seed of the randomization of ensemble and quantile PIT values (see
+        above); the same seed gives the same values on every backend.
 
     Returns
     -------
@@ -813,7 +834,7 @@ def pit_test(
     --------
     >>> import polars as pl
     >>> import conformal_frames
-    >>> df = pl.DataFrame({{"y": [0.1, -1.5, 0.3, 2.0], "mu": [0.0] * 4, "sd": [1.0] * 4}})
+    >>> df = pl.DataFrame({"y": [0.1, -1.5, 0.3, 2.0], "mu": [0.0] * 4, "sd": [1.0] * 4})
     >>> res = df.conformal.pit_test("y", mean="mu", std="sd")
     >>> round(res.statistic, 4), res.n
     (0.2898, 4)
@@ -831,7 +852,3 @@ def pit_test(
         quantiles=_quantiles(quantiles),
         seed=seed,
     )
-
-
-for _fn in (pit_histogram, pit_test):
-    _fn.__doc__ = (_fn.__doc__ or "").format(definition=_PIT_DEFINITION, parameters=_FORECAST_PARAMETERS)
