@@ -567,6 +567,7 @@ COLUMN_CASES = {
     "crps": lambda: cf.crps(1, samples="e"),
     "pit_histogram": lambda: cf.pit_histogram(1, mean="m", std="s"),
     "pit_test": lambda: cf.pit_test(1, quantiles={0.5: "q"}),
+    "diebold_mariano_test": lambda: cf.diebold_mariano_test(1, "a", "b", order_by="t"),
     "smooth_ece": lambda: cf.smooth_ece(1, "s"),
     "score_decomposition": lambda: cf.score_decomposition(1, "s"),
     "corp_reliability": lambda: cf.corp_reliability(pl.DataFrame(BASE), 1, "y"),
