@@ -35,6 +35,7 @@ from conformal_frames.calibration import (
 from conformal_frames.comparison import diebold_mariano_test
 from conformal_frames.conditional import coverage_gap, coverage_test, worst_slab_coverage
 from conformal_frames.core import Metric, evaluate
+from conformal_frames.distributions import crps, pit_histogram, pit_test
 from conformal_frames.efficiency import efficiency_criteria
 from conformal_frames.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
 from conformal_frames.merge import finalize, merge_summaries, rolling, summarize
@@ -48,6 +49,7 @@ from conformal_frames.results import (
     KSTestResult,
     KuiperTestResult,
     KupiecTestResult,
+    PITTestResult,
     SpiegelhalterTestResult,
     TestResult,
 )
@@ -65,6 +67,7 @@ __all__ = [
     "KuiperTestResult",
     "KupiecTestResult",
     "Metric",
+    "PITTestResult",
     "SpiegelhalterTestResult",
     "TestResult",
     "auarc",
@@ -81,6 +84,7 @@ __all__ = [
     "coverage",
     "coverage_gap",
     "coverage_test",
+    "crps",
     "cumulative_differences",
     "cwc",
     "diebold_mariano_test",
@@ -99,6 +103,8 @@ __all__ = [
     "longest_miss_run",
     "mce",
     "merge_summaries",
+    "pit_histogram",
+    "pit_test",
     "reliability",
     "rolling",
     "score_decomposition",
