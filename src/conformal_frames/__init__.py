@@ -13,6 +13,7 @@ Metric families (one module each): :mod:`~conformal_frames.intervals`,
 
 from __future__ import annotations
 
+from conformal_frames.bootstrap import bootstrap, bootstrap_difference
 from conformal_frames.calibration import (
     brier,
     brownian_max_abs_cdf,
@@ -62,6 +63,8 @@ __all__ = [
     "TestResult",
     "auarc",
     "auroc",
+    "bootstrap",
+    "bootstrap_difference",
     "brier",
     "brownian_max_abs_cdf",
     "brownian_max_abs_sf",
