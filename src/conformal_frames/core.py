@@ -42,6 +42,7 @@ from conformal_frames._validate import validate_fields
 from conformal_frames.results import TestResult
 
 __all__ = [
+    "Cells",
     "Compiled",
     "FinalizeFn",
     "InvalidPolicy",
@@ -51,11 +52,13 @@ __all__ = [
     "TableRef",
     "aggregate",
     "as_keys",
+    "complete_query",
     "compute",
     "evaluate",
     "invalid_mask",
     "over",
     "policy",
+    "stack",
     "to_lazy",
     "total",
 ]
@@ -71,6 +74,7 @@ _INVALID = "__cf_invalid"
 _DROPPED = "__cf_dropped"
 _N = "__cf_n"
 _GID = "__cf_gid"
+_VALID = "__cf_valid"
 _OWN_MESSAGE = "conformal-frames: "
 #: columns every evaluation may add next to the metrics' outputs
 RESERVED = ("n", "n_invalid", "n_dropped")
@@ -98,6 +102,30 @@ def total(exprs: Iterable[nw.Expr]) -> nw.Expr:
     return functools.reduce(operator.add, exprs)
 
 
+def stack(frame: nw.LazyFrame, keys: Sequence[str], parts: Sequence[Mapping[str, nw.Expr]]) -> nw.LazyFrame:
+    """The rows of ``frame``, each repeated as one row per part: ``keys`` plus ``{column: expr}`` of the part.
+
+    A union of one ``select`` per part; on Spark, where such a union computes
+    the frame once per part (a whole query each), the same rows in one pass
+    (an unpivot of one tag column per part).  Every part has the same columns.
+    """
+    selects = [frame.select(*keys, *[e.alias(c) for c, e in part.items()]) for part in parts]
+    if len(parts) == 1 or not frame.implementation.is_spark_like():
+        return nw.concat(selects, how="vertical")
+    tags = [f"__cf_part{m}" for m in range(len(parts))]
+    index = frame.collect_schema().names()
+    tagged = frame.with_columns(*[nw.lit(m, nw.Int64).alias(t) for m, t in enumerate(tags)])
+    rows = tagged.unpivot(on=tags, index=index, variable_name="__cf_tag", value_name="__cf_part")
+    part = nw.col("__cf_part")
+    columns = []
+    for c in parts[0]:
+        expr = parts[-1][c]
+        for m in range(len(parts) - 2, -1, -1):
+            expr = nw.when(part == m).then(parts[m][c]).otherwise(expr)
+        columns.append(expr.alias(c))
+    return rows.select(*keys, *columns)
+
+
 @dataclass(frozen=True)
 class TableRef:
     """Handle to the columns of a sub-query registered with :meth:`Query.table`.
@@ -119,6 +147,21 @@ class TableRef:
 TableFn = Callable[[nw.LazyFrame, list[str], TableRef], nw.LazyFrame]
 #: ``fn(table, ref)``: the aggregated table with columns named ``ref.name(...)`` added
 FinalizeFn = Callable[[nw.LazyFrame, TableRef], nw.LazyFrame]
+
+
+@dataclass(frozen=True)
+class Cells:
+    """A table that reads the rows only through per-(group, ``order``) sums.
+
+    Declared with :meth:`Query.table` (``cells=``): the table function groups
+    the rows by ``(keys, order)`` and sums the row columns ``sums`` first, so
+    it gives the same result on rows that are already such sums (one row per
+    cell, or several to be added).  That makes the table mergeable: see
+    :func:`conformal_frames.summarize`.
+    """
+
+    order: str
+    sums: tuple[str, ...]
 
 
 @dataclass
@@ -190,6 +233,10 @@ class Query:
     used: set[str] = field(default_factory=set)
     #: state shared between the builds of one query (see :meth:`shared`)
     state: dict[Hashable, Any] = field(default_factory=dict)
+    #: table key -> its cells (tables that read the rows through per-cell sums)
+    cells: dict[Hashable, Cells] = field(default_factory=dict)
+    #: number of window expressions registered with :meth:`over`
+    windows: int = 0
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -233,7 +280,7 @@ class Query:
                 big,
             )
             expr = nw.when(~big).then(expr)  # never cast them (pyarrow refuses; others would round)
-        value = expr.cast(nw.Float64)
+        value = expr if dtype == nw.Float64 else expr.cast(nw.Float64)  # each node costs query-building time
         self.check(
             f"column {name!r} has missing (null/NaN) or infinite values",
             value.is_null() | ~value.is_finite(),
@@ -266,9 +313,11 @@ class Query:
             raise ValueError(msg)
         return max((levels.get(i, 0) + 1 for i in inputs), default=0)
 
-    def over(self, expr: nw.Expr, *within: str) -> nw.Expr:
-        """``expr`` as a window over the group (and the row columns ``within``)."""
-        return over(expr, [*self.group, *within])
+    def over(self, expr: nw.Expr, *within: str, order_by: str | None = None) -> nw.Expr:
+        """``expr`` as a window over the group (and the row columns ``within``),
+        ordered by the row column ``order_by`` if given."""
+        self.windows += 1
+        return over(expr, [*self.group, *within], order_by=order_by)
 
     def agg(self, how: Literal["sum", "min", "max"], row_name: str) -> str:
         """Register an elementary aggregation of a row column; returns its name."""
@@ -311,7 +360,7 @@ class Query:
                 shown = self.row(("check_example", message), nw.when(bad).then(example))
                 self.examples[message] = self.agg("min", shown)
 
-    def table(self, key: Hashable, fn: TableFn) -> TableRef:
+    def table(self, key: Hashable, fn: TableFn, *, cells: Cells | None = None) -> TableRef:
         """A sub-query ``fn(rows, keys, ref)`` over the row-level frame.
 
         It returns the group ``keys`` plus columns named ``ref.name(...)``,
@@ -320,10 +369,14 @@ class Query:
         main-aggregation statistics (:meth:`sum` ...) plus finalize
         expressions where the math allows: a table is a second pass over the
         rows, and polars caches the shared row frame in memory when a query
-        uses it twice (streaming then holds the whole input).
+        uses it twice (streaming then holds the whole input).  ``cells``
+        declares that ``fn`` reads the rows only through per-cell sums
+        (:class:`Cells`): the table is then mergeable.
         """
         if key not in self.tables:
             self.tables[key] = (fn, TableRef(f"__cf_t{len(self.tables)}_"))
+            if cells is not None:
+                self.cells[key] = cells
         return self.tables[key][1]
 
     def shared(self, key: Hashable, factory: Callable[[], T]) -> T:
@@ -661,13 +714,28 @@ def compile_query(
     _key_checks(q)
     outputs = _build_outputs(q, metrics)
     rows, table = _aggregated(lf, q, invalid)
-    for fn, ref in q.tables.values():
-        table = _join(table, fn(rows, q.group, ref), q.group)
+    tables = [fn(rows, q.group, ref) for fn, ref in q.tables.values()]
+    return complete_query(q, outputs, table, tables, rows, invalid)
+
+
+def complete_query(
+    q: Query,
+    outputs: dict[str, nw.Expr | None],
+    table: nw.LazyFrame,
+    tables: Sequence[nw.LazyFrame],
+    rows: nw.LazyFrame,
+    invalid: InvalidPolicy,
+) -> Compiled:
+    """The aggregated ``table`` joined with the ``tables``, finalized (outputs, sort)."""
+    for sub in tables:
+        table = _join(table, sub, q.group)
     for finalize, fref in q.finalizers.values():
         table = finalize(table, fref)
-    valid = (nw.col(_INVALID) == 0) & (nw.col(_N) > 0)
     exprs = {k: v for k, v in outputs.items() if v is not None}
     if exprs:
+        # the mask once as a column: every expression node costs query-building time
+        table = table.with_columns(((nw.col(_INVALID) == 0) & (nw.col(_N) > 0)).alias(_VALID))
+        valid = nw.col(_VALID)
         table = table.with_columns(
             *[nw.when(valid).then(e).otherwise(nw.lit(None, nw.Float64)).alias(k) for k, e in exprs.items()]
         )

@@ -16,7 +16,18 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from conformal_frames import calibration, comparison, conditional, efficiency, intervals, ranking, recalibration, sets
+from conformal_frames import (
+    calibration,
+    comparison,
+    conditional,
+    distributions,
+    efficiency,
+    intervals,
+    ranking,
+    recalibration,
+    sequential,
+    sets,
+)
 from conformal_frames.core import InvalidPolicy, Metric, evaluate, evaluate_one, to_lazy
 from conformal_frames.report import report
 
@@ -34,6 +45,8 @@ FAMILIES: tuple[ModuleType, ...] = (
     recalibration,
     ranking,
     comparison,
+    sequential,
+    distributions,
 )
 
 #: metric factories exposed as namespace methods (name -> factory)
