@@ -15,9 +15,19 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
-from conformal_frames.core import GroupFn, Metric, Query, TableFn, TableRef, aggregate, level_row, over
+from conformal_frames.core import (
+    GroupFn,
+    Metric,
+    Query,
+    TableFn,
+    TableRef,
+    aggregate,
+    level_row,
+    no_weights,
+    over,
+)
 from conformal_frames.gauss import grouped_gauss_form
-from conformal_frames.stats import min_of, ratio, wilson_interval
+from conformal_frames.stats import min_of, proportion, ratio
 
 __all__ = ["coverage", "cwc", "hsic", "ssc", "ssc_score", "width", "winkler"]
 METHODS = list(__all__)
@@ -55,16 +65,16 @@ class Coverage(Metric):
     lo: str
     hi: str
     ci_level: float = 0.95
+    weights: str | None = None
     default_name = "coverage"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        k = q.sum(covered_row(q, self.y, self.lo, self.hi))
-        low, high = wilson_interval(k, q.n, self.ci_level)
-        return {"": ratio(k, q.n), "ci_low": low, "ci_high": high}
+        w = q.weighting(self.weights)
+        return proportion(w, w.sum(covered_row(q, self.y, self.lo, self.hi)), self.ci_level)
 
 
 @renamed(ci="ci_level")
-def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95) -> Coverage:
+def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95, weights: str | None = None) -> Coverage:
     """Empirical coverage of prediction intervals, with a Wilson interval.
 
     ``coverage = (1/n) * sum_i 1[lo_i <= y_i <= hi_i]`` (both bounds
@@ -78,6 +88,11 @@ def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95) -> Coverage:
         Columns of the observed value and the interval's lower / upper bound.
     ci_level : float, default 0.95
         Confidence level of the Wilson interval, in (0, 1).
+    weights : str, optional
+        Column of non-negative row weights: the weighted proportion
+        ``sum_i w_i 1[...] / sum_i w_i``, its Wilson interval at Kish's
+        effective sample size, and an extra output ``coverage_n_eff``
+        (see the Weights section of the Conventions page).
 
     Returns
     -------
@@ -99,20 +114,22 @@ def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95) -> Coverage:
     E. B. Wilson (1927), "Probable inference, the law of succession, and
     statistical inference", JASA 22(158), 209-212.
     """
-    return Coverage(y=y, lo=lo, hi=hi, ci_level=ci_level)
+    return Coverage(y=y, lo=lo, hi=hi, ci_level=ci_level, weights=weights)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Width(Metric):
     lo: str
     hi: str
+    weights: str | None = None
     default_name = "width"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        return {"": ratio(q.sum(width_row(q, self.lo, self.hi)), q.n)}
+        w = q.weighting(self.weights)
+        return {"": ratio(w.sum(width_row(q, self.lo, self.hi)), w.total)}
 
 
-def width(lo: str, hi: str) -> Width:
+def width(lo: str, hi: str, *, weights: str | None = None) -> Width:
     """Mean interval width ``(1/n) * sum_i (hi_i - lo_i)``.
 
     Rows with ``lo > hi`` are invalid (the numpy baseline takes ``|hi - lo|``
@@ -122,6 +139,10 @@ def width(lo: str, hi: str) -> Width:
     ----------
     lo, hi : str
         Columns of the interval's lower and upper bound.
+    weights : str, optional
+        Column of non-negative row weights: the mean becomes the weighted
+        mean ``sum_i w_i x_i / sum_i w_i`` (see the Weights section of the
+        Conventions page).
 
     Returns
     -------
@@ -139,7 +160,7 @@ def width(lo: str, hi: str) -> Width:
     >>> df.conformal.width("lo", "hi")
     2.0
     """
-    return Width(lo=lo, hi=hi)
+    return Width(lo=lo, hi=hi, weights=weights)
 
 
 # ---------------------------------------------------------------------------
@@ -357,6 +378,7 @@ class Winkler(Metric):
     lo: str
     hi: str
     confidence_level: float | str
+    weights: str | None = None
     default_name = "winkler"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
@@ -367,10 +389,11 @@ class Winkler(Metric):
         level = self.confidence_level
         alpha = 1.0 - nw.col(str(level)).cast(nw.Float64) if level_row(q, level) else 1.0 - float(level)
         score = q.row(("winkler", self.y, self.lo, self.hi, level), (hi_e - lo_e) + (2.0 / alpha) * miss)
-        return {"": ratio(q.sum(score), q.n)}
+        w = q.weighting(self.weights)
+        return {"": ratio(w.sum(score), w.total)}
 
 
-def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str) -> Winkler:
+def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str, weights: str | None = None) -> Winkler:
     """Mean Winkler interval score (lower is better).
 
     ``(1/n) sum_i [w_i + (2/alpha) ((lo_i - y_i)^+ + (y_i - hi_i)^+)]`` with
@@ -384,6 +407,10 @@ def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str) -> Winkl
     confidence_level : float or str
         The nominal coverage ``1 - alpha`` of the intervals, in (0, 1); or the
         name of a ``by=`` column holding each group's level.
+    weights : str, optional
+        Column of non-negative row weights: the mean becomes the weighted
+        mean ``sum_i w_i x_i / sum_i w_i`` (see the Weights section of the
+        Conventions page).
 
     Returns
     -------
@@ -408,7 +435,7 @@ def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str) -> Winkl
     "Strictly proper scoring rules, prediction, and estimation", JASA 102,
     359-378 (section 6.2).
     """
-    return Winkler(y=y, lo=lo, hi=hi, confidence_level=confidence_level)
+    return Winkler(y=y, lo=lo, hi=hi, confidence_level=confidence_level, weights=weights)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -418,20 +445,22 @@ class CWC(Metric):
     hi: str
     eta: float
     confidence_level: float | str
+    weights: str | None = None
     default_name = "cwc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        cov = ratio(q.sum(covered_row(q, self.y, self.lo, self.hi)), q.n)
-        mean_w = ratio(q.sum(width_row(q, self.lo, self.hi)), q.n)
+        w = q.weighting(self.weights)
+        cov = ratio(w.sum(covered_row(q, self.y, self.lo, self.hi)), w.total)
+        mean_w = ratio(w.sum(width_row(q, self.lo, self.hi)), w.total)
         y_row = q.row(("value", self.y), q.number(self.y))
-        span = q.max(y_row) - q.min(y_row)
+        span = w.max(y_row) - w.min(y_row)
         level = level_row(q, self.confidence_level)
         target = q.min(level) if level is not None else float(self.confidence_level)  # constant per group
         penalty = (-self.eta * (cov - target) ** 2).exp()
         return {"": (1.0 - ratio(mean_w, span)) * penalty}
 
 
-def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str) -> CWC:
+def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str, weights: str | None = None) -> CWC:
     """Coverage width-based criterion (higher is better).
 
     ``(1 - mean(w) / (max(y) - min(y))) * exp(-eta * (coverage - confidence_level)^2)``.
@@ -447,6 +476,10 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str) 
     confidence_level : float or str
         The nominal coverage ``1 - alpha`` of the intervals, in (0, 1); or the
         name of a ``by=`` column holding each group's level.
+    weights : str, optional
+        Column of non-negative row weights: coverage and mean width are
+        weighted means, the range of ``y`` is taken over the rows of positive
+        weight (see the Weights section of the Conventions page).
 
     Returns
     -------
@@ -471,6 +504,7 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str) 
         hi=hi,
         eta=eta,
         confidence_level=confidence_level,
+        weights=weights,
     )
 
 
@@ -512,6 +546,7 @@ class HSIC(Metric):
         return {"": None}
 
 
+@no_weights("hsic")
 def hsic(y: str, lo: str, hi: str, *, kernel_sizes: tuple[float, float] = (1.0, 1.0)) -> HSIC:
     """Hilbert-Schmidt independence criterion between coverage and width.
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import narwhals.stable.v2 as nw
 from scipy.special import ndtri
 
 from conformal_frames._validate import check_probability
+
+if TYPE_CHECKING:
+    from conformal_frames.core import Weighting
 
 
 def wilson_interval(successes: nw.Expr, n: nw.Expr, confidence: float) -> tuple[nw.Expr, nw.Expr]:
@@ -29,6 +34,21 @@ def wilson_interval(successes: nw.Expr, n: nw.Expr, confidence: float) -> tuple[
     low = nw.when(raw_low > estimate).then(estimate).otherwise(raw_low)
     high = nw.when(raw_high < estimate).then(estimate).otherwise(raw_high)
     return low.clip(lower_bound=0.0, upper_bound=1.0), high.clip(lower_bound=0.0, upper_bound=1.0)
+
+
+def proportion(w: Weighting, hits: nw.Expr, ci_level: float) -> dict[str, nw.Expr | None]:
+    """A (weighted) proportion ``hits / total`` with its Wilson interval.
+
+    With weights the interval is taken at Kish's effective sample size
+    (:meth:`~conformal_frames.core.Weighting.binomial`) and ``n_eff`` is an
+    output too.
+    """
+    k, n = w.binomial(hits)
+    low, high = wilson_interval(k, n, ci_level)
+    out: dict[str, nw.Expr | None] = {"": ratio(hits, w.total), "ci_low": low, "ci_high": high}
+    if w.weighted:
+        out["n_eff"] = n
+    return out
 
 
 def ratio(num: nw.Expr, den: nw.Expr) -> nw.Expr:
