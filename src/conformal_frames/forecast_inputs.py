@@ -1,0 +1,281 @@
+"""Forecast inputs: quantile and interval forecasts, wide or long, validated.
+
+The forecast families (:mod:`~conformal_frames.quantiles`,
+:mod:`~conformal_frames.distributions`) read their inputs through this
+module, so that every metric accepts the same forms with the same checks and
+messages.  Two steps, as everywhere in the library:
+
+1. **parameters** (when the metric object is built, no frame yet):
+   :func:`check_quantiles`, :func:`check_intervals` and
+   :func:`check_level_column` normalise what the user wrote and raise
+   ``TypeError`` (wrong type) or ``ValueError`` (wrong value) naming the
+   parameter.  Use them as dataclass field checks::
+
+       quantiles: Quantiles = checked(check_quantiles)
+
+2. **rows** (in :meth:`Metric.build`, on the :class:`~conformal_frames.core.Query`):
+   :func:`quantile_rows`, :func:`interval_rows` and :func:`level_column_row`
+   register the validated input columns as Float64 row columns and the
+   bad-input checks, which follow the evaluation's ``invalid=`` policy (an
+   error naming the columns and the row count on eager input by default).
+
+Forms
+-----
+Wide quantiles
+    ``quantiles={0.05: "q05", 0.5: "q50", 0.95: "q95"}``: a mapping from
+    quantile level (a number strictly inside (0, 1)) to the column holding
+    that quantile.  Levels are distinct, columns are distinct; the normalised
+    form is a tuple of ``(level, column)`` pairs sorted by level.  Rows where
+    the quantiles are not non-decreasing in the level (crossing quantiles,
+    e.g. ``q05 > q50``) are invalid: counted per adjacent pair of levels and
+    reported, never scored.
+Central intervals
+    ``intervals={0.8: ("lo80", "hi80"), 0.9: ("lo90", "hi90")}``: a mapping
+    from confidence level (in (0, 1)) to the ``(lo, hi)`` columns of the
+    central interval at that level.  Normalised to ``(level, lo, hi)``
+    triples sorted by level.  Rows with ``lo > hi`` are invalid (counted per
+    level).  The interval at level ``c`` is the pair of quantiles at levels
+    ``(1 - c) / 2`` and ``(1 + c) / 2`` (:func:`intervals_as_quantiles`).
+Long quantiles
+    ``quantiles="q", quantile_level="tau"``: one row per forecast and level,
+    the quantile in column ``q`` and its level in column ``tau`` (the word of
+    scoringutils 2).  Level values outside (0, 1) are invalid rows.  The
+    per-level metrics group by the level column (it must be a ``by=`` key
+    where a metric needs one level per group; see :func:`level_column_row`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames._validate import _is_number, fail
+
+if TYPE_CHECKING:
+    from conformal_frames.core import Query
+
+__all__ = [
+    "Intervals",
+    "Quantiles",
+    "check_intervals",
+    "check_level_column",
+    "check_quantiles",
+    "interval_rows",
+    "intervals_as_quantiles",
+    "level_column_row",
+    "quantile_rows",
+]
+
+#: normalised wide quantiles: ``(level, column)`` pairs sorted by level
+Quantiles = tuple[tuple[float, str], ...]
+#: normalised intervals: ``(confidence_level, lo, hi)`` triples sorted by level
+Intervals = tuple[tuple[float, str, str], ...]
+
+QUANTILES = "a mapping {level: column} with levels strictly between 0 and 1, e.g. {0.1: 'q10', 0.9: 'q90'}"
+QUANTILES_OR_COLUMN = QUANTILES + ", or the name of a quantile column with quantile_level= (long form)"
+INTERVALS = (
+    "a mapping {confidence_level: (lo, hi)} with levels strictly between 0 and 1, "
+    "e.g. {0.8: ('lo80', 'hi80'), 0.9: ('lo90', 'hi90')}"
+)
+
+
+# ---------------------------------------------------------------------------
+# parameters
+# ---------------------------------------------------------------------------
+def _level(value: Any, name: str, expected: str, mapping: Any) -> float:
+    """A mapping key: a number strictly inside (0, 1)."""
+    if not _is_number(value):
+        fail(TypeError, name, expected + f" (level {value!r} is not a number)", mapping)
+    level = float(value)
+    if not 0.0 < level < 1.0:
+        fail(ValueError, name, expected + f" (level {value!r} is outside (0, 1))", mapping)
+    return level
+
+
+def _distinct(values: list[Any], name: str, expected: str, what: str, mapping: Any) -> None:
+    repeated = sorted({v for v in values if values.count(v) > 1}, key=str)
+    if repeated:
+        fail(ValueError, name, expected + f" ({what} {', '.join(map(repr, repeated))} repeated)", mapping)
+
+
+def check_quantiles(value: Any, name: str = "quantiles", *, long: bool = False) -> Quantiles | str:
+    """Quantile forecasts: ``{level: column}``, normalised to sorted pairs.
+
+    With ``long=True`` a string (the quantile column of the long form) is
+    accepted as is.  A non-mapping, a level that is not a number or a column
+    that is not a string is a ``TypeError``; an empty mapping, a level outside
+    (0, 1), two equal levels or a column used twice is a ``ValueError``.
+
+    >>> check_quantiles({0.9: "q90", 0.1: "q10"})
+    ((0.1, 'q10'), (0.9, 'q90'))
+    """
+    expected = QUANTILES_OR_COLUMN if long else QUANTILES
+    if long and isinstance(value, str):
+        return value
+    if isinstance(value, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in value):
+        value = dict(value)  # the normalised form itself (dataclasses.replace)
+    if not isinstance(value, Mapping):
+        fail(TypeError, name, expected, value)
+    pairs: list[tuple[float, str]] = []
+    for level, column in value.items():
+        lv = _level(level, name, expected, value)
+        if not isinstance(column, str):
+            fail(TypeError, name, expected + f" (column {column!r} is not a string)", value)
+        pairs.append((lv, column))
+    if not pairs:
+        fail(ValueError, name, expected + " (at least one level)", value)
+    _distinct([p[0] for p in pairs], name, expected, "level", value)
+    _distinct([p[1] for p in pairs], name, expected, "column", value)
+    return tuple(sorted(pairs))
+
+
+def check_intervals(value: Any, name: str = "intervals") -> Intervals:
+    """Central intervals: ``{confidence_level: (lo, hi)}``, normalised to sorted triples.
+
+    Type errors (not a mapping, a level that is not a number, a bound that is
+    not a string, not a pair) raise ``TypeError``; an empty mapping, a level
+    outside (0, 1), two equal levels, ``lo`` equal to ``hi`` or a column used
+    twice raise ``ValueError``.
+
+    >>> check_intervals({0.9: ("lo90", "hi90"), 0.5: ["lo50", "hi50"]})
+    ((0.5, 'lo50', 'hi50'), (0.9, 'lo90', 'hi90'))
+    """
+    if isinstance(value, tuple) and all(isinstance(t, tuple) and len(t) == 3 for t in value):
+        value = {t[0]: (t[1], t[2]) for t in value}  # the normalised form itself
+    if not isinstance(value, Mapping):
+        fail(TypeError, name, INTERVALS, value)
+    triples: list[tuple[float, str, str]] = []
+    for level, pair in value.items():
+        lv = _level(level, name, INTERVALS, value)
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            fail(TypeError, name, INTERVALS + f" (the value of level {level!r} is not a (lo, hi) pair)", value)
+        lo, hi = pair
+        if not isinstance(lo, str) or not isinstance(hi, str):
+            fail(TypeError, name, INTERVALS + f" (the bounds of level {level!r} are not column names)", value)
+        if lo == hi:
+            fail(ValueError, name, INTERVALS + f" (level {level!r} has the same column {lo!r} as lo and hi)", value)
+        triples.append((lv, lo, hi))
+    if not triples:
+        fail(ValueError, name, INTERVALS + " (at least one level)", value)
+    _distinct([t[0] for t in triples], name, INTERVALS, "level", value)
+    _distinct([c for t in triples for c in t[1:]], name, INTERVALS, "column", value)
+    return tuple(sorted(triples))
+
+
+def check_level_column(value: Any, name: str = "quantile_level") -> str | None:
+    """The level column of the long form: ``None`` or a column name."""
+    if value is not None and not isinstance(value, str):
+        fail(TypeError, name, "the name of a column of quantile levels (a string) or None", value)
+    return value
+
+
+def check_long_form(quantiles: Quantiles | str, quantile_level: str | None, metric: str) -> None:
+    """``quantiles`` a column name exactly when ``quantile_level`` is given."""
+    if isinstance(quantiles, str) and quantile_level is None:
+        msg = (
+            f"{metric}: quantiles={quantiles!r} names one column (long form); pass the column of "
+            "levels too, e.g. quantile_level='quantile_level', or a mapping {level: column} (wide form)"
+        )
+        raise ValueError(msg)
+    if not isinstance(quantiles, str) and quantile_level is not None:
+        msg = (
+            f"{metric}: quantile_level={quantile_level!r} is for the long form (quantiles= a column name); "
+            "with a mapping {level: column} the levels are the mapping's keys"
+        )
+        raise ValueError(msg)
+
+
+def intervals_as_quantiles(intervals: Intervals) -> Quantiles:
+    """The quantile levels ``(1 - c) / 2`` and ``(1 + c) / 2`` of each central interval.
+
+    >>> intervals_as_quantiles(((0.8, "lo", "hi"),))
+    ((0.1, 'lo'), (0.9, 'hi'))
+    """
+    pairs = []
+    for level, lo, hi in intervals:
+        tail = _decimal_half_complement(level)
+        pairs += [(tail, lo), (1.0 - tail, hi)]
+    return tuple(sorted(pairs))
+
+
+def _decimal_half_complement(level: float) -> float:
+    """``(1 - level) / 2`` as the decimal the user meant: 0.8 -> 0.1 (not 0.09999999999999998)."""
+    from decimal import Decimal
+
+    return float((Decimal(1) - Decimal(repr(float(level)))) / 2)
+
+
+# ---------------------------------------------------------------------------
+# rows (inside Metric.build)
+# ---------------------------------------------------------------------------
+def quantile_rows(q: Query, quantiles: Quantiles) -> list[tuple[float, str]]:
+    """Register the quantile columns as Float64 rows: ``[(level, row name), ...]`` by level.
+
+    Each column is checked as a number (missing / NaN / infinite values are
+    invalid rows); each adjacent pair of levels ``a < b`` adds the check
+    "quantile columns cross: 'qa' (level a) is greater than 'qb' (level b)",
+    so crossing rows are counted per pair and follow the ``invalid=`` policy.
+    Rows with equal quantiles at two levels are valid.
+    """
+    out = []
+    for level, column in quantiles:
+        out.append((level, q.row(("value", column), q.number(column))))
+    for (a, ca), (b, cb) in itertools.pairwise(quantiles):
+        q.check(
+            f"quantile columns cross: {ca!r} (level {a:g}) is greater than {cb!r} (level {b:g})",
+            q.number(ca) > q.number(cb),
+        )
+    return out
+
+
+def interval_rows(q: Query, intervals: Intervals) -> list[tuple[float, str, str]]:
+    """Register each interval's bounds as Float64 rows: ``[(level, lo row, hi row), ...]``.
+
+    Bounds are checked as numbers; rows with ``lo > hi`` are invalid, with the
+    message of the interval metrics ("column 'lo80' is greater than column
+    'hi80' in 3 rows"), counted per level.  Intervals need not be nested.
+    """
+    out = []
+    for level, lo, hi in intervals:
+        lo_e, hi_e = q.number(lo), q.number(hi)
+        q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e)
+        out.append((level, q.row(("value", lo), lo_e), q.row(("value", hi), hi_e)))
+    return out
+
+
+def value_row(q: Query, y: str) -> str:
+    """The observed value ``y`` as a Float64 row (the key every family shares)."""
+    return q.row(("value", y), q.number(y))
+
+
+def level_column_row(q: Query, column: str, *, param: str = "quantile_level", by_key: bool = False) -> str:
+    """The level column of the long form as a Float64 row; values outside (0, 1) are invalid.
+
+    With ``by_key=True`` the column must also be a ``by=`` key (a metric that
+    needs one level per group, e.g. the coverage of a quantile level).
+    """
+    if column not in q.schema:
+        q.column(column)  # the usual "not found" message
+    if by_key and column not in q.keys:
+        msg = (
+            f"{param}={column!r} names a column: it must also be a by= column, so that each group "
+            f"has one level (e.g. by=[..., {column!r}])"
+        )
+        raise ValueError(msg)
+    if not q.schema[column].is_numeric():
+        msg = f"{param} column {column!r} must be numeric, found dtype {q.schema[column]}"
+        raise TypeError(msg)
+    t = nw.col(column).cast(nw.Float64)
+    q.check(f"{param} column {column!r} has values outside (0, 1)", ~((t > 0.0) & (t < 1.0)))
+    if column in q.keys:
+        return q.row(("level_key", column), t)
+    return q.row(("value", column), q.number(column))
+
+
+def is_close_level(a: float, b: float) -> bool:
+    """Two levels equal up to float rounding (e.g. ``1 - 0.9`` and ``0.1``)."""
+    return math.isclose(a, b, rel_tol=0.0, abs_tol=1e-12)
