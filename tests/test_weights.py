@@ -29,8 +29,9 @@ import conformal_frames as cf
 from helpers import assert_close, to_pandas
 
 SEEDS = range(4)
-#: outputs that are row counts or use Kish's n_eff: not invariant under repetition
-NOT_REPEATED = ("_ci_low", "_ci_high", "_n_eff", "_n")
+#: outputs that are row counts or inference (Kish's n_eff, the variance
+#: sum w^2 v): not invariant under repetition
+NOT_REPEATED = ("_ci_low", "_ci_high", "_n_eff", "_n", "_pvalue", "_pvalue_holm", "_pvalue_bh", "_flag")
 
 
 def make_data(seed: int, n: int = 60) -> dict[str, Any]:
@@ -76,6 +77,10 @@ def metric_sets(weights: str | None) -> dict[str, list[cf.Metric]]:
             cf.width("lo", "hi", **w),
             cf.winkler("y", "lo", "hi", confidence_level=0.8, **w),
             cf.cwc("y", "lo", "hi", eta=2.0, confidence_level=0.8, **w),
+            cf.ssc("y", "lo", "hi", n_bins=3, **w),
+            cf.ssc_score("y", "lo", "hi", n_bins=2, **w),
+            cf.coverage_gap("y", "lo", "hi", groups="label", confidence_level=0.8, **w),
+            cf.coverage_gap("y", "lo", "hi", groups="label", confidence_level=0.8, weighted=True, **w).alias("gap_w"),
         ],
         "sets": [
             cf.set_coverage("label", sets, classes=[0, 1, 2], **w),
@@ -99,11 +104,18 @@ def metric_sets(weights: str | None) -> dict[str, list[cf.Metric]]:
                 "tl_q"
             ),
             cf.classwise_ece("label", ["p0", "p1", "p2"], n_bins=3, **w),
+            cf.auroc("yb", "s", **w),
         ],
     }
 
 
 FAMILIES = ("intervals", "sets", "calibration")
+
+
+def calibration_tests(weights: str | None) -> list[cf.Metric]:
+    """The calibration tests: their statistics are inference (variance sum w^2 v)."""
+    w = {"weights": weights}
+    return [cf.ks_test("yb", "s", **w), cf.kuiper_test("yb", "s", **w), cf.spiegelhalter_test("yb", "s", **w)]
 
 
 def repeat_rows(data: dict[str, Any], weights: str = "w") -> dict[str, Any]:
@@ -134,34 +146,65 @@ def compare(actual: pd.DataFrame, expected: pd.DataFrame, *, skip: Sequence[str]
 # ---------------------------------------------------------------------------
 # the three properties, every backend (one grouped query per family)
 # ---------------------------------------------------------------------------
+def eager(constructor: Any) -> None:
+    """The math below is the backend's as much as polars': Spark runs the repetition test only."""
+    if constructor.id == "pyspark":
+        pytest.skip("covered by test_integer_weight_is_repetition[pyspark] (one Spark query per family)")
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_integer_weight_is_repetition(constructor: Any, family: str) -> None:
     data = make_data(0)
     weighted = run(constructor, data, metric_sets("w")[family])
-    repeated = run(constructor, repeat_rows(data), metric_sets(None)[family])
+    repeated = run(pl.DataFrame, repeat_rows(data), metric_sets(None)[family])
     assert compare(weighted, repeated, skip=NOT_REPEATED, what=family) >= 4
+    # every output (intervals and bin counts too) agrees with polars
+    assert compare(weighted, run(pl.DataFrame, data, metric_sets("w")[family]), what=family) >= 6
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+def test_weighted_calibration_tests(constructor: Any) -> None:
+    """KS, Kuiper, Spiegelhalter against their weighted formulas (numpy)."""
+    data = make_data(3)
+    out = run(constructor, data, calibration_tests("w"))
+    for i, key in enumerate(sorted(set(data["g"]))):
+        m = data["g"] == key
+        y, s, w = (np.asarray(data[c], dtype=float)[m] for c in ("yb", "s", "w"))
+        scores = np.unique(s)
+        path = np.array([0.0] + [np.sum((w * (y - s))[s <= v]) for v in scores])
+        sigma = np.sqrt(np.sum(w**2 * s * (1 - s)))
+        assert_close(out["ks_test"][i], np.max(np.abs(path)) / sigma, what="ks")
+        assert_close(out["kuiper_test"][i], (path.max() - path.min()) / sigma, what="kuiper")
+        z = np.sum(w * (y - s) * (1 - 2 * s)) / np.sqrt(np.sum(w**2 * (1 - 2 * s) ** 2 * s * (1 - s)))
+        assert_close(out["spiegelhalter_test"][i], z, what="spiegelhalter")
+    plain = run(pl.DataFrame, data, calibration_tests(None))
+    assert_close(out["ks_test_pvalue"], cf.brownian_max_abs_sf(out["ks_test"].to_numpy()), what="ks p")
+    assert not np.allclose(out["ks_test"], plain["ks_test"])  # the weights matter
+
+
+@pytest.mark.parametrize("family", [*FAMILIES, "tests"])
 def test_zero_weight_is_a_dropped_row(constructor: Any, family: str) -> None:
+    eager(constructor)
     data = make_data(1)
     assert (np.asarray(data["w"]) == 0).sum() > 5
-    weighted = run(constructor, data, metric_sets("w")[family])
-    dropped = run(constructor, keep_rows(data, np.asarray(data["w"]) > 0), metric_sets("w")[family])
+    metrics = calibration_tests("w") if family == "tests" else metric_sets("w")[family]
+    weighted = run(constructor, data, metrics)
+    dropped = run(constructor, keep_rows(data, np.asarray(data["w"]) > 0), metrics)
     assert compare(weighted, dropped, what=family) >= 6  # intervals, n_eff and bin counts too
 
 
-#: outputs of bins cut at equal *weight* (quantile bins): with constant
-#: weights c they are the bins of the rows repeated c times, not the unweighted bins
-WEIGHT_CUT = ("ece_q", "rel_q", "tl_q")
+#: outputs of bins cut at equal *weight* (quantile and SSC width bins): with
+#: constant weights c they are the bins of the rows repeated c times, not the unweighted bins
+WEIGHT_CUT = ("ece_q", "rel_q", "tl_q", "ssc")
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", [*FAMILIES, "tests"])
 def test_constant_weights_are_unweighted(constructor: Any, family: str) -> None:
+    eager(constructor)
     data = make_data(2)
     data["w"] = np.full(len(data["w"]), 2.5)
-    weighted = run(constructor, data, metric_sets("w")[family])
-    plain = run(constructor, data, metric_sets(None)[family])
+    sets = {"tests": calibration_tests("w")} | metric_sets("w"), {"tests": calibration_tests(None)} | metric_sets(None)
+    weighted = run(constructor, data, sets[0][family])
+    plain = run(constructor, data, sets[1][family])
     cut = [c for c in plain.columns if c.startswith(WEIGHT_CUT)]
     assert compare(weighted, plain.drop(columns=cut), what=family) >= 4  # intervals and bin counts too
     for c in [c for c in weighted.columns if c.endswith("_n_eff")]:
@@ -263,6 +306,53 @@ def test_brier_equals_scikit_learn(constructor: Any) -> None:
     out = run(constructor, {"y": y, "s": s, "w": w, "g": g}, [cf.brier("y", "s", weights="w")])
     expected = [metrics.brier_score_loss(y[g == k], s[g == k], sample_weight=w[g == k]) for k in ("a", "b")]
     assert_close(out["brier"], expected)
+
+
+def test_auroc_equals_scikit_learn_with_ties(constructor: Any) -> None:
+    metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(9)
+    n = 60
+    s = np.round(rng.random(n), 1)  # ties, also across classes
+    y = (rng.random(n) < s).astype(int)
+    w = rng.gamma(1.0, 1.0, size=n)
+    w[:4] = 0.0
+    g = np.where(np.arange(n) < 35, "a", "b")
+    out = run(constructor, {"y": y, "s": s, "w": w, "g": g}, [cf.auroc("y", "s", weights="w")])
+    expected = [metrics.roc_auc_score(y[g == k], s[g == k], sample_weight=w[g == k]) for k in ("a", "b")]
+    assert_close(out["auroc"], expected, rtol=1e-14)  # scikit-learn integrates trapezoids
+
+
+def test_coverage_test_weighted() -> None:
+    """Estimate by repetition; interval and p-value at Kish's n_eff (binomial tail for real k, n)."""
+    from scipy.special import betainc
+
+    data = make_data(4)
+    metric = {
+        m: cf.coverage_test("y", "lo", "hi", confidence_level=0.8, method=m, weights="w")
+        for m in ("wilson", "clopper-pearson")
+    }
+    for make in (pl.DataFrame, pd.DataFrame, lambda d: pl.DataFrame(d).lazy()):
+        out = run(make, data, [metric["wilson"]])
+        repeated = run(make, repeat_rows(data), [cf.coverage_test("y", "lo", "hi", confidence_level=0.8)])
+        compare(out, repeated, skip=NOT_REPEATED, what="coverage_test")
+        for i, key in enumerate(sorted(set(data["g"]))):
+            m = data["g"] == key
+            c = ((data["lo"] <= data["y"]) & (data["y"] <= data["hi"]))[m]
+            w = data["w"][m].astype(float)
+            p = np.sum(w * c) / np.sum(w)
+            n_eff = np.sum(w) ** 2 / np.sum(w**2)
+            k = p * n_eff
+            assert_close(out["coverage_test_n_eff"][i], n_eff)
+            assert_close([out["coverage_test_ci_low"][i], out["coverage_test_ci_high"][i]], wilson(k, n_eff, 0.95))
+            assert_close(out["coverage_test_pvalue"][i], betainc(n_eff - k, k + 1, 0.2) if k < n_eff else 1.0)
+    # constant weights: every output of the unweighted test, p-values and intervals included
+    data["w"] = np.full(len(data["w"]), 3.0)
+    for method, weighted in metric.items():
+        plain = cf.coverage_test("y", "lo", "hi", confidence_level=0.8, method=method)
+        out, expected = run(pl.DataFrame, data, [weighted]), run(pl.DataFrame, data, [plain])
+        assert compare(out, expected, what=method) >= 7
+    with pytest.raises(ValueError, match="n_calibration= .* has no weighted version"):
+        cf.coverage_test("y", "lo", "hi", confidence_level=0.8, n_calibration=100, weights="w")
 
 
 def test_weighted_means_equal_numpy_average() -> None:
@@ -370,7 +460,17 @@ def test_caller_frame_unchanged() -> None:
     pd.testing.assert_frame_equal(df, before)
 
 
-@pytest.mark.parametrize("factory", [lambda: cf.hsic("y", "lo", "hi", weights="w")])
-def test_no_weighted_version(factory: Callable[[], Any]) -> None:
-    with pytest.raises(TypeError, match="has no weighted version"):
-        factory()
+NO_WEIGHTS = {
+    "hsic": lambda: cf.hsic("y", "lo", "hi", weights="w"),
+    "auarc": lambda: cf.auarc("yb", "s", weights="w"),
+    "worst_slab_coverage": lambda: cf.worst_slab_coverage("y", "lo", "hi", features=["s"], weights="w"),
+    "excess_risk_target_coverage": lambda: pl.DataFrame(make_data(0)).conformal.excess_risk_target_coverage(
+        "y", "lo", "hi", features=["s"], confidence_level=0.9, weights="w"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(NO_WEIGHTS))
+def test_no_weighted_version(name: str) -> None:
+    with pytest.raises(TypeError, match=f"^{name} has no weighted version"):
+        NO_WEIGHTS[name]()

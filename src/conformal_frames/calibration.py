@@ -48,7 +48,7 @@ from conformal_frames.brownian import (
 from conformal_frames.core import Metric, Query, TableRef, Weighting, aggregate, over, total
 from conformal_frames.results import KSTestResult, KuiperTestResult, SpiegelhalterTestResult
 from conformal_frames.sets import Label, label_exprs
-from conformal_frames.stats import max_of, ratio, wilson_interval
+from conformal_frames.stats import max_of, ratio, weighted_cut, wilson_interval
 
 METHODS = [
     "ece",
@@ -176,23 +176,6 @@ def bin_row(
         .otherwise(extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor())
     )
     return q.row(("qbin", n_bins, *part), b, inputs=[r_row, n_row])
-
-
-def weighted_cut(position: nw.Expr, total_weight: nw.Expr, n_bins: int) -> nw.Expr:
-    """The bin (Float64) of a ``position`` in ``[0, W)`` when ``W`` is cut into ``n_bins`` runs.
-
-    The cut points are ``c_k = k * floor(W / M) + min(k, W - M floor(W / M))``
-    (``k = 0..M``); the bin is the number of ``c_1..c_{M-1}`` at or below the
-    position.  For an integer ``W`` these are the runs of the unweighted
-    quantile bins (sizes differ by at most one, the first ``W % M`` one
-    longer), so integer weights bin as repeated rows; for other weights the
-    runs have (near) equal weight.
-    """
-    m = float(n_bins)
-    size = (total_weight / m).floor()
-    extra = total_weight - size * m
-    ups = [(position >= size * float(k) + extra.clip(upper_bound=float(k))).cast(F64) for k in range(1, n_bins)]
-    return total(ups) if ups else nw.lit(0.0)
 
 
 def weighted_quantile_bin(q: Query, s_row: str, n_bins: int, within: Sequence[str], weight: str) -> str:

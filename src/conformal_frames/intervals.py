@@ -27,7 +27,7 @@ from conformal_frames.core import (
     over,
 )
 from conformal_frames.gauss import grouped_gauss_form
-from conformal_frames.stats import min_of, proportion, ratio
+from conformal_frames.stats import min_of, proportion, ratio, weighted_cut
 
 __all__ = ["coverage", "cwc", "hsic", "ssc", "ssc_score", "width", "winkler"]
 METHODS = list(__all__)
@@ -170,16 +170,26 @@ def width(lo: str, hi: str, *, weights: str | None = None) -> Width:
 SSC_TIE_RTOL = 1e-9
 
 
-def _tie_groups(rows: nw.LazyFrame, keys: list[str], width_col: str, covered_col: str, ref: TableRef) -> nw.LazyFrame:
+def _tie_groups(
+    rows: nw.LazyFrame, keys: list[str], width_col: str, covered_col: str, ref: TableRef, weight: str | None = None
+) -> nw.LazyFrame:
     """Per group: one row per tie group of widths, with its rows and covered rows.
 
     Distinct widths are sorted; a distinct width starts a new tie group unless
     it exceeds the previous distinct width by at most ``SSC_TIE_RTOL`` times
     the group's largest width (a chain of such close widths is one tie group).
+    With ``weight``, ``covered_col`` is the weighted row ``w c``, ``cnt`` the
+    tie group's weight, ``rc`` its rows; rows of weight 0 take no part.
     """
     cnt, hit, prev, scale, new, tie = (ref.name(x) for x in ("cnt", "hit", "prev", "scale", "new", "tie"))
     w = nw.col(width_col)
-    cells = rows.group_by(*keys, width_col).agg(nw.len().alias(cnt), nw.col(covered_col).sum().alias(hit))
+    size = [nw.len().alias(cnt)]
+    if weight is not None:
+        rows = rows.filter(nw.col(weight) > 0.0)
+        size = [nw.col(weight).sum().alias(cnt), nw.len().alias(ref.name("rc"))]
+    cells = rows.group_by(*keys, width_col).agg(*size, nw.col(covered_col).sum().alias(hit))
+    if weight is not None:
+        cells = cells.with_columns(nw.col(ref.name("rc")).cast(nw.Float64))
     cells = cells.with_columns(
         nw.col(cnt).cast(nw.Float64),
         over(w.shift(1), keys, order_by=width_col).alias(prev),
@@ -188,10 +198,11 @@ def _tie_groups(rows: nw.LazyFrame, keys: list[str], width_col: str, covered_col
     close = (w - nw.col(prev)) <= SSC_TIE_RTOL * nw.col(scale)
     cells = cells.with_columns(nw.when(close).then(nw.lit(0.0)).otherwise(nw.lit(1.0)).alias(new))
     cells = cells.with_columns(over(nw.col(new).cum_sum(), keys, order_by=width_col).alias(tie))
-    return cells.group_by(*keys, tie).agg(nw.col(cnt).sum(), nw.col(hit).sum())
+    extra = [nw.col(ref.name("rc")).sum()] if weight is not None else []
+    return cells.group_by(*keys, tie).agg(nw.col(cnt).sum(), nw.col(hit).sum(), *extra)
 
 
-def _ssc_table(width_col: str, covered_col: str, n_bins: int) -> TableFn:
+def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None = None) -> TableFn:
     """Sub-query: per group, rows and covered rows of each equal-count width bin.
 
     Tie groups of widths (see :func:`_tie_groups`) are never split: sorted by
@@ -199,40 +210,57 @@ def _ssc_table(width_col: str, covered_col: str, n_bins: int) -> TableFn:
     bin that holds position ``start`` when ``n`` positions are cut into
     ``n_bins`` runs whose sizes differ by at most one (the first
     ``n % n_bins`` runs are one longer).  The counts depend neither on row
-    order nor on the backend nor on the coverage of the rows.
+    order nor on the backend nor on the coverage of the rows.  With
+    ``weight``, positions are weights (:func:`~conformal_frames.stats.weighted_cut`):
+    ``n<k>`` is then the bin's rows and ``w<k>`` its weight.
     """
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
         cnt, hit, tie, end, n, b = (ref.name(x) for x in ("cnt", "hit", "tie", "end", "n", "bin"))
-        ties = _tie_groups(rows, keys, width_col, covered_col, ref)
+        ties = _tie_groups(rows, keys, width_col, covered_col, ref, weight)
         ties = ties.with_columns(
             over(nw.col(cnt).cum_sum(), keys, order_by=tie).alias(end), over(nw.col(cnt).sum(), keys).alias(n)
         )
-        m = float(n_bins)
-        size = (nw.col(n) / m).floor()
-        extra = nw.col(n) - size * m
-        head = extra * (size + 1.0)
-        r = nw.col(end) - nw.col(cnt)  # rows before the tie group
-        in_head = (r / (size + 1.0)).floor()
-        in_tail = extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor()
-        ties = ties.with_columns(nw.when(r < head).then(in_head).otherwise(in_tail).alias(b))
+        r = nw.col(end) - nw.col(cnt)  # rows (weight) before the tie group
+        if weight is not None:
+            ties = ties.with_columns(weighted_cut(r, nw.col(n), n_bins).alias(b))
+        else:
+            m = float(n_bins)
+            size = (nw.col(n) / m).floor()
+            extra = nw.col(n) - size * m
+            head = extra * (size + 1.0)
+            in_head = (r / (size + 1.0)).floor()
+            in_tail = extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor()
+            ties = ties.with_columns(nw.when(r < head).then(in_head).otherwise(in_tail).alias(b))
+        stats = {"n": cnt, "k": hit} if weight is None else {"n": ref.name("rc"), "k": hit, "w": cnt}
         parts = []
         for k in range(n_bins):
             mine = (nw.col(b) == float(k)).cast(nw.Float64)
-            parts += [(mine * nw.col(cnt)).alias(ref.name(f"n{k}")), (mine * nw.col(hit)).alias(ref.name(f"k{k}"))]
+            parts += [(mine * nw.col(c)).alias(ref.name(f"{s}{k}")) for s, c in stats.items()]
         ties = ties.with_columns(*parts)
-        sums = [nw.col(ref.name(f"{s}{k}")).sum() for k in range(n_bins) for s in ("n", "k")]
+        sums = [nw.col(ref.name(f"{s}{k}")).sum() for k in range(n_bins) for s in stats]
         return aggregate(ties, keys, sums)
 
     return build
 
 
-def _ssc_bins(q: Query, y: str, lo: str, hi: str, n_bins: int) -> list[tuple[nw.Expr, nw.Expr]]:
-    """(coverage, rows) expressions of each width bin; coverage null when empty."""
+def _ssc_bins(
+    q: Query, y: str, lo: str, hi: str, n_bins: int, weights: str | None = None
+) -> list[tuple[nw.Expr, nw.Expr]]:
+    """(coverage, rows) expressions of each width bin; coverage null when empty.
+
+    With weights: the weighted coverage and the rows of positive weight.
+    """
     w = width_row(q, lo, hi)
     c = covered_row(q, y, lo, hi)
-    t = q.table(("ssc", w, c, n_bins), _ssc_table(w, c, n_bins))
-    return [(ratio(t.col(f"k{b}"), t.col(f"n{b}")), t.col(f"n{b}")) for b in range(n_bins)]
+    if weights is None:
+        t = q.table(("ssc", w, c, n_bins), _ssc_table(w, c, n_bins))
+        return [(ratio(t.col(f"k{b}"), t.col(f"n{b}")), t.col(f"n{b}")) for b in range(n_bins)]
+    wt = q.weighting(weights)
+    assert wt.row is not None
+    wc = wt.of(c)
+    t = q.table(("ssc", w, wc, n_bins, wt.row), _ssc_table(w, wc, n_bins, wt.row))
+    return [(ratio(t.col(f"k{b}"), t.col(f"w{b}")), t.col(f"n{b}")) for b in range(n_bins)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -241,13 +269,14 @@ class SSC(Metric):
     lo: str
     hi: str
     n_bins: int = 3
+    weights: str | None = None
     default_name = "ssc"
     kind = "table"
     long = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         out: dict[str, nw.Expr | None] = {}
-        for b, (cov, rows) in enumerate(_ssc_bins(q, self.y, self.lo, self.hi, self.n_bins)):
+        for b, (cov, rows) in enumerate(_ssc_bins(q, self.y, self.lo, self.hi, self.n_bins, self.weights)):
             out[f"bin{b}"] = cov
             out[f"bin{b}_n"] = rows
         return out
@@ -268,7 +297,7 @@ class SSC(Metric):
 
 
 @renamed(num_bins="n_bins")
-def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSC:
+def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None) -> SSC:
     """Size-stratified coverage: coverage within equal-count bins of width.
 
     Rows are sorted by width ``w = hi - lo`` and split into ``n_bins`` bins
@@ -289,6 +318,11 @@ def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSC:
         bound (numeric; rows with ``lo > hi`` are invalid).
     n_bins : int, default 3
         Number of equal-count width bins.
+    weights : str, optional
+        Column of non-negative row weights: the bins cut the total weight
+        (integer weights bin as repeated rows), each bin's coverage is
+        weighted and its ``n`` counts rows of positive weight (see the
+        Weights section of the Conventions page).
 
     Returns
     -------
@@ -319,7 +353,7 @@ def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSC:
     prediction and distribution-free uncertainty quantification",
     arXiv:2107.07511.
     """
-    return SSC(y=y, lo=lo, hi=hi, n_bins=n_bins)
+    return SSC(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -328,15 +362,16 @@ class SSCScore(Metric):
     lo: str
     hi: str
     n_bins: int = 3
+    weights: str | None = None
     default_name = "ssc_score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.n_bins)]
+        covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.n_bins, self.weights)]
         return {"": min_of(*covs)}
 
 
 @renamed(num_bins="n_bins")
-def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSCScore:
+def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None) -> SSCScore:
     """Minimum size-stratified coverage over the non-empty width bins.
 
     See :func:`ssc` for the bins.
@@ -348,6 +383,11 @@ def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSCScore:
         bound (numeric; rows with ``lo > hi`` are invalid).
     n_bins : int, default 3
         Number of equal-count width bins.
+    weights : str, optional
+        Column of non-negative row weights: the bins cut the total weight
+        (integer weights bin as repeated rows), each bin's coverage is
+        weighted and its ``n`` counts rows of positive weight (see the
+        Weights section of the Conventions page).
 
     Returns
     -------
@@ -366,7 +406,7 @@ def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSCScore:
     >>> round(df.conformal.ssc_score("y", "lo", "hi", n_bins=2), 4)
     0.6667
     """
-    return SSCScore(y=y, lo=lo, hi=hi, n_bins=n_bins)
+    return SSCScore(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights)
 
 
 # ---------------------------------------------------------------------------

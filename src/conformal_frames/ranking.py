@@ -36,7 +36,19 @@ from conformal_frames._renames import renamed
 from conformal_frames._validate import check_columns, check_level, check_positive_int
 from conformal_frames.calibration import binary_row
 from conformal_frames.conditional import Target, TargetMetric, _target
-from conformal_frames.core import InvalidPolicy, Metric, Query, evaluate_one, level_row, to_lazy
+from conformal_frames.core import (
+    InvalidPolicy,
+    Metric,
+    Query,
+    TableFn,
+    TableRef,
+    aggregate,
+    evaluate_one,
+    level_row,
+    no_weights,
+    over,
+    to_lazy,
+)
 from conformal_frames.sets import Label
 from conformal_frames.stats import ratio
 
@@ -63,10 +75,16 @@ def _inputs(q: Query, y: str, score: str) -> tuple[str, str]:
 class AUROC(Metric):
     y: str
     score: str
+    weights: str | None = None
     default_name = "auroc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         c, s = _inputs(q, self.y, self.score)
+        if self.weights is not None:
+            w = q.weighting(self.weights)
+            assert w.row is not None
+            t = q.table(("weighted_auroc", w.of(c), w.row, s), _weighted_auroc_table(w.of(c), w.row, s))
+            return {"": ratio(t.col("u"), t.col("pos") * t.col("neg"))}
         # mid-rank of the confidence in its group (ties share the average rank)
         rank = q.row(("midrank", s), q.over(nw.col(s).rank("average")).cast(F64), inputs=[s])
         r_pos = q.row(("rank_correct", c, rank), nw.col(rank) * nw.col(c), inputs=[c, rank])
@@ -76,8 +94,27 @@ class AUROC(Metric):
         return {"": ratio(u, n1 * n0)}
 
 
+def _weighted_auroc_table(wc: str, w: str, s: str) -> TableFn:
+    """Per group: ``u = sum_i w_i c_i (W0(< s_i) + W0(= s_i) / 2)``, ``pos``, ``neg``.
+
+    ``W0(< s)`` and ``W0(= s)`` are the weights of the incorrect rows with a
+    smaller and with the same score: per distinct score ``s`` the sums of
+    ``w c`` and ``w (1 - c)``, then an ordered cumulative sum.
+    """
+
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        pos, tot, neg, below, u = (ref.name(x) for x in ("pos", "tot", "neg", "below", "u"))
+        cells = rows.group_by(*keys, s).agg(nw.col(wc).sum().alias(pos), nw.col(w).sum().alias(tot))
+        cells = cells.with_columns((nw.col(tot) - nw.col(pos)).alias(neg))
+        cells = cells.with_columns((over(nw.col(neg).cum_sum(), keys, order_by=s) - nw.col(neg)).alias(below))
+        cells = cells.with_columns((nw.col(pos) * (nw.col(below) + 0.5 * nw.col(neg))).alias(u))
+        return aggregate(cells, keys, [nw.col(u).sum(), nw.col(pos).sum(), nw.col(neg).sum()])
+
+    return build
+
+
 @renamed(correct="y", confidence="score")
-def auroc(y: str, score: str) -> AUROC:
+def auroc(y: str, score: str, *, weights: str | None = None) -> AUROC:
     """Area under the ROC curve of the confidence ``score`` for predicting ``y`` (correct).
 
     The Mann-Whitney form: with ``n1`` correct and ``n0`` incorrect rows in
@@ -101,6 +138,11 @@ def auroc(y: str, score: str) -> AUROC:
         Column of 0/1 (or boolean) correctness / coverage indicators.
     score : str
         Column of confidences (any finite numbers; higher = more confident).
+    weights : str, optional
+        Column of non-negative row weights: the weighted probability
+        ``sum_{i correct, j incorrect} w_i w_j (1[s_i > s_j] + 1[s_i = s_j] / 2)
+        / (W1 W0)``, equal to ``roc_auc_score(y, score, sample_weight=w)``
+        (see the Weights section of the Conventions page).
 
     Returns
     -------
@@ -122,7 +164,7 @@ def auroc(y: str, score: str) -> AUROC:
     under a receiver operating characteristic (ROC) curve", Radiology 143,
     29-36.
     """
-    return AUROC(y=y, score=score)
+    return AUROC(y=y, score=score, weights=weights)
 
 
 # ---------------------------------------------------------------------------
@@ -161,6 +203,7 @@ class AUARC(Metric):
         return {"": ratio(q.sum(term), q.n)}
 
 
+@no_weights("auarc")
 @renamed(correct="y", confidence="score")
 def auarc(y: str, score: str) -> AUARC:
     """Area under the accuracy-rejection curve (higher is better).
@@ -267,6 +310,7 @@ def ert_numpy(
     return float(np.mean(values))
 
 
+@no_weights("excess_risk_target_coverage")
 @renamed(random_state="seed")
 def excess_risk_target_coverage(
     frame: Any,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import TYPE_CHECKING
 
 import narwhals.stable.v2 as nw
@@ -68,3 +70,20 @@ def max_of(*exprs: nw.Expr) -> nw.Expr:
 def min_of(*exprs: nw.Expr) -> nw.Expr:
     """Row-wise minimum of one or more expressions (ignoring nulls); see :func:`max_of`."""
     return exprs[0] if len(exprs) == 1 else nw.min_horizontal(*exprs)
+
+
+def weighted_cut(position: nw.Expr, total_weight: nw.Expr, n_bins: int) -> nw.Expr:
+    """The bin (Float64) of a ``position`` in ``[0, W)`` when ``W`` is cut into ``n_bins`` runs.
+
+    The cut points are ``c_k = k * floor(W / M) + min(k, W - M floor(W / M))``
+    (``k = 0..M``); the bin is the number of ``c_1..c_{M-1}`` at or below the
+    position.  For an integer ``W`` these are the runs of the unweighted
+    quantile bins (sizes differ by at most one, the first ``W % M`` one
+    longer), so integer weights bin as repeated rows; for other weights the
+    runs have (near) equal weight.
+    """
+    m = float(n_bins)
+    size = (total_weight / m).floor()
+    extra = total_weight - size * m
+    ups = [(position >= size * float(k) + extra.clip(upper_bound=float(k))).cast(nw.Float64) for k in range(1, n_bins)]
+    return functools.reduce(operator.add, ups) if ups else nw.lit(0.0)
