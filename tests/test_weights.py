@@ -69,7 +69,7 @@ def make_data(seed: int, n: int = 60) -> dict[str, Any]:
 
 def metric_sets(weights: str | None) -> dict[str, list[cf.Metric]]:
     """The weighted metrics, one list per family (one query each)."""
-    w = {"weights": weights}
+    w = {"weights": weights} if weights is not None else {}
     sets = ["c0", "c1", "c2"]
     return {
         "intervals": [
@@ -114,7 +114,7 @@ FAMILIES = ("intervals", "sets", "calibration")
 
 def calibration_tests(weights: str | None) -> list[cf.Metric]:
     """The calibration tests: their statistics are inference (variance sum w^2 v)."""
-    w = {"weights": weights}
+    w = {"weights": weights} if weights is not None else {}
     return [cf.ks_test("yb", "s", **w), cf.kuiper_test("yb", "s", **w), cf.spiegelhalter_test("yb", "s", **w)]
 
 
@@ -179,6 +179,18 @@ def test_weighted_calibration_tests(constructor: Any) -> None:
     plain = run(pl.DataFrame, data, calibration_tests(None))
     assert_close(out["ks_test_pvalue"], cf.brownian_max_abs_sf(out["ks_test"].to_numpy()), what="ks p")
     assert not np.allclose(out["ks_test"], plain["ks_test"])  # the weights matter
+
+
+def test_cumulative_differences_weighted(constructor: Any) -> None:
+    data = make_data(5)
+    out = to_pandas(cf.cumulative_differences(constructor(data), "yb", "s", weights="w", by="g"))
+    repeated = to_pandas(cf.cumulative_differences(pl.DataFrame(repeat_rows(data)), "yb", "s", by="g"))
+    assert list(out["g"]) == list(repeated["g"])
+    assert_close(out["s"], repeated["s"])
+    assert_close(out["cumulative_difference"], repeated["cumulative_difference"])
+    positive = keep_rows(data, np.asarray(data["w"]) > 0)
+    rows = pd.DataFrame({"g": positive["g"], "s": positive["s"]}).groupby(["g", "s"]).size()
+    assert list(out["n"]) == list(rows)  # rows of positive weight at each score
 
 
 @pytest.mark.parametrize("family", [*FAMILIES, "tests"])

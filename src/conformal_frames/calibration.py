@@ -337,7 +337,7 @@ def ece(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform",
     weights : str, optional
         Column of non-negative row weights: bins weigh their rows (a bin's
         mass is its total weight; quantile bins cut the total weight), see
-        the Weights section of the Conventions page.
+        the docs page "Weights".
 
     Returns
     -------
@@ -443,7 +443,7 @@ def brier(y: str, score: str, *, weights: str | None = None) -> Brier:
     weights : str, optional
         Column of non-negative row weights: ``sum_i w_i (y_i - s_i)^2 /
         sum_i w_i``, as scikit-learn's ``brier_score_loss(sample_weight=)``
-        (see the Weights section of the Conventions page).
+        (see the docs page "Weights").
 
     Returns
     -------
@@ -588,8 +588,7 @@ def reliability(
     weights : str, optional
         Column of non-negative row weights: weighted means per bin, the
         Wilson interval at the bin's Kish effective sample size; ``n``
-        counts the bin's rows of positive weight (see the Weights section of
-        the Conventions page).
+        counts the bin's rows of positive weight (see the docs page "Weights").
 
     Returns
     -------
@@ -916,8 +915,8 @@ def ks_test(y: str, score: str, *, weights: str | None = None) -> KSTest:
     weights : str, optional
         Column of non-negative row weights: the cumulative sums become
         ``sum_i w_i (y_i - s_i)`` and ``sigma^2 n^2`` their variance
-        ``sum_i w_i^2 s_i (1 - s_i)`` under calibration (see the Weights
-        section of the Conventions page).
+        ``sum_i w_i^2 s_i (1 - s_i)`` under calibration (see the docs
+        page "Weights").
 
     Returns
     -------
@@ -1055,8 +1054,8 @@ def spiegelhalter_test(y: str, score: str, *, weights: str | None = None) -> Spi
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
     weights : str, optional
         Column of non-negative row weights: ``Z = sum_i w_i (y_i - s_i)(1 - 2 s_i)
-        / sqrt(sum_i w_i^2 (1 - 2 s_i)^2 s_i (1 - s_i))`` (see the Weights
-        section of the Conventions page).
+        / sqrt(sum_i w_i^2 (1 - 2 s_i)^2 s_i (1 - s_i))`` (see the docs
+        page "Weights").
 
     Returns
     -------
@@ -1087,8 +1086,36 @@ def spiegelhalter_test(y: str, score: str, *, weights: str | None = None) -> Spi
 # ---------------------------------------------------------------------------
 # cumulative differences as a frame
 # ---------------------------------------------------------------------------
+def _difference_cells(rows: nw.LazyFrame, keys: list[str], weighted: bool, names: tuple[str, ...]) -> nw.LazyFrame:
+    """Per (group, distinct score): rows, cumulative (weighted) difference and the group's (weighted) total.
+
+    ``rows`` has the columns ``names`` (score, difference) and, ``weighted``,
+    the weight column ``__cf_w``.
+    """
+    scol, dcol, cnt, dsum, n_total = names
+    total_of = nw.col(cnt).sum()
+    aggs = [nw.len().alias(cnt), nw.col(dcol).sum().alias(dsum)]
+    if weighted:
+        wcol = "__cf_w"
+        rows = rows.filter(nw.col(wcol) > 0.0).with_columns(nw.col(dcol) * nw.col(wcol))
+        total_of = nw.col(wcol).sum()
+        aggs.append(nw.col(wcol).sum())
+    cells = rows.group_by(*keys, scol).agg(*aggs)
+    cells = cells.with_columns(nw.col(cnt).cast(nw.Int64))
+    return cells.with_columns(
+        over(nw.col(dsum).cum_sum(), keys, order_by=scol).alias(dsum),
+        over(total_of, keys).cast(F64).alias(n_total),
+    )
+
+
 def cumulative_differences(
-    frame: Any, y: str, score: str, *, by: str | Sequence[str] | None = None, invalid: core.InvalidPolicy | None = None
+    frame: Any,
+    y: str,
+    score: str,
+    *,
+    weights: str | None = None,
+    by: str | Sequence[str] | None = None,
+    invalid: core.InvalidPolicy | None = None,
 ) -> Any:
     """Cumulative differences ``C_k`` at each distinct score, per group.
 
@@ -1116,6 +1143,11 @@ def cumulative_differences(
         an error, never remapped.
     score : str
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+    weights : str, optional
+        Column of non-negative row weights: ``C_k = sum_{i: s_i <= s_(k)}
+        w_i (y_i - s_i) / sum_i w_i``; rows of weight 0 are left out and ``n``
+        counts the rows of positive weight at each score (see the docs
+        page "Weights").
     by : str or list of str, optional
         Group columns.
 
@@ -1148,7 +1180,7 @@ def cumulative_differences(
         msg = "the label and score columns cannot be group keys (by=)"
         raise ValueError(msg)
     # validation: the Brier score registers exactly the checks of the tests
-    checks = [brier(y, score)]
+    checks = [brier(y, score, weights=weights)]
     policy = core.policy(invalid, eager)
     if policy == "drop":
         lf = lf.filter(~core.invalid_mask(lf, checks, keys))
@@ -1156,14 +1188,10 @@ def cumulative_differences(
         validity = core.compute(frame, checks, by, invalid=policy)  # "raise": raises here
     ycol, scol, dcol, cnt, dsum, n_total = "__cf_y", "__cf_s", "__cf_d", "n", "__cf_dsum", "__cf_total"
     y_expr = nw.col(y).cast(F64)
-    rows = lf.select(*keys, y_expr.alias(ycol), nw.col(score).cast(F64).alias(scol))
+    wcols = [nw.col(weights).cast(F64).alias("__cf_w")] if weights is not None else []
+    rows = lf.select(*keys, y_expr.alias(ycol), nw.col(score).cast(F64).alias(scol), *wcols)
     rows = rows.with_columns((nw.col(ycol) - nw.col(scol)).alias(dcol))
-    cells = rows.group_by(*keys, scol).agg(nw.len().alias(cnt), nw.col(dcol).sum().alias(dsum))
-    cells = cells.with_columns(nw.col(cnt).cast(nw.Int64))
-    cells = cells.with_columns(
-        over(nw.col(dsum).cum_sum(), keys, order_by=scol).alias(dsum),
-        over(nw.col(cnt).sum(), keys).cast(F64).alias(n_total),
-    )
+    cells = _difference_cells(rows, keys, weights is not None, (scol, dcol, cnt, dsum, n_total))
     value = (nw.col(dsum) / nw.col(n_total)).alias("cumulative_difference")
     if policy != "null":
         out = cells.select(*keys, nw.col(scol).alias(score), cnt, value).sort(*keys, score)

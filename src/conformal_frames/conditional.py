@@ -299,8 +299,8 @@ def coverage_gap(
     weights : str, optional
         Column of non-negative row weights: each group's coverage is the
         weighted proportion; rows of weight 0 are in no group and
-        ``worst_n`` counts rows of positive weight (see the Weights section
-        of the Conventions page).
+        ``worst_n`` counts rows of positive weight (see the docs page
+        "Weights").
 
     Returns
     -------
@@ -568,7 +568,7 @@ def coverage_test(
         interval and the test use ``k = p n_eff`` covered rows out of Kish's
         ``n_eff`` (the binomial tail as ``I_{1-t}(n_eff - k, k + 1)``), and
         ``coverage_test_n_eff`` is an extra output.  Not with
-        ``n_calibration`` (see the Weights section of the Conventions page).
+        ``n_calibration`` (see the docs page "Weights").
 
     Returns
     -------

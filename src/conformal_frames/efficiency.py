@@ -171,7 +171,7 @@ def efficiency_criteria(
     weights : str, optional
         Column of non-negative row weights: every criterion becomes the
         weighted mean ``sum_i w_i x_i / sum_i w_i`` of its per-row value (see
-        the Weights section of the Conventions page).
+        the docs page "Weights").
 
     Returns
     -------

@@ -92,7 +92,7 @@ def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95, weights: str |
         Column of non-negative row weights: the weighted proportion
         ``sum_i w_i 1[...] / sum_i w_i``, its Wilson interval at Kish's
         effective sample size, and an extra output ``coverage_n_eff``
-        (see the Weights section of the Conventions page).
+        (see the docs page "Weights").
 
     Returns
     -------
@@ -141,8 +141,7 @@ def width(lo: str, hi: str, *, weights: str | None = None) -> Width:
         Columns of the interval's lower and upper bound.
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
-        mean ``sum_i w_i x_i / sum_i w_i`` (see the Weights section of the
-        Conventions page).
+        mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
 
     Returns
     -------
@@ -322,7 +321,7 @@ def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None
         Column of non-negative row weights: the bins cut the total weight
         (integer weights bin as repeated rows), each bin's coverage is
         weighted and its ``n`` counts rows of positive weight (see the
-        Weights section of the Conventions page).
+        docs page "Weights").
 
     Returns
     -------
@@ -387,7 +386,7 @@ def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None 
         Column of non-negative row weights: the bins cut the total weight
         (integer weights bin as repeated rows), each bin's coverage is
         weighted and its ``n`` counts rows of positive weight (see the
-        Weights section of the Conventions page).
+        docs page "Weights").
 
     Returns
     -------
@@ -449,8 +448,7 @@ def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str, weights:
         name of a ``by=`` column holding each group's level.
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
-        mean ``sum_i w_i x_i / sum_i w_i`` (see the Weights section of the
-        Conventions page).
+        mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
 
     Returns
     -------
@@ -519,7 +517,7 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str, 
     weights : str, optional
         Column of non-negative row weights: coverage and mean width are
         weighted means, the range of ``y`` is taken over the rows of positive
-        weight (see the Weights section of the Conventions page).
+        weight (see the docs page "Weights").
 
     Returns
     -------

@@ -324,7 +324,13 @@ class ConformalNamespace:
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
     ) -> Any: ...
     def cumulative_differences(
-        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: core.InvalidPolicy | None = ...
+        self,
+        y: str,
+        score: str,
+        *,
+        weights: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: core.InvalidPolicy | None = ...,
     ) -> Any: ...
     def excess_risk_target_coverage(
         self,

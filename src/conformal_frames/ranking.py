@@ -142,7 +142,7 @@ def auroc(y: str, score: str, *, weights: str | None = None) -> AUROC:
         Column of non-negative row weights: the weighted probability
         ``sum_{i correct, j incorrect} w_i w_j (1[s_i > s_j] + 1[s_i = s_j] / 2)
         / (W1 W0)``, equal to ``roc_auc_score(y, score, sample_weight=w)``
-        (see the Weights section of the Conventions page).
+        (see the docs page "Weights").
 
     Returns
     -------

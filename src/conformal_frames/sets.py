@@ -409,8 +409,8 @@ def set_coverage(
     weights : str, optional
         Column of non-negative row weights: the weighted proportion, its
         Wilson interval at Kish's effective sample size and an extra output
-        ``set_coverage_n_eff`` (see the Weights section of the Conventions
-        page).
+        ``set_coverage_n_eff`` (see the docs page
+        "Weights").
 
     Returns
     -------
@@ -459,8 +459,7 @@ def set_size(
         labels come from the data (a repeated label counts once).
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
-        mean ``sum_i w_i x_i / sum_i w_i`` (see the Weights section of the
-        Conventions page).
+        mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
 
     Returns
     -------
@@ -522,8 +521,7 @@ def singleton_rate(
         labels come from the data (a repeated label counts once).
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
-        mean ``sum_i w_i x_i / sum_i w_i`` (see the Weights section of the
-        Conventions page).
+        mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
 
     Returns
     -------
@@ -559,8 +557,7 @@ def empty_rate(
         labels come from the data (a repeated label counts once).
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
-        mean ``sum_i w_i x_i / sum_i w_i`` (see the Weights section of the
-        Conventions page).
+        mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
 
     Returns
     -------
@@ -622,7 +619,8 @@ def _ssc_strata(
         hits = q.row(
             ("set_ssc_hits", y, _key(spec), lo, hi), nw.col(inside) * nw.col(covered), inputs=[inside, covered]
         )
-        out.append((ratio(w.sum(hits), w.sum(inside)), w.count(inside)))
+        weight = w.sum(inside)  # registered first: the unweighted query of 0.2, unchanged
+        out.append((ratio(w.sum(hits), weight), w.count(inside)))
     return out
 
 
@@ -694,7 +692,7 @@ def set_ssc(
     weights : str, optional
         Column of non-negative row weights: each stratum's weighted coverage;
         its ``n`` counts the stratum's rows of positive weight (see the
-        Weights section of the Conventions page).
+        docs page "Weights").
 
     Returns
     -------
@@ -765,7 +763,7 @@ def set_ssc_score(
     weights : str, optional
         Column of non-negative row weights: each stratum's weighted coverage;
         its ``n`` counts the stratum's rows of positive weight (see the
-        Weights section of the Conventions page).
+        docs page "Weights").
 
     Returns
     -------
