@@ -564,6 +564,9 @@ COLUMN_CASES = {
     "auroc": lambda: cf.auroc(1, "s"),
     "auarc": lambda: cf.auarc(1, "s"),
     "cumulative_differences": lambda: cf.cumulative_differences(pl.DataFrame(BASE), 1, "y"),
+    "smooth_ece": lambda: cf.smooth_ece(1, "s"),
+    "score_decomposition": lambda: cf.score_decomposition(1, "s"),
+    "corp_reliability": lambda: cf.corp_reliability(pl.DataFrame(BASE), 1, "y"),
 }
 _PARAM = {"width": "lo", "set_size": "sets", "singleton_rate": "sets", "empty_rate": "sets"}
 
