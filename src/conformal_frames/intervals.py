@@ -25,6 +25,7 @@ from conformal_frames.core import (
     level_row,
     no_weights,
     over,
+    stack,
 )
 from conformal_frames.gauss import grouped_gauss_form
 from conformal_frames.stats import min_of, proportion, ratio, weighted_cut
@@ -169,76 +170,70 @@ def width(lo: str, hi: str, *, weights: str | None = None) -> Width:
 SSC_TIE_RTOL = 1e-9
 
 
-def _tie_groups(
-    rows: nw.LazyFrame, keys: list[str], width_col: str, covered_col: str, ref: TableRef, weight: str | None = None
-) -> nw.LazyFrame:
-    """Per group: one row per tie group of widths, with its rows and covered rows.
-
-    Distinct widths are sorted; a distinct width starts a new tie group unless
-    it exceeds the previous distinct width by at most ``SSC_TIE_RTOL`` times
-    the group's largest width (a chain of such close widths is one tie group).
-    With ``weight``, ``covered_col`` is the weighted row ``w c``, ``cnt`` the
-    tie group's weight, ``rc`` its rows; rows of weight 0 take no part.
-    """
-    cnt, hit, prev, scale, new, tie = (ref.name(x) for x in ("cnt", "hit", "prev", "scale", "new", "tie"))
-    w = nw.col(width_col)
-    size = [nw.len().alias(cnt)]
-    if weight is not None:
-        rows = rows.filter(nw.col(weight) > 0.0)
-        size = [nw.col(weight).sum().alias(cnt), nw.len().alias(ref.name("rc"))]
-    cells = rows.group_by(*keys, width_col).agg(*size, nw.col(covered_col).sum().alias(hit))
-    if weight is not None:
-        cells = cells.with_columns(nw.col(ref.name("rc")).cast(nw.Float64))
-    cells = cells.with_columns(
-        nw.col(cnt).cast(nw.Float64),
-        over(w.shift(1), keys, order_by=width_col).alias(prev),
-        over(w.abs().max(), keys).alias(scale),
-    )
-    close = (w - nw.col(prev)) <= SSC_TIE_RTOL * nw.col(scale)
-    cells = cells.with_columns(nw.when(close).then(nw.lit(0.0)).otherwise(nw.lit(1.0)).alias(new))
-    cells = cells.with_columns(over(nw.col(new).cum_sum(), keys, order_by=width_col).alias(tie))
-    extra = [nw.col(ref.name("rc")).sum()] if weight is not None else []
-    return cells.group_by(*keys, tie).agg(nw.col(cnt).sum(), nw.col(hit).sum(), *extra)
+def _equal_count_bin(r: nw.Expr, n: nw.Expr, n_bins: int) -> nw.Expr:
+    """The bin of position ``r`` when ``n`` positions are cut into ``n_bins`` runs
+    whose sizes differ by at most one (the first ``n % n_bins`` runs longer)."""
+    m = float(n_bins)
+    size = (n / m).floor()
+    extra = n - size * m
+    head = extra * (size + 1.0)
+    in_head = (r / (size + 1.0)).floor()
+    in_tail = extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor()
+    return nw.when(r < head).then(in_head).otherwise(in_tail)
 
 
 def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None = None) -> TableFn:
     """Sub-query: per group, rows and covered rows of each equal-count width bin.
 
-    Tie groups of widths (see :func:`_tie_groups`) are never split: sorted by
-    width, a tie group occupying positions ``[start, end)`` goes whole to the
-    bin that holds position ``start`` when ``n`` positions are cut into
-    ``n_bins`` runs whose sizes differ by at most one (the first
-    ``n % n_bins`` runs are one longer).  The counts depend neither on row
-    order nor on the backend nor on the coverage of the rows.  With
-    ``weight``, positions are weights (:func:`~conformal_frames.stats.weighted_cut`):
-    ``n<k>`` is then the bin's rows and ``w<k>`` its weight.
+    Distinct widths are sorted; a distinct width starts a new tie group unless
+    it exceeds the previous distinct width by at most ``SSC_TIE_RTOL`` times
+    the group's largest width (a chain of such close widths is one tie group).
+    Tie groups are never split: sorted by width, a tie group occupying
+    positions ``[start, end)`` goes whole to the bin that holds position
+    ``start`` when ``n`` positions are cut into ``n_bins`` runs whose sizes
+    differ by at most one (the first ``n % n_bins`` runs are one longer).  The
+    counts depend neither on row order nor on the backend nor on the coverage
+    of the rows.  With ``weight`` (a row column; ``covered_col`` is then the
+    weighted row ``w c``), positions are weights
+    (:func:`~conformal_frames.stats.weighted_cut`), rows of weight 0 take no
+    part, ``n<k>`` is the bin's rows and ``w<k>`` its weight.
     """
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        cnt, hit, tie, end, n, b = (ref.name(x) for x in ("cnt", "hit", "tie", "end", "n", "bin"))
-        ties = _tie_groups(rows, keys, width_col, covered_col, ref, weight)
-        ties = ties.with_columns(
-            over(nw.col(cnt).cum_sum(), keys, order_by=tie).alias(end), over(nw.col(cnt).sum(), keys).alias(n)
+        cnt, hit, prev, scale, before, start, n, b = (
+            ref.name(x) for x in ("cnt", "hit", "prev", "scale", "before", "start", "n", "bin")
         )
-        r = nw.col(end) - nw.col(cnt)  # rows (weight) before the tie group
+        rc = ref.name("rc")
+        w = nw.col(width_col)
+        size = [nw.len().alias(cnt)]
         if weight is not None:
-            ties = ties.with_columns(weighted_cut(r, nw.col(n), n_bins).alias(b))
-        else:
-            m = float(n_bins)
-            size = (nw.col(n) / m).floor()
-            extra = nw.col(n) - size * m
-            head = extra * (size + 1.0)
-            in_head = (r / (size + 1.0)).floor()
-            in_tail = extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor()
-            ties = ties.with_columns(nw.when(r < head).then(in_head).otherwise(in_tail).alias(b))
-        stats = {"n": cnt, "k": hit} if weight is None else {"n": ref.name("rc"), "k": hit, "w": cnt}
+            rows = rows.filter(nw.col(weight) > 0.0)
+            size = [nw.col(weight).sum().alias(cnt), nw.len().alias(rc)]
+        # one row per distinct width (the only aggregation), then ordered windows
+        cells = rows.group_by(*keys, width_col).agg(*size, nw.col(covered_col).sum().alias(hit))
+        cells = cells.with_columns(nw.col(cnt).cast(nw.Float64), *([nw.col(rc).cast(nw.Float64)] if weight else []))
+        cells = cells.with_columns(
+            over(w.shift(1), keys, order_by=width_col).alias(prev),
+            over(w.abs().max(), keys).alias(scale),
+            (over(nw.col(cnt).cum_sum(), keys, order_by=width_col) - nw.col(cnt)).alias(before),
+            over(nw.col(cnt).sum(), keys).alias(n),
+        )
+        # a tie group starts where the gap to the previous width is not close;
+        # its rows before are those before its first width (the latest start)
+        close = (w - nw.col(prev)) <= SSC_TIE_RTOL * nw.col(scale)
+        cells = cells.with_columns(nw.when(close).then(nw.lit(0.0)).otherwise(nw.col(before)).alias(start))
+        cells = cells.with_columns(over(nw.col(start).cum_max(), keys, order_by=width_col).alias(start))
+        r = nw.col(start)  # rows (weight) before the tie group
+        cut = weighted_cut(r, nw.col(n), n_bins) if weight is not None else _equal_count_bin(r, nw.col(n), n_bins)
+        cells = cells.with_columns(cut.alias(b))
+        stats = {"n": cnt, "k": hit} if weight is None else {"n": rc, "k": hit, "w": cnt}
         parts = []
         for k in range(n_bins):
             mine = (nw.col(b) == float(k)).cast(nw.Float64)
             parts += [(mine * nw.col(c)).alias(ref.name(f"{s}{k}")) for s, c in stats.items()]
-        ties = ties.with_columns(*parts)
+        cells = cells.with_columns(*parts)
         sums = [nw.col(ref.name(f"{s}{k}")).sum() for k in range(n_bins) for s in stats]
-        return aggregate(ties, keys, sums)
+        return aggregate(cells, keys, sums)
 
     return build
 
@@ -283,16 +278,14 @@ class SSC(Metric):
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         name = self.output_name
         parts = [
-            frame.select(
-                *keys,
-                nw.lit(b, nw.Int64).alias("bin"),
-                nw.col(f"{name}_bin{b}").alias(name),
-                nw.col(f"{name}_bin{b}_n").fill_null(0.0).cast(nw.Int64).alias("n"),
-            )
+            {
+                "bin": nw.lit(b, nw.Int64),
+                name: nw.col(f"{name}_bin{b}"),
+                "n": nw.col(f"{name}_bin{b}_n").fill_null(0.0).cast(nw.Int64),
+            }
             for b in range(self.n_bins)
         ]
-        long = nw.concat(parts, how="vertical")
-        return long.filter(nw.col("n") > 0).sort(*keys, "bin")
+        return stack(frame, keys, parts).filter(nw.col("n") > 0).sort(*keys, "bin")
 
 
 @renamed(num_bins="n_bins")

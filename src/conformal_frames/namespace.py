@@ -16,7 +16,17 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from conformal_frames import calibration, comparison, conditional, efficiency, intervals, ranking, recalibration, sets
+from conformal_frames import (
+    calibration,
+    comparison,
+    conditional,
+    distributions,
+    efficiency,
+    intervals,
+    ranking,
+    recalibration,
+    sets,
+)
 from conformal_frames.core import InvalidPolicy, Metric, evaluate, evaluate_one, to_lazy
 from conformal_frames.report import report
 
@@ -34,6 +44,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     recalibration,
     ranking,
     comparison,
+    distributions,
 )
 
 #: metric factories exposed as namespace methods (name -> factory)
