@@ -571,6 +571,9 @@ COLUMN_CASES = {
     "smooth_ece": lambda: cf.smooth_ece(1, "s"),
     "score_decomposition": lambda: cf.score_decomposition(1, "s"),
     "corp_reliability": lambda: cf.corp_reliability(pl.DataFrame(BASE), 1, "y"),
+    "kupiec_test": lambda: cf.kupiec_test(1, "lo", "hi", confidence_level=0.9),
+    "christoffersen_test": lambda: cf.christoffersen_test(1, "lo", "hi", confidence_level=0.9, order_by="t"),
+    "longest_miss_run": lambda: cf.longest_miss_run(1, "lo", "hi", order_by="t"),
 }
 _PARAM = {"width": "lo", "set_size": "sets", "singleton_rate": "sets", "empty_rate": "sets"}
 

@@ -868,7 +868,7 @@ def _cumulative(q: Query, y: str, score: str, test: str, weights: str | None = N
     key = ("cumulative", y_row, s_row) if w.row is None else ("cumulative", y_row, s_row, w.row)
     wanted: set[str] = q.shared(key, set)
     wanted.add(test)
-    return q.table(key, _cumulative_table(d, v, s_row, wanted))
+    return q.table(key, _cumulative_table(d, v, s_row, wanted), cells=core.Cells(s_row, (d, v)))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,6 +25,7 @@ from conformal_frames import (
     intervals,
     ranking,
     recalibration,
+    sequential,
     sets,
 )
 from conformal_frames.core import InvalidPolicy, Metric, evaluate, evaluate_one, to_lazy
@@ -44,6 +45,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     recalibration,
     ranking,
     comparison,
+    sequential,
     distributions,
 )
 

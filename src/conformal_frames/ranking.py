@@ -37,6 +37,7 @@ from conformal_frames._validate import check_columns, check_level, check_positiv
 from conformal_frames.calibration import binary_row
 from conformal_frames.conditional import Target, TargetMetric, _target
 from conformal_frames.core import (
+    Cells,
     InvalidPolicy,
     Metric,
     Query,
@@ -80,35 +81,31 @@ class AUROC(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         c, s = _inputs(q, self.y, self.score)
-        if self.weights is not None:
-            w = q.weighting(self.weights)
-            assert w.row is not None
-            t = q.table(("weighted_auroc", w.of(c), w.row, s), _weighted_auroc_table(w.of(c), w.row, s))
-            return {"": ratio(t.col("u"), t.col("pos") * t.col("neg"))}
-        # mid-rank of the confidence in its group (ties share the average rank)
-        rank = q.row(("midrank", s), q.over(nw.col(s).rank("average")).cast(F64), inputs=[s])
-        r_pos = q.row(("rank_correct", c, rank), nw.col(rank) * nw.col(c), inputs=[c, rank])
-        n1 = q.sum(c)
-        n0 = q.n - n1
-        u = q.sum(r_pos) - n1 * (n1 + 1.0) / 2.0
-        return {"": ratio(u, n1 * n0)}
+        # weighted: the same table of per-score sums, of w c and w (W1 W0 the totals)
+        w = q.weighting(self.weights)
+        one = q.row(("one",), nw.lit(1.0)) if w.row is None else w.row
+        wc = w.of(c)
+        t = q.table(("auroc", wc, s), _mann_whitney_table(wc, one, s), cells=Cells(s, (wc, one)))
+        n1 = w.sum(c)
+        return {"": ratio(t.col("u"), n1 * (w.total - n1))}
 
 
-def _weighted_auroc_table(wc: str, w: str, s: str) -> TableFn:
-    """Per group: ``u = sum_i w_i c_i (W0(< s_i) + W0(= s_i) / 2)``, ``pos``, ``neg``.
+def _mann_whitney_table(c: str, one: str, s: str) -> TableFn:
+    """Per group: the Mann-Whitney ``U`` from per-(group, distinct score) counts.
 
-    ``W0(< s)`` and ``W0(= s)`` are the weights of the incorrect rows with a
-    smaller and with the same score: per distinct score ``s`` the sums of
-    ``w c`` and ``w (1 - c)``, then an ordered cumulative sum.
+    With ``p_k`` correct and ``m_k`` incorrect rows at the ``k``-th distinct
+    score and ``M_k`` incorrect rows at smaller scores,
+    ``U = sum_k p_k (M_k + m_k / 2)`` (ties count one half): integers and
+    halves, exact in Float64 (the correctly rounded ``U``).
     """
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        pos, tot, neg, below, u = (ref.name(x) for x in ("pos", "tot", "neg", "below", "u"))
-        cells = rows.group_by(*keys, s).agg(nw.col(wc).sum().alias(pos), nw.col(w).sum().alias(tot))
-        cells = cells.with_columns((nw.col(tot) - nw.col(pos)).alias(neg))
-        cells = cells.with_columns((over(nw.col(neg).cum_sum(), keys, order_by=s) - nw.col(neg)).alias(below))
-        cells = cells.with_columns((nw.col(pos) * (nw.col(below) + 0.5 * nw.col(neg))).alias(u))
-        return aggregate(cells, keys, [nw.col(u).sum(), nw.col(pos).sum(), nw.col(neg).sum()])
+        p, m, below, u = (ref.name(x) for x in ("p", "m", "below", "u"))
+        cells = rows.group_by(*keys, s).agg(nw.col(c).sum().alias(p), nw.col(one).sum().alias(m))
+        cells = cells.with_columns((nw.col(m) - nw.col(p)).alias(m))
+        cells = cells.with_columns(over(nw.col(m).cum_sum(), keys, order_by=s).alias(below))
+        cells = cells.with_columns((nw.col(p) * (nw.col(below) - 0.5 * nw.col(m))).alias(u))
+        return aggregate(cells, keys, [nw.col(u).sum().alias(u)])
 
     return build
 
