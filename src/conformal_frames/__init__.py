@@ -7,7 +7,7 @@ serve any frame narwhals supports (DuckDB, PySpark, Dask, ...).
 Metric families (one module each): :mod:`~conformal_frames.intervals`,
 :mod:`~conformal_frames.sets`, :mod:`~conformal_frames.efficiency`,
 :mod:`~conformal_frames.conditional`, :mod:`~conformal_frames.calibration`,
-:mod:`~conformal_frames.ranking`.
+:mod:`~conformal_frames.ranking`, :mod:`~conformal_frames.quantiles`.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from conformal_frames.core import Metric, evaluate
 from conformal_frames.efficiency import efficiency_criteria
 from conformal_frames.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
+from conformal_frames.quantiles import interval_coverage, pinball_loss, quantile_coverage, wis
 from conformal_frames.ranking import auarc, auroc, excess_risk_target_coverage
 from conformal_frames.results import (
     CoverageTestResult,
@@ -75,11 +76,14 @@ __all__ = [
     "evaluate",
     "excess_risk_target_coverage",
     "hsic",
+    "interval_coverage",
     "kolmogorov_smirnov_cdf",
     "ks_test",
     "kuiper_cdf",
     "kuiper_test",
     "mce",
+    "pinball_loss",
+    "quantile_coverage",
     "reliability",
     "set_coverage",
     "set_size",
@@ -92,6 +96,7 @@ __all__ = [
     "top_label_ece",
     "width",
     "winkler",
+    "wis",
     "worst_slab_coverage",
 ]
 

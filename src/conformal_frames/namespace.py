@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from conformal_frames import calibration, conditional, efficiency, intervals, ranking, sets
+from conformal_frames import calibration, conditional, efficiency, intervals, quantiles, ranking, sets
 from conformal_frames.core import InvalidPolicy, Metric, evaluate, evaluate_one, to_lazy
 from conformal_frames.report import report
 
@@ -25,7 +25,7 @@ __all__ = ["ConformalNamespace", "add_metrics", "conformal", "register_accessors
 #: metric families; each lists in ``METHODS`` the factories that become
 #: ``.conformal`` methods, and may list in ``FRAME_METHODS`` functions
 #: ``f(frame, ...)`` that become methods on the namespace's frame
-FAMILIES: tuple[ModuleType, ...] = (intervals, sets, efficiency, conditional, calibration, ranking)
+FAMILIES: tuple[ModuleType, ...] = (intervals, sets, efficiency, conditional, calibration, ranking, quantiles)
 
 #: metric factories exposed as namespace methods (name -> factory)
 METRIC_FACTORIES: dict[str, Callable[..., Metric]] = {
