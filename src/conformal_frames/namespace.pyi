@@ -22,41 +22,335 @@ class ConformalNamespace:
     def evaluate(
         self, *metrics: Metric, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
     ) -> Any: ...
-    def coverage(self, y: str, lo: str, hi: str, *, ci_level: float = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def cwc(self, y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def hsic(self, y: str, lo: str, hi: str, *, kernel_sizes: tuple[float, float] = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def ssc(self, y: str, lo: str, hi: str, *, n_bins: int = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def ssc_score(self, y: str, lo: str, hi: str, *, n_bins: int = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def width(self, lo: str, hi: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def winkler(self, y: str, lo: str, hi: str, *, confidence_level: float | str, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def empty_rate(self, sets: str | Sequence[str], *, classes: Sequence[Label] | None = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def set_coverage(self, y: str, sets: str | Sequence[str], *, classes: Sequence[Label] | None = ..., ci_level: float = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def set_size(self, sets: str | Sequence[str], *, classes: Sequence[Label] | None = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def set_ssc(self, y: str, sets: str | Sequence[str], *, classes: Sequence[Label] | None = ..., n_bins: int | None = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def set_ssc_score(self, y: str, sets: str | Sequence[str], *, classes: Sequence[Label] | None = ..., n_bins: int | None = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def singleton_rate(self, sets: str | Sequence[str], *, classes: Sequence[Label] | None = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def efficiency_criteria(self, y: str | None, pvalues: Sequence[str], *, classes: Sequence[Label] | None = ..., confidence_level: float | str, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def coverage_gap(self, y: str, lo: str | None = ..., hi: str | None = ..., *, sets: str | Sequence[str] | None = ..., classes: Sequence[Label] | None = ..., groups: str | Sequence[str], confidence_level: float | str, weighted: bool = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def coverage_test(self, y: str, lo: str | None = ..., hi: str | None = ..., *, sets: str | Sequence[str] | None = ..., classes: Sequence[Label] | None = ..., confidence_level: float | str, ci_level: float = ..., method: Literal['wilson', 'clopper-pearson'] = ..., n_calibration: int | None = ..., significance: float = ..., correction: Literal['holm', 'bh', 'none'] = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def worst_slab_coverage(self, y: str, lo: str | None = ..., hi: str | None = ..., *, sets: str | Sequence[str] | None = ..., classes: Sequence[Label] | None = ..., features: str | Sequence[str], delta: float = ..., n_directions: int = ..., seed: int = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def ece(self, y: str, score: str, *, n_bins: int = ..., strategy: Strategy = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def mce(self, y: str, score: str, *, n_bins: int = ..., strategy: Strategy = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def brier(self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def reliability(self, y: str, score: str, *, n_bins: int = ..., strategy: Strategy = ..., ci_level: float = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def top_label_ece(self, y: str, probs: Sequence[str], *, classes: Sequence[Label] | None = ..., n_bins: int = ..., strategy: Strategy = ..., weighted: bool = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def classwise_ece(self, y: str, probs: Sequence[str], *, classes: Sequence[Label] | None = ..., n_bins: int = ..., strategy: Strategy = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def ks_test(self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def kuiper_test(self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def spiegelhalter_test(self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def auroc(self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def auarc(self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def interval_coverage(self, y: str, *, intervals: dict[float, tuple[str, str]], ci_level: float = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def pinball_loss(self, y: str, *, quantiles: dict[float, str] | str, quantile_level: str | None = ..., per_level: bool = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def quantile_coverage(self, y: str, *, quantiles: dict[float, str] | str, quantile_level: str | None = ..., per_level: bool = ..., ci_level: float = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def wis(self, y: str, *, quantiles: dict[float, str] | None = ..., intervals: dict[float, tuple[str, str]] | None = ..., median: str | None = ..., by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def cumulative_differences(self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: core.InvalidPolicy | None = ...) -> Any: ...
-    def excess_risk_target_coverage(self, y: str, lo: str | None = ..., hi: str | None = ..., *, features: Sequence[str], confidence_level: float | str, sets: str | Sequence[str] | None = ..., classes: Sequence[Label] | None = ..., by: str | Sequence[str] | None = ..., model: Any = ..., n_splits: int = ..., seed: int = ..., invalid: InvalidPolicy | None = ...) -> Any: ...
-    def report(self, *, y: str | None = ..., lo: str | None = ..., hi: str | None = ..., score: str | None = ..., score_y: str | None = ..., sets: str | None = ..., classes: Sequence[Any] | None = ..., by: str | Sequence[str] | None = ..., confidence_level: float | str | None = ..., n_bins: int = ..., ssc_n_bins: int = ..., ci_level: float = ..., significance: float = ..., correction: Literal['holm', 'bh', 'none'] = ..., n_calibration: int | None = ..., hsic: bool = ..., bounded_memory: bool = ..., invalid: Literal['raise', 'drop', 'null'] | None = ..., max_rows: int | None = ..., max_segments: int | None = ...) -> Report: ...
+    def coverage(
+        self,
+        y: str,
+        lo: str,
+        hi: str,
+        *,
+        ci_level: float = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def cwc(
+        self,
+        y: str,
+        lo: str,
+        hi: str,
+        *,
+        eta: float,
+        confidence_level: float | str,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def hsic(
+        self,
+        y: str,
+        lo: str,
+        hi: str,
+        *,
+        kernel_sizes: tuple[float, float] = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def ssc(
+        self,
+        y: str,
+        lo: str,
+        hi: str,
+        *,
+        n_bins: int = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def ssc_score(
+        self,
+        y: str,
+        lo: str,
+        hi: str,
+        *,
+        n_bins: int = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def width(
+        self, lo: str, hi: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+    ) -> Any: ...
+    def winkler(
+        self,
+        y: str,
+        lo: str,
+        hi: str,
+        *,
+        confidence_level: float | str,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def empty_rate(
+        self,
+        sets: str | Sequence[str],
+        *,
+        classes: Sequence[Label] | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def set_coverage(
+        self,
+        y: str,
+        sets: str | Sequence[str],
+        *,
+        classes: Sequence[Label] | None = ...,
+        ci_level: float = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def set_size(
+        self,
+        sets: str | Sequence[str],
+        *,
+        classes: Sequence[Label] | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def set_ssc(
+        self,
+        y: str,
+        sets: str | Sequence[str],
+        *,
+        classes: Sequence[Label] | None = ...,
+        n_bins: int | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def set_ssc_score(
+        self,
+        y: str,
+        sets: str | Sequence[str],
+        *,
+        classes: Sequence[Label] | None = ...,
+        n_bins: int | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def singleton_rate(
+        self,
+        sets: str | Sequence[str],
+        *,
+        classes: Sequence[Label] | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def efficiency_criteria(
+        self,
+        y: str | None,
+        pvalues: Sequence[str],
+        *,
+        classes: Sequence[Label] | None = ...,
+        confidence_level: float | str,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def coverage_gap(
+        self,
+        y: str,
+        lo: str | None = ...,
+        hi: str | None = ...,
+        *,
+        sets: str | Sequence[str] | None = ...,
+        classes: Sequence[Label] | None = ...,
+        groups: str | Sequence[str],
+        confidence_level: float | str,
+        weighted: bool = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def coverage_test(
+        self,
+        y: str,
+        lo: str | None = ...,
+        hi: str | None = ...,
+        *,
+        sets: str | Sequence[str] | None = ...,
+        classes: Sequence[Label] | None = ...,
+        confidence_level: float | str,
+        ci_level: float = ...,
+        method: Literal["wilson", "clopper-pearson"] = ...,
+        n_calibration: int | None = ...,
+        significance: float = ...,
+        correction: Literal["holm", "bh", "none"] = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def worst_slab_coverage(
+        self,
+        y: str,
+        lo: str | None = ...,
+        hi: str | None = ...,
+        *,
+        sets: str | Sequence[str] | None = ...,
+        classes: Sequence[Label] | None = ...,
+        features: str | Sequence[str],
+        delta: float = ...,
+        n_directions: int = ...,
+        seed: int = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def ece(
+        self,
+        y: str,
+        score: str,
+        *,
+        n_bins: int = ...,
+        strategy: Strategy = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def mce(
+        self,
+        y: str,
+        score: str,
+        *,
+        n_bins: int = ...,
+        strategy: Strategy = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def brier(
+        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+    ) -> Any: ...
+    def reliability(
+        self,
+        y: str,
+        score: str,
+        *,
+        n_bins: int = ...,
+        strategy: Strategy = ...,
+        ci_level: float = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def top_label_ece(
+        self,
+        y: str,
+        probs: Sequence[str],
+        *,
+        classes: Sequence[Label] | None = ...,
+        n_bins: int = ...,
+        strategy: Strategy = ...,
+        weighted: bool = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def classwise_ece(
+        self,
+        y: str,
+        probs: Sequence[str],
+        *,
+        classes: Sequence[Label] | None = ...,
+        n_bins: int = ...,
+        strategy: Strategy = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def ks_test(
+        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+    ) -> Any: ...
+    def kuiper_test(
+        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+    ) -> Any: ...
+    def spiegelhalter_test(
+        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+    ) -> Any: ...
+    def auroc(
+        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+    ) -> Any: ...
+    def auarc(
+        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+    ) -> Any: ...
+    def interval_coverage(
+        self,
+        y: str,
+        *,
+        intervals: dict[float, tuple[str, str]],
+        ci_level: float = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def pinball_loss(
+        self,
+        y: str,
+        *,
+        quantiles: dict[float, str] | str,
+        quantile_level: str | None = ...,
+        per_level: bool = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def quantile_coverage(
+        self,
+        y: str,
+        *,
+        quantiles: dict[float, str] | str,
+        quantile_level: str | None = ...,
+        per_level: bool = ...,
+        ci_level: float = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def wis(
+        self,
+        y: str,
+        *,
+        quantiles: dict[float, str] | None = ...,
+        intervals: dict[float, tuple[str, str]] | None = ...,
+        median: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def cumulative_differences(
+        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: core.InvalidPolicy | None = ...
+    ) -> Any: ...
+    def excess_risk_target_coverage(
+        self,
+        y: str,
+        lo: str | None = ...,
+        hi: str | None = ...,
+        *,
+        features: Sequence[str],
+        confidence_level: float | str,
+        sets: str | Sequence[str] | None = ...,
+        classes: Sequence[Label] | None = ...,
+        by: str | Sequence[str] | None = ...,
+        model: Any = ...,
+        n_splits: int = ...,
+        seed: int = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def report(
+        self,
+        *,
+        y: str | None = ...,
+        lo: str | None = ...,
+        hi: str | None = ...,
+        score: str | None = ...,
+        score_y: str | None = ...,
+        sets: str | None = ...,
+        classes: Sequence[Any] | None = ...,
+        by: str | Sequence[str] | None = ...,
+        confidence_level: float | str | None = ...,
+        n_bins: int = ...,
+        ssc_n_bins: int = ...,
+        ci_level: float = ...,
+        significance: float = ...,
+        correction: Literal["holm", "bh", "none"] = ...,
+        n_calibration: int | None = ...,
+        hsic: bool = ...,
+        bounded_memory: bool = ...,
+        invalid: Literal["raise", "drop", "null"] | None = ...,
+        max_rows: int | None = ...,
+        max_segments: int | None = ...,
+    ) -> Report: ...
 
 def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...
 def conformal(frame: Any) -> ConformalNamespace: ...

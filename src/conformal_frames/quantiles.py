@@ -116,6 +116,10 @@ def long_by_level(
     of one select per level would run the metric's query once per level on
     engines without caching, such as Spark).
     """
+    if frame.implementation.is_duckdb():
+        # narwhals' DuckDB unpivot reads through the default connection only; DuckDB
+        # plans a union of projections of one relation cheaply
+        return _union_by_level(frame, keys, name, levels, stats, level_column)
     var, val = "__cf_variable", "__cf_value"
     wide = {
         (k, s): f"{name}_level{k}{'_' + suffix if suffix else ''}"
@@ -140,6 +144,25 @@ def long_by_level(
     long = long.group_by(*keys, level_column).agg(nw.col(n).max(), *[nw.col(s).max() for s in stats])
     long = long.select(*keys, level_column, *stats, nw.col(n).cast(nw.Int64).alias("n"))
     return long.sort(*keys, level_column)
+
+
+def _union_by_level(
+    frame: nw.LazyFrame, keys: list[str], name: str, levels: Sequence[float], stats: dict[str, str], level_column: str
+) -> nw.LazyFrame:
+    """:func:`long_by_level` as a union of one projection per level."""
+    parts = [
+        frame.select(
+            *keys,
+            nw.lit(level, F64).alias(level_column),
+            *[
+                nw.col(f"{name}_level{k}{'_' + suffix if suffix else ''}").cast(F64).alias(s)
+                for s, suffix in stats.items()
+            ],
+            nw.col(f"{name}_n").cast(nw.Int64).alias("n"),
+        )
+        for k, level in enumerate(levels)
+    ]
+    return nw.concat(parts, how="vertical").sort(*keys, level_column)
 
 
 # ---------------------------------------------------------------------------
