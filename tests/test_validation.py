@@ -564,6 +564,10 @@ COLUMN_CASES = {
     "auroc": lambda: cf.auroc(1, "s"),
     "auarc": lambda: cf.auarc(1, "s"),
     "cumulative_differences": lambda: cf.cumulative_differences(pl.DataFrame(BASE), 1, "y"),
+    "pinball_loss": lambda: cf.pinball_loss(1, quantiles={0.5: "q"}),
+    "wis": lambda: cf.wis(1, quantiles={0.5: "q"}),
+    "quantile_coverage": lambda: cf.quantile_coverage(1, quantiles={0.5: "q"}),
+    "interval_coverage": lambda: cf.interval_coverage(1, intervals={0.9: ("lo", "hi")}),
 }
 _PARAM = {"width": "lo", "set_size": "sets", "singleton_rate": "sets", "empty_rate": "sets"}
 
