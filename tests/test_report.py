@@ -435,7 +435,7 @@ def test_sets_and_calibration_in_one_report() -> None:
         }
     )
     rep = report(df, y="y", sets="s", score="p", score_y="event", by="g", confidence_level=0.5)
-    assert list(rep.tables) == ["sets", "calibration", "reliability"]
+    assert list(rep.tables) == ["sets", "calibration", "decomposition", "reliability"]
     sets = rep.frame("sets")
     assert sets["set_coverage"].to_list() == [0.5, 0.5]
     assert sets["set_size"].to_list() == [1.5, 1.0]

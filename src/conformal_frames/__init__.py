@@ -7,6 +7,7 @@ serve any frame narwhals supports (DuckDB, PySpark, Dask, ...).
 Metric families (one module each): :mod:`~conformal_frames.intervals`,
 :mod:`~conformal_frames.sets`, :mod:`~conformal_frames.efficiency`,
 :mod:`~conformal_frames.conditional`, :mod:`~conformal_frames.calibration`,
+:mod:`~conformal_frames.recalibration`,
 :mod:`~conformal_frames.ranking`, :mod:`~conformal_frames.quantiles`.
 """
 
@@ -30,6 +31,7 @@ from conformal_frames.calibration import (
     spiegelhalter_test,
     top_label_ece,
 )
+from conformal_frames.comparison import diebold_mariano_test
 from conformal_frames.conditional import coverage_gap, coverage_test, worst_slab_coverage
 from conformal_frames.core import Metric, evaluate
 from conformal_frames.efficiency import efficiency_criteria
@@ -37,8 +39,10 @@ from conformal_frames.intervals import coverage, cwc, hsic, ssc, ssc_score, widt
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
 from conformal_frames.quantiles import interval_coverage, pinball_loss, quantile_coverage, wis
 from conformal_frames.ranking import auarc, auroc, excess_risk_target_coverage
+from conformal_frames.recalibration import corp_reliability, score_decomposition, smooth_ece
 from conformal_frames.results import (
     CoverageTestResult,
+    DieboldMarianoTestResult,
     KSTestResult,
     KuiperTestResult,
     SpiegelhalterTestResult,
@@ -51,6 +55,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ConformalNamespace",
     "CoverageTestResult",
+    "DieboldMarianoTestResult",
     "KSTestResult",
     "KuiperTestResult",
     "Metric",
@@ -65,11 +70,13 @@ __all__ = [
     "brownian_range_sf",
     "classwise_ece",
     "conformal",
+    "corp_reliability",
     "coverage",
     "coverage_gap",
     "coverage_test",
     "cumulative_differences",
     "cwc",
+    "diebold_mariano_test",
     "ece",
     "efficiency_criteria",
     "empty_rate",
@@ -85,11 +92,13 @@ __all__ = [
     "pinball_loss",
     "quantile_coverage",
     "reliability",
+    "score_decomposition",
     "set_coverage",
     "set_size",
     "set_ssc",
     "set_ssc_score",
     "singleton_rate",
+    "smooth_ece",
     "spiegelhalter_test",
     "ssc",
     "ssc_score",

@@ -472,15 +472,14 @@ class Reliability(Metric):
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         name = self.output_name
         parts = [
-            frame.select(
-                *keys,
-                nw.lit(m, nw.Int64).alias("bin"),
-                *[nw.col(f"{name}_bin{m}_{c}").alias(c) for c in _RELIABILITY_COLUMNS],
-                nw.col(f"{name}_bin{m}_n").cast(nw.Int64).alias("n"),
-            )
+            {
+                "bin": nw.lit(m, nw.Int64),
+                **{c: nw.col(f"{name}_bin{m}_{c}") for c in _RELIABILITY_COLUMNS},
+                "n": nw.col(f"{name}_bin{m}_n").cast(nw.Int64),
+            }
             for m in range(self.n_bins)
         ]
-        return nw.concat(parts, how="vertical").filter(nw.col("n") > 0).sort(*keys, "bin")
+        return core.stack(frame, keys, parts).filter(nw.col("n") > 0).sort(*keys, "bin")
 
 
 @renamed(num_bins="n_bins", ci="ci_level")

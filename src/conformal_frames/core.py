@@ -56,6 +56,7 @@ __all__ = [
     "invalid_mask",
     "over",
     "policy",
+    "stack",
     "to_lazy",
     "total",
 ]
@@ -71,6 +72,7 @@ _INVALID = "__cf_invalid"
 _DROPPED = "__cf_dropped"
 _N = "__cf_n"
 _GID = "__cf_gid"
+_VALID = "__cf_valid"
 _OWN_MESSAGE = "conformal-frames: "
 #: columns every evaluation may add next to the metrics' outputs
 RESERVED = ("n", "n_invalid", "n_dropped")
@@ -96,6 +98,30 @@ def over(expr: nw.Expr, partition: Sequence[str], *, order_by: str | Sequence[st
 def total(exprs: Iterable[nw.Expr]) -> nw.Expr:
     """The row-wise sum ``e1 + e2 + ...`` of one or more expressions."""
     return functools.reduce(operator.add, exprs)
+
+
+def stack(frame: nw.LazyFrame, keys: Sequence[str], parts: Sequence[Mapping[str, nw.Expr]]) -> nw.LazyFrame:
+    """The rows of ``frame``, each repeated as one row per part: ``keys`` plus ``{column: expr}`` of the part.
+
+    A union of one ``select`` per part; on Spark, where such a union computes
+    the frame once per part (a whole query each), the same rows in one pass
+    (an unpivot of one tag column per part).  Every part has the same columns.
+    """
+    selects = [frame.select(*keys, *[e.alias(c) for c, e in part.items()]) for part in parts]
+    if len(parts) == 1 or not frame.implementation.is_spark_like():
+        return nw.concat(selects, how="vertical")
+    tags = [f"__cf_part{m}" for m in range(len(parts))]
+    index = frame.collect_schema().names()
+    tagged = frame.with_columns(*[nw.lit(m, nw.Int64).alias(t) for m, t in enumerate(tags)])
+    rows = tagged.unpivot(on=tags, index=index, variable_name="__cf_tag", value_name="__cf_part")
+    part = nw.col("__cf_part")
+    columns = []
+    for c in parts[0]:
+        expr = parts[-1][c]
+        for m in range(len(parts) - 2, -1, -1):
+            expr = nw.when(part == m).then(parts[m][c]).otherwise(expr)
+        columns.append(expr.alias(c))
+    return rows.select(*keys, *columns)
 
 
 @dataclass(frozen=True)
@@ -233,7 +259,7 @@ class Query:
                 big,
             )
             expr = nw.when(~big).then(expr)  # never cast them (pyarrow refuses; others would round)
-        value = expr.cast(nw.Float64)
+        value = expr if dtype == nw.Float64 else expr.cast(nw.Float64)  # each node costs query-building time
         self.check(
             f"column {name!r} has missing (null/NaN) or infinite values",
             value.is_null() | ~value.is_finite(),
@@ -665,9 +691,11 @@ def compile_query(
         table = _join(table, fn(rows, q.group, ref), q.group)
     for finalize, fref in q.finalizers.values():
         table = finalize(table, fref)
-    valid = (nw.col(_INVALID) == 0) & (nw.col(_N) > 0)
     exprs = {k: v for k, v in outputs.items() if v is not None}
     if exprs:
+        # the mask once as a column: every expression node costs query-building time
+        table = table.with_columns(((nw.col(_INVALID) == 0) & (nw.col(_N) > 0)).alias(_VALID))
+        valid = nw.col(_VALID)
         table = table.with_columns(
             *[nw.when(valid).then(e).otherwise(nw.lit(None, nw.Float64)).alias(k) for k, e in exprs.items()]
         )

@@ -15,7 +15,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
-from conformal_frames.core import GroupFn, Metric, Query, TableFn, TableRef, aggregate, level_row, over
+from conformal_frames.core import GroupFn, Metric, Query, TableFn, TableRef, aggregate, level_row, over, stack
 from conformal_frames.gauss import grouped_gauss_form
 from conformal_frames.stats import min_of, ratio, wilson_interval
 
@@ -149,59 +149,54 @@ def width(lo: str, hi: str) -> Width:
 SSC_TIE_RTOL = 1e-9
 
 
-def _tie_groups(rows: nw.LazyFrame, keys: list[str], width_col: str, covered_col: str, ref: TableRef) -> nw.LazyFrame:
-    """Per group: one row per tie group of widths, with its rows and covered rows.
+def _ssc_table(width_col: str, covered_col: str, n_bins: int) -> TableFn:
+    """Sub-query: per group, rows and covered rows of each equal-count width bin.
 
     Distinct widths are sorted; a distinct width starts a new tie group unless
     it exceeds the previous distinct width by at most ``SSC_TIE_RTOL`` times
     the group's largest width (a chain of such close widths is one tie group).
-    """
-    cnt, hit, prev, scale, new, tie = (ref.name(x) for x in ("cnt", "hit", "prev", "scale", "new", "tie"))
-    w = nw.col(width_col)
-    cells = rows.group_by(*keys, width_col).agg(nw.len().alias(cnt), nw.col(covered_col).sum().alias(hit))
-    cells = cells.with_columns(
-        nw.col(cnt).cast(nw.Float64),
-        over(w.shift(1), keys, order_by=width_col).alias(prev),
-        over(w.abs().max(), keys).alias(scale),
-    )
-    close = (w - nw.col(prev)) <= SSC_TIE_RTOL * nw.col(scale)
-    cells = cells.with_columns(nw.when(close).then(nw.lit(0.0)).otherwise(nw.lit(1.0)).alias(new))
-    cells = cells.with_columns(over(nw.col(new).cum_sum(), keys, order_by=width_col).alias(tie))
-    return cells.group_by(*keys, tie).agg(nw.col(cnt).sum(), nw.col(hit).sum())
-
-
-def _ssc_table(width_col: str, covered_col: str, n_bins: int) -> TableFn:
-    """Sub-query: per group, rows and covered rows of each equal-count width bin.
-
-    Tie groups of widths (see :func:`_tie_groups`) are never split: sorted by
-    width, a tie group occupying positions ``[start, end)`` goes whole to the
-    bin that holds position ``start`` when ``n`` positions are cut into
-    ``n_bins`` runs whose sizes differ by at most one (the first
-    ``n % n_bins`` runs are one longer).  The counts depend neither on row
-    order nor on the backend nor on the coverage of the rows.
+    Tie groups are never split: sorted by width, a tie group occupying
+    positions ``[start, end)`` goes whole to the bin that holds position
+    ``start`` when ``n`` positions are cut into ``n_bins`` runs whose sizes
+    differ by at most one (the first ``n % n_bins`` runs are one longer).  The
+    counts depend neither on row order nor on the backend nor on the coverage
+    of the rows.
     """
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        cnt, hit, tie, end, n, b = (ref.name(x) for x in ("cnt", "hit", "tie", "end", "n", "bin"))
-        ties = _tie_groups(rows, keys, width_col, covered_col, ref)
-        ties = ties.with_columns(
-            over(nw.col(cnt).cum_sum(), keys, order_by=tie).alias(end), over(nw.col(cnt).sum(), keys).alias(n)
+        cnt, hit, prev, scale, before, start, n, b = (
+            ref.name(x) for x in ("cnt", "hit", "prev", "scale", "before", "start", "n", "bin")
         )
+        w = nw.col(width_col)
+        # one row per distinct width (the only aggregation), then ordered windows
+        cells = rows.group_by(*keys, width_col).agg(nw.len().alias(cnt), nw.col(covered_col).sum().alias(hit))
+        cells = cells.with_columns(nw.col(cnt).cast(nw.Float64))
+        cells = cells.with_columns(
+            over(w.shift(1), keys, order_by=width_col).alias(prev),
+            over(w.abs().max(), keys).alias(scale),
+            (over(nw.col(cnt).cum_sum(), keys, order_by=width_col) - nw.col(cnt)).alias(before),
+            over(nw.col(cnt).sum(), keys).alias(n),
+        )
+        # a tie group starts where the gap to the previous width is not close;
+        # its rows before are those before its first width (the latest start)
+        close = (w - nw.col(prev)) <= SSC_TIE_RTOL * nw.col(scale)
+        cells = cells.with_columns(nw.when(close).then(nw.lit(0.0)).otherwise(nw.col(before)).alias(start))
+        cells = cells.with_columns(over(nw.col(start).cum_max(), keys, order_by=width_col).alias(start))
         m = float(n_bins)
         size = (nw.col(n) / m).floor()
         extra = nw.col(n) - size * m
         head = extra * (size + 1.0)
-        r = nw.col(end) - nw.col(cnt)  # rows before the tie group
+        r = nw.col(start)  # rows before the tie group
         in_head = (r / (size + 1.0)).floor()
         in_tail = extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor()
-        ties = ties.with_columns(nw.when(r < head).then(in_head).otherwise(in_tail).alias(b))
+        cells = cells.with_columns(nw.when(r < head).then(in_head).otherwise(in_tail).alias(b))
         parts = []
         for k in range(n_bins):
             mine = (nw.col(b) == float(k)).cast(nw.Float64)
             parts += [(mine * nw.col(cnt)).alias(ref.name(f"n{k}")), (mine * nw.col(hit)).alias(ref.name(f"k{k}"))]
-        ties = ties.with_columns(*parts)
+        cells = cells.with_columns(*parts)
         sums = [nw.col(ref.name(f"{s}{k}")).sum() for k in range(n_bins) for s in ("n", "k")]
-        return aggregate(ties, keys, sums)
+        return aggregate(cells, keys, sums)
 
     return build
 
@@ -234,16 +229,14 @@ class SSC(Metric):
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         name = self.output_name
         parts = [
-            frame.select(
-                *keys,
-                nw.lit(b, nw.Int64).alias("bin"),
-                nw.col(f"{name}_bin{b}").alias(name),
-                nw.col(f"{name}_bin{b}_n").fill_null(0.0).cast(nw.Int64).alias("n"),
-            )
+            {
+                "bin": nw.lit(b, nw.Int64),
+                name: nw.col(f"{name}_bin{b}"),
+                "n": nw.col(f"{name}_bin{b}_n").fill_null(0.0).cast(nw.Int64),
+            }
             for b in range(self.n_bins)
         ]
-        long = nw.concat(parts, how="vertical")
-        return long.filter(nw.col("n") > 0).sort(*keys, "bin")
+        return stack(frame, keys, parts).filter(nw.col("n") > 0).sort(*keys, "bin")
 
 
 @renamed(num_bins="n_bins")

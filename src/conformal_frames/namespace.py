@@ -16,7 +16,17 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from conformal_frames import calibration, conditional, efficiency, intervals, quantiles, ranking, sets
+from conformal_frames import (
+    calibration,
+    comparison,
+    conditional,
+    efficiency,
+    intervals,
+    quantiles,
+    ranking,
+    recalibration,
+    sets,
+)
 from conformal_frames.core import InvalidPolicy, Metric, evaluate, evaluate_one, to_lazy
 from conformal_frames.report import report
 
@@ -25,7 +35,17 @@ __all__ = ["ConformalNamespace", "add_metrics", "conformal", "register_accessors
 #: metric families; each lists in ``METHODS`` the factories that become
 #: ``.conformal`` methods, and may list in ``FRAME_METHODS`` functions
 #: ``f(frame, ...)`` that become methods on the namespace's frame
-FAMILIES: tuple[ModuleType, ...] = (intervals, sets, efficiency, conditional, calibration, ranking, quantiles)
+FAMILIES: tuple[ModuleType, ...] = (
+    intervals,
+    sets,
+    efficiency,
+    conditional,
+    calibration,
+    recalibration,
+    ranking,
+    comparison,
+    quantiles,
+)
 
 #: metric factories exposed as namespace methods (name -> factory)
 METRIC_FACTORIES: dict[str, Callable[..., Metric]] = {

@@ -7,7 +7,9 @@ from types import ModuleType
 from typing import Any, Literal
 
 from conformal_frames.calibration import Strategy, core
+from conformal_frames.comparison import Loss
 from conformal_frames.core import InvalidPolicy, Metric
+from conformal_frames.recalibration import ScoringRule
 from conformal_frames.report.build import Report
 from conformal_frames.sets import Label
 
@@ -262,11 +264,35 @@ class ConformalNamespace:
     def spiegelhalter_test(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
     ) -> Any: ...
+    def smooth_ece(
+        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+    ) -> Any: ...
+    def score_decomposition(
+        self,
+        y: str,
+        score: str,
+        *,
+        scoring_rule: ScoringRule = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
     def auroc(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
     ) -> Any: ...
     def auarc(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+    ) -> Any: ...
+    def diebold_mariano_test(
+        self,
+        y: str,
+        score: str,
+        other: str,
+        *,
+        order_by: str,
+        loss: Loss = ...,
+        horizon: int = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def interval_coverage(
         self,
@@ -310,6 +336,17 @@ class ConformalNamespace:
     ) -> Any: ...
     def cumulative_differences(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: core.InvalidPolicy | None = ...
+    ) -> Any: ...
+    def corp_reliability(
+        self,
+        y: str,
+        score: str,
+        *,
+        n_resamples: int = ...,
+        ci_level: float = ...,
+        seed: int = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: core.InvalidPolicy | None = ...,
     ) -> Any: ...
     def excess_risk_target_coverage(
         self,

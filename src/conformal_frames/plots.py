@@ -32,6 +32,7 @@ from conformal_frames._renames import renamed
 from conformal_frames.report.widths import WIDTH_QUANTILES, collect, floats, widths_query
 
 __all__ = [
+    "corp_reliability_diagram",
     "coverage_by_segment",
     "coverage_vs_level",
     "reliability_diagram",
@@ -716,3 +717,70 @@ def report_figures(rep: Any) -> dict[str, Any]:
     if "reliability" in rep.tables:
         keep("reliability", reliability_diagram(at(rep.tables["reliability"]), by=seg))
     return figs
+
+
+# ---------------------------------------------------------------------------
+# CORP reliability diagram
+# ---------------------------------------------------------------------------
+def corp_reliability_diagram(
+    data: Any,
+    *,
+    y: str,
+    score: str,
+    by: str | Sequence[str] | None = None,
+    n_resamples: int = 100,
+    ci_level: float = 0.9,
+    seed: int = 0,
+    highlight: int = 4,
+    ax: Any = None,
+) -> Any:
+    """CORP reliability diagram: the PAV-recalibrated probability against the score.
+
+    The curve is :func:`conformal_frames.corp_reliability`'s ``recalibrated``
+    at each distinct score, the shaded band its consistency band under
+    calibration (at ``ci_level``): a calibrated predictor's curve stays on
+    the diagonal, within the band.  The legend gives each curve's Brier score
+    decomposition (:func:`conformal_frames.score_decomposition`): ``MCB``
+    (miscalibration), ``DSC`` (discrimination), ``UNC`` (uncertainty) and the
+    score ``S = MCB - DSC + UNC``.  With ``by=``, one curve per group; the
+    ``highlight`` groups with the largest ``n * MCB`` (excess score) are drawn.
+
+    ``data`` is raw rows (``y`` 0/1, ``score`` in [0, 1]); an eager frame of
+    any backend or a polars LazyFrame (the per-group isotonic fits run in
+    numpy; only the per-score table is collected).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    from conformal_frames.recalibration import corp_reliability, score_decomposition
+
+    seg = core.as_keys(by)
+    table = _eager(corp_reliability(data, y, score, n_resamples=n_resamples, ci_level=ci_level, seed=seed, by=by))
+    parts = _eager(core.evaluate_one(data, score_decomposition(y, score), by))
+    labels, part_labels = _labels(table, seg), _labels(parts, seg)
+    excess = dict(zip(part_labels, floats(parts, "miscalibration") * floats(parts, "n")))  # n * MCB
+    shown = sorted(excess, key=lambda g: -np.nan_to_num(excess[g], nan=-1.0))[:highlight]
+    ax = _axes(ax)
+    ax.plot([0, 1], [0, 1], ls="--", color=_NOMINAL, lw=1, label="perfect calibration")
+    runs, xs, fit = _runs(labels), floats(table, "score"), floats(table, "recalibrated")
+    low, high = floats(table, "band_low"), floats(table, "band_high")
+    for i, g in enumerate(g for g in part_labels if g in shown):
+        s, color, row = runs[g], f"C{i % 10}", part_labels.index(g)
+        mcb, dsc, unc, total = (
+            floats(parts, c)[row] for c in ("miscalibration", "discrimination", "uncertainty", "score")
+        )
+        numbers = f"MCB {mcb:.3f}  DSC {dsc:.3f}\nUNC {unc:.3f}  S {total:.3f}"
+        ax.fill_between(xs[s], low[s], high[s], color=color, alpha=0.18, lw=0, step="post")
+        ax.step(xs[s], fit[s], where="post", color=color, lw=1.4, label=(f"{g}\n" if seg else "") + numbers)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_aspect("equal")
+    ax.set_xlabel("score")
+    ax.set_ylabel("recalibrated probability (PAV)")
+    hidden = len(runs) - len(shown)
+    title = f"CORP reliability diagram\nband: {ci_level:.0%} consistency band under calibration"
+    ax.set_title(title + (f"; {hidden} more groups not drawn" if hidden > 0 else ""))
+    ax.grid(alpha=0.3)
+    _legend(ax)
+    return ax

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import check_boolean, checked, optional
-from conformal_frames.core import Metric, Query, total
+from conformal_frames.core import Metric, Query, stack, total
 from conformal_frames.forecast_inputs import (
     Intervals,
     Quantiles,
@@ -98,7 +98,7 @@ def _below_row(q: Query, y: str, level: _Level) -> str:
 
 
 # ---------------------------------------------------------------------------
-# long tables without one union part per level: unpivot + one group_by
+# long tables: one row per group and level (core.stack: one pass on Spark)
 # ---------------------------------------------------------------------------
 def long_by_level(
     frame: nw.LazyFrame,
@@ -111,58 +111,19 @@ def long_by_level(
     """The wide per-level columns of ``name`` as one row per group and level.
 
     ``stats`` maps a long-table column to the wide suffix after
-    ``<name>_level<k>`` (``""`` for the level's main column).  One
-    ``unpivot`` and one ``group_by`` whatever the number of levels (a union
-    of one select per level would run the metric's query once per level on
-    engines without caching, such as Spark).
+    ``<name>_level<k>`` (``""`` for the level's main column).  Built by
+    :func:`~conformal_frames.core.stack`: a union of one select per level,
+    one unpivot on Spark (where a union would run the query once per level).
     """
-    if frame.implementation.is_duckdb():
-        # narwhals' DuckDB unpivot reads through the default connection only; DuckDB
-        # plans a union of projections of one relation cheaply
-        return _union_by_level(frame, keys, name, levels, stats, level_column)
-    var, val = "__cf_variable", "__cf_value"
-    wide = {
-        (k, s): f"{name}_level{k}{'_' + suffix if suffix else ''}"
-        for k in range(len(levels))
-        for s, suffix in stats.items()
-    }
-    n = f"{name}_n"
-    long = frame.select(*keys, nw.col(n), *[nw.col(c).cast(F64) for c in wide.values()])
-    long = long.unpivot(on=list(wide.values()), index=[*keys, n], variable_name=var, value_name=val)
-    level = nw.lit(None, F64)
-    for k in reversed(range(len(levels))):
-        level = (
-            nw.when(nw.col(var).is_in([c for (j, _), c in wide.items() if j == k]))
-            .then(nw.lit(levels[k], F64))
-            .otherwise(level)
-        )
-    cells = [
-        nw.when(nw.col(var).is_in([c for (_, t), c in wide.items() if t == s])).then(nw.col(val)).alias(s)
-        for s in stats
-    ]
-    long = long.with_columns(level.alias(level_column), *cells)
-    long = long.group_by(*keys, level_column).agg(nw.col(n).max(), *[nw.col(s).max() for s in stats])
-    long = long.select(*keys, level_column, *stats, nw.col(n).cast(nw.Int64).alias("n"))
-    return long.sort(*keys, level_column)
-
-
-def _union_by_level(
-    frame: nw.LazyFrame, keys: list[str], name: str, levels: Sequence[float], stats: dict[str, str], level_column: str
-) -> nw.LazyFrame:
-    """:func:`long_by_level` as a union of one projection per level."""
     parts = [
-        frame.select(
-            *keys,
-            nw.lit(level, F64).alias(level_column),
-            *[
-                nw.col(f"{name}_level{k}{'_' + suffix if suffix else ''}").cast(F64).alias(s)
-                for s, suffix in stats.items()
-            ],
-            nw.col(f"{name}_n").cast(nw.Int64).alias("n"),
-        )
+        {
+            level_column: nw.lit(level, F64),
+            **{s: nw.col(f"{name}_level{k}{'_' + suffix if suffix else ''}").cast(F64) for s, suffix in stats.items()},
+            "n": nw.col(f"{name}_n").cast(nw.Int64),
+        }
         for k, level in enumerate(levels)
     ]
-    return nw.concat(parts, how="vertical").sort(*keys, level_column)
+    return stack(frame, keys, parts).sort(*keys, level_column)
 
 
 # ---------------------------------------------------------------------------

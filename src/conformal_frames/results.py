@@ -18,6 +18,7 @@ from typing import Any
 
 __all__ = [
     "CoverageTestResult",
+    "DieboldMarianoTestResult",
     "KSTestResult",
     "KuiperTestResult",
     "SpiegelhalterTestResult",
@@ -150,4 +151,22 @@ class CoverageTestResult(TestResult):
     ci_low: float
     ci_high: float
     flag: bool
+    n: int
+
+
+@dataclass(frozen=True)
+class DieboldMarianoTestResult(TestResult):
+    """Result of :func:`~conformal_frames.diebold_mariano_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        ``DM = dbar / sqrt(V / n)``; positive when the first forecast has the
+        larger mean loss.
+    pvalue : float
+        Two-sided p-value ``2 (1 - Phi(|DM|))`` (asymptotic).
+    n : int
+        Number of rows.
+    """
+
     n: int

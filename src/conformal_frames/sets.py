@@ -44,7 +44,7 @@ from conformal_frames._validate import (
     optional,
     validate_fields,
 )
-from conformal_frames.core import Metric, Query, TableFn, TableRef, aggregate, total
+from conformal_frames.core import Metric, Query, TableFn, TableRef, aggregate, stack, total
 from conformal_frames.stats import min_of, ratio, wilson_interval
 
 __all__ = ["empty_rate", "set_coverage", "set_size", "set_ssc", "set_ssc_score", "singleton_rate"]
@@ -602,16 +602,15 @@ class SetSSC(SetMetric):
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         name = self.output_name
         parts = [
-            frame.select(
-                *keys,
-                nw.lit(lo, nw.Int64).alias("size_min"),
-                nw.lit(hi, nw.Int64).alias("size_max"),
-                nw.col(f"{name}_bin{b}").alias(name),
-                nw.col(f"{name}_bin{b}_n").cast(nw.Int64).alias("n"),
-            )
+            {
+                "size_min": nw.lit(lo, nw.Int64),
+                "size_max": nw.lit(hi, nw.Int64),
+                name: nw.col(f"{name}_bin{b}"),
+                "n": nw.col(f"{name}_bin{b}_n").cast(nw.Int64),
+            }
             for b, (lo, hi) in enumerate(size_strata(self.spec.k, self.n_bins))
         ]
-        return nw.concat(parts, how="vertical").filter(nw.col("n") > 0).sort(*keys, "size_min")
+        return stack(frame, keys, parts).filter(nw.col("n") > 0).sort(*keys, "size_min")
 
 
 @renamed(num_bins="n_bins")

@@ -39,6 +39,8 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[
     if level is not None:
         planning.level_values(base, level)
     lazy_other = isinstance(base, nw.LazyFrame) and not base.implementation.is_polars()
+    if lazy_other and o["score"] is not None:
+        notes.append("smooth ECE and the score decomposition need the rows of each group: collect the frame first")
     plan = planning.Plan(
         **roles,
         classes=list(classes) if classes is not None else None,
@@ -123,7 +125,8 @@ def report(
     score : str, optional
         Predicted probability of a binary event, with ``y`` (or ``score_y``)
         its 0/1 outcome: calibration metrics (ECE, Brier, Kolmogorov-Smirnov,
-        Kuiper, Spiegelhalter, the reliability table).
+        Kuiper, Spiegelhalter, the reliability table; smooth ECE and the Brier
+        score decomposition except on lazy DuckDB / PySpark / Dask input).
     score_y : str, optional
         The 0/1 outcome of ``score`` when the frame also holds an interval
         target in ``y`` (one frame, two families).  Default: ``y``.

@@ -20,6 +20,7 @@ from conformal_frames._validate import check_choice, check_probability
 from conformal_frames.calibration import brier, ece, ks_test, kuiper_test, reliability, spiegelhalter_test
 from conformal_frames.conditional import coverage_test
 from conformal_frames.intervals import coverage, hsic, ssc, ssc_score, width, winkler
+from conformal_frames.recalibration import score_decomposition, smooth_ece
 from conformal_frames.report.widths import collect
 from conformal_frames.sets import empty_rate, set_coverage, set_size, singleton_rate
 
@@ -101,6 +102,9 @@ class Plan:
                 kuiper_test(label, score),
                 spiegelhalter_test(label, score),
             ]
+            if self.test_in_query:  # per-group numpy steps: eager frames and polars
+                out["calibration"].append(smooth_ece(label, score))
+                out["decomposition"] = [score_decomposition(label, score)]
             out["reliability"] = [reliability(label, score, n_bins=self.n_bins, ci_level=self.ci_level)]
         return out
 

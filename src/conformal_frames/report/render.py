@@ -23,6 +23,7 @@ TITLES = {
     "intervals": "Interval metrics per group",
     "ssc": "Size-stratified coverage (width bins, 0 = narrowest)",
     "calibration": "Calibration per group",
+    "decomposition": "Brier score decomposition: score = miscalibration - discrimination + uncertainty",
     "reliability": "Reliability: observed frequency per score bin (mean scores and intervals in .frame('reliability'))",
     "sets": "Prediction-set metrics per group",
 }

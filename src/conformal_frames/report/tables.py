@@ -26,7 +26,7 @@ _CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no cor
 
 
 def build_tables(wide: nw.DataFrame, plan: Plan, families: dict[str, list[core.Metric]], schema: Any) -> dict[str, Any]:
-    """Family tables (``intervals``, ``ssc``, ``sets``, ``calibration``, ``reliability``)."""
+    """Family tables (``intervals``, ``ssc``, ``sets``, ``calibration``, ``decomposition``, ``reliability``)."""
     keys = plan.keys
     common = ["n", *[c for c in INVALID_COUNTS if c in wide.columns]]
     lazy_wide = wide.lazy()
@@ -48,7 +48,7 @@ def build_tables(wide: nw.DataFrame, plan: Plan, families: dict[str, list[core.M
             tables = {name: t, **tables}
         elif cols:
             tables[name] = wide.select(*keys, *cols, *common)
-    order = ["intervals", "ssc", "sets", "calibration", "reliability"]
+    order = ["intervals", "ssc", "sets", "calibration", "decomposition", "reliability"]
     return {k: tables[k] for k in order if k in tables}
 
 
