@@ -34,6 +34,7 @@ from conformal_frames.calibration import (
 from conformal_frames.comparison import diebold_mariano_test
 from conformal_frames.conditional import coverage_gap, coverage_test, worst_slab_coverage
 from conformal_frames.core import Metric, evaluate
+from conformal_frames.distributions import crps, pit_histogram, pit_test
 from conformal_frames.efficiency import efficiency_criteria
 from conformal_frames.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
@@ -45,6 +46,7 @@ from conformal_frames.results import (
     DieboldMarianoTestResult,
     KSTestResult,
     KuiperTestResult,
+    PITTestResult,
     SpiegelhalterTestResult,
     TestResult,
 )
@@ -59,6 +61,7 @@ __all__ = [
     "KSTestResult",
     "KuiperTestResult",
     "Metric",
+    "PITTestResult",
     "SpiegelhalterTestResult",
     "TestResult",
     "auarc",
@@ -74,6 +77,7 @@ __all__ = [
     "coverage",
     "coverage_gap",
     "coverage_test",
+    "crps",
     "cumulative_differences",
     "cwc",
     "diebold_mariano_test",
@@ -90,6 +94,8 @@ __all__ = [
     "kuiper_test",
     "mce",
     "pinball_loss",
+    "pit_histogram",
+    "pit_test",
     "quantile_coverage",
     "reliability",
     "score_decomposition",

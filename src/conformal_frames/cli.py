@@ -32,6 +32,7 @@ in ``conformal-frames --help``):
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -261,9 +262,11 @@ def _check_arguments(args: argparse.Namespace, schema: Any, by: list[str]) -> No
     from conformal_frames.report import plan
 
     try:
-        plan.check_roles(args.y, args.lo, args.hi, args.score, args.score_y, args.sets, spell=_flag)
+        forecast = {"quantiles": args.quantiles, "mean": args.mean, "std": args.std}
+        plan.check_roles(args.y, args.lo, args.hi, args.score, args.score_y, args.sets, spell=_flag, forecast=forecast)
         level = args.confidence_level if isinstance(args.confidence_level, str) else None
-        roles = {k: getattr(args, k) for k in ("y", "lo", "hi", "score", "score_y", "sets")}
+        roles = {k: getattr(args, k) for k in ("y", "lo", "hi", "score", "score_y", "sets", "mean", "std")}
+        roles |= {f"quantiles {lv:g}": c for lv, c in (args.quantiles or {}).items()}
         names = roles | {"confidence_level": level} | {f"by[{i}]": k for i, k in enumerate(by)}
         plan.check_schema(schema, names, spell=_flag)
     except ValueError as exc:
@@ -311,6 +314,9 @@ def _evaluate(args: argparse.Namespace, lf: Any, fmt: str, by: list[str], bounde
             invalid=args.invalid,
             max_rows=args.max_rows,
             max_segments=args.max_segments,
+            quantiles=args.quantiles,
+            mean=args.mean,
+            std=args.std,
         )
     except (ValueError, TypeError) as exc:
         rows = args.invalid == "raise" and re.search(r" in \d[\d,]* rows?\b", str(exc)) is not None
@@ -522,8 +528,32 @@ def _column_options(p: argparse.ArgumentParser) -> None:
         action="append",
         help="group column(s); repeat or separate with commas: --by region model, --by region,model",
     )
+    cols.add_argument(
+        "--quantiles",
+        metavar="LEVEL=COL,...",
+        type=_quantile_columns,
+        help="quantile forecasts of --y, e.g. 0.1=q10,0.5=q50,0.9=q90: CRPS and PIT test (forecast table)",
+    )
+    cols.add_argument("--mean", metavar="COL", help="mean of a Gaussian forecast of --y (with --std)")
+    cols.add_argument("--std", metavar="COL", help="standard deviation of a Gaussian forecast of --y (with --mean)")
     for old in RENAMED_OPTIONS:
         cols.add_argument(old, action=_Renamed, nargs="?", help=argparse.SUPPRESS)
+
+
+def _quantile_columns(text: str) -> dict[float, str]:
+    """``0.1=q10,0.9=q90`` -> ``{0.1: "q10", 0.9: "q90"}`` (levels checked by the report)."""
+    out: dict[float, str] = {}
+    for part in text.split(","):
+        level, sep, column = part.strip().partition("=")
+        try:
+            value = float(level)
+        except ValueError:
+            value = math.nan
+        if not sep or not column or value != value:
+            msg = f"expected LEVEL=COLUMN pairs such as 0.1=q10,0.9=q90, got {part.strip()!r}"
+            raise argparse.ArgumentTypeError(msg)
+        out[value] = column
+    return out
 
 
 def _metric_options(p: argparse.ArgumentParser) -> None:

@@ -20,6 +20,7 @@ from conformal_frames import (
     calibration,
     comparison,
     conditional,
+    distributions,
     efficiency,
     intervals,
     quantiles,
@@ -45,6 +46,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     ranking,
     comparison,
     quantiles,
+    distributions,
 )
 
 #: metric factories exposed as namespace methods (name -> factory)

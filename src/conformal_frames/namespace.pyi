@@ -9,6 +9,7 @@ from typing import Any, Literal
 from conformal_frames.calibration import Strategy, core
 from conformal_frames.comparison import Loss
 from conformal_frames.core import InvalidPolicy, Metric
+from conformal_frames.distributions import Estimator
 from conformal_frames.recalibration import ScoringRule
 from conformal_frames.report.build import Report
 from conformal_frames.sets import Label
@@ -334,6 +335,44 @@ class ConformalNamespace:
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
+    def crps(
+        self,
+        y: str,
+        *,
+        mean: str | None = ...,
+        std: str | None = ...,
+        samples: str | Sequence[str] | None = ...,
+        quantiles: dict[float, str] | None = ...,
+        estimator: Estimator = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def pit_histogram(
+        self,
+        y: str,
+        *,
+        mean: str | None = ...,
+        std: str | None = ...,
+        samples: str | Sequence[str] | None = ...,
+        quantiles: dict[float, str] | None = ...,
+        n_bins: int = ...,
+        ci_level: float = ...,
+        seed: int = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def pit_test(
+        self,
+        y: str,
+        *,
+        mean: str | None = ...,
+        std: str | None = ...,
+        samples: str | Sequence[str] | None = ...,
+        quantiles: dict[float, str] | None = ...,
+        seed: int = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
     def cumulative_differences(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: core.InvalidPolicy | None = ...
     ) -> Any: ...
@@ -387,6 +426,9 @@ class ConformalNamespace:
         invalid: Literal["raise", "drop", "null"] | None = ...,
         max_rows: int | None = ...,
         max_segments: int | None = ...,
+        quantiles: dict[float, str] | None = ...,
+        mean: str | None = ...,
+        std: str | None = ...,
     ) -> Report: ...
 
 def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...

@@ -35,6 +35,8 @@ __all__ = [
     "corp_reliability_diagram",
     "coverage_by_segment",
     "coverage_vs_level",
+    "pit_histogram",
+    "quantile_calibration",
     "reliability_diagram",
     "reliability_table",
     "report_figures",
@@ -781,6 +783,146 @@ def corp_reliability_diagram(
     hidden = len(runs) - len(shown)
     title = f"CORP reliability diagram\nband: {ci_level:.0%} consistency band under calibration"
     ax.set_title(title + (f"; {hidden} more groups not drawn" if hidden > 0 else ""))
+    ax.grid(alpha=0.3)
+    _legend(ax)
+    return ax
+
+
+# ---------------------------------------------------------------------------
+# distributional forecasts: quantile calibration curve and PIT histogram
+# ---------------------------------------------------------------------------
+def _segment_lines(
+    ax: Any, t: nw.DataFrame, seg: list[str], x: str, cols: tuple[str, str, str], highlight: int, label: str
+) -> None:
+    """One line (with its band) per segment; beyond ``highlight`` segments, the others grey."""
+    labels = _labels(t, seg)
+    xs, ys, lows, highs = (floats(t, c) for c in (x, *cols))
+    runs = _runs(labels)
+    worst = {g: float(np.nanmax(np.abs(ys[s] - xs[s]))) for g, s in runs.items()}
+    shown = list(runs) if len(runs) <= highlight else sorted(runs, key=lambda g: -worst[g])[:highlight]
+    others = [g for g in runs if g not in shown]
+    _grey_lines(ax, [xs[runs[g]] for g in others], [ys[runs[g]] for g in others], f"other groups ({len(others)})")
+    for i, g in enumerate(shown):
+        s, color = runs[g], f"C{i % 10}"
+        ax.fill_between(xs[s], lows[s], highs[s], color=color, alpha=0.18, lw=0)
+        ax.plot(xs[s], ys[s], marker="o", ms=4, color=color, lw=1.2, label=g if seg else label)
+
+
+def quantile_calibration(
+    data: Any,
+    *,
+    y: str | None = None,
+    quantiles: dict[float, str] | None = None,
+    by: str | Sequence[str] | None = None,
+    ci_level: float = 0.95,
+    highlight: int = 6,
+    ax: Any = None,
+) -> Any:
+    """Quantile calibration curve: observed ``P(y <= q_tau)`` against the nominal level ``tau``.
+
+    One line per segment (``by=``) with the Wilson interval of each level's
+    observed frequency as a band; the diagonal is perfect calibration (a
+    curve below it: the quantiles are too low).  With many segments the
+    ``highlight`` ones furthest from the diagonal are coloured, the others
+    grey.  ``data`` is raw rows (give ``y`` and ``quantiles={level:
+    column}``; computed with :func:`conformal_frames.quantile_coverage`) or
+    its long table (``quantile_level``, ``coverage``, ``coverage_ci_low``,
+    ``coverage_ci_high``).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    seg = core.as_keys(by)
+    if (y is None) != (quantiles is None):
+        msg = "give both y= and quantiles= (raw rows) or neither (a quantile_coverage table)"
+        raise ValueError(msg)
+    if y is not None:
+        from conformal_frames.quantiles import quantile_coverage
+
+        metric = quantile_coverage(y, quantiles=quantiles, ci_level=ci_level)
+        t = _eager(core.evaluate_one(data, metric, seg or None))
+    else:
+        t = _eager(data)
+    cols = ("coverage", "coverage_ci_low", "coverage_ci_high")
+    _need(t, ["quantile_level", *cols], "pass y=, quantiles= for raw rows")
+    t = t.sort(*seg, "quantile_level")
+    ax = _axes(ax)
+    ax.plot([0, 1], [0, 1], ls="--", color=_NOMINAL, lw=1, label="perfect calibration")
+    _segment_lines(ax, t, seg, "quantile_level", cols, highlight, "observed frequency")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_aspect("equal")
+    ax.set_xlabel("nominal quantile level")
+    ax.set_ylabel("observed frequency of y <= quantile (band: Wilson interval)")
+    ax.set_title("Quantile calibration")
+    ax.grid(alpha=0.3)
+    _legend(ax)
+    return ax
+
+
+def pit_histogram(
+    data: Any,
+    *,
+    y: str | None = None,
+    mean: str | None = None,
+    std: str | None = None,
+    samples: str | Sequence[str] | None = None,
+    quantiles: dict[float, str] | None = None,
+    n_bins: int = 10,
+    by: str | Sequence[str] | None = None,
+    ci_level: float = 0.95,
+    seed: int = 0,
+    highlight: int = 6,
+    ax: Any = None,
+) -> Any:
+    """PIT histogram: the frequency of the PIT values per bin, with the uniformity band.
+
+    Without ``by=`` the bins are bars; with ``by=`` one step line per
+    segment.  The dashed line is ``1/n_bins`` (a calibrated forecast); the
+    shaded band is where a uniform PIT's bin frequencies stay with
+    probability about ``ci_level``.  ``data`` is raw rows (give ``y`` and one
+    forecast: ``mean``/``std``, ``samples`` or ``quantiles``; computed with
+    :func:`conformal_frames.pit_histogram`) or its long table.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    from conformal_frames import distributions
+
+    seg = core.as_keys(by)
+    if y is not None:
+        metric = distributions.pit_histogram(
+            y, mean=mean, std=std, samples=samples, quantiles=quantiles, n_bins=n_bins, ci_level=ci_level, seed=seed
+        )
+        t = _eager(core.evaluate_one(data, metric, seg or None))
+    else:
+        t = _eager(data)
+    _need(t, ["bin_low", "bin_high", "frequency", "band_low", "band_high"], "pass y= and a forecast for raw rows")
+    t = t.sort(*seg, "bin_low")
+    ax = _axes(ax)
+    lows, highs, freq = floats(t, "bin_low"), floats(t, "bin_high"), floats(t, "frequency")
+    # the band of the smallest group (the widest), behind everything
+    band_low, band_high = float(np.nanmin(floats(t, "band_low"))), float(np.nanmax(floats(t, "band_high")))
+    what = "smallest group, " if seg else ""
+    ax.axhspan(band_low, band_high, color=_REST, alpha=0.25, lw=0, label=f"uniform band ({what}{ci_level:g})", zorder=0)
+    if not seg:
+        ax.bar(lows, freq, width=highs - lows, align="edge", color="C0", alpha=0.75, label="PIT frequency", zorder=2)
+    else:
+        runs = _runs(_labels(t, seg))
+        worst = {g: float(np.nanmax(np.abs(freq[s] - (highs[s] - lows[s])))) for g, s in runs.items()}
+        shown = list(runs) if len(runs) <= highlight else sorted(runs, key=lambda g: -worst[g])[:highlight]
+        others = [g for g in runs if g not in shown]
+        steps = {g: (np.r_[lows[runs[g]], highs[runs[g]][-1:]], np.r_[freq[runs[g]], freq[runs[g]][-1:]]) for g in runs}
+        _grey_lines(ax, [steps[g][0] for g in others], [steps[g][1] for g in others], f"other groups ({len(others)})")
+        for i, g in enumerate(shown):
+            ax.step(*steps[g], where="post", color=f"C{i % 10}", lw=1.4, label=g, zorder=3)
+    ax.axhline(float(np.nanmean(highs - lows)), ls="--", color=_NOMINAL, lw=1, label="uniform")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("PIT value")
+    ax.set_ylabel("frequency")
+    ax.set_title("PIT histogram")
     ax.grid(alpha=0.3)
     _legend(ax)
     return ax

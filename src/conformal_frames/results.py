@@ -21,6 +21,7 @@ __all__ = [
     "DieboldMarianoTestResult",
     "KSTestResult",
     "KuiperTestResult",
+    "PITTestResult",
     "SpiegelhalterTestResult",
     "TestResult",
 ]
@@ -165,6 +166,23 @@ class DieboldMarianoTestResult(TestResult):
         larger mean loss.
     pvalue : float
         Two-sided p-value ``2 (1 - Phi(|DM|))`` (asymptotic).
+    n : int
+        Number of rows.
+    """
+
+    n: int
+
+
+@dataclass(frozen=True)
+class PITTestResult(TestResult):
+    """Result of :func:`~conformal_frames.pit_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        Kolmogorov-Smirnov distance ``D = sup_u |F_n(u) - u|`` of the PIT values.
+    pvalue : float
+        Asymptotic p-value ``P(K > sqrt(n) D)``, ``K`` Kolmogorov's distribution.
     n : int
         Number of rows.
     """

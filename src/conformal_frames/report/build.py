@@ -23,7 +23,9 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[
     target, level = planning.split_target(o["confidence_level"])
     schema = base.collect_schema()
     roles = {k: o[k] for k in ("y", "lo", "hi", "score", "score_y", "sets")}
-    planning.check_schema(schema, roles | {"confidence_level": level} | {f"by[{i}]": k for i, k in enumerate(by)})
+    forecast = {"mean": o["mean"], "std": o["std"], **{f"quantiles[{lv:g}]": c for lv, c in _quantiles(o).items()}}
+    names = roles | forecast | {"confidence_level": level} | {f"by[{i}]": k for i, k in enumerate(by)}
+    planning.check_schema(schema, names)
     if level is not None and level in by:
         msg = f"confidence_level column {level!r} is also in by=; give it only as confidence_level="
         raise ValueError(msg)
@@ -57,8 +59,19 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[
         bounded_memory=o["bounded_memory"],
         invalid=o["invalid"],
         test_in_query=not lazy_other,
+        quantiles=_quantiles(o) or None,
+        mean=o["mean"],
+        std=o["std"],
     )
     return plan, notes
+
+
+def _quantiles(options: dict[str, Any]) -> dict[float, str]:
+    """``quantiles=`` checked (levels in (0, 1), distinct columns) as a dict."""
+    from conformal_frames.forecast_inputs import check_quantiles
+
+    value = options["quantiles"]
+    return {} if value is None else dict(check_quantiles(value))  # type: ignore[arg-type]
 
 
 def _evaluate(base: Any, plan: planning.Plan) -> Report:
@@ -107,6 +120,9 @@ def report(
     invalid: Literal["raise", "drop", "null"] | None = None,
     max_rows: int | None = MAX_ROWS,
     max_segments: int | None = MAX_SEGMENTS,
+    quantiles: dict[float, str] | None = None,
+    mean: str | None = None,
+    std: str | None = None,
 ) -> Report:
     """Evaluate every applicable metric per group and return a :class:`Report`.
 
@@ -173,6 +189,14 @@ def report(
     max_rows, max_segments : int or None
         Groups shown in the text/HTML tables and segments drawn per plot
         (:attr:`Report.max_rows`, :attr:`Report.max_segments`).
+    quantiles : dict, optional
+        Quantile forecasts of ``y``, ``{level: column}``: the forecast family
+        (the table ``"forecast"``: CRPS from the quantiles and the PIT
+        uniformity test, see :func:`conformal_frames.crps`).
+    mean, std : str, optional
+        A Gaussian forecast of ``y``: its CRPS and PIT test in the
+        ``"forecast"`` table (prefixed ``quantile_`` are then the quantile
+        forecast's).
 
     Returns
     -------
@@ -193,7 +217,7 @@ def report(
     ['b']
     """
     options = dict(locals())
-    planning.check_roles(y, lo, hi, score, score_y, sets)
+    planning.check_roles(y, lo, hi, score, score_y, sets, forecast={"quantiles": quantiles, "mean": mean, "std": std})
     planning.check_options(correction, invalid)
     base = planning.as_frame(frame)
     plan, notes = _make_plan(base, options)

@@ -19,6 +19,7 @@ from conformal_frames import core
 from conformal_frames._validate import check_choice, check_probability
 from conformal_frames.calibration import brier, ece, ks_test, kuiper_test, reliability, spiegelhalter_test
 from conformal_frames.conditional import coverage_test
+from conformal_frames.distributions import crps, pit_test
 from conformal_frames.intervals import coverage, hsic, ssc, ssc_score, width, winkler
 from conformal_frames.recalibration import score_decomposition, smooth_ece
 from conformal_frames.report.widths import collect
@@ -54,6 +55,10 @@ class Plan:
     bounded_memory: bool
     invalid: core.InvalidPolicy | None
     test_in_query: bool
+    #: forecast columns (the forecast family): ``{level: column}`` and a Gaussian forecast
+    quantiles: dict[float, str] | None = None
+    mean: str | None = None
+    std: str | None = None
 
     @property
     def keys(self) -> list[str]:
@@ -83,6 +88,8 @@ class Plan:
             "score_y": self.score_y,
             "sets": self.sets,
             "confidence_level": self.level_column,
+            "mean": self.mean,
+            "std": self.std,
         }
         return {k: v for k, v in roles.items() if v is not None}
 
@@ -106,7 +113,22 @@ class Plan:
                 out["calibration"].append(smooth_ece(label, score))
                 out["decomposition"] = [score_decomposition(label, score)]
             out["reliability"] = [reliability(label, score, n_bins=self.n_bins, ci_level=self.ci_level)]
+        if self.y is not None and (self.quantiles or self.mean is not None):
+            out["forecast"] = self._forecast(self.y)
         return out
+
+    def _forecast(self, y: str) -> list[core.Metric]:
+        """Scores of quantile, interval and Gaussian forecasts (the Gaussian ones first, unprefixed)."""
+        ms: list[core.Metric] = []
+        if self.mean is not None and self.std is not None:
+            ms += [crps(y, mean=self.mean, std=self.std), pit_test(y, mean=self.mean, std=self.std)]
+        if self.quantiles:
+            prefix = "quantile_" if ms else ""
+            ms += [
+                crps(y, quantiles=self.quantiles).alias(f"{prefix}crps"),
+                pit_test(y, quantiles=self.quantiles).alias(f"{prefix}pit_test"),
+            ]
+        return ms
 
     def _coverage(self, family: str, y: str, **target: Any) -> core.Metric:
         """coverage_test (with a target, when it runs in the query) or plain coverage."""
@@ -155,9 +177,30 @@ def keyword(role: str) -> str:
 
 
 def check_roles(
-    y: Any, lo: Any, hi: Any, score: Any, score_y: Any, sets: Any, spell: Callable[[str], str] = keyword
+    y: Any,
+    lo: Any,
+    hi: Any,
+    score: Any,
+    score_y: Any,
+    sets: Any,
+    spell: Callable[[str], str] = keyword,
+    *,
+    forecast: dict[str, Any] | None = None,
 ) -> None:
-    """Each family gets all of its columns, or none (``spell`` names the arguments, e.g. CLI flags)."""
+    """Each family gets all of its columns, or none (``spell`` names the arguments, e.g. CLI flags).
+
+    ``forecast`` holds the forecast arguments (``quantiles``, ``intervals``, ``mean``, ``std``).
+    """
+    given = {k: v for k, v in (forecast or {}).items() if v is not None}
+    if ("mean" in given) != ("std" in given):
+        missing = spell("std") if "mean" in given else spell("mean")
+        msg = f"Gaussian forecasts need {spell('mean')} and {spell('std')}; missing {missing}"
+        raise ValueError(msg)
+    if given and y is None:
+        msg = f"forecast metrics need {spell('y')} (the observed value) with {', '.join(spell(k) for k in given)}"
+        raise ValueError(msg)
+    if given and lo is None and score is None and sets is None:
+        return
     interval = {"y": y, "lo": lo, "hi": hi}
     if (lo is not None or hi is not None) and None in interval.values():
         missing = ", ".join(spell(k) for k, v in interval.items() if v is None)

@@ -26,6 +26,7 @@ TITLES = {
     "decomposition": "Brier score decomposition: score = miscalibration - discrimination + uncertainty",
     "reliability": "Reliability: observed frequency per score bin (mean scores and intervals in .frame('reliability'))",
     "sets": "Prediction-set metrics per group",
+    "forecast": "Forecast scores per group (CRPS; PIT uniformity test)",
 }
 
 CSS = (

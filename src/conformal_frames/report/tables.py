@@ -48,7 +48,7 @@ def build_tables(wide: nw.DataFrame, plan: Plan, families: dict[str, list[core.M
             tables = {name: t, **tables}
         elif cols:
             tables[name] = wide.select(*keys, *cols, *common)
-    order = ["intervals", "ssc", "sets", "calibration", "decomposition", "reliability"]
+    order = ["intervals", "ssc", "sets", "calibration", "decomposition", "reliability", "forecast"]
     return {k: tables[k] for k in order if k in tables}
 
 

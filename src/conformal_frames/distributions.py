@@ -1,0 +1,854 @@
+"""Distributional forecast scores: CRPS and the probability integral transform (PIT).
+
+A forecast of ``y`` is given as one of
+
+- a **Gaussian** forecast: ``mean=`` and ``std=`` columns (``std > 0``);
+- an **ensemble** (sample) forecast: ``samples=`` a list column (polars
+  List/Array, Arrow list, or a pandas ``object`` column of lists/arrays) or a
+  list of columns, one per member.
+
+Everything stays lazy on every backend: the Gaussian scores are row
+expressions (the normal tail is the engine's polynomial approximation of the
+Mills ratio, relative accuracy ~1e-14, see :mod:`conformal_frames.brownian`);
+an ensemble is turned into one row per member (``explode`` of a list column,
+a union of the member columns otherwise), its members sorted per forecast with
+an ordered window, and aggregated back: ``O(m log m)`` per forecast of ``m``
+members, never the ``O(m^2)`` pair sum.
+
+Invalid rows (an error on eager input; null metrics and ``n_invalid`` on lazy
+input): a missing or non-finite ``y``, ``mean`` or ``std``; ``std <= 0``; a
+missing or empty ensemble, or one with NaN or infinite members.  A list whose
+members are partly missing (null elements) cannot be seen by a row check on
+every backend: the group's score is then null (never computed from the
+remaining members).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames._validate import check_column, check_columns, checked, choice, fail, optional
+from conformal_frames.brownian import _BIG, _phi_c, _t_of
+from conformal_frames.core import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, over, total
+from conformal_frames.forecast_inputs import Quantiles, check_quantiles, quantile_rows, value_row
+from conformal_frames.results import PITTestResult
+from conformal_frames.sets import arrow_lists
+from conformal_frames.stats import max_of, min_of, ratio
+
+__all__ = ["crps", "pit_histogram", "pit_test"]
+METHODS = list(__all__)
+
+Estimator = Literal["plain", "fair"]
+_INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+# ---------------------------------------------------------------------------
+# parameter checks
+# ---------------------------------------------------------------------------
+def check_samples(value: Any, name: str = "samples") -> str | tuple[str, ...]:
+    """An ensemble: a list column's name or a list of member column names."""
+    if isinstance(value, str):
+        return value
+    expected = "the name of a list column or a list of member column names"
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        fail(TypeError, name, expected, value)
+    return check_columns(value, name)
+
+
+def _quantiles(value: Any) -> Quantiles | None:
+    """``quantiles=`` normalised to sorted ``(level, column)`` pairs (wide form only)."""
+    return None if value is None else cast(Quantiles, check_quantiles(value))
+
+
+def _one_forecast(mean: str | None, std: str | None, samples: Any, quantiles: Any = None) -> None:
+    """Exactly one forecast kind: ``mean=`` with ``std=``, ``samples=`` or ``quantiles=``."""
+    gaussian = mean is not None or std is not None
+    if gaussian and (mean is None or std is None):
+        missing = "std=" if std is None else "mean="
+        msg = f"a Gaussian forecast needs both mean= and std= columns; {missing} is missing"
+        raise ValueError(msg)
+    kinds = int(gaussian) + int(samples is not None) + int(quantiles is not None)
+    if kinds > 1:
+        msg = "give one forecast: mean= and std= (Gaussian), samples= (ensemble) or quantiles=, not several"
+        raise ValueError(msg)
+    if kinds == 0:
+        msg = "give a forecast: mean= and std= columns (Gaussian), samples= (an ensemble) or quantiles={level: column}"
+        raise ValueError(msg)
+
+
+# ---------------------------------------------------------------------------
+# Gaussian forecasts: row expressions
+# ---------------------------------------------------------------------------
+def gaussian_z(q: Query, y: str, mean: str, std: str) -> tuple[str, str]:
+    """Row columns ``z = (y - mean) / std`` and ``std``; ``std <= 0`` is invalid."""
+    sd = q.number(std)
+    q.check(f"std column {std!r} has zero or negative values (std must be > 0)", sd <= 0.0, example=sd)
+    sd_row = q.row(("std", std), sd)
+    z = q.row(("gauss_z", y, mean, std), ratio(q.number(y) - q.number(mean), nw.when(sd > 0.0).then(sd)))
+    return z, sd_row
+
+
+def gaussian_tail(q: Query, y: str, mean: str, std: str) -> tuple[str, str, str, str]:
+    """Row columns ``z``, ``|z|``, ``Phi_c(|z|)`` and ``std``.
+
+    The normal tail is the engine's interpolated Mills ratio (relative error
+    ~1e-14, see :mod:`conformal_frames.brownian`) over row columns, so each
+    expression names columns only (SQL engines plan a repeated argument slowly).
+    """
+    z, sd = gaussian_z(q, y, mean, std)
+    a = q.row(("gauss_abs_z", z), nw.col(z).abs().clip(upper_bound=_BIG), inputs=[z])
+    t = q.row(("gauss_t", a), _t_of(nw.col(a)), inputs=[a])
+    tail = q.row(("gauss_tail", a), _phi_c(nw.col(a), nw.col(t)), inputs=[a, t])
+    return z, a, tail, sd
+
+
+def gaussian_crps_row(q: Query, y: str, mean: str, std: str) -> str:
+    """Row column: ``std * (|z| (1 - 2 Phi_c(|z|)) + 2 phi(z) - 1/sqrt(pi))``."""
+    _, a, tail, sd = gaussian_tail(q, y, mean, std)
+    col_a = nw.col(a)
+    density = (-0.5 * col_a * col_a).exp() * _INV_SQRT_2PI
+    crps = nw.col(sd) * (col_a * (1.0 - 2.0 * nw.col(tail)) + 2.0 * density - _INV_SQRT_PI)
+    return q.row(("gauss_crps", a), crps, inputs=[a, tail, sd])
+
+
+def gaussian_pit_row(q: Query, y: str, mean: str, std: str) -> str:
+    """Row column: ``Phi(z)`` (exactly 0.5 at ``z = 0``, a bin edge, common with rounded data)."""
+    z, _, tail, _ = gaussian_tail(q, y, mean, std)
+    zc, tc = nw.col(z), nw.col(tail)
+    pit = nw.when(zc > 0.0).then(1.0 - tc).otherwise(nw.when(zc < 0.0).then(tc).otherwise(nw.lit(0.5)))
+    return q.row(("gauss_pit", z), pit, inputs=[z, tail])
+
+
+# ---------------------------------------------------------------------------
+# ensembles: one row per member, sorted per forecast
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ensemble:
+    """Row columns of an ensemble forecast: ``y`` and the members."""
+
+    y: str
+    #: a list row column, or one row column per member
+    members: str | tuple[str, ...]
+
+    @property
+    def width(self) -> int | None:
+        """Number of members when they are columns (``None`` for a list column)."""
+        return None if isinstance(self.members, str) else len(self.members)
+
+
+def _list_members(q: Query, name: str) -> str:
+    col = q.column(name)
+    dtype = q.schema[name]
+    if isinstance(dtype, nw.Array):
+        col = col.cast(nw.List(dtype.inner))
+        inner = dtype.inner
+    elif isinstance(dtype, nw.List):
+        inner = dtype.inner
+    else:
+        msg = (
+            f"samples column {name!r} must be a list column of numbers (polars List/Array, Arrow list, "
+            f"or a pandas column of lists/arrays), found dtype {dtype}; "
+            "alternatively pass the member columns as a list, samples=['x1', 'x2', ...]"
+        )
+        raise TypeError(msg)
+    if not (inner.is_numeric() or inner == nw.Unknown):
+        msg = f"samples column {name!r} must hold numbers, found {inner} members"
+        raise TypeError(msg)
+    q.check(f"samples column {name!r} has missing values", col.is_null())
+    q.check(f"samples column {name!r} has empty ensembles", col.list.len() == 0)
+    q.check(f"samples column {name!r} has NaN or infinite members", ~col.list.mean().is_finite())
+    return q.row(("samples_list", name), col)
+
+
+def ensemble(q: Query, y: str, samples: str | tuple[str, ...]) -> Ensemble:
+    """The ensemble's row columns (inputs checked)."""
+    y_row = q.row(("value", y), q.number(y))
+    if isinstance(samples, str):
+        return Ensemble(y_row, _list_members(q, samples))
+    # + 0.0 turns -0.0 into 0.0: pandas (pyarrow dtypes) cannot sort or group a column holding both
+    return Ensemble(y_row, tuple(q.row(("member", s), q.number(s) + 0.0) for s in samples))
+
+
+def _members_long(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: TableRef) -> nw.LazyFrame:
+    """One row per (forecast, distinct member value): ``rid``, ``y``, ``x``, ``c`` (its count).
+
+    A list column is exploded once.  Member columns are stacked (a union of
+    one select per member); their row id is ordered by the group keys, ``y``
+    and every member, so that rows that share an id are the same forecast on
+    every engine (a tie of this order is a repeated identical forecast).
+    """
+    rid, x, c = ref.name("rid"), ref.name("x"), ref.name("c")
+    y = (nw.col(ens.y) + 0.0).alias(ref.name("y"))  # -0.0 becomes 0.0 (see below)
+    if isinstance(ens.members, str):
+        base = rows.select(*keys, y, nw.col(ens.members).alias(x))
+        base = base.with_row_index(rid, order_by=[*keys, ref.name("y")])
+        long = base.explode(x)
+    else:
+        base = rows.select(*keys, y, *ens.members)
+        base = base.with_row_index(rid, order_by=[*keys, ref.name("y"), *ens.members])
+        parts = [base.select(*keys, rid, ref.name("y"), nw.col(m).alias(x)) for m in ens.members]
+        long = nw.concat(parts, how="vertical")
+    # + 0.0 turns -0.0 into 0.0: one tie group on every engine (pandas cannot group both)
+    long = long.with_columns(nw.col(x).cast(nw.Float64) + 0.0)
+    ties = long.group_by(*keys, rid, ref.name("y"), x).agg(nw.len().alias(c))
+    return ties.with_columns(nw.col(c).cast(nw.Float64))
+
+
+def ensemble_rows(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: TableRef) -> nw.LazyFrame:
+    """Per forecast: ``m`` members, ``abs_dev = sum_i |x_i - y|``, ``spread``, ``below``, ``equal``.
+
+    ``spread = sum_i (2 i - m - 1) x_(i) = (1/2) sum_{i,j} |x_i - x_j|`` over
+    the sorted members; a run of ``c`` tied members after ``s`` smaller ones
+    contributes ``x c (2 s + c - m)``.  ``below``/``equal`` count the members
+    ``< y`` / ``== y``.  Null members are counted in ``nulls``.
+    """
+    ties = _members_long(rows, keys, ens, ref)
+    rid, x, c, y = ref.name("rid"), ref.name("x"), ref.name("c"), ref.name("y")
+    end, m = ref.name("end"), ref.name("m")
+    part = [*keys, rid]
+    real = ties.filter(~nw.col(x).is_null())
+    real = real.with_columns(
+        nw.col(c).cum_sum().over(*part, order_by=x).alias(end), nw.col(c).sum().over(*part).alias(m)
+    )
+    xc, yc, cc = nw.col(x), nw.col(y), nw.col(c)
+    start = nw.col(end) - cc
+    real = real.with_columns(
+        ((xc - yc).abs() * cc).alias(ref.name("abs_dev")),
+        (xc * cc * (2.0 * start + cc - nw.col(m))).alias(ref.name("spread")),
+        nw.when(xc < yc).then(cc).otherwise(0.0).alias(ref.name("below")),
+        nw.when(xc == yc).then(cc).otherwise(0.0).alias(ref.name("equal")),
+    )
+    sums = [nw.col(ref.name(k)).sum() for k in ("abs_dev", "spread", "below", "equal")]
+    per = real.group_by(*keys, rid).agg(nw.col(c).sum().alias(m), *sums)
+    nulls = ties.with_columns(nw.when(nw.col(x).is_null()).then(nw.col(c)).otherwise(0.0).alias(ref.name("nulls")))
+    nulls = nulls.group_by(*keys, rid).agg(nw.col(ref.name("nulls")).sum())
+    return nulls.join(per, on=[*keys, rid], how="left")
+
+
+def _crps_table(ens: Ensemble, estimator: str) -> TableFn:
+    """Sub-query: per group, the sum of the forecasts' CRPS and the forecasts with null members."""
+
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        per = ensemble_rows(rows, keys, ens, ref)
+        m = nw.col(ref.name("m"))
+        pairs = m * m if estimator == "plain" else m * (m - 1.0)
+        score = ratio(nw.col(ref.name("abs_dev")), m) - ratio(nw.col(ref.name("spread")), pairs)
+        per = per.with_columns(score.alias(ref.name("crps")))
+        bad = (nw.col(ref.name("nulls")) > 0).cast(nw.Float64).alias(ref.name("bad"))
+        return aggregate(per.with_columns(bad), keys, [nw.col(ref.name("crps")).sum(), nw.col(ref.name("bad")).sum()])
+
+    return build
+
+
+# ---------------------------------------------------------------------------
+# quantile forecasts: row expressions
+# ---------------------------------------------------------------------------
+def quantile_crps_row(q: Query, y: str, quantiles: Quantiles) -> str:
+    """Row column: ``(2 / K) sum_k rho_tau_k(y - q_k)``, ``rho_tau(u) = u (tau - 1[u < 0])``."""
+    y_row = value_row(q, y)
+    rows = quantile_rows(q, quantiles)
+    yc = nw.col(y_row)
+    terms = [
+        nw.when(yc >= nw.col(r)).then(tau * (yc - nw.col(r))).otherwise((1.0 - tau) * (nw.col(r) - yc))
+        for tau, r in rows
+    ]
+    k = float(len(rows))
+    return q.row(("quantile_crps", y, quantiles), (2.0 / k) * total(terms), inputs=[y_row, *[r for _, r in rows]])
+
+
+def quantile_pit_rows(q: Query, y: str, quantiles: Quantiles) -> tuple[str, str]:
+    """Row columns ``lo = sup{tau: Q(tau) < y}`` and ``hi = inf{tau: Q(tau) > y}``.
+
+    ``Q`` interpolates the quantiles linearly between levels; below the lowest
+    quantile it is unknown (``y < q_1``: ``[0, tau_1]``), above the highest
+    too (``y > q_K``: ``[tau_K, 1]``); a flat stretch ``q_j = q_(j+1) = y``
+    gives ``[tau_j, tau_(j+1)]``.
+    """
+    y_row = value_row(q, y)
+    rows = quantile_rows(q, quantiles)
+    yc = nw.col(y_row)
+    (t1, r1), (tk, rk) = rows[0], rows[-1]
+    lo_parts = [nw.when(yc >= nw.col(r1)).then(nw.lit(t1)).otherwise(nw.lit(0.0))]
+    hi_parts = [nw.when(yc <= nw.col(rk)).then(nw.lit(tk)).otherwise(nw.lit(1.0))]
+    for (ta, ra), (tb, rb) in itertools.pairwise(rows):
+        a, b = nw.col(ra), nw.col(rb)
+        # used only where a < y < b (the guard keeps engines from dividing by zero elsewhere)
+        inside = ta + (tb - ta) * (yc - a) / nw.when(b > a).then(b - a).otherwise(1.0)
+        lo_parts.append(nw.when(a < yc).then(nw.when(yc >= b).then(nw.lit(tb)).otherwise(inside)).otherwise(0.0))
+        hi_parts.append(nw.when(b > yc).then(nw.when(yc <= a).then(nw.lit(ta)).otherwise(inside)).otherwise(1.0))
+    inputs = [y_row, *[r for _, r in rows]]
+    lo = q.row(("quantile_pit_lo", y, quantiles), max_of(*lo_parts), inputs=inputs)
+    hi = q.row(("quantile_pit_hi", y, quantiles), min_of(*hi_parts), inputs=inputs)
+    return lo, hi
+
+
+# ---------------------------------------------------------------------------
+# CRPS
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class CRPS(Metric):
+    y: str
+    mean: str | None = checked(optional(check_column), None)
+    std: str | None = checked(optional(check_column), None)
+    samples: str | tuple[str, ...] | None = checked(optional(check_samples), None)
+    quantiles: tuple[tuple[float, str], ...] | None = checked(optional(check_quantiles), None)
+    estimator: str = checked(choice("plain", "fair"), "plain")
+    default_name = "crps"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _one_forecast(self.mean, self.std, self.samples, self.quantiles)
+        if self.estimator == "fair" and isinstance(self.samples, tuple) and len(self.samples) < 2:
+            msg = "estimator='fair' needs at least 2 members, got samples=" + repr(list(self.samples))
+            raise ValueError(msg)
+
+    def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
+        return arrow_lists(frame, [self.samples] if isinstance(self.samples, str) else [])
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        if self.mean is not None and self.std is not None:
+            return {"": ratio(q.sum(gaussian_crps_row(q, self.y, self.mean, self.std)), q.n)}
+        if self.quantiles is not None:
+            return {"": ratio(q.sum(quantile_crps_row(q, self.y, self.quantiles)), q.n)}
+        assert self.samples is not None
+        ens = ensemble(q, self.y, self.samples)
+        if self.estimator == "fair" and isinstance(self.samples, str):
+            col = nw.col(self.samples)
+            q.check(
+                f"samples column {self.samples!r} has single-member ensembles (estimator='fair' needs 2+)",
+                col.list.len() == 1,
+            )
+        t = q.table(("crps_ensemble", ens, self.estimator), _crps_table(ens, self.estimator))
+        return {"": nw.when(t.col("bad").fill_null(0.0) == 0).then(ratio(t.col("crps").fill_null(0.0), q.n))}
+
+
+def crps(
+    y: str,
+    *,
+    mean: str | None = None,
+    std: str | None = None,
+    samples: str | Sequence[str] | None = None,
+    quantiles: dict[float, str] | None = None,
+    estimator: Estimator = "plain",
+) -> CRPS:
+    """Continuous ranked probability score (CRPS), averaged over rows; lower is better.
+
+    ``CRPS(F, y) = int (F(x) - 1[y <= x])^2 dx = E|X - y| - (1/2) E|X - X'|``
+    with ``X, X'`` independent draws from the forecast ``F`` (Matheson and
+    Winkler 1976; Gneiting and Raftery 2007).  The metric is the mean over rows.
+
+    - **Gaussian** (``mean=``, ``std=``): the closed form
+      ``std * (z (2 Phi(z) - 1) + 2 phi(z) - 1/sqrt(pi))``, ``z = (y - mean) / std``
+      (Gneiting et al. 2005); ``scipy.stats.norm`` / scoringrules'
+      ``crps_normal`` give the same values.
+    - **Ensemble** (``samples=``, ``m`` members ``x_1..x_m``): exact for the
+      ensemble's empirical distribution, from the sorted members
+      ``x_(1) <= ... <= x_(m)`` in ``O(m log m)``:
+      ``(1/m) sum_i |x_i - y| - (1/m^2) sum_i (2 i - m - 1) x_(i)``
+      (``estimator="plain"``, the default: the CRPS of the empirical
+      distribution, scoringrules' default ``crps_ensemble`` estimator and
+      properscoring's ``crps_ensemble``).  ``estimator="fair"`` divides the
+      second sum by ``m (m - 1)`` instead: the unbiased ("fair") estimator of
+      the CRPS of the distribution the members are drawn from (Ferro 2014;
+      scoringrules' ``estimator="fair"``), which needs 2 or more members.
+    - **Quantiles** (``quantiles={level: column}``, ``K`` levels): the
+      approximation ``(2 / K) sum_k rho_tau_k(y - q_k)``, twice the pinball
+      loss averaged over the levels, ``rho_tau(u) = u (tau - 1[u < 0])``
+      (Berrisch and Ziel 2023; scoringrules' ``crps_quantile``).  It
+      approaches the CRPS for many equally spaced levels; with few levels
+      it is a coarse approximation (e.g. a single median gives the absolute
+      error).  Crossing quantiles are invalid rows.
+
+    Parameters
+    ----------
+    y : str
+        Column of observed values.
+    mean, std : str, optional
+        Columns of a Gaussian forecast's mean and standard deviation
+        (``std > 0``).
+    samples : str or list of str, optional
+        An ensemble: a list column (polars List or Array, Arrow list, or a
+        pandas ``object`` column of lists or numpy arrays; members may differ
+        in number between rows), or a list of member columns.
+    quantiles : dict, optional
+        Quantile forecasts ``{level: column}``, levels in (0, 1).
+    estimator : {"plain", "fair"}, default "plain"
+        The ensemble estimator (see above); ignored for a Gaussian forecast.
+
+    Returns
+    -------
+    CRPS
+        A metric object.  ``df.conformal.crps(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``crps`` and ``n`` (lazy in, lazy out).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"y": [0.0, 1.0], "mu": [0.0, 0.0], "sd": [1.0, 1.0],
+    ...                    "ens": [[-1.0, 0.0, 1.0], [0.0, 2.0, 2.0]]})
+    >>> round(df.conformal.crps("y", mean="mu", std="sd"), 6)
+    0.418068
+    >>> round(df.conformal.crps("y", samples="ens"), 6)
+    0.388889
+
+    References
+    ----------
+    J. E. Matheson and R. L. Winkler (1976), "Scoring rules for continuous
+    probability distributions", Management Science 22(10), 1087-1096.
+    T. Gneiting and A. E. Raftery (2007), "Strictly proper scoring rules,
+    prediction, and estimation", JASA 102(477), 359-378.
+    C. A. T. Ferro (2014), "Fair scores for ensemble forecasts", QJRMS
+    140(683), 1917-1923.
+    J. Berrisch and F. Ziel (2023), "CRPS learning", Journal of Econometrics
+    237(2), 105221.
+    """
+    return CRPS(
+        y=y,
+        mean=mean,
+        std=std,
+        samples=check_samples(samples) if samples is not None else None,
+        quantiles=_quantiles(quantiles),
+        estimator=estimator,
+    )
+
+
+# ---------------------------------------------------------------------------
+# PIT: per forecast, the interval [lo, hi] of CDF values at y, randomized
+# ---------------------------------------------------------------------------
+#: a prime below 2^26: squares of residues stay below 2^52, exact in Float64
+_P = 67108859.0
+
+
+def _mod_p(x: nw.Expr) -> nw.Expr:
+    """``x mod P`` for integer-valued ``0 <= x < 2^53``, exact on every engine."""
+    r = x - _P * (x / _P).floor()
+    return nw.when(r < 0.0).then(r + _P).otherwise(nw.when(r >= _P).then(r - _P).otherwise(r))
+
+
+def uniform_hash(frame: nw.LazyFrame, index: str, seed: int, out: str) -> nw.LazyFrame:
+    """Add ``out``: a pseudo-random number in (0, 1) per row of the integer column ``index``.
+
+    Three rounds of ``h -> h^2 + c mod P`` in exact Float64 integer
+    arithmetic: the same values on every engine (no engine random generator,
+    whose streams differ between engines and partitions).
+    """
+    offset = float((seed * 1000003 + 12345) % int(_P))
+    frame = frame.with_columns(_mod_p(nw.col(index).cast(nw.Float64) + offset).alias(out))
+    for c in (1013904223.0, 1664525.0, 22695477.0):
+        frame = frame.with_columns(_mod_p(nw.col(out) * nw.col(out) + (c + nw.col(index).cast(nw.Float64))).alias(out))
+    return frame.with_columns(((nw.col(out) + 0.5) / _P).alias(out))
+
+
+@dataclass(frozen=True)
+class PITSource:
+    """How a sub-query gets each forecast's PIT interval ``[lo, hi]`` and its null-member flag."""
+
+    #: a Gaussian forecast's PIT row (``lo = hi``)
+    gaussian: str | None = None
+    #: an ensemble's rows
+    ens: Ensemble | None = None
+    #: a quantile forecast's ``lo`` and ``hi`` rows
+    interval: tuple[str, str] | None = None
+
+    def bounds(self, rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        """Per forecast: ``keys``, ``lo``, ``hi`` and ``bad`` (1.0 when it has null members)."""
+        lo, hi, bad = ref.name("lo"), ref.name("hi"), ref.name("bad")
+        if self.gaussian is not None:
+            pit = nw.col(self.gaussian)
+            return rows.select(*keys, pit.alias(lo), pit.alias(hi), nw.lit(0.0).alias(bad))
+        if self.interval is not None:
+            a, b = self.interval
+            return rows.select(*keys, nw.col(a).alias(lo), nw.col(b).alias(hi), nw.lit(0.0).alias(bad))
+        assert self.ens is not None
+        per = ensemble_rows(rows, keys, self.ens, ref)
+        m1 = nw.col(ref.name("m")) + 1.0
+        below, equal = nw.col(ref.name("below")), nw.col(ref.name("equal"))
+        return per.select(
+            *keys,
+            (below / m1).alias(lo),
+            ((below + equal + 1.0) / m1).alias(hi),
+            (nw.col(ref.name("nulls")) > 0).cast(nw.Float64).alias(bad),
+        )
+
+    def values(self, rows: nw.LazyFrame, keys: list[str], ref: TableRef, seed: int) -> nw.LazyFrame:
+        """Per forecast: ``keys``, the randomized PIT ``u = lo + V (hi - lo)`` and ``bad``."""
+        frame = self.bounds(rows, keys, ref)
+        lo, hi, u = ref.name("lo"), ref.name("hi"), ref.name("u")
+        if self.gaussian is not None:
+            return frame.with_columns(nw.col(lo).alias(u))
+        # forecasts with the same keys and [lo, hi] are interchangeable: any order of them
+        # gives the same multiset of PIT values per group, on every engine
+        idx, v = ref.name("idx"), ref.name("v")
+        frame = uniform_hash(frame.with_row_index(idx, order_by=[*keys, lo, hi]), idx, seed, v)
+        return frame.with_columns((nw.col(lo) + nw.col(v) * (nw.col(hi) - nw.col(lo))).alias(u))
+
+
+def pit_source(
+    q: Query, y: str, mean: str | None, std: str | None, samples: Any, quantiles: Quantiles | None = None
+) -> PITSource:
+    """Register the forecast's rows; Gaussian: ``Phi((y - mean) / std)``."""
+    if quantiles is not None:
+        return PITSource(interval=quantile_pit_rows(q, y, quantiles))
+    if mean is not None and std is not None:
+        return PITSource(gaussian=gaussian_pit_row(q, y, mean, std))
+    return PITSource(ens=ensemble(q, y, samples))
+
+
+def _histogram_table(source: PITSource, n_bins: int, seed: int) -> TableFn:
+    """Sub-query: per group, the forecasts in each PIT bin ``[k/B, (k+1)/B)`` (the last one closed)."""
+
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        frame = source.values(rows, keys, ref, seed)
+        b = (nw.col(ref.name("u")) * float(n_bins)).floor().clip(0.0, float(n_bins - 1))
+        frame = frame.with_columns(b.alias(ref.name("b")))
+        frame = frame.with_columns(
+            *[(nw.col(ref.name("b")) == float(k)).cast(nw.Float64).alias(ref.name(f"n{k}")) for k in range(n_bins)]
+        )
+        sums = [nw.col(ref.name(f"n{k}")).sum() for k in range(n_bins)]
+        return aggregate(frame, keys, [*sums, nw.col(ref.name("bad")).sum()])
+
+    return build
+
+
+def _ks_table(source: PITSource, seed: int) -> TableFn:
+    """Sub-query: per group, ``D = sup_u |F_n(u) - u|`` of the PIT values (ties aggregated)."""
+
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        frame = source.values(rows, keys, ref, seed)
+        u, c, end, tot, d = (ref.name(x) for x in ("u", "c", "end", "tot", "d"))
+        bad = aggregate(frame, keys, [nw.col(ref.name("bad")).sum()])
+        ties = frame.group_by(*keys, u).agg(nw.len().alias(c)).with_columns(nw.col(c).cast(nw.Float64))
+        ties = ties.with_columns(
+            over(nw.col(c).cum_sum(), keys, order_by=u).alias(end), over(nw.col(c).sum(), keys).alias(tot)
+        )
+        above = nw.col(end) / nw.col(tot) - nw.col(u)
+        below = nw.col(u) - (nw.col(end) - nw.col(c)) / nw.col(tot)
+        ties = ties.with_columns(nw.max_horizontal(above, below).alias(d))
+        stat = aggregate(ties, keys, [nw.col(d).max()])
+        return stat.join(bad, on=keys, how="left") if keys else stat.join(bad, how="cross")
+
+    return build
+
+
+# ---------------------------------------------------------------------------
+# the Kolmogorov distribution (sup of a Brownian bridge), lazily
+# ---------------------------------------------------------------------------
+_KS_SWITCH = 1.0
+_KS_TAIL_TERMS = 6  # 2 sum (-1)^(k-1) exp(-2 k^2 x^2), x >= 1: exp(-72) ~ 5e-32
+_KS_THETA_TERMS = 4  # sqrt(2 pi)/x sum exp(-(2k-1)^2 pi^2 / (8 x^2)), x < 1: exp(-49 pi^2 / 8) ~ 7e-27
+
+
+def with_kolmogorov_sf(frame: nw.LazyFrame, x: str, out: str, tmp: str) -> nw.LazyFrame:
+    """Add ``out = P(K > x)``, ``K`` the Kolmogorov distribution (``scipy.stats.kstwobign``).
+
+    Two series (Feller 1948), switched at ``x = 1``: ``2 sum_k (-1)^(k-1)
+    exp(-2 k^2 x^2)`` above, ``1 - sqrt(2 pi)/x sum_k exp(-(2k-1)^2 pi^2 /
+    (8 x^2))`` below; both to double precision with the terms kept.
+    Null stays null.
+    """
+    big, small = f"{tmp}big", f"{tmp}small"
+    xf = nw.col(x).cast(nw.Float64)
+    frame = frame.with_columns(
+        xf.clip(lower_bound=_KS_SWITCH, upper_bound=1e3).alias(big),
+        xf.clip(lower_bound=1e-3, upper_bound=_KS_SWITCH).alias(small),
+    )
+    xb, xs = nw.col(big), nw.col(small)
+    tail = nw.sum_horizontal(
+        *[(2.0 * (-1) ** (k - 1)) * (-2.0 * k * k * xb * xb).exp() for k in range(1, _KS_TAIL_TERMS + 1)]
+    )
+    theta = nw.sum_horizontal(
+        *[(-((2 * k - 1) ** 2) * math.pi**2 / 8.0 / (xs * xs)).exp() for k in range(1, _KS_THETA_TERMS + 1)]
+    )
+    sf = nw.when(xf >= _KS_SWITCH).then(tail).otherwise(1.0 - math.sqrt(2.0 * math.pi) / xs * theta)
+    sf = nw.when(xf <= 1e-3).then(nw.lit(1.0)).otherwise(sf).clip(0.0, 1.0)
+    return frame.with_columns(nw.when(~xf.is_null()).then(sf).alias(out)).drop(big, small)
+
+
+# ---------------------------------------------------------------------------
+# PIT histogram and uniformity test
+# ---------------------------------------------------------------------------
+_HISTOGRAM_COLUMNS = ("bin_low", "bin_high", "frequency", "band_low", "band_high")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _PITMetric(Metric):
+    y: str
+    mean: str | None = checked(optional(check_column), None)
+    std: str | None = checked(optional(check_column), None)
+    samples: str | tuple[str, ...] | None = checked(optional(check_samples), None)
+    quantiles: tuple[tuple[float, str], ...] | None = checked(optional(check_quantiles), None)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _one_forecast(self.mean, self.std, self.samples, self.quantiles)
+
+    def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
+        return arrow_lists(frame, [self.samples] if isinstance(self.samples, str) else [])
+
+    def source(self, q: Query) -> PITSource:
+        return pit_source(q, self.y, self.mean, self.std, self.samples, self.quantiles)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PITHistogram(_PITMetric):
+    n_bins: int = 10
+    ci_level: float = 0.95
+    default_name = "pit_histogram"
+    kind = "table"
+    long = True
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        from scipy.special import ndtri
+
+        source = self.source(q)
+        t = q.table(("pit_histogram", source, self.n_bins, self.seed), _histogram_table(source, self.n_bins, self.seed))
+        ok = t.col("bad").fill_null(0.0) == 0
+        p = 1.0 / self.n_bins
+        half = float(ndtri(0.5 + self.ci_level / 2)) * (p * (1.0 - p) / q.n).sqrt()
+        out: dict[str, nw.Expr | None] = {}
+        for k in range(self.n_bins):
+            count = t.col(f"n{k}").fill_null(0.0)
+            out[f"bin{k}_frequency"] = nw.when(ok).then(ratio(count, q.n))
+            out[f"bin{k}_n"] = nw.when(ok).then(count)
+        out["band_low"] = nw.when(ok).then((p - half).clip(lower_bound=0.0))
+        out["band_high"] = nw.when(ok).then((p + half).clip(upper_bound=1.0))
+        return out
+
+    def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        name, b = self.output_name, float(self.n_bins)
+        parts = [
+            frame.select(
+                *keys,
+                nw.lit(k, nw.Int64).alias("bin"),
+                nw.lit(k / b, nw.Float64).alias("bin_low"),
+                nw.lit((k + 1) / b, nw.Float64).alias("bin_high"),
+                nw.col(f"{name}_bin{k}_frequency").alias("frequency"),
+                nw.col(f"{name}_band_low").alias("band_low"),
+                nw.col(f"{name}_band_high").alias("band_high"),
+                nw.col(f"{name}_bin{k}_n").cast(nw.Int64).alias("n"),
+            )
+            for k in range(self.n_bins)
+        ]
+        return nw.concat(parts, how="vertical").sort(*keys, "bin")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PITTest(_PITMetric):
+    default_name = "pit_test"
+    kind = "test"
+    result = PITTestResult
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        source = self.source(q)
+        t = q.table(("pit_ks", source, self.seed), _ks_table(source, self.seed))
+        ok = t.col("bad").fill_null(0.0) == 0
+        stat = nw.when(ok).then(t.col("d"))
+        scaled = q.finalize(("pit_ks_scaled", t.prefix), _scaled(stat, q.n))
+        pvalue = q.finalize(("pit_ks_pvalue", t.prefix), _pvalue(scaled.name("x")))
+        return {"": stat, "pvalue": pvalue.col("p")}
+
+
+def _scaled(stat: nw.Expr, n: nw.Expr) -> FinalizeFn:
+    def build(table: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
+        return table.with_columns((stat * n.cast(nw.Float64).sqrt()).alias(ref.name("x")))
+
+    return build
+
+
+def _pvalue(x: str) -> FinalizeFn:
+    def build(table: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
+        return with_kolmogorov_sf(table, x, ref.name("p"), ref.name("tmp"))
+
+    return build
+
+
+def pit_histogram(
+    y: str,
+    *,
+    mean: str | None = None,
+    std: str | None = None,
+    samples: str | Sequence[str] | None = None,
+    quantiles: dict[float, str] | None = None,
+    n_bins: int = 10,
+    ci_level: float = 0.95,
+    seed: int = 0,
+) -> PITHistogram:
+    """PIT histogram: the frequency of the PIT values in ``n_bins`` equal bins, with a band.
+
+    The PIT of a forecast with CDF ``F`` is ``F(y)``: uniform on (0, 1) when
+    ``y`` is drawn from the forecast (Dawid 1984; Gneiting, Balabdaoui and
+    Raftery 2007).  Gaussian: ``Phi((y - mean) / std)``.  Ensemble of ``m``
+    members: the randomized verification rank ``(b + V (e + 1)) / (m + 1)``,
+    ``b`` members below ``y``, ``e`` members equal to ``y`` and ``V`` uniform on
+    (0, 1): exactly uniform when ``y`` and the members are exchangeable, ties
+    included.  Quantiles ``q_1 <= ... <= q_K`` at levels ``tau_1 < ... <
+    tau_K``: the CDF interpolates linearly between them, so a ``y`` between
+    two quantiles has the interpolated level; where that is not one number
+    the PIT is uniform on the levels consistent with ``y``: ``(0, tau_1)``
+    below the lowest quantile, ``(tau_K, 1)`` above the highest (the tails
+    are unknown) and ``(tau_j, tau_(j+1))`` on a flat stretch
+    ``q_j = q_(j+1) = y``.  ``V`` is a deterministic hash of ``seed`` and the
+    forecast's rank in its group (no engine random generator), so results
+    agree across backends.
+
+    Per (group, bin ``k``): ``bin``, the bin edges ``bin_low = k / B`` and
+    ``bin_high = (k + 1) / B`` (the last bin includes 1), the ``frequency`` of
+    PIT values in the bin, ``n`` (forecasts in the bin), and the band
+    ``band_low``/``band_high``: ``1/B -/+ z sqrt((1/B)(1 - 1/B) / n_group)``
+    with ``z`` the normal quantile of ``ci_level`` (clipped to [0, 1]), the
+    acceptance region of the binomial score test of ``frequency = 1/B`` (a bin
+    outside it has a frequency whose Wilson interval excludes ``1/B``).  A
+    calibrated forecast has a flat histogram; a U shape means too narrow
+    forecasts, a hump too wide ones.  Empty bins are rows with ``n = 0``.
+    Inside ``evaluate`` the wide columns are ``pit_histogram_bin<k>_frequency``,
+    ``pit_histogram_bin<k>_n``, ``pit_histogram_band_low`` and ``pit_histogram_band_high``.
+
+    Parameters
+    ----------
+    y : str
+        Column of observed values.
+    mean, std : str, optional
+        Columns of a Gaussian forecast's mean and standard deviation (``std > 0``).
+    samples : str or list of str, optional
+        An ensemble: a list column (polars List or Array, Arrow list, or a
+        pandas ``object`` column of lists or numpy arrays) or a list of member
+        columns.
+    quantiles : dict, optional
+        Quantile forecasts ``{level: column}``, levels in (0, 1).
+    seed : int, default 0
+        Seed of the randomization of ensemble and quantile PIT values (see
+        above); the same seed gives the same values on every backend.
+    n_bins : int, default 10
+        Number of bins ``B``.
+    ci_level : float, default 0.95
+        Confidence level of the band.
+
+    Returns
+    -------
+    PITHistogram
+        A metric object; ``df.conformal.pit_histogram(...)`` returns the long
+        table, a frame of the caller's type (lazy in, lazy out).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"y": [0.1, -1.5, 0.3, 2.0], "mu": [0.0] * 4, "sd": [1.0] * 4})
+    >>> df.conformal.pit_histogram("y", mean="mu", std="sd", n_bins=2).select("bin", "frequency", "n")
+    shape: (2, 3)
+    ┌─────┬───────────┬─────┐
+    │ bin ┆ frequency ┆ n   │
+    │ --- ┆ ---       ┆ --- │
+    │ i64 ┆ f64       ┆ i64 │
+    ╞═════╪═══════════╪═════╡
+    │ 0   ┆ 0.25      ┆ 1   │
+    │ 1   ┆ 0.75      ┆ 3   │
+    └─────┴───────────┴─────┘
+
+    References
+    ----------
+    T. Gneiting, F. Balabdaoui and A. E. Raftery (2007), "Probabilistic
+    forecasts, calibration and sharpness", JRSS B 69(2), 243-268.
+    """
+    return PITHistogram(
+        y=y,
+        mean=mean,
+        std=std,
+        samples=check_samples(samples) if samples is not None else None,
+        quantiles=_quantiles(quantiles),
+        n_bins=n_bins,
+        ci_level=ci_level,
+        seed=seed,
+    )
+
+
+def pit_test(
+    y: str,
+    *,
+    mean: str | None = None,
+    std: str | None = None,
+    samples: str | Sequence[str] | None = None,
+    quantiles: dict[float, str] | None = None,
+    seed: int = 0,
+) -> PITTest:
+    """Uniformity test of the PIT values (Kolmogorov-Smirnov).
+
+    The PIT of a forecast with CDF ``F`` is ``F(y)``: uniform on (0, 1) when
+    ``y`` is drawn from the forecast (Dawid 1984; Gneiting, Balabdaoui and
+    Raftery 2007).  Gaussian: ``Phi((y - mean) / std)``.  Ensemble of ``m``
+    members: the randomized verification rank ``(b + V (e + 1)) / (m + 1)``,
+    ``b`` members below ``y``, ``e`` members equal to ``y`` and ``V`` uniform on
+    (0, 1): exactly uniform when ``y`` and the members are exchangeable, ties
+    included.  Quantiles ``q_1 <= ... <= q_K`` at levels ``tau_1 < ... <
+    tau_K``: the CDF interpolates linearly between them, so a ``y`` between
+    two quantiles has the interpolated level; where that is not one number
+    the PIT is uniform on the levels consistent with ``y``: ``(0, tau_1)``
+    below the lowest quantile, ``(tau_K, 1)`` above the highest (the tails
+    are unknown) and ``(tau_j, tau_(j+1))`` on a flat stretch
+    ``q_j = q_(j+1) = y``.  ``V`` is a deterministic hash of ``seed`` and the
+    forecast's rank in its group (no engine random generator), so results
+    agree across backends.
+
+    The statistic is ``D = sup_u |F_n(u) - u|``, ``F_n`` the empirical CDF of
+    the group's ``n`` PIT values (``scipy.stats.kstest(pit, "uniform")``'s
+    statistic); the p-value is asymptotic, ``P(K > sqrt(n) D)`` with ``K``
+    Kolmogorov's distribution (``scipy.stats.kstwobign``; scipy's
+    ``kstest(..., method="asymp")``), computed lazily on every backend.  Small
+    p-values reject calibration.
+
+    Parameters
+    ----------
+    y : str
+        Column of observed values.
+    mean, std : str, optional
+        Columns of a Gaussian forecast's mean and standard deviation (``std > 0``).
+    samples : str or list of str, optional
+        An ensemble: a list column (polars List or Array, Arrow list, or a
+        pandas ``object`` column of lists or numpy arrays) or a list of member
+        columns.
+    quantiles : dict, optional
+        Quantile forecasts ``{level: column}``, levels in (0, 1).
+    seed : int, default 0
+        Seed of the randomization of ensemble and quantile PIT values (see
+        above); the same seed gives the same values on every backend.
+
+    Returns
+    -------
+    PITTest
+        A metric object.  On an eager frame without ``by=``,
+        ``df.conformal.pit_test(...)`` returns a
+        :class:`~conformal_frames.PITTestResult` (``statistic, pvalue = res``);
+        otherwise a frame with ``pit_test``, ``pit_test_pvalue`` and ``n``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"y": [0.1, -1.5, 0.3, 2.0], "mu": [0.0] * 4, "sd": [1.0] * 4})
+    >>> res = df.conformal.pit_test("y", mean="mu", std="sd")
+    >>> round(res.statistic, 4), res.n
+    (0.2898, 4)
+
+    References
+    ----------
+    A. N. Kolmogorov (1933), "Sulla determinazione empirica di una legge di
+    distribuzione", Giornale dell'Istituto Italiano degli Attuari 4, 83-91.
+    """
+    return PITTest(
+        y=y,
+        mean=mean,
+        std=std,
+        samples=check_samples(samples) if samples is not None else None,
+        quantiles=_quantiles(quantiles),
+        seed=seed,
+    )
