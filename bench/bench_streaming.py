@@ -8,7 +8,15 @@ the subprocess's peak RSS (``ru_maxrss``):
 
 1. ``evaluate(coverage, width, winkler, ece, spiegelhalter_test, by=[region, model])``
    collected with ``engine="streaming"``;
-2. ``ks_test`` with the same ``by=``, streaming.
+2. ``ks_test`` with the same ``by=``, streaming;
+3. ``ks_test`` and ``kuiper_test`` with the same ``by=`` in bounded memory:
+   each Parquet file (2e6 rows) is summarized (:func:`conformal_frames.summarize`),
+   every 4 summaries are merged into the running state (:func:`conformal_frames.merge_summaries`),
+   and the state finalized at the end; ``state_rows`` is the size of that
+   state (one row per group and distinct score).
+
+``--cases chunked`` runs only the third; ``--check`` compares it with
+``evaluate`` on the whole dataset (small datasets only).
 """
 
 from __future__ import annotations
@@ -42,6 +50,33 @@ elapsed = time.perf_counter() - t0
 peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"which": which, "seconds": elapsed, "peak_rss_mb": peak_mb, "groups": out.height,
                   "rows": int(out["n"].sum())}))
+"""
+
+
+CHUNKED = r"""
+import glob, json, resource, sys, time
+import polars as pl
+import conformal_frames as cf
+files = sorted(glob.glob(sys.argv[1] + "/*.parquet"))
+metrics = [cf.ks_test("label", "score"), cf.kuiper_test("label", "score")]
+keys = ["region", "model"]
+t0 = time.perf_counter()
+state, pending = None, []
+for i, path in enumerate(files):
+    pending.append(cf.summarize(pl.read_parquet(path, columns=[*keys, "label", "score"]), *metrics, by=keys))
+    if len(pending) == 4 or i == len(files) - 1:  # merge every 4 chunks (8e6 rows)
+        state = cf.merge_summaries(pl.concat([s for s in (state, *pending) if s is not None]), by=keys)
+        pending = []
+out = cf.finalize(state, *metrics, by=keys)
+elapsed = time.perf_counter() - t0
+peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+result = {"which": "chunked", "seconds": elapsed, "peak_rss_mb": peak_mb, "groups": out.height,
+          "rows": int(out["n"].sum()), "state_rows": state.height, "state_mb": state.estimated_size() / 1e6}
+if sys.argv[2] == "check":
+    whole = cf.evaluate(pl.scan_parquet(sys.argv[1] + "/*.parquet"), *metrics, by=keys).collect()
+    cols = ["ks_test", "ks_test_pvalue", "kuiper_test", "kuiper_test_pvalue"]
+    result["max_abs_diff"] = max(float((out[c] - whole[c]).abs().max()) for c in cols)
+print(json.dumps(result))
 """
 
 
@@ -80,6 +115,8 @@ def write_dataset(rows: int, chunk: int = 2_000_000, seed: int = 0) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=100_000_000)
+    parser.add_argument("--cases", default="five,ks,chunked", help="comma-separated: five, ks, chunked")
+    parser.add_argument("--check", action="store_true", help="chunked: compare with evaluate on the whole data")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     write_dataset(args.rows)
@@ -88,8 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{sum(p.stat().st_size for p in DATA.glob('*.parquet')) / 1e9:.2f} GB)",
         flush=True,
     )
-    for which in ("five", "ks"):
-        res = subprocess.run([sys.executable, "-c", EVALUATE, str(DATA), which], capture_output=True, text=True)
+    for which in args.cases.split(","):
+        script, arg = (CHUNKED, "check" if args.check else "") if which == "chunked" else (EVALUATE, which)
+        res = subprocess.run([sys.executable, "-c", script, str(DATA), arg], capture_output=True, text=True)
         if res.returncode != 0:
             print(f"{which}: FAILED\n{res.stderr[-3000:]}")
             continue

@@ -5,6 +5,7 @@ and polars frames (eager and lazy); :func:`evaluate` and :func:`conformal`
 serve any frame narwhals supports (DuckDB, PySpark, Dask, ...).
 
 Metric families (one module each): :mod:`~conformal_frames.intervals`,
+:mod:`~conformal_frames.sequential`,
 :mod:`~conformal_frames.sets`, :mod:`~conformal_frames.efficiency`,
 :mod:`~conformal_frames.conditional`, :mod:`~conformal_frames.calibration`,
 :mod:`~conformal_frames.recalibration`,
@@ -37,29 +38,35 @@ from conformal_frames.core import Metric, evaluate
 from conformal_frames.distributions import crps, pit_histogram, pit_test
 from conformal_frames.efficiency import efficiency_criteria
 from conformal_frames.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
+from conformal_frames.merge import finalize, merge_summaries, rolling, summarize
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
 from conformal_frames.quantiles import interval_coverage, pinball_loss, quantile_coverage, wis
 from conformal_frames.ranking import auarc, auroc, excess_risk_target_coverage
 from conformal_frames.recalibration import corp_reliability, score_decomposition, smooth_ece
 from conformal_frames.results import (
+    ChristoffersenTestResult,
     CoverageTestResult,
     DieboldMarianoTestResult,
     KSTestResult,
     KuiperTestResult,
+    KupiecTestResult,
     PITTestResult,
     SpiegelhalterTestResult,
     TestResult,
 )
+from conformal_frames.sequential import christoffersen_test, kupiec_test, longest_miss_run
 from conformal_frames.sets import empty_rate, set_coverage, set_size, set_ssc, set_ssc_score, singleton_rate
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ChristoffersenTestResult",
     "ConformalNamespace",
     "CoverageTestResult",
     "DieboldMarianoTestResult",
     "KSTestResult",
     "KuiperTestResult",
+    "KupiecTestResult",
     "Metric",
     "PITTestResult",
     "SpiegelhalterTestResult",
@@ -71,6 +78,7 @@ __all__ = [
     "brownian_max_abs_sf",
     "brownian_range_cdf",
     "brownian_range_sf",
+    "christoffersen_test",
     "classwise_ece",
     "conformal",
     "corp_reliability",
@@ -86,18 +94,23 @@ __all__ = [
     "empty_rate",
     "evaluate",
     "excess_risk_target_coverage",
+    "finalize",
     "hsic",
     "interval_coverage",
     "kolmogorov_smirnov_cdf",
     "ks_test",
     "kuiper_cdf",
     "kuiper_test",
+    "kupiec_test",
+    "longest_miss_run",
     "mce",
+    "merge_summaries",
     "pinball_loss",
     "pit_histogram",
     "pit_test",
     "quantile_coverage",
     "reliability",
+    "rolling",
     "score_decomposition",
     "set_coverage",
     "set_size",
@@ -108,6 +121,7 @@ __all__ = [
     "spiegelhalter_test",
     "ssc",
     "ssc_score",
+    "summarize",
     "top_label_ece",
     "width",
     "winkler",

@@ -240,6 +240,7 @@ FIELD_CHECKS: dict[str, Check] = {
     "lo": check_column,
     "hi": check_column,
     "score": check_column,
+    "order_by": check_column,
     "probs": check_columns,
     "features": check_columns,
     "groups": check_columns,

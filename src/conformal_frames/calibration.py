@@ -770,7 +770,7 @@ def _cumulative(q: Query, y: str, score: str, test: str) -> TableRef:
     key = ("cumulative", y_row, s_row)
     wanted: set[str] = q.shared(key, set)
     wanted.add(test)
-    return q.table(key, _cumulative_table(d, v, s_row, wanted))
+    return q.table(key, _cumulative_table(d, v, s_row, wanted), cells=core.Cells(s_row, (d, v)))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -42,6 +42,7 @@ from conformal_frames._validate import validate_fields
 from conformal_frames.results import TestResult
 
 __all__ = [
+    "Cells",
     "Compiled",
     "FinalizeFn",
     "InvalidPolicy",
@@ -51,6 +52,7 @@ __all__ = [
     "TableRef",
     "aggregate",
     "as_keys",
+    "complete_query",
     "compute",
     "evaluate",
     "invalid_mask",
@@ -147,6 +149,21 @@ TableFn = Callable[[nw.LazyFrame, list[str], TableRef], nw.LazyFrame]
 FinalizeFn = Callable[[nw.LazyFrame, TableRef], nw.LazyFrame]
 
 
+@dataclass(frozen=True)
+class Cells:
+    """A table that reads the rows only through per-(group, ``order``) sums.
+
+    Declared with :meth:`Query.table` (``cells=``): the table function groups
+    the rows by ``(keys, order)`` and sums the row columns ``sums`` first, so
+    it gives the same result on rows that are already such sums (one row per
+    cell, or several to be added).  That makes the table mergeable: see
+    :func:`conformal_frames.summarize`.
+    """
+
+    order: str
+    sums: tuple[str, ...]
+
+
 @dataclass
 class _Row:
     name: str
@@ -216,6 +233,10 @@ class Query:
     used: set[str] = field(default_factory=set)
     #: state shared between the builds of one query (see :meth:`shared`)
     state: dict[Hashable, Any] = field(default_factory=dict)
+    #: table key -> its cells (tables that read the rows through per-cell sums)
+    cells: dict[Hashable, Cells] = field(default_factory=dict)
+    #: number of window expressions registered with :meth:`over`
+    windows: int = 0
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -292,9 +313,11 @@ class Query:
             raise ValueError(msg)
         return max((levels.get(i, 0) + 1 for i in inputs), default=0)
 
-    def over(self, expr: nw.Expr, *within: str) -> nw.Expr:
-        """``expr`` as a window over the group (and the row columns ``within``)."""
-        return over(expr, [*self.group, *within])
+    def over(self, expr: nw.Expr, *within: str, order_by: str | None = None) -> nw.Expr:
+        """``expr`` as a window over the group (and the row columns ``within``),
+        ordered by the row column ``order_by`` if given."""
+        self.windows += 1
+        return over(expr, [*self.group, *within], order_by=order_by)
 
     def agg(self, how: Literal["sum", "min", "max"], row_name: str) -> str:
         """Register an elementary aggregation of a row column; returns its name."""
@@ -337,7 +360,7 @@ class Query:
                 shown = self.row(("check_example", message), nw.when(bad).then(example))
                 self.examples[message] = self.agg("min", shown)
 
-    def table(self, key: Hashable, fn: TableFn) -> TableRef:
+    def table(self, key: Hashable, fn: TableFn, *, cells: Cells | None = None) -> TableRef:
         """A sub-query ``fn(rows, keys, ref)`` over the row-level frame.
 
         It returns the group ``keys`` plus columns named ``ref.name(...)``,
@@ -346,10 +369,14 @@ class Query:
         main-aggregation statistics (:meth:`sum` ...) plus finalize
         expressions where the math allows: a table is a second pass over the
         rows, and polars caches the shared row frame in memory when a query
-        uses it twice (streaming then holds the whole input).
+        uses it twice (streaming then holds the whole input).  ``cells``
+        declares that ``fn`` reads the rows only through per-cell sums
+        (:class:`Cells`): the table is then mergeable.
         """
         if key not in self.tables:
             self.tables[key] = (fn, TableRef(f"__cf_t{len(self.tables)}_"))
+            if cells is not None:
+                self.cells[key] = cells
         return self.tables[key][1]
 
     def shared(self, key: Hashable, factory: Callable[[], T]) -> T:
@@ -687,8 +714,21 @@ def compile_query(
     _key_checks(q)
     outputs = _build_outputs(q, metrics)
     rows, table = _aggregated(lf, q, invalid)
-    for fn, ref in q.tables.values():
-        table = _join(table, fn(rows, q.group, ref), q.group)
+    tables = [fn(rows, q.group, ref) for fn, ref in q.tables.values()]
+    return complete_query(q, outputs, table, tables, rows, invalid)
+
+
+def complete_query(
+    q: Query,
+    outputs: dict[str, nw.Expr | None],
+    table: nw.LazyFrame,
+    tables: Sequence[nw.LazyFrame],
+    rows: nw.LazyFrame,
+    invalid: InvalidPolicy,
+) -> Compiled:
+    """The aggregated ``table`` joined with the ``tables``, finalized (outputs, sort)."""
+    for sub in tables:
+        table = _join(table, sub, q.group)
     for finalize, fref in q.finalizers.values():
         table = finalize(table, fref)
     exprs = {k: v for k, v in outputs.items() if v is not None}

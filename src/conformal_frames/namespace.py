@@ -26,6 +26,7 @@ from conformal_frames import (
     quantiles,
     ranking,
     recalibration,
+    sequential,
     sets,
 )
 from conformal_frames.core import InvalidPolicy, Metric, evaluate, evaluate_one, to_lazy
@@ -46,6 +47,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     ranking,
     comparison,
     quantiles,
+    sequential,
     distributions,
 )
 

@@ -335,6 +335,37 @@ class ConformalNamespace:
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
+    def christoffersen_test(
+        self,
+        y: str,
+        lo: str,
+        hi: str,
+        *,
+        confidence_level: float | str,
+        order_by: str,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def kupiec_test(
+        self,
+        y: str,
+        lo: str,
+        hi: str,
+        *,
+        confidence_level: float | str,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def longest_miss_run(
+        self,
+        y: str,
+        lo: str,
+        hi: str,
+        *,
+        order_by: str,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
     def crps(
         self,
         y: str,

@@ -34,6 +34,7 @@ from conformal_frames.report.widths import WIDTH_QUANTILES, collect, floats, wid
 __all__ = [
     "corp_reliability_diagram",
     "coverage_by_segment",
+    "coverage_over_time",
     "coverage_vs_level",
     "pit_histogram",
     "quantile_calibration",
@@ -925,5 +926,61 @@ def pit_histogram(
     ax.set_ylabel("frequency")
     ax.set_title("PIT histogram")
     ax.grid(alpha=0.3)
+    _legend(ax)
+    return ax
+
+
+# ---------------------------------------------------------------------------
+# coverage over time (monitoring)
+# ---------------------------------------------------------------------------
+def coverage_over_time(
+    data: Any,
+    *,
+    index: str,
+    by: str | Sequence[str] | None = None,
+    confidence_level: float | None = None,
+    ax: Any = None,
+) -> Any:
+    """Coverage against time with its Wilson band and the nominal line.
+
+    One line per group of ``by`` (the coverage at each ``index`` value), its
+    Wilson interval as a shaded band, the nominal coverage as a dashed line.
+    Typically the output of :func:`~conformal_frames.rolling` with
+    :func:`~conformal_frames.coverage` (e.g. 7-day rolling coverage by
+    segment), or of ``evaluate(..., by=[..., "day"])``.
+
+    Parameters
+    ----------
+    data
+        A table with ``index``, ``coverage``, ``coverage_ci_low`` and
+        ``coverage_ci_high`` per (``by``, ``index``) (collected if lazy).
+    index : str
+        The time column (x axis).
+    by : str or list of str, optional
+        Group columns: one line per group.
+    confidence_level : float, optional
+        Nominal coverage, drawn as a dashed horizontal line.
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    seg = core.as_keys(by)
+    t = _eager(data)
+    _need(t, [index, "coverage", "coverage_ci_low", "coverage_ci_high", *seg], "e.g. cf.rolling(..., cf.coverage(...))")
+    t = t.sort(*seg, index)
+    ax = _axes(ax, width=8.0)
+    labels = _labels(t, seg)
+    for name, rows in _runs(labels).items():
+        x = t.get_column(index).to_list()[rows]
+        low, high, cov = (floats(t, c)[rows] for c in ("coverage_ci_low", "coverage_ci_high", "coverage"))
+        (line,) = ax.plot(x, cov, marker=".", linewidth=1.2, label=name if seg else "coverage")
+        ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    if confidence_level is not None:
+        ax.axhline(float(confidence_level), color=_NOMINAL, linestyle="--", linewidth=1, label="nominal")
+    ax.set_xlabel(index)
+    ax.set_ylabel("coverage (Wilson band)")
+    ax.set_title("Coverage over time")
     _legend(ax)
     return ax

@@ -36,7 +36,19 @@ from conformal_frames._renames import renamed
 from conformal_frames._validate import check_columns, check_level, check_positive_int
 from conformal_frames.calibration import binary_row
 from conformal_frames.conditional import Target, TargetMetric, _target
-from conformal_frames.core import InvalidPolicy, Metric, Query, evaluate_one, level_row, to_lazy
+from conformal_frames.core import (
+    Cells,
+    InvalidPolicy,
+    Metric,
+    Query,
+    TableFn,
+    TableRef,
+    aggregate,
+    evaluate_one,
+    level_row,
+    over,
+    to_lazy,
+)
 from conformal_frames.sets import Label
 from conformal_frames.stats import ratio
 
@@ -67,13 +79,30 @@ class AUROC(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         c, s = _inputs(q, self.y, self.score)
-        # mid-rank of the confidence in its group (ties share the average rank)
-        rank = q.row(("midrank", s), q.over(nw.col(s).rank("average")).cast(F64), inputs=[s])
-        r_pos = q.row(("rank_correct", c, rank), nw.col(rank) * nw.col(c), inputs=[c, rank])
+        one = q.row(("one",), nw.lit(1.0))
+        t = q.table(("auroc", c, s), _mann_whitney_table(c, one, s), cells=Cells(s, (c, one)))
         n1 = q.sum(c)
-        n0 = q.n - n1
-        u = q.sum(r_pos) - n1 * (n1 + 1.0) / 2.0
-        return {"": ratio(u, n1 * n0)}
+        return {"": ratio(t.col("u"), n1 * (q.n - n1))}
+
+
+def _mann_whitney_table(c: str, one: str, s: str) -> TableFn:
+    """Per group: the Mann-Whitney ``U`` from per-(group, distinct score) counts.
+
+    With ``p_k`` correct and ``m_k`` incorrect rows at the ``k``-th distinct
+    score and ``M_k`` incorrect rows at smaller scores,
+    ``U = sum_k p_k (M_k + m_k / 2)`` (ties count one half): integers and
+    halves, exact in Float64 (the correctly rounded ``U``).
+    """
+
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        p, m, below, u = (ref.name(x) for x in ("p", "m", "below", "u"))
+        cells = rows.group_by(*keys, s).agg(nw.col(c).sum().alias(p), nw.col(one).sum().alias(m))
+        cells = cells.with_columns((nw.col(m) - nw.col(p)).alias(m))
+        cells = cells.with_columns(over(nw.col(m).cum_sum(), keys, order_by=s).alias(below))
+        cells = cells.with_columns((nw.col(p) * (nw.col(below) - 0.5 * nw.col(m))).alias(u))
+        return aggregate(cells, keys, [nw.col(u).sum().alias(u)])
+
+    return build
 
 
 @renamed(correct="y", confidence="score")

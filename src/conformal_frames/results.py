@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "ChristoffersenTestResult",
     "CoverageTestResult",
     "DieboldMarianoTestResult",
     "KSTestResult",
     "KuiperTestResult",
+    "KupiecTestResult",
     "PITTestResult",
     "SpiegelhalterTestResult",
     "TestResult",
@@ -187,4 +189,44 @@ class PITTestResult(TestResult):
         Number of rows.
     """
 
+    n: int
+
+
+@dataclass(frozen=True)
+class KupiecTestResult(TestResult):
+    """Result of :func:`~conformal_frames.kupiec_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        Kupiec's likelihood ratio ``LR_uc`` of the miss rate.
+    pvalue : float
+        ``P(chi2_1 > LR_uc)``.
+    n : int
+        Number of rows.
+    """
+
+    n: int
+
+
+@dataclass(frozen=True)
+class ChristoffersenTestResult(TestResult):
+    """Result of :func:`~conformal_frames.christoffersen_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        ``LR_ind``, the likelihood ratio of independent misses.
+    pvalue : float
+        ``P(chi2_1 > LR_ind)``.
+    statistic_cc : float
+        ``LR_cc = LR_uc + LR_ind`` (conditional coverage).
+    pvalue_cc : float
+        ``P(chi2_2 > LR_cc) = exp(-LR_cc / 2)``.
+    n : int
+        Number of rows.
+    """
+
+    statistic_cc: float
+    pvalue_cc: float
     n: int

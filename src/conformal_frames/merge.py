@@ -1,0 +1,597 @@
+"""Mergeable statistics: summarize once, finalize any coarser grouping later.
+
+:func:`summarize` runs the first half of the engine (row columns and the
+main aggregation, see :mod:`conformal_frames.core`) and returns the
+aggregated statistics as a frame of the caller's type; :func:`finalize` adds
+the rows of coarser groups up (sums, minima, maxima) and runs the second half
+(finalize expressions, tables, numpy steps).  :func:`rolling` finalizes
+moving windows of an index (a day, a week ...) from the same statistics.
+
+Schema (version 1) of a summary frame, one row per group plus, for metrics
+that sort by a score (``ks_test``, ``kuiper_test``, ``auroc``), one row per
+(group, distinct score):
+
+- the group keys (``by=``);
+- ``cf_version`` (Int64, 1), ``cf_inputs`` (String: JSON ``{input column:
+  dtype}`` of the metric inputs);
+- ``cf_cell`` (String): null on a group row; on a cell row, the id of its cell
+  set, and ``cf_order`` (Float64) the distinct score of the cell;
+- ``n`` (Int64; 0 on cell rows) and ``n_invalid`` (policy ``"null"``) or
+  ``n_dropped`` (policy ``"drop"``);
+- one Float64 column per statistic, ``cf_<sum|min|max>_<what>_<hash>``: the
+  hash identifies the statistic (the same statistic of two metrics is one
+  column), so a frame summarized with more metrics finalizes any subset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames import core
+from conformal_frames.core import (
+    _DROPPED,
+    _INVALID,
+    _N,
+    Cells,
+    InvalidPolicy,
+    Metric,
+    Query,
+)
+
+__all__ = ["SCHEMA_VERSION", "finalize", "merge_summaries", "rolling", "summarize"]
+
+#: version of the summary frame's column schema (see the module docstring)
+SCHEMA_VERSION = 1
+_VERSION, _INPUTS, _CELL, _ORDER = "cf_version", "cf_inputs", "cf_cell", "cf_order"
+_MISSING = "__cf_missing"
+F64 = nw.Float64
+
+#: metric class -> the mergeable alternative named when summarize refuses it
+_ALTERNATIVES: dict[str, str] = {
+    "ECE": "ece with strategy='uniform' and n_bins <= 32",
+    "MCE": "mce with strategy='uniform' and n_bins <= 32",
+    "TopLabelECE": "ece / mce with strategy='uniform' on the top-label score",
+    "ClasswiseECE": "ece with strategy='uniform' per class column",
+    "Reliability": "ece / mce with strategy='uniform' and n_bins <= 32",
+    "SSC": "coverage by= a width band column you define (fixed edges)",
+    "SSCScore": "coverage by= a width band column you define (fixed edges)",
+    "HSIC": "coverage and width",
+    "AUARC": "auroc",
+    "WorstSlab": "coverage by= the slab columns you care about",
+    "ExcessRisk": "coverage and auroc",
+    "CoverageGap": "coverage by= the group column",
+    "SmoothECE": "ece with strategy='uniform'",
+    "ScoreDecomposition": "brier (its decomposition needs the ordered rows of a group)",
+    "ChristoffersenTest": "kupiec_test (misses merge; transitions across rows do not)",
+    "LongestMissRun": "kupiec_test (misses merge; runs across rows do not)",
+}
+
+
+# ---------------------------------------------------------------------------
+# stable names of statistics
+# ---------------------------------------------------------------------------
+def _canonical_keys(q: Query) -> dict[str, Hashable]:
+    """Row name -> its key with every referenced row name replaced by that row's key."""
+    by_name = {r.name: key for key, r in q.rows.items()}
+    done: dict[str, Hashable] = {}
+
+    def canon(x: Any) -> Any:
+        if isinstance(x, str) and x in by_name:
+            if x not in done:
+                done[x] = ("row", canon(by_name[x]))
+            return done[x]
+        if isinstance(x, str) and x in q.group:
+            return ("group key",)
+        if isinstance(x, tuple):
+            return tuple(canon(i) for i in x)
+        return x
+
+    return {name: canon(name)[1] for name in by_name}
+
+
+def _stat_name(how: str, key: Hashable) -> str:
+    first = key[0] if isinstance(key, tuple) and key and isinstance(key[0], str) else str(key)
+    tag = re.sub(r"[^a-z0-9]+", "_", first.lower()).strip("_")[:24] or "stat"
+    digest = hashlib.sha1(repr(key).encode()).hexdigest()[:10]
+    return f"cf_{how}_{tag}_{digest}"
+
+
+def _is_check(key: Hashable) -> bool:
+    return isinstance(key, tuple) and bool(key) and key[0] in ("check", "check_example")
+
+
+@dataclass
+class _Plan:
+    """The statistics of one query under their stable names."""
+
+    #: stable name -> (internal aggregated column, how)
+    aggs: dict[str, tuple[str, str]]
+    #: cell set id -> (order row, {stable name: row name})
+    cells: dict[str, tuple[str, dict[str, str]]]
+    #: input column -> dtype text
+    inputs: dict[str, str]
+
+
+def _plan(q: Query) -> _Plan:
+    canon = _canonical_keys(q)
+    row_key = {r.name: key for key, r in q.rows.items()}
+    aggs: dict[str, tuple[str, str]] = {}
+    for agg_key, (internal, _) in q.aggs.items():
+        how, row = cast("tuple[str, str]", agg_key)  # (how, row name): see Query.agg
+        if not _is_check(row_key.get(row)):
+            aggs[_stat_name(how, canon[row])] = (internal, how)
+    cells: dict[str, tuple[str, dict[str, str]]] = {}
+    for spec in q.cells.values():
+        cell_id = _stat_name("cell", canon[spec.order])[len("cf_cell_") :]
+        sums = cells.setdefault(cell_id, (spec.order, {}))[1]
+        sums.update({_stat_name("sum", canon[r]): r for r in spec.sums})
+    inputs = {c: str(q.schema[c]) for c in sorted(q.used)}
+    return _Plan(aggs, cells, inputs)
+
+
+def _refusal(metric: Metric, probe: Query) -> str | None:
+    """Why ``metric``'s statistics do not merge exactly (``None`` when they do)."""
+    if probe.group_steps:
+        why = "needs every row of a group at once"
+    elif probe.windows:
+        why = "ranks or orders the rows of a group"
+    elif any(key not in probe.cells for key in probe.tables):
+        why = "aggregates the rows of a group a second time, e.g. per quantile bin or stratum"
+    else:
+        return None
+    alternative = _ALTERNATIVES.get(type(metric).__name__, "evaluate it on the rows")
+    return f"{metric.output_name}: {why} (mergeable alternative: {alternative})"
+
+
+def _check_mergeable(schema: Any, keys: list[str], metrics: Sequence[Metric]) -> None:
+    refused = []
+    for m in metrics:
+        if isinstance(m, Metric):
+            probe = Query(schema=schema, keys=keys)
+            m.build(probe)
+            reason = _refusal(m, probe)
+            if reason:
+                refused.append(reason)
+    if refused:
+        msg = "summarize: these metrics have statistics that do not merge exactly: " + "; ".join(refused)
+        raise ValueError(msg)
+
+
+# ---------------------------------------------------------------------------
+# summarize
+# ---------------------------------------------------------------------------
+def _group_part(
+    table: nw.LazyFrame, q: Query, plan: _Plan, policy: InvalidPolicy, cell_cols: list[str]
+) -> nw.LazyFrame:
+    extra = {"null": [(_INVALID, "n_invalid")], "drop": [(_DROPPED, "n_dropped")], "raise": []}[policy]
+    return table.select(
+        *[nw.col(ik).alias(k) for k, ik in zip(q.keys, q.group)],
+        nw.lit(SCHEMA_VERSION).cast(nw.Int64).alias(_VERSION),
+        nw.lit(json.dumps(plan.inputs)).alias(_INPUTS),
+        nw.lit(None, nw.String).alias(_CELL),
+        nw.lit(None, F64).alias(_ORDER),
+        nw.col(_N).cast(nw.Int64).alias("n"),
+        *[nw.col(i).cast(nw.Int64).alias(p) for i, p in extra],
+        *[nw.col(internal).cast(F64).alias(name) for name, (internal, _) in plan.aggs.items()],
+        *[nw.lit(None, F64).alias(c) for c in cell_cols if c not in plan.aggs],
+    )
+
+
+def _cell_part(
+    rows: nw.LazyFrame, q: Query, plan: _Plan, cell_id: str, policy: InvalidPolicy, columns: list[str]
+) -> nw.LazyFrame:
+    order, sums = plan.cells[cell_id]
+    cells = rows.group_by(*q.group, order).agg(*[nw.col(r).sum().alias(name) for name, r in sums.items()])
+    values: dict[str, nw.Expr] = {
+        **{k: nw.col(ik).alias(k) for k, ik in zip(q.keys, q.group)},
+        _VERSION: nw.lit(SCHEMA_VERSION).cast(nw.Int64).alias(_VERSION),
+        _INPUTS: nw.lit(json.dumps(plan.inputs)).alias(_INPUTS),
+        _CELL: nw.lit(cell_id).alias(_CELL),
+        _ORDER: nw.col(order).alias(_ORDER),
+        **{name: nw.col(name).cast(F64) for name in sums},
+    }
+    ints = {"n", "n_invalid", "n_dropped"}
+    # counts are 0 on cell rows (the group row carries them): summing n over any rows counts rows
+    return cells.select(
+        *[
+            values.get(c, nw.lit(0).cast(nw.Int64).alias(c) if c in ints else nw.lit(None, F64).alias(c))
+            for c in columns
+        ]
+    )
+
+
+def summarize(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPolicy | None = None) -> Any:
+    """The sufficient statistics of ``metrics`` per group, as a mergeable frame.
+
+    One row per group (and, for ``ks_test``, ``kuiper_test`` and ``auroc``,
+    one row per group and distinct score) with the columns described in
+    :mod:`conformal_frames.merge` (schema version 1).  Summaries of several
+    frames (days, partitions, Spark executors) concatenate; :func:`finalize`
+    merges their rows into any coarser grouping and finalizes the metrics
+    exactly as :func:`~conformal_frames.evaluate` on the rows would.
+
+    Metrics whose statistics do not merge exactly (quantile bins, SSC's width
+    strata, HSIC, AUARC, ...) are refused with an error naming them and a
+    mergeable alternative.
+
+    Parameters
+    ----------
+    frame
+        Any frame narwhals supports (eager or lazy).
+    *metrics
+        Metric objects (at least one).
+    by
+        Group column name(s), e.g. ``["day", "segment"]``.
+    invalid : {"raise", "drop", "null"}, optional
+        As in :func:`~conformal_frames.evaluate`; with ``"null"`` the summary
+        carries ``n_invalid`` (a group with invalid rows finalizes to null
+        metrics), with ``"drop"`` it carries ``n_dropped``.
+
+    Returns
+    -------
+    frame
+        A frame of the caller's type (eager in, eager out; lazy in, lazy out),
+        sorted by the keys; writable to Parquet.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames as cf
+    >>> df = pl.DataFrame({"day": [1, 1, 2, 2], "y": [1.0, 2.0, 3.0, 4.0],
+    ...                    "lo": [0.5, 2.5, 2.0, 3.0], "hi": [1.5, 3.5, 4.0, 5.0]})
+    >>> stats = cf.summarize(df, cf.coverage("y", "lo", "hi"), by="day")
+    >>> stats.select("day", "n").rows()
+    [(1, 2), (2, 2)]
+    >>> cf.finalize(stats, cf.coverage("y", "lo", "hi"))["coverage"].item()
+    0.75
+    """
+    lf, eager = core.to_lazy(frame)
+    keys = core.as_keys(by)
+    policy = core.policy(invalid, eager)
+    for m in metrics:
+        lf = m.prepare(lf) if isinstance(m, Metric) else lf
+    schema = lf.collect_schema()
+    core._check_keys(schema, keys)
+    _check_summary_keys(keys)
+    q = Query(schema=schema, keys=keys)
+    core._key_checks(q)
+    if not metrics:
+        msg = "summarize() needs at least one metric, e.g. cf.summarize(df, cf.coverage('y', 'lo', 'hi'), by='day')"
+        raise ValueError(msg)
+    core._build_outputs(q, metrics)
+    _check_mergeable(schema, keys, metrics)
+    plan = _plan(q)
+    rows, table = core._aggregated(lf, q, policy)
+    if eager:  # one pass: collect the group rows, raise on invalid rows, go on lazily
+        collected = table.collect()
+        if policy == "raise":
+            core._raise_checks(collected, q)
+        table = collected.lazy()
+    elif policy == "raise" and q.checks:  # asked for: run the checks now (the summary stays lazy)
+        checks = [ch.row for ch in q.checks.values()]
+        core._raise_checks(table.select(*checks, *q.examples.values()).collect(), q)
+    cell_cols = sorted({name for _, sums in plan.cells.values() for name in sums})
+    out = _group_part(table, q, plan, policy, cell_cols)
+    columns = out.collect_schema().names()
+    parts = [out, *[_cell_part(rows, q, plan, cid, policy, columns) for cid in plan.cells]]
+    result = nw.concat(parts, how="vertical") if len(parts) > 1 else out
+    result = result.sort(*keys, _CELL, _ORDER, nulls_last=False) if keys or plan.cells else result
+    if eager:
+        return nw.to_native(nw.maybe_reset_index(result.collect()))
+    return nw.to_native(result)
+
+
+def _check_summary_keys(keys: list[str]) -> None:
+    for k in keys:
+        if k.startswith("cf_"):
+            msg = f"group column {k!r} (by=): names starting with 'cf_' are the summary's own columns; rename it"
+            raise ValueError(msg)
+
+
+# ---------------------------------------------------------------------------
+# finalize
+# ---------------------------------------------------------------------------
+def _parse_dtype(text: str) -> Any:
+    """A narwhals dtype from its text (``"Float64"``, ``"List(String)"``, ...)."""
+    text = text.strip()
+    if text.startswith(("List(", "Array(")) and text.endswith(")"):
+        inner = text[text.index("(") + 1 : -1].split(",")[0]
+        return nw.List(_parse_dtype(inner))
+    head = text.split("(")[0]
+    if head == "Enum":
+        return nw.Categorical()  # the same kind of label
+    cls = getattr(nw, head, None)
+    if isinstance(cls, type):
+        try:
+            return cls()
+        except TypeError:
+            return nw.Unknown()
+    return nw.Unknown()
+
+
+def _summary_schema(stats: nw.LazyFrame) -> tuple[dict[str, Any], list[str]]:
+    """(stats schema, the summary's group key columns), the schema version checked."""
+    schema = dict(stats.collect_schema())
+    if _VERSION not in schema or _INPUTS not in schema or _CELL not in schema:
+        msg = (
+            "finalize() expects the output of cf.summarize (columns cf_version, cf_inputs, cf_cell, ...); "
+            f"got columns {list(schema)!r}"
+        )
+        raise ValueError(msg)
+    own = {_VERSION, _INPUTS, _CELL, _ORDER, *core.RESERVED}
+    keys = [c for c in schema if c not in own and not c.startswith("cf_")]
+    return schema, keys
+
+
+def _inputs_schema(stats: nw.LazyFrame) -> dict[str, Any]:
+    """The metric inputs' dtypes recorded by summarize (and the schema version check)."""
+    head = stats.select(_VERSION, _INPUTS).filter(~nw.col(_INPUTS).is_null()).head(1).collect()
+    if len(head) == 0:
+        return {}
+    version, inputs = head.row(0)
+    if version != SCHEMA_VERSION:
+        msg = f"summary schema version {version} is not supported (this release reads version {SCHEMA_VERSION})"
+        raise ValueError(msg)
+    return {name: _parse_dtype(text) for name, text in json.loads(inputs).items()}
+
+
+def finalize(stats: Any, *metrics: Metric, by: Any = None) -> Any:
+    """Merge summary rows into the groups ``by`` and finalize ``metrics``.
+
+    ``finalize(summarize(df, *metrics, by=["day", "seg"]), *metrics, by="seg")``
+    equals ``evaluate(df, *metrics, by="seg")`` (to rounding: sums are added
+    in another order).  ``by`` must be a subset of the summary's keys;
+    ``metrics`` any subset of the summarized ones.  Sums are added, minima
+    and maxima taken; a group with invalid rows (``n_invalid > 0``) has null
+    metrics.  A summary row without a statistic the metrics need (e.g. a day
+    summarized with other metrics) is an error (on lazy input, when called)
+    for a summary made with ``invalid="raise"``; otherwise the group's
+    metrics are null and ``n_invalid`` counts such summary rows too.
+
+    Parameters
+    ----------
+    stats
+        Output of :func:`summarize`, possibly several concatenated (eager or
+        lazy, e.g. ``pl.scan_parquet("stats/*.parquet")``).
+    *metrics
+        Metric objects.
+    by
+        Group column name(s) among the summary's keys; ``None`` merges all rows.
+
+    Returns
+    -------
+    frame
+        As :func:`~conformal_frames.evaluate`: keys, metric columns, ``n``
+        (and ``n_invalid`` / ``n_dropped`` when the summary has them).
+        Reading the input dtypes recorded in ``cf_inputs`` collects one row of
+        a lazy summary.
+    """
+    lf, eager = core.to_lazy(stats)
+    keys = core.as_keys(by)
+    schema, summary_keys = _summary_schema(lf)
+    unknown = [k for k in keys if k not in summary_keys]
+    if unknown:
+        msg = f"finalize: by= columns {unknown!r} are not keys of the summary (its keys: {summary_keys!r})"
+        raise ValueError(msg)
+    inputs = _inputs_schema(lf)
+    q = Query(schema={**inputs, **{k: schema[k] for k in summary_keys}}, keys=keys)
+    try:
+        outputs = core._build_outputs(q, metrics)
+    except ValueError as exc:
+        if " not found; available columns" not in str(exc):
+            raise
+        asked = ", ".join(m.output_name for m in metrics if isinstance(m, Metric))
+        msg = (
+            f"finalize: the summary has no statistics of {asked} on these inputs ({exc}; "
+            f"the summary's inputs: {sorted(inputs)!r}); summarize with these metrics first"
+        )
+        raise ValueError(msg) from exc
+    _check_mergeable(q.schema, keys, metrics)
+    plan = _plan(q)
+    policy: InvalidPolicy = "null" if "n_invalid" in schema else "drop" if "n_dropped" in schema else "raise"
+    missing = [
+        name for name in [*plan.aggs, *[s for _, sums in plan.cells.values() for s in sums]] if name not in schema
+    ]
+    if missing:
+        asked = ", ".join(m.output_name for m in metrics)
+        msg = f"finalize: the summary has no statistics {missing!r} of {asked}; summarize with these metrics first"
+        raise ValueError(msg)
+    table = _merged(lf, q, plan, policy)
+    tables = [fn(_merged_cells(lf, q, plan, key), q.group, ref) for key, (fn, ref) in q.tables.items()]
+    compiled = core.complete_query(q, outputs, table, tables, table, policy)
+    return nw.to_native(core._finish(compiled, keys, eager, core._backend(lf)))
+
+
+def _merged(lf: nw.LazyFrame, q: Query, plan: _Plan, policy: InvalidPolicy) -> nw.LazyFrame:
+    """The group rows added up per ``q.group``: the engine's aggregated table."""
+    group_rows = lf.filter(nw.col(_CELL).is_null())
+    needed = list(plan.aggs)
+    missing = nw.sum_horizontal(*[nw.col(c).is_null().cast(F64) for c in needed]) if needed else nw.lit(0.0)
+    frame = group_rows.select(
+        *[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)],
+        nw.col("n").cast(F64).alias(_N),
+        (nw.col("n_invalid").cast(F64) if policy == "null" else nw.lit(0.0)).alias(_INVALID),
+        *([nw.col("n_dropped").cast(F64).alias(_DROPPED)] if policy == "drop" else []),
+        (missing > 0).cast(F64).alias(_MISSING),
+        *[nw.col(c) for c in needed],
+    )
+    aggs = [nw.col(_N).sum(), nw.col(_INVALID).sum(), nw.col(_MISSING).sum()]
+    aggs += [nw.col(_DROPPED).sum()] if policy == "drop" else []
+    aggs += [getattr(nw.col(name), how)().alias(internal) for name, (internal, how) in plan.aggs.items()]
+    table = core.aggregate(frame, q.group, aggs)
+    # the rows were checked by summarize; what remains: summary rows without a needed statistic
+    q.checks.clear()
+    q.examples.clear()
+    message = "summary rows without the statistics these metrics need (summarized with other metrics?)"
+    q.checks[message] = core._Check(_MISSING, nw.lit(False))
+    return table.with_columns((nw.col(_INVALID) + nw.col(_MISSING)).alias(_INVALID))
+
+
+def _merged_cells(lf: nw.LazyFrame, q: Query, plan: _Plan, table_key: Hashable) -> nw.LazyFrame:
+    """The cell rows of one table as the row frame its function reads."""
+    spec: Cells | None = q.cells.get(table_key)
+    assert spec is not None  # refused otherwise
+    cell_id = next(cid for cid, (order, _) in plan.cells.items() if order == spec.order)
+    sums = plan.cells[cell_id][1]
+    cells = lf.filter(nw.col(_CELL) == cell_id)
+    return cells.select(
+        *[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)],
+        nw.col(_ORDER).alias(spec.order),
+        *[nw.col(name).alias(row) for name, row in sums.items() if row in spec.sums],
+    )
+
+
+# ---------------------------------------------------------------------------
+# merging summaries into a (smaller) summary
+# ---------------------------------------------------------------------------
+def merge_summaries(stats: Any, by: Any = None) -> Any:
+    """Summary rows merged into the groups ``by``: a summary again (schema version 1).
+
+    Sums are added, minima and maxima taken, cell rows added per (group,
+    cell set, distinct score); a statistic missing in one of the merged rows
+    stays missing (null).  Use it to keep a running summary small, e.g.
+    summarize each chunk of a large dataset and merge as you go (the memory
+    then holds one chunk and the merged state), or to compact a Parquet
+    dataset of daily summaries into weekly ones.
+
+    Parameters
+    ----------
+    stats
+        Output of :func:`summarize` (possibly several concatenated).
+    by
+        Group column name(s) among the summary's keys; ``None`` merges all rows.
+
+    Returns
+    -------
+    frame
+        A summary of the caller's type, one group row per ``by`` group.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames as cf
+    >>> df = pl.DataFrame({"day": [1, 1, 2], "y": [1.0, 2.0, 3.0], "lo": [0.0] * 3, "hi": [1.5] * 3})
+    >>> stats = cf.summarize(df, cf.coverage("y", "lo", "hi"), by="day")
+    >>> cf.merge_summaries(stats)["n"].to_list()
+    [3]
+    """
+    lf, eager = core.to_lazy(stats)
+    keys = core.as_keys(by)
+    schema, summary_keys = _summary_schema(lf)
+    unknown = [k for k in keys if k not in summary_keys]
+    if unknown:
+        msg = f"merge_summaries: by= columns {unknown!r} are not keys of the summary (its keys: {summary_keys!r})"
+        raise ValueError(msg)
+    stat_cols = [c for c in schema if c.startswith(("cf_sum_", "cf_min_", "cf_max_"))]
+    counts = [c for c in ("n", "n_invalid", "n_dropped") if c in schema]
+    aggs = [nw.col(_VERSION).max(), nw.col(_INPUTS).max(), *[nw.col(c).sum() for c in counts]]
+    for c in stat_cols:
+        how = c.split("_")[1]
+        aggs += [getattr(nw.col(c), how)().alias(c), nw.col(c).count().alias(f"__cf_c_{c}")]
+    aggs.append(nw.len().alias("__cf_len"))
+    parts = []
+    for cells in (False, True):
+        rows = lf.filter(~nw.col(_CELL).is_null() if cells else nw.col(_CELL).is_null())
+        merged = core.aggregate(rows, [*keys, *([_CELL, _ORDER] if cells else [])], aggs)
+        kept = [nw.when(nw.col(f"__cf_c_{c}") == nw.col("__cf_len")).then(nw.col(c)).alias(c) for c in stat_cols]
+        nulls = [] if cells else [nw.lit(None, nw.String).alias(_CELL), nw.lit(None, F64).alias(_ORDER)]
+        merged = merged.with_columns(*kept, *nulls)
+        parts.append(merged.select(*keys, _VERSION, _INPUTS, _CELL, _ORDER, *counts, *stat_cols))
+    result = nw.concat(parts, how="vertical").sort(*keys, _CELL, _ORDER, nulls_last=False)
+    return nw.to_native(nw.maybe_reset_index(result.collect()) if eager else result)
+
+
+# ---------------------------------------------------------------------------
+# rolling windows
+# ---------------------------------------------------------------------------
+def rolling(stats: Any, *metrics: Metric, index: str, window: Any, by: Any = None) -> Any:
+    """Metrics over moving windows of ``index`` from summary statistics.
+
+    For each group of ``by`` and each value ``v`` of ``index`` in the
+    summary, the metrics over the summary rows whose index is among the
+    last ``window`` index values up to ``v``:
+
+    - ``window`` an integer: the ``window`` most recent *distinct* index
+      values of the whole summary up to ``v`` (periods with no row in a group
+      still count as periods), e.g. ``window=7`` on a daily index is 7 days
+      when every day has data;
+    - ``window`` a duration (``datetime.timedelta``) on a date or datetime
+      index: the rows with ``v - window < index <= v``.
+
+    The first windows are shorter (``n`` tells how many rows they hold).  A
+    window ending on an index value where a group has no row is there too
+    when it holds earlier rows of the group.
+
+    Parameters
+    ----------
+    stats
+        Output of :func:`summarize` with ``index`` among its keys.
+    *metrics
+        Metric objects (as for :func:`finalize`).
+    index : str
+        The ordered key (a day, a week number, a timestamp truncated to a
+        period ...).
+    window : int or datetime.timedelta
+        Window length (see above).
+    by
+        Other group keys of the summary.
+
+    Returns
+    -------
+    frame
+        One row per (``by``, ``index`` value) whose window holds rows: the
+        keys, ``index``, the metrics and ``n``; a frame of the caller's type.
+    """
+    lf, eager = core.to_lazy(stats)
+    keys = core.as_keys(by)
+    if not isinstance(index, str):
+        msg = f"index= must be a column name, got {index!r}"
+        raise TypeError(msg)
+    if index in keys:
+        msg = f"index= {index!r} is also in by=; pass it only as index="
+        raise ValueError(msg)
+    _, summary_keys = _summary_schema(lf)
+    if index not in summary_keys:
+        msg = f"rolling: index= {index!r} is not a key of the summary (its keys: {summary_keys!r})"
+        raise ValueError(msg)
+    expanded = _windows(lf, index, window)
+    return finalize(expanded.collect() if eager else expanded, *metrics, by=[*keys, index])
+
+
+_END, _RANK, _END_RANK = "__cf_end", "__cf_rank", "__cf_end_rank"
+
+
+def _windows(lf: nw.LazyFrame, index: str, window: Any) -> nw.LazyFrame:
+    """Each summary row repeated for every window end ``v`` it belongs to (``index`` := ``v``)."""
+    import datetime as dt
+
+    periods = lf.select(index).unique().filter(~nw.col(index).is_null())
+    dtype = lf.collect_schema()[index]
+    if isinstance(window, dt.timedelta):
+        if not dtype.is_temporal():
+            msg = f"a duration window needs a date or datetime index; {index!r} has dtype {dtype}"
+            raise TypeError(msg)
+        ends = periods.select(nw.col(index).alias(_END))
+        pairs = lf.join(ends, how="cross")
+        keep = (nw.col(index) <= nw.col(_END)) & (nw.col(index) > nw.col(_END) - window)
+    elif isinstance(window, int) and not isinstance(window, bool):
+        if window < 1:
+            msg = f"window must be a positive number of periods, got {window}"
+            raise ValueError(msg)
+        ranked = periods.with_columns(nw.col(index).rank("dense").cast(nw.Int64).alias(_RANK))
+        ends = ranked.select(nw.col(index).alias(_END), nw.col(_RANK).alias(_END_RANK))
+        pairs = lf.join(ranked, on=index, how="left").join(ends, how="cross")
+        gap = nw.col(_END_RANK) - nw.col(_RANK)
+        keep = (gap >= 0) & (gap < window)
+    else:
+        msg = f"window must be an integer number of periods or a datetime.timedelta, got {window!r}"
+        raise TypeError(msg)
+    out = pairs.filter(keep).with_columns(nw.col(_END).alias(index))
+    return out.select(*lf.collect_schema().names())

@@ -1,0 +1,336 @@
+"""Sequential diagnostics of interval misses (forecast / VaR backtesting).
+
+A *miss* is a row whose value falls outside its interval, ``y < lo`` or
+``y > hi`` (the complement of :func:`~conformal_frames.coverage`); with
+``confidence_level = 1 - p`` the misses should be independent Bernoulli(p)
+draws.  Pooled coverage tests the rate only; these tests look at the order:
+
+- :func:`kupiec_test`: the miss rate (unconditional coverage, LR_uc);
+- :func:`christoffersen_test`: independence of consecutive misses (LR_ind)
+  and the conditional-coverage combination LR_cc = LR_uc + LR_ind;
+- :func:`longest_miss_run`: the longest run of consecutive misses.
+
+Rows are put in order by ``order_by=`` (a timestamp, a date, a sequence
+number) within each group, so the input may come in any order; repeated
+``order_by`` values within a group are invalid rows (the order would be
+ambiguous).  Everything stays lazy: transitions are ``shift`` window
+functions ordered by ``order_by`` plus sums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames._validate import complement
+from conformal_frames.brownian import with_normal_sf
+from conformal_frames.core import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, level_row, over
+from conformal_frames.intervals import covered_row
+from conformal_frames.results import ChristoffersenTestResult, KupiecTestResult
+
+__all__ = ["christoffersen_test", "kupiec_test", "longest_miss_run"]
+METHODS = list(__all__)
+
+F64 = nw.Float64
+
+
+def miss_row(q: Query, y: str, lo: str, hi: str) -> str:
+    """Row column: 1.0 where ``y`` is outside ``[lo, hi]``, else 0.0."""
+    covered = covered_row(q, y, lo, hi)
+    return q.row(("miss", covered), 1.0 - nw.col(covered), inputs=[covered])
+
+
+def order_row(q: Query, order_by: str) -> str:
+    """Row column: the ``order_by`` column (any orderable dtype), checked."""
+    col = q.column(order_by)
+    q.check(f"order_by column {order_by!r} has missing values", col.is_null())
+    # a repeated value makes the order within the group ambiguous
+    repeated = nw.len().over(*q.keys, order_by) > 1
+    q.check(f"order_by column {order_by!r} has values repeated within a group in {{rows}}", repeated)
+    return q.row(("order", order_by), col)
+
+
+def _miss_level(q: Query, level: float | str) -> nw.Expr:
+    """The expected miss rate ``p = 1 - confidence_level`` (a constant or an aggregated column)."""
+    row = level_row(q, level)
+    return 1.0 - q.min(row) if row is not None else nw.lit(complement(float(level)))
+
+
+def _xlogx(k: nw.Expr, total: nw.Expr) -> nw.Expr:
+    """``k ln(k / total)`` with ``0 ln 0 = 0``."""
+    # the log of 1 where k = 0 (no log(0) computed, even in a branch not taken)
+    return k * nw.when(k > 0.0).then(k / total).otherwise(1.0).log()
+
+
+def _kupiec(q: Query, y: str, lo: str, hi: str, level: float | str) -> tuple[nw.Expr, nw.Expr]:
+    """``(LR_uc, chi-square(1) statistic column name)`` from the miss count."""
+    misses = q.sum(miss_row(q, y, lo, hi))
+    n = q.n
+    p = _miss_level(q, level)
+    # 2 [N ln(N / (n p)) + (n - N) ln((n - N) / (n (1 - p)))]: the textbook
+    # -2 ln[(1-p)^(n-N) p^N / ((1-phat)^(n-N) phat^N)], written without cancellation
+    lr = 2.0 * (_xlogx(misses, n * p) + _xlogx(n - misses, n * (1.0 - p)))
+    return nw.when(n > 0).then(lr.clip(lower_bound=0.0)), misses
+
+
+def _chi2_1_finalize(lrs: dict[str, nw.Expr]) -> FinalizeFn:
+    """A finalize step adding, per named LR statistic, its chi-square(1) p-value ``2 Phi_c(sqrt(LR))``."""
+
+    def build(out: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
+        out = out.with_columns(*[e.alias(ref.name(k)) for k, e in lrs.items()])
+        for k in lrs:
+            root = ref.name(f"{k}_root")
+            out = out.with_columns(nw.col(ref.name(k)).sqrt().alias(root))
+            out = with_normal_sf(out, root, ref.name(f"{k}_p"), ref.name(f"{k}_t"))
+            pvalue = (2.0 * nw.col(ref.name(f"{k}_p"))).clip(upper_bound=1.0)
+            # LR = 0 (e.g. no miss for LR_ind): exactly 1, not the tail series' 1 - 1e-15
+            out = out.with_columns(
+                nw.when(nw.col(ref.name(k)) == 0.0).then(1.0).otherwise(pvalue).alias(ref.name(f"{k}_p"))
+            )
+        return out
+
+    return build
+
+
+# ---------------------------------------------------------------------------
+# Kupiec
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class KupiecTest(Metric):
+    y: str
+    lo: str
+    hi: str
+    confidence_level: float | str
+    default_name = "kupiec_test"
+    kind = "test"
+    result = KupiecTestResult
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        lr, _ = _kupiec(q, self.y, self.lo, self.hi, self.confidence_level)
+        key = ("kupiec", self.y, self.lo, self.hi, self.confidence_level)
+        t = q.finalize(key, _chi2_1_finalize({"uc": lr}))
+        return {"": t.col("uc"), "pvalue": t.col("uc_p")}
+
+
+def kupiec_test(y: str, lo: str, hi: str, *, confidence_level: float | str) -> KupiecTest:
+    """Kupiec's proportion-of-failures test of the miss rate (unconditional coverage).
+
+    With ``n`` rows, ``N`` misses (``y`` outside ``[lo, hi]``), the nominal
+    miss rate ``p = 1 - confidence_level`` and ``phat = N / n``:
+
+    ``LR_uc = -2 ln[(1 - p)^(n - N) p^N] + 2 ln[(1 - phat)^(n - N) phat^N]``
+
+    (``0 ln 0 = 0``: with no miss, ``LR_uc = -2 n ln(1 - p)``; with only
+    misses, ``-2 n ln p``), asymptotically chi-square with 1 degree of
+    freedom under ``H0: miss rate = p``; ``pvalue = P(chi2_1 > LR_uc)``.
+    The order of the rows does not matter (no ``order_by``), so the test's
+    statistics merge (:func:`~conformal_frames.summarize`).
+
+    Parameters
+    ----------
+    y, lo, hi : str
+        Columns of the observed value and the interval bounds.
+    confidence_level : float or str
+        Nominal coverage ``1 - p`` in (0, 1), or the name of a ``by=`` column.
+
+    Returns
+    -------
+    KupiecTest
+        A metric object.  ``df.conformal.kupiec_test(...)`` returns a
+        :class:`~conformal_frames.results.KupiecTestResult` on an eager frame
+        without ``by=``, otherwise a frame with ``kupiec_test``,
+        ``kupiec_test_pvalue`` and ``n``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"y": [1.0, 5.0, 2.0, 2.5, 9.0], "lo": [0.0] * 5, "hi": [3.0] * 5})
+    >>> res = df.conformal.kupiec_test("y", "lo", "hi", confidence_level=0.9)
+    >>> round(res.statistic, 4), round(res.pvalue, 4)
+    (3.1124, 0.0777)
+
+    References
+    ----------
+    P. H. Kupiec (1995), "Techniques for verifying the accuracy of risk
+    measurement models", Journal of Derivatives 3(2), 73-84.
+    """
+    return KupiecTest(y=y, lo=lo, hi=hi, confidence_level=confidence_level)
+
+
+# ---------------------------------------------------------------------------
+# Christoffersen
+# ---------------------------------------------------------------------------
+def _transitions(q: Query, miss: str, order: str) -> dict[str, nw.Expr]:
+    """Sums of the transition indicators ``n_ij`` (miss state ``i`` then ``j``), in ``order_by`` order."""
+    prev = q.row(("miss_prev", miss, order), q.over(nw.col(miss).shift(1), order_by=order), inputs=[miss, order])
+    counts = {}
+    for i in (0.0, 1.0):
+        for j in (0.0, 1.0):
+            hit = ((nw.col(prev) == i) & (nw.col(miss) == j)).cast(F64).fill_null(0.0)
+            name = f"n{int(i)}{int(j)}"
+            counts[name] = q.sum(q.row(("transition", miss, order, i, j), hit, inputs=[miss, prev]))
+    return counts
+
+
+def _lr_ind(c: dict[str, nw.Expr]) -> nw.Expr:
+    """Christoffersen's LR_ind from the transition counts (``0 ln 0 = 0``)."""
+    n00, n01, n10, n11 = c["n00"], c["n01"], c["n10"], c["n11"]
+    from0, from1 = n00 + n01, n10 + n11
+    total = from0 + from1
+    alt = _xlogx(n00, from0) + _xlogx(n01, from0) + _xlogx(n10, from1) + _xlogx(n11, from1)
+    null = _xlogx(n00 + n10, total) + _xlogx(n01 + n11, total)
+    return nw.when(total > 0).then((2.0 * (alt - null)).clip(lower_bound=0.0))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChristoffersenTest(Metric):
+    y: str
+    lo: str
+    hi: str
+    confidence_level: float | str
+    order_by: str
+    default_name = "christoffersen_test"
+    kind = "test"
+    result = ChristoffersenTestResult
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        lr_uc, _ = _kupiec(q, self.y, self.lo, self.hi, self.confidence_level)
+        miss = miss_row(q, self.y, self.lo, self.hi)
+        lr_ind = _lr_ind(_transitions(q, miss, order_row(q, self.order_by)))
+        key = ("christoffersen", self.y, self.lo, self.hi, self.confidence_level, self.order_by)
+        t = q.finalize(key, _chi2_1_finalize({"ind": lr_ind, "uc": lr_uc}))
+        lr_cc = t.col("ind") + t.col("uc")
+        return {
+            "": t.col("ind"),
+            "pvalue": t.col("ind_p"),
+            "statistic_cc": lr_cc,
+            "pvalue_cc": (-0.5 * lr_cc).exp(),  # chi-square(2) survival function
+        }
+
+
+def christoffersen_test(
+    y: str, lo: str, hi: str, *, confidence_level: float | str, order_by: str
+) -> ChristoffersenTest:
+    """Christoffersen's test of independent misses, and of conditional coverage.
+
+    Rows ordered by ``order_by`` within each group; ``n_ij`` counts the
+    consecutive pairs of rows in miss state ``i`` then ``j`` (1 = miss),
+    ``pi_01 = n_01 / (n_00 + n_01)``, ``pi_11 = n_11 / (n_10 + n_11)`` and
+    ``pi = (n_01 + n_11) / (n_00 + n_01 + n_10 + n_11)``:
+
+    ``LR_ind = -2 ln[(1 - pi)^(n_00 + n_10) pi^(n_01 + n_11)]
+    + 2 ln[(1 - pi_01)^n_00 pi_01^n_01 (1 - pi_11)^n_10 pi_11^n_11]``,
+
+    asymptotically chi-square(1) under independence (``.statistic``,
+    ``.pvalue``).  The conditional-coverage statistic ``LR_cc = LR_uc +
+    LR_ind`` (``LR_uc`` of :func:`kupiec_test` on the same rows) is
+    chi-square(2) under ``H0: independent misses at rate p``
+    (``.statistic_cc``, ``.pvalue_cc = exp(-LR_cc / 2)``).
+
+    Degenerate cases, with ``0 ln 0 = 0`` throughout: no miss (or only
+    misses) gives ``LR_ind = 0`` (p-value 1); no two consecutive misses
+    (``n_11 = 0``) gives the finite value of the formula (``pi_11 = 0``
+    contributes nothing); a group with fewer than two rows (no transition)
+    has a null statistic.
+
+    Parameters
+    ----------
+    y, lo, hi : str
+        Columns of the observed value and the interval bounds.
+    confidence_level : float or str
+        Nominal coverage ``1 - p`` in (0, 1), or the name of a ``by=`` column.
+    order_by : str
+        Column giving the order of the rows (time, sequence number); its
+        values must be distinct within a group.
+
+    Returns
+    -------
+    ChristoffersenTest
+        A metric object.  A direct eager, ungrouped call returns a
+        :class:`~conformal_frames.results.ChristoffersenTestResult`; frames
+        carry ``christoffersen_test``, ``christoffersen_test_pvalue``,
+        ``christoffersen_test_statistic_cc``, ``christoffersen_test_pvalue_cc``
+        and ``n``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"t": [5, 1, 2, 3, 4, 6, 7, 8],
+    ...                    "y": [0.0, 9.0, 9.0, 0.0, 0.0, 9.0, 9.0, 0.0],
+    ...                    "lo": [-1.0] * 8, "hi": [1.0] * 8})
+    >>> res = df.conformal.christoffersen_test("y", "lo", "hi", confidence_level=0.9, order_by="t")
+    >>> round(res.statistic, 4), round(res.pvalue, 4), round(res.pvalue_cc, 4)
+    (0.1965, 0.6576, 0.0152)
+
+    References
+    ----------
+    P. F. Christoffersen (1998), "Evaluating interval forecasts",
+    International Economic Review 39(4), 841-862.
+    """
+    return ChristoffersenTest(y=y, lo=lo, hi=hi, confidence_level=confidence_level, order_by=order_by)
+
+
+# ---------------------------------------------------------------------------
+# longest run of misses
+# ---------------------------------------------------------------------------
+def _runs_table(miss: str, order: str) -> TableFn:
+    """Per group: the longest run of consecutive misses (``run``)."""
+
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        rid, length, run = (ref.name(x) for x in ("rid", "len", "run"))
+        # a run of misses shares the number of non-misses before it
+        rows = rows.with_columns(over((1.0 - nw.col(miss)).cum_sum(), keys, order_by=order).alias(rid))
+        runs = rows.group_by(*keys, rid).agg(nw.col(miss).sum().alias(length))
+        return aggregate(runs, keys, [nw.col(length).max().alias(run)])
+
+    return build
+
+
+@dataclass(frozen=True, kw_only=True)
+class LongestMissRun(Metric):
+    y: str
+    lo: str
+    hi: str
+    order_by: str
+    default_name = "longest_miss_run"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        miss, order = miss_row(q, self.y, self.lo, self.hi), order_row(q, self.order_by)
+        t = q.table(("miss_runs", miss, order), _runs_table(miss, order))
+        return {"": t.col("run")}
+
+
+def longest_miss_run(y: str, lo: str, hi: str, *, order_by: str) -> LongestMissRun:
+    """The longest run of consecutive misses (``y`` outside ``[lo, hi]``) in ``order_by`` order.
+
+    A number of rows (Float64; 0 when the group has no miss).  Under
+    independent misses at rate ``p`` a run of length ``r`` starting at a
+    given row has probability ``p^r``: a long run flags clustered misses
+    that the pooled coverage hides.
+
+    Parameters
+    ----------
+    y, lo, hi : str
+        Columns of the observed value and the interval bounds.
+    order_by : str
+        Column giving the order of the rows; values distinct within a group.
+
+    Returns
+    -------
+    LongestMissRun
+        A metric object; ``df.conformal.longest_miss_run(...)`` returns a
+        float on an eager frame without ``by=``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"t": [3, 1, 2, 4, 5], "y": [9.0, 0.0, 9.0, 9.0, 0.0],
+    ...                    "lo": [-1.0] * 5, "hi": [1.0] * 5})
+    >>> df.conformal.longest_miss_run("y", "lo", "hi", order_by="t")
+    3.0
+    """
+    return LongestMissRun(y=y, lo=lo, hi=hi, order_by=order_by)
