@@ -350,6 +350,46 @@ class ConformalNamespace:
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
+    def interval_coverage(
+        self,
+        y: str,
+        *,
+        intervals: dict[float, tuple[str, str]],
+        ci_level: float = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def pinball_loss(
+        self,
+        y: str,
+        *,
+        quantiles: dict[float, str] | str,
+        quantile_level: str | None = ...,
+        per_level: bool = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def quantile_coverage(
+        self,
+        y: str,
+        *,
+        quantiles: dict[float, str] | str,
+        quantile_level: str | None = ...,
+        per_level: bool = ...,
+        ci_level: float = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def wis(
+        self,
+        y: str,
+        *,
+        quantiles: dict[float, str] | None = ...,
+        intervals: dict[float, tuple[str, str]] | None = ...,
+        median: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
     def christoffersen_test(
         self,
         y: str,
