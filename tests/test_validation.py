@@ -571,6 +571,13 @@ COLUMN_CASES = {
     "smooth_ece": lambda: cf.smooth_ece(1, "s"),
     "score_decomposition": lambda: cf.score_decomposition(1, "s"),
     "corp_reliability": lambda: cf.corp_reliability(pl.DataFrame(BASE), 1, "y"),
+    "pinball_loss": lambda: cf.pinball_loss(1, quantiles={0.5: "q"}),
+    "wis": lambda: cf.wis(1, quantiles={0.5: "q"}),
+    "quantile_coverage": lambda: cf.quantile_coverage(1, quantiles={0.5: "q"}),
+    "interval_coverage": lambda: cf.interval_coverage(1, intervals={0.9: ("lo", "hi")}),
+    "kupiec_test": lambda: cf.kupiec_test(1, "lo", "hi", confidence_level=0.9),
+    "christoffersen_test": lambda: cf.christoffersen_test(1, "lo", "hi", confidence_level=0.9, order_by="t"),
+    "longest_miss_run": lambda: cf.longest_miss_run(1, "lo", "hi", order_by="t"),
 }
 _PARAM = {"width": "lo", "set_size": "sets", "singleton_rate": "sets", "empty_rate": "sets"}
 
