@@ -111,7 +111,11 @@ def _engine_counts(native: Any, columns: list[str], keys: list[str], **kw: Any) 
     frame = _rows_frame(lf, q)
     hashed = [q.rows[("boot_value", c)].name for c in ([kw["block"]] if kw.get("block") else columns)]
     out = to_pandas(frame.select(*q.group, *hashed, *rows))
-    out.columns = [*keys, *[f"v{i}" for i in range(len(hashed))], *[f"c{b}" for b in range(len(rows))]]
+    out.columns = [
+        *keys,
+        *[f"v{i}" for i in range(len(hashed))],
+        *[f"c{b}" for b in range(len(rows))],
+    ]
     return out
 
 
@@ -220,7 +224,18 @@ def _oracle_by_group(data: dict[str, Any], h: int, loss: str = "squared") -> pd.
     df = pd.DataFrame(data).sort_values(["g", "t"])
     rows = []
     for g, part in df.groupby("g", sort=True):
-        rows.append((g, *dm_numpy(part["y"].to_numpy(), part["f1"].to_numpy(), part["f2"].to_numpy(), h, loss)))
+        rows.append(
+            (
+                g,
+                *dm_numpy(
+                    part["y"].to_numpy(),
+                    part["f1"].to_numpy(),
+                    part["f2"].to_numpy(),
+                    h,
+                    loss,
+                ),
+            )
+        )
     return pd.DataFrame(rows, columns=["g", "stat", "p"])
 
 
@@ -250,7 +265,13 @@ def test_diebold_mariano_losses_and_horizons(constructor, horizon, loss):
     out = to_pandas(cf.evaluate(constructor(data), test, by="g"))
     expected = _oracle_by_group(data, horizon, loss)
     assert_close(out["diebold_mariano_test"], expected["stat"], rtol=1e-10, what="statistic")
-    assert_close(out["diebold_mariano_test_pvalue"], expected["p"], rtol=1e-9, atol=1e-15, what="pvalue")
+    assert_close(
+        out["diebold_mariano_test_pvalue"],
+        expected["p"],
+        rtol=1e-9,
+        atol=1e-15,
+        what="pvalue",
+    )
 
 
 def test_diebold_mariano_direct_call_and_negative_variance(eager_constructor):
@@ -279,7 +300,13 @@ def test_diebold_mariano_stays_lazy_and_checks_the_order(lazy_constructor):
     assert isinstance(nw.from_native(out), nw.LazyFrame)
     bad = dict(data)
     bad["t"] = np.where(bad["t"] == 3, 4, bad["t"])  # t = 4 twice in each group
-    res = to_pandas(cf.evaluate(lazy_constructor(bad), cf.diebold_mariano_test("y", "f1", "f2", order_by="t"), by="g"))
+    res = to_pandas(
+        cf.evaluate(
+            lazy_constructor(bad),
+            cf.diebold_mariano_test("y", "f1", "f2", order_by="t"),
+            by="g",
+        )
+    )
     assert res["diebold_mariano_test"].isna().all()
     assert res["n_invalid"].tolist() == [2, 2]
 
@@ -288,12 +315,24 @@ def test_diebold_mariano_bad_input(eager_constructor):
     data = _series(2, n=20, groups=1)
     bad = dict(data)
     bad["t"] = np.where(bad["t"] == 3, 4, bad["t"])
-    with pytest.raises(ValueError, match=r"column 't' \(order_by=\) has repeated values within a group in 2 rows"):
-        cf.evaluate(eager_constructor(bad), cf.diebold_mariano_test("y", "f1", "f2", order_by="t"))
+    with pytest.raises(
+        ValueError,
+        match=r"column 't' \(order_by=\) has repeated values within a group in 2 rows",
+    ):
+        cf.evaluate(
+            eager_constructor(bad),
+            cf.diebold_mariano_test("y", "f1", "f2", order_by="t"),
+        )
     # the same time point in two groups is fine
     ok = {**data, "g": np.where(np.arange(20) % 2 == 0, "a", "b")}
     ok["t"] = np.arange(20) // 2
-    out = to_pandas(cf.evaluate(eager_constructor(ok), cf.diebold_mariano_test("y", "f1", "f2", order_by="t"), by="g"))
+    out = to_pandas(
+        cf.evaluate(
+            eager_constructor(ok),
+            cf.diebold_mariano_test("y", "f1", "f2", order_by="t"),
+            by="g",
+        )
+    )
     assert out["n"].tolist() == [10, 10]
     with pytest.raises(ValueError, match="horizon"):
         cf.diebold_mariano_test("y", "f1", "f2", order_by="t", horizon=0)
@@ -303,3 +342,211 @@ def test_diebold_mariano_bad_input(eager_constructor):
         cf.diebold_mariano_test("y", "f1", "f2", order_by=3)
     with pytest.raises(TypeError):
         cf.diebold_mariano_test("y", "f1", "f2")  # order_by is required
+
+
+# ---------------------------------------------------------------------------
+# bootstrap intervals: the weighted metric recomputed under the twin's counts
+# ---------------------------------------------------------------------------
+def oracle_counts(
+    df: pd.DataFrame,
+    columns: list[str],
+    keys: list[str],
+    seed: int,
+    b: int,
+    block: str | None = None,
+):
+    """The twin's counts for a pandas frame (hashed columns in sorted order, as the engine)."""
+    if block is not None:
+        v = df[block]
+        values = [v.to_numpy(float) if v.dtype.kind in "biuf" else v.rank(method="dense").to_numpy(float)]
+        return twin_counts(values, seed, b, None)
+    values = [np.where(df[c].to_numpy(float) == 0, 0.0, df[c].to_numpy(float)) for c in sorted(columns)]
+    index = _duplicate_index(*[df[k].to_numpy() for k in keys], *values)
+    return twin_counts(values, seed, b, index)
+
+
+def oracle_interval(replicates: np.ndarray, ci_level: float = 0.95) -> tuple[float, float]:
+    kept = replicates[~np.isnan(replicates)]
+    a = (1 - ci_level) / 2
+    return tuple(np.percentile(kept, [100 * a, 100 * (1 - a)]))
+
+
+def _coverage_data(seed: int, n: int = 300) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    y = np.round(rng.normal(size=n), 1)  # rounded: duplicated rows
+    lo = np.round(y - 1.2 + rng.normal(scale=0.6, size=n), 1)
+    g = rng.choice(["a", "b", "c"], n, p=[0.5, 0.3, 0.2])
+    w = rng.integers(1, 4, n).astype(float)
+    return pd.DataFrame({"y": y, "lo": lo, "hi": lo + 2.0, "g": g, "w": w})
+
+
+def coverage_oracle(df: pd.DataFrame, counts: np.ndarray, weights: np.ndarray | None = None) -> pd.DataFrame:
+    covered = ((df["lo"] <= df["y"]) & (df["y"] <= df["hi"])).to_numpy(float)
+    w = np.ones(len(df)) if weights is None else weights
+    rows = []
+    for g in sorted(df["g"].unique()):
+        i = (df["g"] == g).to_numpy()
+        point = np.sum(w[i] * covered[i]) / np.sum(w[i])
+        cw = counts[:, i] * w[i]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reps = np.where(cw.sum(1) > 0, (cw * covered[i]).sum(1) / cw.sum(1), np.nan)
+        rows.append((g, point, *oracle_interval(reps)))
+    return pd.DataFrame(rows, columns=["g", "value", "low", "high"])
+
+
+def test_bootstrap_matches_the_numpy_oracle_grouped(constructor):
+    df = _coverage_data(0)
+    metric = cf.bootstrap(cf.coverage("y", "lo", "hi"), n_resamples=40, seed=5)
+    out = to_pandas(cf.evaluate(constructor(df.to_dict("list")), metric, by="g"))
+    assert list(out.columns[:4]) == [
+        "g",
+        "coverage",
+        "coverage_ci_low",
+        "coverage_ci_high",
+    ]
+    expected = coverage_oracle(df, oracle_counts(df, ["y", "lo", "hi"], ["g"], 5, 40))
+    assert out["g"].tolist() == expected["g"].tolist()
+    assert_close(out["coverage"], expected["value"], what="coverage")
+    assert_close(out["coverage_ci_low"], expected["low"], what="ci_low")
+    assert_close(out["coverage_ci_high"], expected["high"], what="ci_high")
+    assert (out["coverage_ci_low"] < out["coverage_ci_high"]).all()
+
+
+@pytest.mark.parametrize("ci_level", [0.8, 0.95])
+def test_bootstrap_with_weights_ungrouped(constructor, ci_level):
+    _not_spark(constructor)
+    df = _coverage_data(1, n=200).assign(g="all")
+    metric = cf.bootstrap(
+        cf.coverage("y", "lo", "hi", weights="w"),
+        n_resamples=60,
+        seed=2,
+        ci_level=ci_level,
+    )
+    out = to_pandas(cf.evaluate(constructor(df.to_dict("list")), metric))
+    counts = oracle_counts(df, ["y", "lo", "hi", "w"], [], 2, 60)
+    covered = ((df["lo"] <= df["y"]) & (df["y"] <= df["hi"])).to_numpy(float)
+    cw = counts * df["w"].to_numpy()
+    low, high = oracle_interval((cw * covered).sum(1) / cw.sum(1), ci_level)
+    assert_close(out[["coverage_ci_low", "coverage_ci_high"]].to_numpy()[0], [low, high])
+    assert_close(out["coverage"], [np.average(covered, weights=df["w"])])
+
+
+def test_bootstrap_difference_is_paired(constructor):
+    _not_spark(constructor)
+    rng = np.random.default_rng(4)
+    n = 250
+    y = rng.integers(0, 2, n).astype(float)
+    pa = np.clip(0.5 + 0.35 * (y - 0.5) + rng.normal(scale=0.2, size=n), 0, 1)
+    pb = np.clip(pa + rng.normal(scale=0.05, size=n), 0, 1)  # close to a: strongly paired
+    df = pd.DataFrame({"y": y, "pa": pa, "pb": pb})
+    diff = cf.bootstrap_difference(cf.brier("y", "pa"), cf.brier("y", "pb"), n_resamples=50, seed=3)
+    out = to_pandas(cf.evaluate(constructor(df.to_dict("list")), diff))
+    counts = oracle_counts(df, ["y", "pa", "pb"], [], 3, 50)
+    ea, eb = (y - pa) ** 2, (y - pb) ** 2
+    reps = (counts * ea).sum(1) / counts.sum(1) - (counts * eb).sum(1) / counts.sum(1)
+    assert_close(out["brier_difference"], [ea.mean() - eb.mean()])
+    assert_close(
+        out[["brier_difference_ci_low", "brier_difference_ci_high"]].to_numpy()[0],
+        oracle_interval(reps),
+    )
+    # paired: far narrower than the interval of either score alone
+    single = to_pandas(
+        cf.evaluate(
+            constructor(df.to_dict("list")),
+            cf.bootstrap(cf.brier("y", "pa"), n_resamples=50),
+        )
+    )
+    width = out["brier_difference_ci_high"] - out["brier_difference_ci_low"]
+    assert (width < 0.5 * (single["brier_ci_high"] - single["brier_ci_low"])).all()
+
+
+def test_bootstrap_blocks(constructor):
+    _not_spark(constructor)
+    df = _coverage_data(2, n=240)
+    df["day"] = np.repeat([f"d{i:02d}" for i in range(24)], 10)
+    metric = cf.bootstrap(cf.coverage("y", "lo", "hi"), n_resamples=30, seed=9, block="day")
+    out = to_pandas(cf.evaluate(constructor(df.to_dict("list")), metric, by="g"))
+    expected = coverage_oracle(df, oracle_counts(df, [], ["g"], 9, 30, block="day"))
+    assert_close(out["coverage_ci_low"], expected["low"])
+    assert_close(out["coverage_ci_high"], expected["high"])
+
+
+def test_bootstrap_is_deterministic_and_order_free(eager_constructor):
+    df = _coverage_data(3)
+    metric = cf.bootstrap(cf.coverage("y", "lo", "hi"), n_resamples=40, seed=11)
+    first = to_pandas(cf.evaluate(eager_constructor(df.to_dict("list")), metric, by="g"))
+    shuffled = df.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    again = to_pandas(cf.evaluate(eager_constructor(shuffled.to_dict("list")), metric, by="g"))
+    assert_close(again.drop(columns="g").to_numpy(), first.drop(columns="g").to_numpy())
+    other = to_pandas(
+        cf.evaluate(
+            eager_constructor(df.to_dict("list")),
+            metric.__class__(**{**vars(metric), "seed": 12}),
+            by="g",
+        )
+    )
+    assert not np.allclose(other["coverage_ci_low"], first["coverage_ci_low"])
+
+
+def test_bootstrap_width_shrinks_like_one_over_sqrt_n():
+    # fixed seed, Brier score of a calibrated model at n and 4 n rows
+    widths = []
+    for n in (1500, 6000):
+        rng = np.random.default_rng(n)
+        p = rng.random(n)
+        y = (rng.random(n) < p).astype(float)
+        out = cf.evaluate(
+            pd.DataFrame({"y": y, "p": p}),
+            cf.bootstrap(cf.brier("y", "p"), n_resamples=400, seed=0),
+        )
+        widths.append(float(out["brier_ci_high"].iloc[0] - out["brier_ci_low"].iloc[0]))
+    assert 1.7 < widths[0] / widths[1] < 2.3
+
+
+def test_bootstrap_stays_lazy(lazy_constructor):
+    _not_spark(lazy_constructor)
+    df = _coverage_data(5, n=60)
+    out = cf.evaluate(
+        lazy_constructor(df.to_dict("list")),
+        cf.bootstrap(cf.width("lo", "hi"), n_resamples=5),
+        by="g",
+    )
+    assert isinstance(nw.from_native(out), nw.LazyFrame)
+    assert to_pandas(out)["width_ci_low"].tolist() == [2.0, 2.0, 2.0]
+
+
+def test_bootstrap_refuses_what_it_cannot_resample():
+    df = _coverage_data(6, n=30)
+    with pytest.raises(TypeError, match="score metrics; ks_test is a test"):
+        cf.bootstrap(cf.ks_test("y", "lo"))
+    with pytest.raises(TypeError, match="must be a score metric"):
+        cf.bootstrap(cf.bootstrap(cf.width("lo", "hi")))
+    with pytest.raises(TypeError, match="one score between two models"):
+        cf.bootstrap_difference(cf.width("lo", "hi"), cf.coverage("y", "lo", "hi"))
+    with pytest.raises(ValueError, match="n_resamples"):
+        cf.bootstrap(cf.width("lo", "hi"), n_resamples=1)
+    with pytest.raises(ValueError, match="ci_level"):
+        cf.bootstrap(cf.width("lo", "hi"), ci_level=1.5)
+    with pytest.raises(TypeError, match="seed"):
+        cf.bootstrap(cf.width("lo", "hi"), seed=1.5)
+    with pytest.raises(TypeError, match="score metrics; ssc is a table"):
+        cf.bootstrap(cf.ssc("y", "lo", "hi"))
+    with pytest.raises(ValueError, match="ssc_score needs a second aggregation level"):
+        cf.evaluate(df, cf.bootstrap(cf.ssc_score("y", "lo", "hi")))
+    with pytest.raises(TypeError, match="auarc has none"):
+        cf.evaluate(df.assign(c=1, s=0.5), cf.bootstrap(cf.auarc("c", "s")))
+    with pytest.raises(ValueError, match="'day' not found"):
+        cf.evaluate(df, cf.bootstrap(cf.width("lo", "hi"), block="day"))
+
+
+def test_bootstrap_invalid_rows(eager_constructor):
+    df = _coverage_data(7, n=90)
+    df.loc[3, "lo"] = np.nan
+    metric = cf.bootstrap(cf.coverage("y", "lo", "hi"), n_resamples=20, seed=1)
+    with pytest.raises(ValueError, match="column 'lo' has missing"):
+        cf.evaluate(eager_constructor(df.to_dict("list")), metric)
+    dropped = to_pandas(cf.evaluate(eager_constructor(df.to_dict("list")), metric, by="g", invalid="drop"))
+    clean = df.drop(index=3).reset_index(drop=True)
+    expected = coverage_oracle(clean, oracle_counts(clean, ["y", "lo", "hi"], ["g"], 1, 20))
+    assert_close(dropped["coverage_ci_low"], expected["low"])
+    assert dropped["n_dropped"].sum() == 1

@@ -156,3 +156,331 @@ def test_null_forecast_is_an_invalid_row(eager_constructor) -> None:
     data = {"q10": [1.0, None, 0.0], "q90": [2.0, 3.0, 4.0]}
     with pytest.raises(ValueError, match=r"^column 'q10' has missing \(null/NaN\) or infinite values in 1 row$"):
         cf.evaluate(eager_constructor(data), _TopQuantile(quantiles={0.1: "q10", 0.9: "q90"}))
+
+
+# ---------------------------------------------------------------------------
+# the metrics against the numpy oracles
+# ---------------------------------------------------------------------------
+import oracle_forecast as of  # noqa: E402
+from helpers import assert_close, to_pandas  # noqa: E402
+
+QUANTILES = {level: of.column(level) for level in of.LEVELS}
+INTERVALS = {
+    0.5: (of.column(0.25), of.column(0.75)),
+    0.8: (of.column(0.1), of.column(0.9)),
+    0.9: (of.column(0.05), of.column(0.95)),
+}
+MEDIAN = of.column(0.5)
+#: the smaller sets of the every-backend test (a Spark query's cost grows with the number of output columns)
+QUANTILES_3 = {level: of.column(level) for level in (0.1, 0.5, 0.9)}
+INTERVALS_2 = {0.8: (of.column(0.1), of.column(0.9)), 0.9: (of.column(0.05), of.column(0.95))}
+
+
+def _oracle_wide(
+    data: dict, rows: np.ndarray, quantiles: dict = QUANTILES, intervals: dict = INTERVALS
+) -> dict[str, float]:
+    """Every wide output of the four metrics for the rows ``rows`` (ungrouped names)."""
+    y = np.asarray(data["y"])[rows]
+    qs = {level: np.asarray(data[c])[rows] for level, c in quantiles.items()}
+    levels = sorted(quantiles)
+    out: dict[str, float] = {}
+    per_level = [of.pinball(y, qs[t], t) for t in levels]
+    out["pinball_loss"] = float(np.mean(per_level))
+    out |= {f"pinball_loss_level{k}": v for k, v in enumerate(per_level)}
+    # WIS: the central intervals (alpha = 2 tau) of the quantile set and its median
+    pairs = [(2 * t, qs[t], qs[u]) for t in levels for u in levels if t < 0.5 and abs(t + u - 1) < 1e-12]
+    out |= of.wis(y, qs[0.5], pairs)
+    devs = []
+    for k, t in enumerate(levels):
+        cov = float(np.mean(y <= qs[t]))
+        low, high = of.wilson(cov * len(y), len(y))
+        out |= {f"quantile_coverage_level{k}": cov, f"quantile_coverage_level{k}_ci_low": low}
+        out |= {f"quantile_coverage_level{k}_ci_high": high, f"quantile_coverage_level{k}_deviation": cov - t}
+        devs.append(abs(cov - t))
+    out["quantile_coverage"] = float(np.mean(devs))
+    bounds = [
+        (1 - c, np.asarray(data[lo])[rows], np.asarray(data[hi])[rows]) for c, (lo, hi) in sorted(intervals.items())
+    ]
+    for k, (alpha, lo, hi) in enumerate(bounds):
+        cov = float(np.mean((lo <= y) & (y <= hi)))
+        low, high = of.wilson(cov * len(y), len(y))
+        out |= {f"interval_coverage_level{k}": cov, f"interval_coverage_level{k}_ci_low": low}
+        out |= {
+            f"interval_coverage_level{k}_ci_high": high,
+            f"interval_coverage_level{k}_width": float(np.mean(hi - lo)),
+        }
+        out[f"interval_coverage_level{k}_winkler"] = float(np.mean(of.interval_score(y, lo, hi, alpha)))
+    return out
+
+
+def _metrics(quantiles: dict = QUANTILES, intervals: dict = INTERVALS) -> list[Metric]:
+    return [
+        cf.pinball_loss("y", quantiles=quantiles, per_level=True),
+        cf.wis("y", quantiles=quantiles),
+        cf.quantile_coverage("y", quantiles=quantiles),
+        cf.interval_coverage("y", intervals=intervals),
+    ]
+
+
+def _check_wide(
+    result: object, data: dict, grouped: bool, quantiles: dict = QUANTILES, intervals: dict = INTERVALS
+) -> None:
+    out = to_pandas(result)
+    groups = sorted(set(data["g"])) if grouped else [None]
+    assert len(out) == len(groups)
+    for i, g in enumerate(groups):
+        rows = np.flatnonzero(np.asarray(data["g"]) == g) if grouped else np.arange(len(data["y"]))
+        expected = _oracle_wide(data, rows, quantiles, intervals)
+        for column, value in expected.items():
+            assert_close(out[column].iloc[i], value, rtol=1e-12, atol=1e-15, what=f"{column} group {g}")
+        assert out["n"].iloc[i] == len(rows)
+
+
+def test_metrics_match_oracles_every_backend(constructor) -> None:
+    """One query for the four metrics (grouped), and each long table once."""
+    data = of.forecast_data(0)
+    sets = (QUANTILES_3, INTERVALS_2)
+    _check_wide(cf.evaluate(constructor(data), *_metrics(*sets), by="g"), data, True, *sets)
+    frame = constructor(data)
+    long = to_pandas(cf.conformal(frame).interval_coverage("y", intervals=INTERVALS_2, by="g"))
+    assert list(long.columns) == [
+        "g",
+        "confidence_level",
+        "coverage",
+        "coverage_ci_low",
+        "coverage_ci_high",
+        "width",
+        "winkler",
+        "n",
+    ]
+    assert long["confidence_level"].tolist() == [0.8, 0.9] * 4
+    for i, row in long.iterrows():
+        rows = np.flatnonzero(np.asarray(data["g"]) == row["g"])
+        expected = _oracle_wide(data, rows, *sets)
+        k = i % 2
+        assert_close(row["coverage"], expected[f"interval_coverage_level{k}"], what="coverage")
+        assert_close(row["winkler"], expected[f"interval_coverage_level{k}_winkler"], what="winkler")
+        assert_close(row["width"], expected[f"interval_coverage_level{k}_width"], what="width")
+        assert row["n"] == len(rows)
+
+
+def _not_spark(backend) -> None:
+    if backend.id in ("pyspark", "duckdb"):
+        pytest.skip(
+            "seed/tie/size loops run on the eager and polars-lazy backends; covered by test_metrics_match_oracles_every_backend"
+        )
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_metrics_match_oracles_seeds(constructor, seed: int) -> None:
+    _not_spark(constructor)
+    data = of.forecast_data(seed, n=60 + 17 * seed)
+    _check_wide(cf.evaluate(constructor(data), *_metrics(), by="g"), data, grouped=True)
+    _check_wide(cf.evaluate(constructor(data), *_metrics()), data, grouped=False)
+
+
+def test_quantile_coverage_long_table(constructor) -> None:
+    _not_spark(constructor)
+    data = of.forecast_data(4)
+    long = to_pandas(cf.conformal(constructor(data)).quantile_coverage("y", quantiles=QUANTILES, by="g"))
+    assert list(long.columns) == [
+        "g",
+        "quantile_level",
+        "coverage",
+        "coverage_ci_low",
+        "coverage_ci_high",
+        "deviation",
+        "n",
+    ]
+    assert long["quantile_level"].tolist() == list(of.LEVELS) * 4
+    for i, row in long.iterrows():
+        rows = np.flatnonzero(np.asarray(data["g"]) == row["g"])
+        expected = _oracle_wide(data, rows)
+        k = i % len(of.LEVELS)
+        for column, suffix in [
+            ("coverage", ""),
+            ("coverage_ci_low", "_ci_low"),
+            ("coverage_ci_high", "_ci_high"),
+            ("deviation", "_deviation"),
+        ]:
+            assert_close(row[column], expected[f"quantile_coverage_level{k}{suffix}"], what=column)
+    per_level = to_pandas(cf.conformal(constructor(data)).pinball_loss("y", quantiles=QUANTILES, per_level=True))
+    assert list(per_level.columns) == ["quantile_level", "pinball_loss", "n"]
+    expected = _oracle_wide(data, np.arange(len(data["y"])))
+    assert_close(per_level["pinball_loss"], [expected[f"pinball_loss_level{k}"] for k in range(len(of.LEVELS))])
+
+
+def test_eager_ungrouped_calls_return_floats(eager_constructor) -> None:
+    data = of.forecast_data(5)
+    frame = eager_constructor(data)
+    expected = _oracle_wide(data, np.arange(len(data["y"])))
+    ns = cf.conformal(frame)
+    assert_close(ns.pinball_loss("y", quantiles=QUANTILES), expected["pinball_loss"])
+    assert_close(ns.wis("y", quantiles=QUANTILES), expected["wis"])
+    assert_close(ns.wis("y", intervals=INTERVALS, median=MEDIAN), expected["wis"])
+    assert_close(ns.quantile_coverage("y", quantiles=QUANTILES, per_level=False), expected["quantile_coverage"])
+
+
+def test_wis_components_add_up(eager_constructor) -> None:
+    data = of.forecast_data(6)
+    out = to_pandas(cf.evaluate(eager_constructor(data), cf.wis("y", quantiles=QUANTILES), by="g"))
+    parts = out["wis_dispersion"] + out["wis_overprediction"] + out["wis_underprediction"]
+    assert_close(parts, out["wis"], rtol=1e-14)
+
+
+# ---------------------------------------------------------------------------
+# peers: scikit-learn, scoringrules
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", [0, 7])
+def test_pinball_matches_scikit_learn(seed: int) -> None:
+    metrics = pytest.importorskip("sklearn.metrics")
+    data = of.forecast_data(seed)
+    frame = pl.DataFrame(data)
+    per_level = frame.conformal.pinball_loss("y", quantiles=QUANTILES, per_level=True)
+    for level, value in zip(per_level["quantile_level"], per_level["pinball_loss"]):
+        expected = metrics.mean_pinball_loss(data["y"], data[QUANTILES[level]], alpha=level)
+        assert_close(value, expected, rtol=1e-12, what=f"level {level}")
+    mean = np.mean([metrics.mean_pinball_loss(data["y"], data[c], alpha=t) for t, c in QUANTILES.items()])
+    assert_close(frame.conformal.pinball_loss("y", quantiles=QUANTILES), mean)
+
+
+@pytest.mark.parametrize("seed", [0, 8])
+def test_wis_and_winkler_match_scoringrules(seed: int) -> None:
+    sr = pytest.importorskip("scoringrules")
+    data = of.forecast_data(seed)
+    frame = pl.DataFrame(data)
+    y = np.asarray(data["y"])
+    levels = sorted(INTERVALS)
+    lower = np.column_stack([data[INTERVALS[c][0]] for c in levels])
+    upper = np.column_stack([data[INTERVALS[c][1]] for c in levels])
+    alpha = 1.0 - np.asarray(levels)
+    # scoringrules 0.10's numpy backend adds w_median * median (not |y - median|):
+    # take its interval part (w_median=0) and add the median term of the definition
+    intervals_part = sr.weighted_interval_score(
+        y, np.asarray(data[MEDIAN]), lower, upper, alpha, w_median=0.0, backend="numpy"
+    )
+    expected = np.mean(intervals_part + 0.5 * np.abs(y - np.asarray(data[MEDIAN])) / (len(levels) + 0.5))
+    assert_close(frame.conformal.wis("y", quantiles=QUANTILES), expected, rtol=1e-12)
+    table = frame.conformal.interval_coverage("y", intervals=INTERVALS)
+    for k, c in enumerate(levels):
+        winkler = np.mean(sr.interval_score(y, lower[:, k], upper[:, k], 1.0 - c, backend="numpy"))
+        assert_close(table["winkler"][k], winkler, rtol=1e-12, what=f"level {c}")
+
+
+# ---------------------------------------------------------------------------
+# long form
+# ---------------------------------------------------------------------------
+def _long_form(data: dict) -> dict:
+    n = len(data["y"])
+    return {
+        "g": [g for g in data["g"] for _ in of.LEVELS],
+        "y": [y for y in data["y"] for _ in of.LEVELS],
+        "quantile_level": [t for _ in range(n) for t in of.LEVELS],
+        "q": [data[QUANTILES[t]][i] for i in range(n) for t in of.LEVELS],
+    }
+
+
+def test_long_form_equals_wide_form(constructor) -> None:
+    _not_spark(constructor)
+    data = of.forecast_data(9)
+    long = _long_form(data)
+    mean = to_pandas(
+        cf.conformal(constructor(long)).pinball_loss("y", quantiles="q", quantile_level="quantile_level", by="g")
+    )
+    wide = to_pandas(cf.conformal(constructor(data)).pinball_loss("y", quantiles=QUANTILES, by="g"))
+    assert_close(mean["pinball_loss"], wide["pinball_loss"], rtol=1e-12)
+    assert mean["n"].tolist() == (wide["n"] * len(of.LEVELS)).tolist()
+    by = ["g", "quantile_level"]
+    cov = to_pandas(
+        cf.conformal(constructor(long)).quantile_coverage("y", quantiles="q", quantile_level="quantile_level", by=by)
+    )
+    assert list(cov.columns) == [*by, "coverage", "coverage_ci_low", "coverage_ci_high", "deviation", "n"]
+    cov_wide = to_pandas(cf.conformal(constructor(data)).quantile_coverage("y", quantiles=QUANTILES, by="g"))
+    for column in ["quantile_level", "coverage", "coverage_ci_low", "coverage_ci_high", "deviation", "n"]:
+        assert_close(cov[column], cov_wide[column], rtol=1e-12, what=column)
+    per_level = to_pandas(
+        cf.conformal(constructor(long)).pinball_loss(
+            "y", quantiles="q", quantile_level="quantile_level", per_level=True, by=by
+        )
+    )
+    pl_wide = to_pandas(cf.conformal(constructor(data)).pinball_loss("y", quantiles=QUANTILES, per_level=True, by="g"))
+    assert_close(per_level["pinball_loss"], pl_wide["pinball_loss"], rtol=1e-12)
+
+
+def test_long_form_bad_levels(eager_constructor) -> None:
+    data = {"y": [1.0, 2.0, 3.0], "q": [1.0, 2.0, 2.0], "tau": [0.5, 1.0, 0.0]}
+    with pytest.raises(ValueError, match=r"^quantile_level column 'tau' has values outside \(0, 1\) in 2 rows$"):
+        cf.conformal(eager_constructor(data)).pinball_loss("y", quantiles="q", quantile_level="tau")
+    with pytest.raises(ValueError, match=r"quantile_level='tau' names a column: it must also be a by= column"):
+        cf.conformal(eager_constructor(data)).quantile_coverage("y", quantiles="q", quantile_level="tau")
+    with pytest.raises(ValueError, match=r"pass the column of levels too"):
+        cf.pinball_loss("y", quantiles="q")
+    with pytest.raises(ValueError, match=r"quantile_level='tau' is for the long form"):
+        cf.quantile_coverage("y", quantiles={0.5: "q"}, quantile_level="tau")
+    with pytest.raises(TypeError, match=r"^quantiles must be a mapping"):
+        cf.wis("y", quantiles="q")
+
+
+# ---------------------------------------------------------------------------
+# bad input and laziness
+# ---------------------------------------------------------------------------
+def test_wis_parameters() -> None:
+    with pytest.raises(ValueError, match=r"wis needs the median: quantiles= has no level 0.5"):
+        cf.wis("y", quantiles={0.1: "a", 0.9: "b"})
+    with pytest.raises(ValueError, match=r"has the level 0.1 but not 0.9"):
+        cf.wis("y", quantiles={0.1: "a", 0.5: "m", 0.8: "b"})
+    with pytest.raises(ValueError, match=r"has the level 0.95 but not 0.05"):
+        cf.wis("y", quantiles={0.1: "a", 0.5: "m", 0.9: "b", 0.95: "c"})
+    with pytest.raises(ValueError, match=r"exactly one of quantiles= .* or intervals="):
+        cf.wis("y")
+    with pytest.raises(ValueError, match=r"exactly one of"):
+        cf.wis("y", quantiles={0.5: "m"}, intervals={0.8: ("a", "b")})
+    with pytest.raises(ValueError, match=r"with intervals= needs median="):
+        cf.wis("y", intervals={0.8: ("a", "b")})
+    with pytest.raises(ValueError, match=r"median= is for intervals="):
+        cf.wis("y", quantiles={0.5: "m"}, median="m")
+    with pytest.raises(TypeError, match=r"^per_level must be True or False"):
+        cf.pinball_loss("y", quantiles={0.5: "m"}, per_level=1)
+    # the median alone is a valid quantile set: WIS = |y - m| (K = 0)
+    assert pl.DataFrame({"y": [1.0, 4.0], "m": [2.0, 2.0]}).conformal.wis("y", quantiles={0.5: "m"}) == 1.5
+
+
+def test_crossing_rows_in_each_metric(eager_constructor) -> None:
+    data = {"y": [1.0, 2.0, 3.0], "lo": [0.0, 2.5, 0.0], "m": [1.0, 2.0, 3.0], "hi": [2.0, 3.0, 4.0]}
+    q = {0.1: "lo", 0.5: "m", 0.9: "hi"}
+    message = r"^quantile columns cross: 'lo' \(level 0.1\) is greater than 'm' \(level 0.5\) in 1 row$"
+    for metric in [cf.pinball_loss("y", quantiles=q), cf.wis("y", quantiles=q), cf.quantile_coverage("y", quantiles=q)]:
+        with pytest.raises(ValueError, match=message):
+            cf.evaluate(eager_constructor(data), metric)
+    with pytest.raises(ValueError, match=r"^column 'm' is greater than column 'lo' in 2 rows$"):
+        cf.evaluate(eager_constructor(data), cf.interval_coverage("y", intervals={0.5: ("m", "lo")}))
+    with pytest.raises(ValueError, match=r"^column 'm' is greater than column 'lo' in 2 rows$"):
+        cf.evaluate(eager_constructor(data), cf.wis("y", intervals={0.5: ("m", "lo")}, median="hi"))
+    dropped = to_pandas(cf.evaluate(eager_constructor(data), cf.wis("y", quantiles=q), invalid="drop"))
+    assert dropped["n"].tolist() == [2]
+    assert dropped["n_dropped"].tolist() == [1]
+
+
+def test_scan_parquet_stays_lazy(tmp_path) -> None:
+    data = of.forecast_data(10)
+    data["horizon"] = [i % 3 for i in range(len(data["y"]))]
+    path = tmp_path / "forecasts.parquet"
+    pl.DataFrame(data).write_parquet(path)
+    lf = pl.scan_parquet(path)
+    by = ["g", "horizon"]
+    out = lf.conformal.wis("y", quantiles=QUANTILES, by=by)
+    assert isinstance(out, pl.LazyFrame)
+    for result in [
+        lf.conformal.pinball_loss("y", quantiles=QUANTILES, by=by),
+        lf.conformal.pinball_loss("y", quantiles=QUANTILES, per_level=True, by=by),
+        lf.conformal.quantile_coverage("y", quantiles=QUANTILES, by=by),
+        lf.conformal.interval_coverage("y", intervals=INTERVALS, by=by),
+        cf.evaluate(lf, *_metrics(), by=by),
+    ]:
+        assert isinstance(result, pl.LazyFrame)
+    eager = pl.DataFrame(data).conformal.wis("y", quantiles=QUANTILES, by=by)
+    collected = out.collect()
+    assert collected["n_invalid"].to_list() == [0] * len(eager)
+    assert collected.select("g", "horizon", "n").equals(eager.select("g", "horizon", "n"))
+    for column in ["wis", "wis_dispersion", "wis_overprediction", "wis_underprediction"]:
+        assert_close(collected[column], eager[column], rtol=1e-12, what=column)

@@ -9,11 +9,12 @@ Metric families (one module each): :mod:`~conformal_frames.intervals`,
 :mod:`~conformal_frames.sets`, :mod:`~conformal_frames.efficiency`,
 :mod:`~conformal_frames.conditional`, :mod:`~conformal_frames.calibration`,
 :mod:`~conformal_frames.recalibration`,
-:mod:`~conformal_frames.ranking`.
+:mod:`~conformal_frames.ranking`, :mod:`~conformal_frames.quantiles`.
 """
 
 from __future__ import annotations
 
+from conformal_frames.bootstrap import bootstrap, bootstrap_difference
 from conformal_frames.calibration import (
     brier,
     brownian_max_abs_cdf,
@@ -40,6 +41,7 @@ from conformal_frames.efficiency import efficiency_criteria
 from conformal_frames.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
 from conformal_frames.merge import finalize, merge_summaries, rolling, summarize
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
+from conformal_frames.quantiles import interval_coverage, pinball_loss, quantile_coverage, wis
 from conformal_frames.ranking import auarc, auroc, excess_risk_target_coverage
 from conformal_frames.recalibration import corp_reliability, score_decomposition, smooth_ece
 from conformal_frames.results import (
@@ -72,6 +74,8 @@ __all__ = [
     "TestResult",
     "auarc",
     "auroc",
+    "bootstrap",
+    "bootstrap_difference",
     "brier",
     "brownian_max_abs_cdf",
     "brownian_max_abs_sf",
@@ -95,6 +99,7 @@ __all__ = [
     "excess_risk_target_coverage",
     "finalize",
     "hsic",
+    "interval_coverage",
     "kolmogorov_smirnov_cdf",
     "ks_test",
     "kuiper_cdf",
@@ -103,8 +108,10 @@ __all__ = [
     "longest_miss_run",
     "mce",
     "merge_summaries",
+    "pinball_loss",
     "pit_histogram",
     "pit_test",
+    "quantile_coverage",
     "reliability",
     "rolling",
     "score_decomposition",
@@ -121,6 +128,7 @@ __all__ = [
     "top_label_ece",
     "width",
     "winkler",
+    "wis",
     "worst_slab_coverage",
 ]
 

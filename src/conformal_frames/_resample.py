@@ -50,7 +50,7 @@ from collections.abc import Sequence
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames.core import Query
+from conformal_frames.core import Query, total
 
 __all__ = ["POISSON_MAX", "poisson_thresholds", "replicate_constants", "replicate_weight_rows"]
 
@@ -192,11 +192,11 @@ def _row_hash(q: Query, values: Sequence[str], *, duplicates: bool) -> str:
         msg = f"bootstrap hashes at most {len(_COLUMN_MULTIPLIERS)} columns, got {len(xs)}; pass block="
         raise ValueError(msg)
     terms = [_mod_p((nw.col(x) + 1.0) * m) for x, m in zip(xs, _COLUMN_MULTIPLIERS)]
-    total = terms[0]
+    mixed = terms[0]
     for term in terms[1:]:
-        total = total + term
+        mixed = mixed + term
     key = ("boot_l", *values)
-    h = q.row(key, _mod_p(total), inputs=xs)
+    h = q.row(key, _mod_p(mixed), inputs=xs)
     if duplicates:
         index = q.row(
             ("boot_dup", *values), q.over(nw.col(values[0]).rank("ordinal"), *values).cast(nw.Float64), inputs=values
@@ -243,6 +243,6 @@ def replicate_weight_rows(
         c1, c2, c3 = _replicate_constants(k)
         v = nw.col(g_sq) + c1 * nw.col(g_hi) + c2 * nw.col(g_lo) + c3
         h = q.row(("boot_h", g, seed, b), _mod_p(v), inputs=[g_sq, g_hi, g_lo])
-        count = nw.sum_horizontal(*[(nw.col(h) > t).cast(nw.Float64) for t in thresholds])
+        count = total((nw.col(h) > t).cast(nw.Float64) for t in thresholds)
         out.append(q.row(("boot_w", g, seed, b), count, inputs=[h]))
     return out

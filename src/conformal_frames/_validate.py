@@ -256,6 +256,7 @@ FIELD_CHECKS: dict[str, Check] = {
     "weighted": check_boolean,
     "seed": check_seed,
     "classes": check_classes,
+    "weights": optional(check_column),
 }
 
 

@@ -45,10 +45,10 @@ from conformal_frames.brownian import (
     with_normal_sf,
     with_range_sf,
 )
-from conformal_frames.core import Metric, Query, TableRef, aggregate, over, total
+from conformal_frames.core import Metric, Query, TableRef, Weighting, aggregate, over, total
 from conformal_frames.results import KSTestResult, KuiperTestResult, SpiegelhalterTestResult
 from conformal_frames.sets import Label, label_exprs
-from conformal_frames.stats import max_of, ratio, wilson_interval
+from conformal_frames.stats import max_of, ratio, weighted_cut, wilson_interval
 
 METHODS = [
     "ece",
@@ -130,6 +130,7 @@ def bin_row(
     within: Sequence[str] = (),
     *,
     precision: Precision = "float64",
+    weight: str | None = None,
 ) -> str:
     """Row column: the bin (0 .. n_bins-1, Float64) of the score ``s_row``.
 
@@ -146,7 +147,9 @@ def bin_row(
     of rows of the group (and of ``within``) with a smaller score, the row goes
     to the bin that holds position ``r`` when ``n`` positions are split into
     ``M`` runs whose sizes differ by at most one (the first ``n % M`` runs are
-    one longer); tied scores share ``r`` and hence their bin.
+    one longer); tied scores share ``r`` and hence their bin.  With a
+    ``weight`` row, quantile bins cut the total weight instead of the row
+    count (:func:`weighted_quantile_bin`); uniform bins do not depend on it.
     """
     m = float(n_bins)
     s = nw.col(s_row)
@@ -158,6 +161,8 @@ def bin_row(
         factor = m * (1.0 + EDGE_SNAP[precision])
         b = (s.fill_nan(0.0).clip(0.0, 1.0) * factor).floor()
         return q.row(("ubin", s_row, n_bins, precision), b.clip(0.0, m - 1.0), inputs=[s_row])
+    if weight is not None:
+        return weighted_quantile_bin(q, s_row, n_bins, within, weight)
     part = (s_row, *within)
     r_row = q.row(("rank", *part), q.over(s.rank("min"), *within).cast(F64) - 1.0, inputs=part)
     n_row = q.row(("count", *part), q.over(s.count(), *within).cast(F64), inputs=part)
@@ -173,23 +178,48 @@ def bin_row(
     return q.row(("qbin", n_bins, *part), b, inputs=[r_row, n_row])
 
 
+def weighted_quantile_bin(q: Query, s_row: str, n_bins: int, within: Sequence[str], weight: str) -> str:
+    """Row column: the weighted quantile bin of ``s_row`` (see :func:`weighted_cut`).
+
+    The position of a row is the total weight of the rows of its group (and
+    of ``within``) with a smaller score, so tied scores share their bin; the
+    total is the group's weight.  Rows of weight 0 take no room.
+    """
+    part = [*q.group, *within]
+    w = nw.col(weight)
+    before = q.row(
+        ("wcum", weight, s_row, *within),
+        over(w.cum_sum(), part, order_by=s_row) - w,
+        inputs=[weight, s_row, *within],
+    )
+    # tied scores: the least running sum is the weight of the smaller scores
+    r = q.row(("wrank", weight, s_row, *within), over(nw.col(before).min(), [*part, s_row]), inputs=[before, s_row])
+    tot = q.row(("wtotal", weight, *within), over(w.sum(), part), inputs=[weight, *within])
+    return q.row(
+        ("wqbin", n_bins, weight, s_row, *within), weighted_cut(nw.col(r), nw.col(tot), n_bins), inputs=[r, tot]
+    )
+
+
 # ---------------------------------------------------------------------------
 # binned statistics (ECE family)
 # ---------------------------------------------------------------------------
-def _bins_table(y: str, s: str, b: str, sub: str | None) -> core.TableFn:
+def _bins_table(y: str, s: str, b: str, sub: str | None, weight: str | None = None) -> core.TableFn:
     """Per group: ``sum_bins |sum y - sum s|`` (``ad``) and ``max_bins |mean y - mean s|`` (``gap``).
 
     With ``sub`` (the predicted label of top-label ECE), bins are per
     ``(group, sub)``; the table then also has the sum over labels of their
-    ECE (``ecej``) and the number of labels (``cnt``).
+    ECE (``ecej``) and the number of labels (``cnt``).  With ``weight``,
+    ``y`` and ``s`` are the weighted rows ``w y`` and ``w s``, a bin's count is
+    its weight and rows of weight 0 are in no bin.
     """
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
         cnt, sy, ss, ad, gap, ece_j = (ref.name(x) for x in ("cnt", "sy", "ss", "ad", "gap", "ecej"))
         cells_keys = [*keys, *([sub] if sub else [])]
-        cells = rows.group_by(*cells_keys, b).agg(
-            nw.len().alias(cnt), nw.col(y).sum().alias(sy), nw.col(s).sum().alias(ss)
-        )
+        size = nw.len().alias(cnt) if weight is None else nw.col(weight).sum().alias(cnt)
+        if weight is not None:
+            rows = rows.filter(nw.col(weight) > 0.0)
+        cells = rows.group_by(*cells_keys, b).agg(size, nw.col(y).sum().alias(sy), nw.col(s).sum().alias(ss))
         cells = cells.with_columns(nw.col(cnt).cast(F64), (nw.col(sy) - nw.col(ss)).abs().alias(ad))
         cells = cells.with_columns((nw.col(ad) / nw.col(cnt)).alias(gap))
         if sub is None:
@@ -214,10 +244,14 @@ def _binned(
     sub: str | None = None,
     *,
     precision: Precision = "float64",
+    w: Weighting | None = None,
 ) -> TableRef:
     """Register the binned table (:func:`_bins_table`); returns its handle."""
-    b = bin_row(q, s_row, n_bins, strategy, within=[sub] if sub else [], precision=precision)
-    return q.table(("bins", y_row, s_row, b, sub), _bins_table(y_row, s_row, b, sub))
+    weight = w.row if w is not None else None
+    b = bin_row(q, s_row, n_bins, strategy, within=[sub] if sub else [], precision=precision, weight=weight)
+    if w is not None and weight is not None:
+        y_row, s_row = w.of(y_row), w.of(s_row)
+    return q.table(("bins", y_row, s_row, b, sub, weight), _bins_table(y_row, s_row, b, sub, weight))
 
 
 #: uniform bins up to this many are summed in the main aggregation (one pass,
@@ -234,25 +268,28 @@ def bin_errors(
     *,
     gaps: bool = False,
     precision: Precision = "float64",
+    w: Weighting | None = None,
 ) -> tuple[nw.Expr, nw.Expr | None]:
     """``(sum_bins |sum (y - s)|, max_bins |mean y - mean s|)`` per group.
 
     Uniform bins (``n_bins <= WIDE_BINS``) are elementary sums of the main
     aggregation: per bin ``sum (y - s)`` over the rows in the bin (and, with
-    ``gaps``, the row count).  Otherwise a per-(group, bin) sub-query.
+    ``gaps``, the row count).  Otherwise a per-(group, bin) sub-query.  With
+    weights (``w``) every sum and count is weighted.
     """
+    w = w if w is not None else q.weighting(None)
     if strategy != "uniform" or n_bins > WIDE_BINS:
-        t = _binned(q, y_row, s_row, n_bins, strategy, precision=precision)
+        t = _binned(q, y_row, s_row, n_bins, strategy, precision=precision, w=w)
         return t.col("ad"), t.col("gap")
     b = bin_row(q, s_row, n_bins, strategy, precision=precision)
     d = q.row(("ydiff", y_row, s_row), nw.col(y_row) - nw.col(s_row), inputs=[y_row, s_row])
     diffs, gap_exprs = [], []
     for m in range(n_bins):
         in_bin = nw.col(b) == float(m)
-        diff = q.sum(q.row(("bin_diff", d, b, m), nw.when(in_bin).then(nw.col(d)).otherwise(0.0), inputs=[d, b])).abs()
+        diff = w.sum(q.row(("bin_diff", d, b, m), nw.when(in_bin).then(nw.col(d)).otherwise(0.0), inputs=[d, b])).abs()
         diffs.append(diff)
         if gaps:
-            cnt = q.sum(q.row(("bin_count", b, m), in_bin.cast(F64), inputs=[b]))
+            cnt = w.sum(q.row(("bin_count", b, m), in_bin.cast(F64), inputs=[b]))
             gap_exprs.append(nw.when(cnt > 0.0).then(diff / cnt))
     return total(diffs), (max_of(*gap_exprs) if gaps else None)
 
@@ -263,18 +300,18 @@ class ECE(Metric):
     score: str
     n_bins: int = 10
     strategy: Strategy = "uniform"
+    weights: str | None = None
     default_name = "ece"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        prec = score_precision(q, self.score)
-        ad, _ = bin_errors(
-            q, binary_row(q, self.y), score_row(q, self.score), self.n_bins, self.strategy, precision=prec
-        )
-        return {"": ratio(ad, q.n)}
+        prec, w = score_precision(q, self.score), q.weighting(self.weights)
+        y, s = binary_row(q, self.y), score_row(q, self.score)
+        ad, _ = bin_errors(q, y, s, self.n_bins, self.strategy, precision=prec, w=w)
+        return {"": ratio(ad, w.total)}
 
 
 @renamed(num_bins="n_bins")
-def ece(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform") -> ECE:
+def ece(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform", weights: str | None = None) -> ECE:
     """Expected calibration error of binary scores.
 
     ``ECE = sum_m |B_m| / n * |mean_{B_m}(y) - mean_{B_m}(s)|`` over the
@@ -297,6 +334,10 @@ def ece(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform")
         count in score order (sizes differ by at most one, the first bins
         taking the extra rows); tied scores stay in one bin, so bins may be
         uneven or empty when scores are tied.
+    weights : str, optional
+        Column of non-negative row weights: bins weigh their rows (a bin's
+        mass is its total weight; quantile bins cut the total weight), see
+        the docs page "Weights".
 
     Returns
     -------
@@ -319,7 +360,7 @@ def ece(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform")
     M. P. Naeini, G. Cooper and M. Hauskrecht (2015), "Obtaining well
     calibrated probabilities using Bayesian binning", AAAI 29.
     """
-    return ECE(y=y, score=score, n_bins=n_bins, strategy=strategy)
+    return ECE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -328,16 +369,18 @@ class MCE(Metric):
     score: str
     n_bins: int = 10
     strategy: Strategy = "uniform"
+    weights: str | None = None
     default_name = "mce"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s, prec = binary_row(q, self.y), score_row(q, self.score), score_precision(q, self.score)
-        _, gap = bin_errors(q, y, s, self.n_bins, self.strategy, gaps=True, precision=prec)
+        w = q.weighting(self.weights)
+        _, gap = bin_errors(q, y, s, self.n_bins, self.strategy, gaps=True, precision=prec, w=w)
         return {"": gap}
 
 
 @renamed(num_bins="n_bins")
-def mce(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform") -> MCE:
+def mce(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform", weights: str | None = None) -> MCE:
     """Maximum calibration error: ``max_m |mean_{B_m}(y) - mean_{B_m}(s)|``.
 
     The maximum is over the non-empty bins; bins as in :func:`ece`.
@@ -370,22 +413,24 @@ def mce(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform")
     >>> round(df.conformal.mce("y", "s", n_bins=2), 6)
     0.375
     """
-    return MCE(y=y, score=score, n_bins=n_bins, strategy=strategy)
+    return MCE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Brier(Metric):
     y: str
     score: str
+    weights: str | None = None
     default_name = "brier"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s = binary_row(q, self.y), score_row(q, self.score)
         sq = q.row(("brier", y, s), (nw.col(y) - nw.col(s)) ** 2, inputs=[y, s])
-        return {"": ratio(q.sum(sq), q.n)}
+        w = q.weighting(self.weights)
+        return {"": ratio(w.sum(sq), w.total)}
 
 
-def brier(y: str, score: str) -> Brier:
+def brier(y: str, score: str, *, weights: str | None = None) -> Brier:
     """Brier score ``(1/n) sum_i (y_i - s_i)^2`` (lower is better).
 
     Parameters
@@ -395,6 +440,10 @@ def brier(y: str, score: str) -> Brier:
         an error, never remapped.
     score : str
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+    weights : str, optional
+        Column of non-negative row weights: ``sum_i w_i (y_i - s_i)^2 /
+        sum_i w_i``, as scikit-learn's ``brier_score_loss(sample_weight=)``
+        (see the docs page "Weights").
 
     Returns
     -------
@@ -412,29 +461,38 @@ def brier(y: str, score: str) -> Brier:
     >>> round(df.conformal.brier("y", "s"), 6)
     0.1
     """
-    return Brier(y=y, score=score)
+    return Brier(y=y, score=score, weights=weights)
 
 
 # ---------------------------------------------------------------------------
 # reliability table
 # ---------------------------------------------------------------------------
-def _reliability_table(y: str, s: str, b: str, n_bins: int) -> core.TableFn:
-    """Per group and bin ``m``: rows ``n<m>``, ``sum y`` (``y<m>``) and ``sum s`` (``s<m>``)."""
+def _reliability_table(y: str, s: str, b: str, n_bins: int, w: tuple[str, str] | None = None) -> core.TableFn:
+    """Per group and bin ``m``: rows ``n<m>``, ``sum y`` (``y<m>``) and ``sum s`` (``s<m>``).
+
+    With ``w`` (the row columns of the weights and their squares), ``y`` and
+    ``s`` are weighted rows, ``n<m>`` is the bin's weight, ``q<m>`` its sum of
+    squared weights and ``r<m>`` its rows; rows of weight 0 are in no bin.
+    """
+    stats = ("n", "y", "s") if w is None else ("n", "y", "s", "q", "r")
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        cnt, sy, ss = ref.name("cnt"), ref.name("sy"), ref.name("ss")
-        cells = rows.group_by(*keys, b).agg(nw.len().alias(cnt), nw.col(y).sum().alias(sy), nw.col(s).sum().alias(ss))
+        cnt, sy, ss, sq, rc = (ref.name(x) for x in ("cnt", "sy", "ss", "sq", "rc"))
+        aggs = [nw.col(y).sum().alias(sy), nw.col(s).sum().alias(ss)]
+        if w is None:
+            cells = rows.group_by(*keys, b).agg(nw.len().alias(cnt), *aggs)
+        else:
+            rows = rows.filter(nw.col(w[0]) > 0.0)
+            aggs += [nw.col(w[0]).sum().alias(cnt), nw.col(w[1]).sum().alias(sq), nw.len().alias(rc)]
+            cells = rows.group_by(*keys, b).agg(*aggs).with_columns(nw.col(rc).cast(F64))
         cells = cells.with_columns(nw.col(cnt).cast(F64))
+        source = {"n": cnt, "y": sy, "s": ss, "q": sq, "r": rc}
         parts = []
         for m in range(n_bins):
             is_m = (nw.col(b) == float(m)).cast(F64)
-            parts += [
-                (is_m * nw.col(cnt)).alias(ref.name(f"n{m}")),
-                (is_m * nw.col(sy)).alias(ref.name(f"y{m}")),
-                (is_m * nw.col(ss)).alias(ref.name(f"s{m}")),
-            ]
+            parts += [(is_m * nw.col(source[x])).alias(ref.name(f"{x}{m}")) for x in stats]
         cells = cells.with_columns(*parts)
-        sums = [nw.col(ref.name(f"{x}{m}")).sum() for m in range(n_bins) for x in ("n", "y", "s")]
+        sums = [nw.col(ref.name(f"{x}{m}")).sum() for m in range(n_bins) for x in stats]
         return aggregate(cells, keys, sums)
 
     return build
@@ -450,23 +508,35 @@ class Reliability(Metric):
     n_bins: int = 10
     strategy: Strategy = "uniform"
     ci_level: float = 0.95
+    weights: str | None = None
     default_name = "reliability"
     kind = "table"
     long = True
 
-    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+    def _table(self, q: Query) -> TableRef:
         y, s = binary_row(q, self.y), score_row(q, self.score)
-        b = bin_row(q, s, self.n_bins, self.strategy, precision=score_precision(q, self.score))
-        t = q.table(("reliability", y, s, b, self.n_bins), _reliability_table(y, s, b, self.n_bins))
+        w = q.weighting(self.weights)
+        b = bin_row(q, s, self.n_bins, self.strategy, precision=score_precision(q, self.score), weight=w.row)
+        if w.row is None:
+            return q.table(("reliability", y, s, b, self.n_bins), _reliability_table(y, s, b, self.n_bins))
+        wy, ws, pair = w.of(y), w.of(s), (w.row, w.square)
+        return q.table(("reliability", wy, ws, b, self.n_bins, pair), _reliability_table(wy, ws, b, self.n_bins, pair))
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        t = self._table(q)
         out: dict[str, nw.Expr | None] = {}
         for m in range(self.n_bins):
             n, k, tot = (t.col(f"{x}{m}") for x in ("n", "y", "s"))
-            low, high = wilson_interval(k, n, self.ci_level)
+            rows, k_ci, n_ci = n, k, n
+            if self.weights is not None:  # the frequency's interval at Kish's n_eff of the bin
+                rows, n_ci = t.col(f"r{m}"), ratio(n**2, t.col(f"q{m}"))
+                k_ci = ratio(k, n) * n_ci
+            low, high = wilson_interval(k_ci, n_ci, self.ci_level)
             out[f"bin{m}_mean_score"] = ratio(tot, n)
             out[f"bin{m}_frequency"] = ratio(k, n)
             out[f"bin{m}_frequency_ci_low"] = nw.when(n > 0).then(low)
             out[f"bin{m}_frequency_ci_high"] = nw.when(n > 0).then(high)
-            out[f"bin{m}_n"] = n
+            out[f"bin{m}_n"] = rows
         return out
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
@@ -484,7 +554,13 @@ class Reliability(Metric):
 
 @renamed(num_bins="n_bins", ci="ci_level")
 def reliability(
-    y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform", ci_level: float = 0.95
+    y: str,
+    score: str,
+    *,
+    n_bins: int = 10,
+    strategy: Strategy = "uniform",
+    ci_level: float = 0.95,
+    weights: str | None = None,
 ) -> Reliability:
     """Reliability table: the data behind a reliability diagram.
 
@@ -508,6 +584,10 @@ def reliability(
         How the bins are cut; see :func:`ece`.
     ci_level : float, default 0.95
         Confidence level of the Wilson interval of each bin's frequency.
+    weights : str, optional
+        Column of non-negative row weights: weighted means per bin, the
+        Wilson interval at the bin's Kish effective sample size; ``n``
+        counts the bin's rows of positive weight (see the docs page "Weights").
 
     Returns
     -------
@@ -538,6 +618,7 @@ def reliability(
         n_bins=n_bins,
         strategy=strategy,
         ci_level=ci_level,
+        weights=weights,
     )
 
 
@@ -552,6 +633,7 @@ class TopLabelECE(Metric):
     n_bins: int = 10
     strategy: Strategy = "uniform"
     weighted: bool = False
+    weights: str | None = None
     default_name = "top_label_ece"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
@@ -566,9 +648,10 @@ class TopLabelECE(Metric):
         hit = total([(nw.col(pred) == float(k)).cast(F64) * nw.col(r) for k, r in enumerate(eq_rows)])
         correct = q.row(("top_correct", self.y, self.probs, self.classes), hit, inputs=[pred, *eq_rows])
         prec = score_precision(q, *self.probs)
-        t = _binned(q, correct, conf, self.n_bins, self.strategy, sub=pred, precision=prec)
+        w = q.weighting(self.weights)
+        t = _binned(q, correct, conf, self.n_bins, self.strategy, sub=pred, precision=prec, w=w)
         if self.weighted:
-            return {"": ratio(t.col("ad"), q.n)}
+            return {"": ratio(t.col("ad"), w.total)}
         return {"": ratio(t.col("ecej"), t.col("cnt"))}
 
 
@@ -581,6 +664,7 @@ def top_label_ece(
     n_bins: int = 10,
     strategy: Strategy = "uniform",
     weighted: bool = False,
+    weights: str | None = None,
 ) -> TopLabelECE:
     """Top-label expected calibration error (Gupta and Ramdas 2021).
 
@@ -608,7 +692,11 @@ def top_label_ece(
     n_bins, strategy
         As in :func:`ece`.
     weighted : bool, default False
-        Weight each label's ECE by its number of rows.
+        Weight each label's ECE by its number of rows (by its total weight
+        with ``weights=``).
+    weights : str, optional
+        Column of non-negative row weights; bins weigh their rows as in
+        :func:`ece`.  Labels predicted only by rows of weight 0 do not count.
 
     Returns
     -------
@@ -635,6 +723,7 @@ def top_label_ece(
         n_bins=n_bins,
         strategy=strategy,
         weighted=weighted,
+        weights=weights,
     )
 
 
@@ -645,16 +734,18 @@ class ClasswiseECE(Metric):
     classes: tuple[Label, ...]
     n_bins: int = 10
     strategy: Strategy = "uniform"
+    weights: str | None = None
     default_name = "classwise_ece"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        w = q.weighting(self.weights)
         eq = label_exprs(q, self.y, self.classes)
         eces = []
         for p, c, e in zip(self.probs, self.classes, eq):
             y_k = q.row(("label_eq", self.y, c), e)
             prec = score_precision(q, p)
-            ad, _ = bin_errors(q, y_k, score_row(q, p), self.n_bins, self.strategy, precision=prec)
-            eces.append(ratio(ad, q.n))
+            ad, _ = bin_errors(q, y_k, score_row(q, p), self.n_bins, self.strategy, precision=prec, w=w)
+            eces.append(ratio(ad, w.total))
         return {"": total(eces) / float(len(eces))}
 
 
@@ -666,6 +757,7 @@ def classwise_ece(
     classes: Sequence[Label] | None = None,
     n_bins: int = 10,
     strategy: Strategy = "uniform",
+    weights: str | None = None,
 ) -> ClasswiseECE:
     """Class-wise ECE: the mean over classes of the one-vs-rest ECE.
 
@@ -685,6 +777,9 @@ def classwise_ece(
         Number of bins ``M``.
     strategy : {"uniform", "quantile"}, default "uniform"
         How the bins are cut; see :func:`ece`.
+    weights : str, optional
+        Column of non-negative row weights; bins weigh their rows as in
+        :func:`ece`.
 
     Returns
     -------
@@ -709,7 +804,7 @@ def classwise_ece(
     multiclass probabilities with Dirichlet calibration", NeurIPS 32.
     """
     cols, labels = _check_probs(probs, classes)
-    return ClasswiseECE(y=y, probs=cols, classes=labels, n_bins=n_bins, strategy=strategy)
+    return ClasswiseECE(y=y, probs=cols, classes=labels, n_bins=n_bins, strategy=strategy, weights=weights)
 
 
 # ---------------------------------------------------------------------------
@@ -761,13 +856,16 @@ def _cumulative_table(d: str, v: str, s: str, wanted: set[str]) -> core.TableFn:
     return build
 
 
-def _cumulative(q: Query, y: str, score: str, test: str) -> TableRef:
+def _cumulative(q: Query, y: str, score: str, test: str, weights: str | None = None) -> TableRef:
     y_row, s_row = binary_row(q, y), score_row(q, score)
+    w = q.weighting(weights)
     d = q.row(("ydiff", y_row, s_row), nw.col(y_row) - nw.col(s_row), inputs=[y_row, s_row])
     v = q.row(("svar", s_row), nw.col(s_row) * (1.0 - nw.col(s_row)), inputs=[s_row])
+    # weighted: sum w (y - s) and its variance sum w^2 s (1 - s)
+    d, v = w.of(d), w.squared(v)
     # one table per (label, score) shared by KS and Kuiper; each test adds
     # itself to the set of p-values the table computes
-    key = ("cumulative", y_row, s_row)
+    key = ("cumulative", y_row, s_row) if w.row is None else ("cumulative", y_row, s_row, w.row)
     wanted: set[str] = q.shared(key, set)
     wanted.add(test)
     return q.table(key, _cumulative_table(d, v, s_row, wanted), cells=core.Cells(s_row, (d, v)))
@@ -777,16 +875,17 @@ def _cumulative(q: Query, y: str, score: str, test: str) -> TableRef:
 class KSTest(Metric):
     y: str
     score: str
+    weights: str | None = None
     default_name = "ks_test"
     kind = "test"
     result = KSTestResult
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        t = _cumulative(q, self.y, self.score, "ks")
+        t = _cumulative(q, self.y, self.score, "ks", self.weights)
         return {"": t.col("ks"), "pvalue": t.col("ks_p")}
 
 
-def ks_test(y: str, score: str) -> KSTest:
+def ks_test(y: str, score: str, *, weights: str | None = None) -> KSTest:
     """Kolmogorov-Smirnov calibration test (Arrieta-Ibarra et al. 2022).
 
     Sort the group by score; at each *distinct* score value ``s_(k)`` take the
@@ -812,6 +911,11 @@ def ks_test(y: str, score: str) -> KSTest:
         an error, never remapped.
     score : str
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+    weights : str, optional
+        Column of non-negative row weights: the cumulative sums become
+        ``sum_i w_i (y_i - s_i)`` and ``sigma^2 n^2`` their variance
+        ``sum_i w_i^2 s_i (1 - s_i)`` under calibration (see the docs
+        page "Weights").
 
     Returns
     -------
@@ -836,23 +940,24 @@ def ks_test(y: str, score: str) -> KSTest:
     "Metrics of calibration for probabilistic predictions", JMLR 23(351).
     M. Tygert (2022), arXiv:2202.00100.
     """
-    return KSTest(y=y, score=score)
+    return KSTest(y=y, score=score, weights=weights)
 
 
 @dataclass(frozen=True, kw_only=True)
 class KuiperTest(Metric):
     y: str
     score: str
+    weights: str | None = None
     default_name = "kuiper_test"
     kind = "test"
     result = KuiperTestResult
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        t = _cumulative(q, self.y, self.score, "kuiper")
+        t = _cumulative(q, self.y, self.score, "kuiper", self.weights)
         return {"": t.col("ku"), "pvalue": t.col("ku_p")}
 
 
-def kuiper_test(y: str, score: str) -> KuiperTest:
+def kuiper_test(y: str, score: str, *, weights: str | None = None) -> KuiperTest:
     """Kuiper calibration test (Arrieta-Ibarra et al. 2022).
 
     ``H = (max_k C_k - min_k C_k) / sigma`` with ``C_k`` and ``sigma`` as in
@@ -869,6 +974,8 @@ def kuiper_test(y: str, score: str) -> KuiperTest:
         an error, never remapped.
     score : str
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+    weights : str, optional
+        Column of non-negative row weights, as in :func:`ks_test`.
 
     Returns
     -------
@@ -887,7 +994,7 @@ def kuiper_test(y: str, score: str) -> KuiperTest:
     >>> round(res.statistic, 4), round(res.pvalue, 4)
     (0.8792, 0.9812)
     """
-    return KuiperTest(y=y, score=score)
+    return KuiperTest(y=y, score=score, weights=weights)
 
 
 def _spiegelhalter_finalize(a: str, b: str) -> core.FinalizeFn:
@@ -909,6 +1016,7 @@ def _spiegelhalter_finalize(a: str, b: str) -> core.FinalizeFn:
 class SpiegelhalterTest(Metric):
     y: str
     score: str
+    weights: str | None = None
     default_name = "spiegelhalter_test"
     kind = "test"
     result = SpiegelhalterTestResult
@@ -918,11 +1026,14 @@ class SpiegelhalterTest(Metric):
         ys, ss = nw.col(y), nw.col(s)
         num = q.row(("spieg_num", y, s), (ys - ss) * (1.0 - 2.0 * ss), inputs=[y, s])
         den = q.row(("spieg_den", s), (1.0 - 2.0 * ss) ** 2 * ss * (1.0 - ss), inputs=[s])
-        t = q.finalize(("spiegelhalter", y, s), _spiegelhalter_finalize(q.agg("sum", num), q.agg("sum", den)))
+        w = q.weighting(self.weights)
+        num, den = w.of(num), w.squared(den)  # weighted: sum w (...) over sqrt(sum w^2 (...))
+        key = ("spiegelhalter", y, s) if w.row is None else ("spiegelhalter", y, s, w.row)
+        t = q.finalize(key, _spiegelhalter_finalize(q.agg("sum", num), q.agg("sum", den)))
         return {"": t.col("z"), "pvalue": t.col("p1"), "pvalue_two_sided": t.col("p2")}
 
 
-def spiegelhalter_test(y: str, score: str) -> SpiegelhalterTest:
+def spiegelhalter_test(y: str, score: str, *, weights: str | None = None) -> SpiegelhalterTest:
     """Spiegelhalter's calibration test (z-test of the Brier score).
 
     ``Z = sum_i (y_i - s_i)(1 - 2 s_i) / sqrt(sum_i (1 - 2 s_i)^2 s_i (1 - s_i))``;
@@ -940,6 +1051,10 @@ def spiegelhalter_test(y: str, score: str) -> SpiegelhalterTest:
         an error, never remapped.
     score : str
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+    weights : str, optional
+        Column of non-negative row weights: ``Z = sum_i w_i (y_i - s_i)(1 - 2 s_i)
+        / sqrt(sum_i w_i^2 (1 - 2 s_i)^2 s_i (1 - s_i))`` (see the docs
+        page "Weights").
 
     Returns
     -------
@@ -964,14 +1079,42 @@ def spiegelhalter_test(y: str, score: str) -> SpiegelhalterTest:
     D. J. Spiegelhalter (1986), "Probabilistic prediction in patient
     management and clinical trials", Statistics in Medicine 5(5), 421-433.
     """
-    return SpiegelhalterTest(y=y, score=score)
+    return SpiegelhalterTest(y=y, score=score, weights=weights)
 
 
 # ---------------------------------------------------------------------------
 # cumulative differences as a frame
 # ---------------------------------------------------------------------------
+def _difference_cells(rows: nw.LazyFrame, keys: list[str], weighted: bool, names: tuple[str, ...]) -> nw.LazyFrame:
+    """Per (group, distinct score): rows, cumulative (weighted) difference and the group's (weighted) total.
+
+    ``rows`` has the columns ``names`` (score, difference) and, ``weighted``,
+    the weight column ``__cf_w``.
+    """
+    scol, dcol, cnt, dsum, n_total = names
+    total_of = nw.col(cnt).sum()
+    aggs = [nw.len().alias(cnt), nw.col(dcol).sum().alias(dsum)]
+    if weighted:
+        wcol = "__cf_w"
+        rows = rows.filter(nw.col(wcol) > 0.0).with_columns(nw.col(dcol) * nw.col(wcol))
+        total_of = nw.col(wcol).sum()
+        aggs.append(nw.col(wcol).sum())
+    cells = rows.group_by(*keys, scol).agg(*aggs)
+    cells = cells.with_columns(nw.col(cnt).cast(nw.Int64))
+    return cells.with_columns(
+        over(nw.col(dsum).cum_sum(), keys, order_by=scol).alias(dsum),
+        over(total_of, keys).cast(F64).alias(n_total),
+    )
+
+
 def cumulative_differences(
-    frame: Any, y: str, score: str, *, by: str | Sequence[str] | None = None, invalid: core.InvalidPolicy | None = None
+    frame: Any,
+    y: str,
+    score: str,
+    *,
+    weights: str | None = None,
+    by: str | Sequence[str] | None = None,
+    invalid: core.InvalidPolicy | None = None,
 ) -> Any:
     """Cumulative differences ``C_k`` at each distinct score, per group.
 
@@ -999,6 +1142,11 @@ def cumulative_differences(
         an error, never remapped.
     score : str
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+    weights : str, optional
+        Column of non-negative row weights: ``C_k = sum_{i: s_i <= s_(k)}
+        w_i (y_i - s_i) / sum_i w_i``; rows of weight 0 are left out and ``n``
+        counts the rows of positive weight at each score (see the docs
+        page "Weights").
     by : str or list of str, optional
         Group columns.
 
@@ -1031,7 +1179,7 @@ def cumulative_differences(
         msg = "the label and score columns cannot be group keys (by=)"
         raise ValueError(msg)
     # validation: the Brier score registers exactly the checks of the tests
-    checks = [brier(y, score)]
+    checks = [brier(y, score, weights=weights)]
     policy = core.policy(invalid, eager)
     if policy == "drop":
         lf = lf.filter(~core.invalid_mask(lf, checks, keys))
@@ -1039,14 +1187,10 @@ def cumulative_differences(
         validity = core.compute(frame, checks, by, invalid=policy)  # "raise": raises here
     ycol, scol, dcol, cnt, dsum, n_total = "__cf_y", "__cf_s", "__cf_d", "n", "__cf_dsum", "__cf_total"
     y_expr = nw.col(y).cast(F64)
-    rows = lf.select(*keys, y_expr.alias(ycol), nw.col(score).cast(F64).alias(scol))
+    wcols = [nw.col(weights).cast(F64).alias("__cf_w")] if weights is not None else []
+    rows = lf.select(*keys, y_expr.alias(ycol), nw.col(score).cast(F64).alias(scol), *wcols)
     rows = rows.with_columns((nw.col(ycol) - nw.col(scol)).alias(dcol))
-    cells = rows.group_by(*keys, scol).agg(nw.len().alias(cnt), nw.col(dcol).sum().alias(dsum))
-    cells = cells.with_columns(nw.col(cnt).cast(nw.Int64))
-    cells = cells.with_columns(
-        over(nw.col(dsum).cum_sum(), keys, order_by=scol).alias(dsum),
-        over(nw.col(cnt).sum(), keys).cast(F64).alias(n_total),
-    )
+    cells = _difference_cells(rows, keys, weights is not None, (scol, dcol, cnt, dsum, n_total))
     value = (nw.col(dsum) / nw.col(n_total)).alias("cumulative_difference")
     if policy != "null":
         out = cells.select(*keys, nw.col(scol).alias(score), cnt, value).sort(*keys, score)

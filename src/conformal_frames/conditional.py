@@ -40,7 +40,18 @@ from conformal_frames._validate import (
     optional,
     validate_fields,
 )
-from conformal_frames.core import GroupFn, Metric, NumpyFn, Query, TableFn, TableRef, aggregate, level_row, over
+from conformal_frames.core import (
+    GroupFn,
+    Metric,
+    NumpyFn,
+    Query,
+    TableFn,
+    TableRef,
+    aggregate,
+    level_row,
+    no_weights,
+    over,
+)
 from conformal_frames.intervals import covered_row
 from conformal_frames.results import CoverageTestResult
 from conformal_frames.sets import Label, SetSpec, arrow_lists, set_covered_row, set_spec
@@ -154,18 +165,32 @@ def benjamini_hochberg(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # coverage gap across groups
 # ---------------------------------------------------------------------------
-def _gap_table(covered: str, gcols: list[str], labels: list[str], target: float | str, level: str | None) -> TableFn:
+def _gap_table(
+    covered: str,
+    gcols: list[str],
+    labels: list[str],
+    target: float | str,
+    level: str | None,
+    weight: str | None = None,
+) -> TableFn:
     """Sub-query: per outer group, the spread of coverage over ``groups=``.
 
     Columns ``groups``, ``gap_sum``, ``gapw_sum``, ``rows``, ``worst``,
     ``worst_n`` and the worst group's labels (named ``labels``, as output).
+    With ``weight`` (a row column), ``covered`` is the weighted row ``w c``,
+    a group's size is its weight, ``worst_n`` counts rows of positive weight
+    and rows of weight 0 are in no group.
     """
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        cnt, hit, cov, gap = (ref.name(s) for s in ("cnt", "hit", "cov", "gap"))
+        cnt, hit, cov, gap, rc = (ref.name(s) for s in ("cnt", "hit", "cov", "gap", "rc"))
         tcol = ref.name("target")
         extra = [nw.col(level).min().alias(tcol)] if level is not None else []
-        cells = rows.group_by(*keys, *gcols).agg(nw.len().alias(cnt), nw.col(covered).sum().alias(hit), *extra)
+        size = [nw.len().alias(cnt)]
+        if weight is not None:
+            rows = rows.filter(nw.col(weight) > 0.0)
+            size = [nw.col(weight).sum().alias(cnt), nw.len().alias(rc)]
+        cells = rows.group_by(*keys, *gcols).agg(*size, nw.col(covered).sum().alias(hit), *extra)
         cells = cells.with_columns(nw.col(cnt).cast(nw.Float64)).with_columns((nw.col(hit) / nw.col(cnt)).alias(cov))
         goal = nw.col(tcol) if level is not None else nw.lit(float(target))
         cells = cells.with_columns((nw.col(cov) - goal).abs().alias(gap))
@@ -187,7 +212,9 @@ def _gap_table(covered: str, gcols: list[str], labels: list[str], target: float 
         for g in gcols:  # ties: the smallest group labels, column by column
             worst = worst.filter(lowest(g))
         worst = worst.select(
-            *keys, *[nw.col(g).alias(lab) for g, lab in zip(gcols, labels)], nw.col(cnt).alias(ref.name("worst_n"))
+            *keys,
+            *[nw.col(g).alias(lab) for g, lab in zip(gcols, labels)],
+            nw.col(cnt if weight is None else rc).alias(ref.name("worst_n")),
         )
         if keys:
             return stats.join(worst, on=keys, how="left")
@@ -206,10 +233,12 @@ class CoverageGap(TargetMetric):
     groups: tuple[str, ...]
     confidence_level: float | str
     weighted: bool = False
+    weights: str | None = None
     default_name = "coverage_gap"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        covered = self.target.covered(q)
+        w = q.weighting(self.weights)
+        covered = w.of(self.target.covered(q))
         gcols = []
         for g in self.groups:
             col = q.column(g)
@@ -218,7 +247,7 @@ class CoverageGap(TargetMetric):
         name = self.output_name
         labels = [f"{name}_worst_{g}" for g in self.groups]
         level = level_row(q, self.confidence_level)
-        t = q.table(("coverage_gap", name), _gap_table(covered, gcols, labels, self.confidence_level, level))
+        t = q.table(("coverage_gap", name), _gap_table(covered, gcols, labels, self.confidence_level, level, w.row))
         groups = t.col("groups")
         gap = ratio(t.col("gapw_sum"), t.col("rows")) if self.weighted else ratio(t.col("gap_sum"), groups)
         out: dict[str, nw.Expr | None] = {"": gap, "worst_coverage": t.col("worst")}
@@ -238,6 +267,7 @@ def coverage_gap(
     groups: str | Sequence[str],
     confidence_level: float | str,
     weighted: bool = False,
+    weights: str | None = None,
 ) -> CoverageGap:
     """Mean absolute deviation of group coverage from the target level.
 
@@ -264,7 +294,13 @@ def coverage_gap(
         The target coverage ``1 - alpha`` in (0, 1); or the name of a ``by=``
         column holding it (levels stacked in long format, ``by="level"``).
     weighted : bool, default False
-        Weight each group's deviation by its size.
+        Weight each group's deviation by its size (its total weight with
+        ``weights=``).
+    weights : str, optional
+        Column of non-negative row weights: each group's coverage is the
+        weighted proportion; rows of weight 0 are in no group and
+        ``worst_n`` counts rows of positive weight (see the docs page
+        "Weights").
 
     Returns
     -------
@@ -293,6 +329,7 @@ def coverage_gap(
         groups=_names(groups, "groups"),
         confidence_level=confidence_level,
         weighted=weighted,
+        weights=weights,
     )
 
 
@@ -314,20 +351,34 @@ def split_conformal_law(n_calibration: int, confidence_level: float) -> tuple[fl
 
 
 def coverage_pvalues(
-    covered: np.ndarray, n: np.ndarray, confidence_level: np.ndarray, n_calibration: int | None = None
+    covered: np.ndarray,
+    n: np.ndarray,
+    confidence_level: np.ndarray,
+    n_calibration: int | None = None,
+    *,
+    continuous: bool = False,
 ) -> np.ndarray:
     """coverage_test's one-sided p-values from per-group counts (NaN: no test).
 
     ``P(K <= covered)`` with ``K ~ Binomial(n, t)``, or with ``n_calibration=m``
     ``K ~ BetaBinomial(n, a, b)`` (see :func:`split_conformal_law`).  Groups
     with ``n = 0``, a missing count or a target outside (0, 1) get NaN.
+    ``continuous``: ``covered`` and ``n`` may be real (weighted counts at
+    Kish's ``n_eff``): the binomial tail through its regularized incomplete
+    beta form ``I_{1-t}(n - k, k + 1)``, equal to ``binom.cdf`` at integers.
     """
+    from scipy.special import betainc
     from scipy.stats import betabinom, binom
 
     kk, nn, t = (np.asarray(v, dtype=float) for v in (covered, n, confidence_level))
     ok = (nn > 0) & np.isfinite(kk) & (t > 0) & (t < 1)
     p = np.full(len(kk), np.nan)
-    if n_calibration is None:
+    if n_calibration is None and continuous:
+        # P(K <= k) = I_{1-t}(n - k, k + 1), for real k and n (weighted counts)
+        below = ok & (kk < nn)
+        p[ok & ~below] = 1.0
+        p[below] = betainc(nn[below] - kk[below], kk[below] + 1.0, 1.0 - t[below])
+    elif n_calibration is None:
         p[ok] = binom.cdf(kk[ok], nn[ok], t[ok])
     else:
         a = np.ceil((n_calibration + 1) * t - 1e-9)
@@ -349,7 +400,8 @@ def _inference_step(
             bad |= np.nan_to_num(data[c]) > 0
         ok = (nn > 0) & ~bad
         t = data[level] if level is not None else np.full(len(kk), spec["confidence_level"])
-        p = np.where(ok, coverage_pvalues(kk, nn, t, spec["n_calibration"]), np.nan)
+        p = coverage_pvalues(kk, nn, t, spec["n_calibration"], continuous=spec["weighted"])
+        p = np.where(ok, p, np.nan)
         ok &= ~np.isnan(p)
         p_holm, p_bh = holm(p), benjamini_hochberg(p)
         chosen = {"holm": p_holm, "bh": p_bh, "none": p}[spec["correction"]]
@@ -378,6 +430,7 @@ class CoverageTest(TargetMetric):
     n_calibration: int | None = checked(optional(check_positive_int), None)
     significance: float = 0.05
     correction: str = checked(choice("holm", "bh", "none"), "holm")
+    weights: str | None = None
     default_name = "coverage_test"
     kind = "test"
     result = CoverageTestResult
@@ -388,16 +441,35 @@ class CoverageTest(TargetMetric):
         values = {**row, f"{name}_pvalue_adjusted": row[f"{name}_{adjusted}"]}
         return CoverageTestResult.from_row(values, name)  # type: ignore[return-value]
 
-    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+    def _counts(self, q: Query) -> tuple[str, str, nw.Expr, dict[str, nw.Expr | None]]:
+        """The aggregated columns of ``k`` and ``n`` the tests read, the estimate and its extra outputs.
+
+        With weights: ``k = p n_eff`` and ``n = n_eff`` (Kish), added to the
+        aggregated table by a finalize step.
+        """
         covered = self.target.covered(q)
-        k_name = q.agg("sum", covered)
-        n_name = q.agg("sum", q.row(("ones", covered), nw.col(covered) * 0.0 + 1.0, inputs=[covered]))
-        k = nw.col(k_name)
+        w = q.weighting(self.weights)
+        if w.row is None:
+            k_name = q.agg("sum", covered)
+            n_name = q.agg("sum", q.row(("ones", covered), nw.col(covered) * 0.0 + 1.0, inputs=[covered]))
+            return k_name, n_name, ratio(nw.col(k_name), q.n), {}
+        hits = w.sum(covered)
+        k_eff, n_eff = w.binomial(hits)
+
+        def kish(table: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
+            return table.with_columns(k_eff.alias(ref.name("k")), n_eff.alias(ref.name("n")))
+
+        t = q.finalize(("coverage_test_kish", covered, w.row), kish)
+        return t.name("k"), t.name("n"), ratio(hits, w.total), {"n_eff": t.col("n")}
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        k_name, n_name, estimate, extra = self._counts(q)
+        k, n = nw.col(k_name), (q.n if self.weights is None else nw.col(n_name))
         name = self.output_name
         suffixes = ["pvalue", "pvalue_holm", "pvalue_bh", "flag"]
-        out: dict[str, nw.Expr | None] = {"": ratio(k, q.n)}
+        out: dict[str, nw.Expr | None] = {"": estimate}
         if self.method == "wilson":
-            low, high = wilson_interval(k, q.n, self.ci_level)
+            low, high = wilson_interval(k, n, self.ci_level)
             out.update({"ci_low": low, "ci_high": high})
         else:
             suffixes += ["ci_low", "ci_high"]
@@ -409,6 +481,7 @@ class CoverageTest(TargetMetric):
             "correction": self.correction,
             "method": self.method,
             "ci_level": self.ci_level,
+            "weighted": self.weights is not None,
         }
         level = level_row(q, self.confidence_level)
         level_agg = q.agg("min", level) if level is not None else None
@@ -418,7 +491,7 @@ class CoverageTest(TargetMetric):
         inputs = [k_name, n_name, *([level_agg] if level_agg else []), *checks]
         step = _inference_step(k_name, n_name, level_agg, checks, outputs, spec)
         q.numpy(inputs, outputs, step, what=what, boolean=[f"{name}_flag"])
-        return out
+        return {**out, **extra}
 
 
 @renamed(ci="ci_level", alpha="significance")
@@ -435,6 +508,7 @@ def coverage_test(
     n_calibration: int | None = None,
     significance: float = 0.05,
     correction: Literal["holm", "bh", "none"] = "holm",
+    weights: str | None = None,
 ) -> CoverageTest:
     """Per-group coverage with a confidence interval and an under-coverage test.
 
@@ -489,6 +563,12 @@ def coverage_test(
         Size of the test: a group is flagged when its adjusted p-value is below it.
     correction : {"holm", "bh", "none"}, default "holm"
         The multiplicity adjustment across the groups of the result.
+    weights : str, optional
+        Column of non-negative row weights: the weighted coverage ``p``; the
+        interval and the test use ``k = p n_eff`` covered rows out of Kish's
+        ``n_eff`` (the binomial tail as ``I_{1-t}(n_eff - k, k + 1)``), and
+        ``coverage_test_n_eff`` is an extra output.  Not with
+        ``n_calibration`` (see the docs page "Weights").
 
     Returns
     -------
@@ -531,8 +611,12 @@ def coverage_test(
         n_calibration=n_calibration,
         significance=significance,
         correction=correction,
+        weights=weights,
     )
     level, n_calibration = metric.confidence_level, metric.n_calibration
+    if n_calibration is not None and weights is not None:
+        msg = "coverage_test: n_calibration= (the beta-binomial law of row counts) has no weighted version; drop weights= or n_calibration="
+        raise ValueError(msg)
     if n_calibration is not None and isinstance(level, float):
         _, b = split_conformal_law(n_calibration, level)
         if b < 1:
@@ -645,6 +729,7 @@ class WorstSlab(TargetMetric):
         return {"": None}
 
 
+@no_weights("worst_slab_coverage")
 def worst_slab_coverage(
     y: str,
     lo: str | None = None,

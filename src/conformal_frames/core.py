@@ -50,12 +50,14 @@ __all__ = [
     "Query",
     "TableFn",
     "TableRef",
+    "Weighting",
     "aggregate",
     "as_keys",
     "complete_query",
     "compute",
     "evaluate",
     "invalid_mask",
+    "no_weights",
     "over",
     "policy",
     "stack",
@@ -413,6 +415,28 @@ class Query:
         """
         self.numpy_steps.append(_NumpyStep(inputs, outputs, fn, what, tuple(boolean)))
 
+    def weighting(self, weights: str | None) -> Weighting:
+        """The sums of a metric with an optional ``weights=`` column.
+
+        ``None``: the plain aggregations (``Weighting.sum`` is :meth:`sum`,
+        ``Weighting.total`` is :attr:`n`), so unweighted results are unchanged.
+        A column name: the column is checked once (missing, NaN, infinite or
+        negative weights are invalid rows; so are the rows of a group whose
+        weights are all zero) and every sum is weighted.
+        """
+        if weights is None:
+            return Weighting(self, None)
+        w = self.number(weights)
+        self.check(f"column {weights!r} (weights=) has negative values", w < 0.0, example=w)
+        raw = nw.col(weights)
+        peak = over(raw.max(), self.keys)  # the keys' own names: checks read the input frame
+        self.check(
+            f"column {weights!r} (weights=) is zero on every row of a group, in {{rows}}; "
+            "a group needs a positive total weight",
+            peak.is_null() | (peak <= 0),
+        )
+        return Weighting(self, self.row(("value", weights), w))
+
     def per_group(self, output: str, rows: list[str], fn: GroupFn, *, what: str) -> None:
         """A numpy step that needs the rows of every group (e.g. HSIC).
 
@@ -421,6 +445,109 @@ class Query:
         :meth:`Metric.build` returns ``None`` for that output.
         """
         self.group_steps[output] = _GroupStep(rows, output, fn, what)
+
+
+@dataclass(frozen=True)
+class Weighting:
+    """Weighted sums of one metric's row columns (see :meth:`Query.weighting`).
+
+    With weights ``w_i``: ``sum(x) = sum_i w_i x_i``, ``total = sum_i w_i`` and
+    ``n_eff = (sum_i w_i)^2 / sum_i w_i^2`` (Kish's effective sample size).
+    Without weights (``row`` is ``None``) they are ``q.sum(x)``, ``q.n`` and
+    ``q.n``: the very expressions of the unweighted metric.
+    """
+
+    q: Query
+    #: the row column of the weights (Float64); ``None``: unweighted
+    row: str | None
+
+    @property
+    def weighted(self) -> bool:
+        return self.row is not None
+
+    def of(self, row: str) -> str:
+        """The row column ``w_i * x_i`` (``x_i`` itself without weights)."""
+        if self.row is None:
+            return row
+        return self.q.row(("weighted", row, self.row), nw.col(row) * nw.col(self.row), inputs=[row, self.row])
+
+    def squared(self, row: str) -> str:
+        """The row column ``w_i^2 x_i`` (``x_i`` itself without weights): a variance term."""
+        if self.row is None:
+            return row
+        return self.q.row(("weighted_sq", row, self.row), nw.col(row) * nw.col(self.square), inputs=[row, self.square])
+
+    def sum(self, row: str) -> nw.Expr:
+        """``sum_i w_i x_i`` per group."""
+        return self.q.sum(self.of(row))
+
+    @property
+    def total(self) -> nw.Expr:
+        """``sum_i w_i`` per group (the row count without weights)."""
+        return self.q.n if self.row is None else self.q.sum(self.row)
+
+    @property
+    def square(self) -> str:
+        """The row column ``w_i^2`` (weighted only)."""
+        assert self.row is not None
+        return self.q.row(("weight_sq", self.row), nw.col(self.row) ** 2, inputs=[self.row])
+
+    @property
+    def n_eff(self) -> nw.Expr:
+        """Kish's effective sample size ``(sum w)^2 / sum w^2`` (the row count without weights)."""
+        if self.row is None:
+            return self.q.n
+        return self.total**2 / self.q.sum(self.square)
+
+    def binomial(self, successes: nw.Expr) -> tuple[nw.Expr, nw.Expr]:
+        """``(k, n)`` of a binomial proportion whose weighted count is ``successes``.
+
+        Without weights ``(successes, q.n)``; with weights the proportion
+        ``p = successes / total`` at Kish's sample size: ``(p * n_eff, n_eff)``.
+        """
+        if self.row is None:
+            return successes, self.q.n
+        n_eff = self.n_eff
+        return successes / self.total * n_eff, n_eff
+
+    def positive(self, row: str) -> str:
+        """The row column ``x_i`` where ``w_i > 0``, null elsewhere (for minima and maxima)."""
+        if self.row is None:
+            return row
+        expr = nw.when(nw.col(self.row) > 0.0).then(nw.col(row))
+        return self.q.row(("where_weighted", row, self.row), expr, inputs=[row, self.row])
+
+    def count(self, row: str) -> nw.Expr:
+        """``sum_i x_i`` over the rows of positive weight (a row count: ``x`` is 0/1)."""
+        return self.q.sum(self.positive(row))
+
+    def min(self, row: str) -> nw.Expr:
+        return self.q.min(self.positive(row))
+
+    def max(self, row: str) -> nw.Expr:
+        return self.q.max(self.positive(row))
+
+
+def no_weights(metric: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Decorate the factory of a metric without a weighted version.
+
+    ``weights=`` then raises ``TypeError("<metric> has no weighted version ...")``
+    instead of Python's generic message.
+    """
+
+    def decorate(fn: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> T:
+            if "weights" in kwargs:
+                msg = (
+                    f"{metric} has no weighted version: weights= is not supported (see the Weights section of the docs)"
+                )
+                raise TypeError(msg)
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
 
 
 @dataclass(frozen=True, kw_only=True)

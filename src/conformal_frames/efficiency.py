@@ -83,6 +83,7 @@ class Efficiency(Metric):
     pvalues: tuple[str, ...] = checked(_pvalue_columns)
     classes: tuple[Label, ...] | None = checked(optional(check_classes))
     confidence_level: float | str
+    weights: str | None = None
     default_name = "efficiency_criteria"
     kind = "table"
     long = True
@@ -125,7 +126,8 @@ class Efficiency(Metric):
             rows["OM"] = (false_in_set > 0.0).cast(nw.Float64)
             rows["OE"] = false_in_set
             key = (*key, self.y, self.classes)
-        return {c: ratio(q.sum(q.row(("vovk", c, key), rows[c])), q.n) for c in self.criteria}
+        w = q.weighting(self.weights)
+        return {c: ratio(w.sum(q.row(("vovk", c, key), rows[c])), w.total) for c in self.criteria}
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         name = self.output_name
@@ -140,6 +142,7 @@ def efficiency_criteria(
     *,
     classes: Sequence[Label] | None = None,
     confidence_level: float | str,
+    weights: str | None = None,
 ) -> Efficiency:
     """Vovk's ten criteria of efficiency from per-class p-values.
 
@@ -165,6 +168,10 @@ def efficiency_criteria(
         The label of each p-value column, in order; required with ``y``.
     confidence_level : float
         The confidence level ``1 - eps`` of the prediction sets, in (0, 1).
+    weights : str, optional
+        Column of non-negative row weights: every criterion becomes the
+        weighted mean ``sum_i w_i x_i / sum_i w_i`` of its per-row value (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -208,4 +215,4 @@ def efficiency_criteria(
                 f"but {len(labels)} classes {list(labels)!r}"
             )
             raise ValueError(msg)
-    return Efficiency(y=y, pvalues=cols, classes=labels, confidence_level=confidence_level)
+    return Efficiency(y=y, pvalues=cols, classes=labels, confidence_level=confidence_level, weights=weights)

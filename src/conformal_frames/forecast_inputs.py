@@ -68,6 +68,7 @@ __all__ = [
     "intervals_as_quantiles",
     "level_column_row",
     "quantile_rows",
+    "tail_level",
 ]
 
 #: normalised wide quantiles: ``(level, column)`` pairs sorted by level
@@ -197,13 +198,17 @@ def intervals_as_quantiles(intervals: Intervals) -> Quantiles:
     """
     pairs = []
     for level, lo, hi in intervals:
-        tail = _decimal_half_complement(level)
+        tail = tail_level(level)
         pairs += [(tail, lo), (1.0 - tail, hi)]
     return tuple(sorted(pairs))
 
 
-def _decimal_half_complement(level: float) -> float:
-    """``(1 - level) / 2`` as the decimal the user meant: 0.8 -> 0.1 (not 0.09999999999999998)."""
+def tail_level(level: float) -> float:
+    """``(1 - level) / 2`` as the decimal the user meant: 0.8 -> 0.1 (not 0.09999999999999998).
+
+    >>> tail_level(0.8)
+    0.1
+    """
     from decimal import Decimal
 
     return float((Decimal(1) - Decimal(repr(float(level)))) / 2)

@@ -15,9 +15,20 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
-from conformal_frames.core import GroupFn, Metric, Query, TableFn, TableRef, aggregate, level_row, over, stack
+from conformal_frames.core import (
+    GroupFn,
+    Metric,
+    Query,
+    TableFn,
+    TableRef,
+    aggregate,
+    level_row,
+    no_weights,
+    over,
+    stack,
+)
 from conformal_frames.gauss import grouped_gauss_form
-from conformal_frames.stats import min_of, ratio, wilson_interval
+from conformal_frames.stats import min_of, proportion, ratio, weighted_cut
 
 __all__ = ["coverage", "cwc", "hsic", "ssc", "ssc_score", "width", "winkler"]
 METHODS = list(__all__)
@@ -55,16 +66,16 @@ class Coverage(Metric):
     lo: str
     hi: str
     ci_level: float = 0.95
+    weights: str | None = None
     default_name = "coverage"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        k = q.sum(covered_row(q, self.y, self.lo, self.hi))
-        low, high = wilson_interval(k, q.n, self.ci_level)
-        return {"": ratio(k, q.n), "ci_low": low, "ci_high": high}
+        w = q.weighting(self.weights)
+        return proportion(w, w.sum(covered_row(q, self.y, self.lo, self.hi)), self.ci_level)
 
 
 @renamed(ci="ci_level")
-def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95) -> Coverage:
+def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95, weights: str | None = None) -> Coverage:
     """Empirical coverage of prediction intervals, with a Wilson interval.
 
     ``coverage = (1/n) * sum_i 1[lo_i <= y_i <= hi_i]`` (both bounds
@@ -78,6 +89,11 @@ def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95) -> Coverage:
         Columns of the observed value and the interval's lower / upper bound.
     ci_level : float, default 0.95
         Confidence level of the Wilson interval, in (0, 1).
+    weights : str, optional
+        Column of non-negative row weights: the weighted proportion
+        ``sum_i w_i 1[...] / sum_i w_i``, its Wilson interval at Kish's
+        effective sample size, and an extra output ``coverage_n_eff``
+        (see the docs page "Weights").
 
     Returns
     -------
@@ -99,20 +115,22 @@ def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95) -> Coverage:
     E. B. Wilson (1927), "Probable inference, the law of succession, and
     statistical inference", JASA 22(158), 209-212.
     """
-    return Coverage(y=y, lo=lo, hi=hi, ci_level=ci_level)
+    return Coverage(y=y, lo=lo, hi=hi, ci_level=ci_level, weights=weights)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Width(Metric):
     lo: str
     hi: str
+    weights: str | None = None
     default_name = "width"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        return {"": ratio(q.sum(width_row(q, self.lo, self.hi)), q.n)}
+        w = q.weighting(self.weights)
+        return {"": ratio(w.sum(width_row(q, self.lo, self.hi)), w.total)}
 
 
-def width(lo: str, hi: str) -> Width:
+def width(lo: str, hi: str, *, weights: str | None = None) -> Width:
     """Mean interval width ``(1/n) * sum_i (hi_i - lo_i)``.
 
     Rows with ``lo > hi`` are invalid (the numpy baseline takes ``|hi - lo|``
@@ -122,6 +140,9 @@ def width(lo: str, hi: str) -> Width:
     ----------
     lo, hi : str
         Columns of the interval's lower and upper bound.
+    weights : str, optional
+        Column of non-negative row weights: the mean becomes the weighted
+        mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
 
     Returns
     -------
@@ -139,7 +160,7 @@ def width(lo: str, hi: str) -> Width:
     >>> df.conformal.width("lo", "hi")
     2.0
     """
-    return Width(lo=lo, hi=hi)
+    return Width(lo=lo, hi=hi, weights=weights)
 
 
 # ---------------------------------------------------------------------------
@@ -149,7 +170,19 @@ def width(lo: str, hi: str) -> Width:
 SSC_TIE_RTOL = 1e-9
 
 
-def _ssc_table(width_col: str, covered_col: str, n_bins: int) -> TableFn:
+def _equal_count_bin(r: nw.Expr, n: nw.Expr, n_bins: int) -> nw.Expr:
+    """The bin of position ``r`` when ``n`` positions are cut into ``n_bins`` runs
+    whose sizes differ by at most one (the first ``n % n_bins`` runs longer)."""
+    m = float(n_bins)
+    size = (n / m).floor()
+    extra = n - size * m
+    head = extra * (size + 1.0)
+    in_head = (r / (size + 1.0)).floor()
+    in_tail = extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor()
+    return nw.when(r < head).then(in_head).otherwise(in_tail)
+
+
+def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None = None) -> TableFn:
     """Sub-query: per group, rows and covered rows of each equal-count width bin.
 
     Distinct widths are sorted; a distinct width starts a new tie group unless
@@ -160,17 +193,25 @@ def _ssc_table(width_col: str, covered_col: str, n_bins: int) -> TableFn:
     ``start`` when ``n`` positions are cut into ``n_bins`` runs whose sizes
     differ by at most one (the first ``n % n_bins`` runs are one longer).  The
     counts depend neither on row order nor on the backend nor on the coverage
-    of the rows.
+    of the rows.  With ``weight`` (a row column; ``covered_col`` is then the
+    weighted row ``w c``), positions are weights
+    (:func:`~conformal_frames.stats.weighted_cut`), rows of weight 0 take no
+    part, ``n<k>`` is the bin's rows and ``w<k>`` its weight.
     """
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
         cnt, hit, prev, scale, before, start, n, b = (
             ref.name(x) for x in ("cnt", "hit", "prev", "scale", "before", "start", "n", "bin")
         )
+        rc = ref.name("rc")
         w = nw.col(width_col)
+        size = [nw.len().alias(cnt)]
+        if weight is not None:
+            rows = rows.filter(nw.col(weight) > 0.0)
+            size = [nw.col(weight).sum().alias(cnt), nw.len().alias(rc)]
         # one row per distinct width (the only aggregation), then ordered windows
-        cells = rows.group_by(*keys, width_col).agg(nw.len().alias(cnt), nw.col(covered_col).sum().alias(hit))
-        cells = cells.with_columns(nw.col(cnt).cast(nw.Float64))
+        cells = rows.group_by(*keys, width_col).agg(*size, nw.col(covered_col).sum().alias(hit))
+        cells = cells.with_columns(nw.col(cnt).cast(nw.Float64), *([nw.col(rc).cast(nw.Float64)] if weight else []))
         cells = cells.with_columns(
             over(w.shift(1), keys, order_by=width_col).alias(prev),
             over(w.abs().max(), keys).alias(scale),
@@ -182,31 +223,38 @@ def _ssc_table(width_col: str, covered_col: str, n_bins: int) -> TableFn:
         close = (w - nw.col(prev)) <= SSC_TIE_RTOL * nw.col(scale)
         cells = cells.with_columns(nw.when(close).then(nw.lit(0.0)).otherwise(nw.col(before)).alias(start))
         cells = cells.with_columns(over(nw.col(start).cum_max(), keys, order_by=width_col).alias(start))
-        m = float(n_bins)
-        size = (nw.col(n) / m).floor()
-        extra = nw.col(n) - size * m
-        head = extra * (size + 1.0)
-        r = nw.col(start)  # rows before the tie group
-        in_head = (r / (size + 1.0)).floor()
-        in_tail = extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor()
-        cells = cells.with_columns(nw.when(r < head).then(in_head).otherwise(in_tail).alias(b))
+        r = nw.col(start)  # rows (weight) before the tie group
+        cut = weighted_cut(r, nw.col(n), n_bins) if weight is not None else _equal_count_bin(r, nw.col(n), n_bins)
+        cells = cells.with_columns(cut.alias(b))
+        stats = {"n": cnt, "k": hit} if weight is None else {"n": rc, "k": hit, "w": cnt}
         parts = []
         for k in range(n_bins):
             mine = (nw.col(b) == float(k)).cast(nw.Float64)
-            parts += [(mine * nw.col(cnt)).alias(ref.name(f"n{k}")), (mine * nw.col(hit)).alias(ref.name(f"k{k}"))]
+            parts += [(mine * nw.col(c)).alias(ref.name(f"{s}{k}")) for s, c in stats.items()]
         cells = cells.with_columns(*parts)
-        sums = [nw.col(ref.name(f"{s}{k}")).sum() for k in range(n_bins) for s in ("n", "k")]
+        sums = [nw.col(ref.name(f"{s}{k}")).sum() for k in range(n_bins) for s in stats]
         return aggregate(cells, keys, sums)
 
     return build
 
 
-def _ssc_bins(q: Query, y: str, lo: str, hi: str, n_bins: int) -> list[tuple[nw.Expr, nw.Expr]]:
-    """(coverage, rows) expressions of each width bin; coverage null when empty."""
+def _ssc_bins(
+    q: Query, y: str, lo: str, hi: str, n_bins: int, weights: str | None = None
+) -> list[tuple[nw.Expr, nw.Expr]]:
+    """(coverage, rows) expressions of each width bin; coverage null when empty.
+
+    With weights: the weighted coverage and the rows of positive weight.
+    """
     w = width_row(q, lo, hi)
     c = covered_row(q, y, lo, hi)
-    t = q.table(("ssc", w, c, n_bins), _ssc_table(w, c, n_bins))
-    return [(ratio(t.col(f"k{b}"), t.col(f"n{b}")), t.col(f"n{b}")) for b in range(n_bins)]
+    if weights is None:
+        t = q.table(("ssc", w, c, n_bins), _ssc_table(w, c, n_bins))
+        return [(ratio(t.col(f"k{b}"), t.col(f"n{b}")), t.col(f"n{b}")) for b in range(n_bins)]
+    wt = q.weighting(weights)
+    assert wt.row is not None
+    wc = wt.of(c)
+    t = q.table(("ssc", w, wc, n_bins, wt.row), _ssc_table(w, wc, n_bins, wt.row))
+    return [(ratio(t.col(f"k{b}"), t.col(f"w{b}")), t.col(f"n{b}")) for b in range(n_bins)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,13 +263,14 @@ class SSC(Metric):
     lo: str
     hi: str
     n_bins: int = 3
+    weights: str | None = None
     default_name = "ssc"
     kind = "table"
     long = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         out: dict[str, nw.Expr | None] = {}
-        for b, (cov, rows) in enumerate(_ssc_bins(q, self.y, self.lo, self.hi, self.n_bins)):
+        for b, (cov, rows) in enumerate(_ssc_bins(q, self.y, self.lo, self.hi, self.n_bins, self.weights)):
             out[f"bin{b}"] = cov
             out[f"bin{b}_n"] = rows
         return out
@@ -240,7 +289,7 @@ class SSC(Metric):
 
 
 @renamed(num_bins="n_bins")
-def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSC:
+def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None) -> SSC:
     """Size-stratified coverage: coverage within equal-count bins of width.
 
     Rows are sorted by width ``w = hi - lo`` and split into ``n_bins`` bins
@@ -261,6 +310,11 @@ def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSC:
         bound (numeric; rows with ``lo > hi`` are invalid).
     n_bins : int, default 3
         Number of equal-count width bins.
+    weights : str, optional
+        Column of non-negative row weights: the bins cut the total weight
+        (integer weights bin as repeated rows), each bin's coverage is
+        weighted and its ``n`` counts rows of positive weight (see the
+        docs page "Weights").
 
     Returns
     -------
@@ -291,7 +345,7 @@ def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSC:
     prediction and distribution-free uncertainty quantification",
     arXiv:2107.07511.
     """
-    return SSC(y=y, lo=lo, hi=hi, n_bins=n_bins)
+    return SSC(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -300,15 +354,16 @@ class SSCScore(Metric):
     lo: str
     hi: str
     n_bins: int = 3
+    weights: str | None = None
     default_name = "ssc_score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.n_bins)]
+        covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.n_bins, self.weights)]
         return {"": min_of(*covs)}
 
 
 @renamed(num_bins="n_bins")
-def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSCScore:
+def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None) -> SSCScore:
     """Minimum size-stratified coverage over the non-empty width bins.
 
     See :func:`ssc` for the bins.
@@ -320,6 +375,11 @@ def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSCScore:
         bound (numeric; rows with ``lo > hi`` are invalid).
     n_bins : int, default 3
         Number of equal-count width bins.
+    weights : str, optional
+        Column of non-negative row weights: the bins cut the total weight
+        (integer weights bin as repeated rows), each bin's coverage is
+        weighted and its ``n`` counts rows of positive weight (see the
+        docs page "Weights").
 
     Returns
     -------
@@ -338,7 +398,7 @@ def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3) -> SSCScore:
     >>> round(df.conformal.ssc_score("y", "lo", "hi", n_bins=2), 4)
     0.6667
     """
-    return SSCScore(y=y, lo=lo, hi=hi, n_bins=n_bins)
+    return SSCScore(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights)
 
 
 # ---------------------------------------------------------------------------
@@ -350,6 +410,7 @@ class Winkler(Metric):
     lo: str
     hi: str
     confidence_level: float | str
+    weights: str | None = None
     default_name = "winkler"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
@@ -360,10 +421,11 @@ class Winkler(Metric):
         level = self.confidence_level
         alpha = 1.0 - nw.col(str(level)).cast(nw.Float64) if level_row(q, level) else 1.0 - float(level)
         score = q.row(("winkler", self.y, self.lo, self.hi, level), (hi_e - lo_e) + (2.0 / alpha) * miss)
-        return {"": ratio(q.sum(score), q.n)}
+        w = q.weighting(self.weights)
+        return {"": ratio(w.sum(score), w.total)}
 
 
-def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str) -> Winkler:
+def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str, weights: str | None = None) -> Winkler:
     """Mean Winkler interval score (lower is better).
 
     ``(1/n) sum_i [w_i + (2/alpha) ((lo_i - y_i)^+ + (y_i - hi_i)^+)]`` with
@@ -377,6 +439,9 @@ def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str) -> Winkl
     confidence_level : float or str
         The nominal coverage ``1 - alpha`` of the intervals, in (0, 1); or the
         name of a ``by=`` column holding each group's level.
+    weights : str, optional
+        Column of non-negative row weights: the mean becomes the weighted
+        mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
 
     Returns
     -------
@@ -401,7 +466,7 @@ def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str) -> Winkl
     "Strictly proper scoring rules, prediction, and estimation", JASA 102,
     359-378 (section 6.2).
     """
-    return Winkler(y=y, lo=lo, hi=hi, confidence_level=confidence_level)
+    return Winkler(y=y, lo=lo, hi=hi, confidence_level=confidence_level, weights=weights)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -411,20 +476,22 @@ class CWC(Metric):
     hi: str
     eta: float
     confidence_level: float | str
+    weights: str | None = None
     default_name = "cwc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        cov = ratio(q.sum(covered_row(q, self.y, self.lo, self.hi)), q.n)
-        mean_w = ratio(q.sum(width_row(q, self.lo, self.hi)), q.n)
+        w = q.weighting(self.weights)
+        cov = ratio(w.sum(covered_row(q, self.y, self.lo, self.hi)), w.total)
+        mean_w = ratio(w.sum(width_row(q, self.lo, self.hi)), w.total)
         y_row = q.row(("value", self.y), q.number(self.y))
-        span = q.max(y_row) - q.min(y_row)
+        span = w.max(y_row) - w.min(y_row)
         level = level_row(q, self.confidence_level)
         target = q.min(level) if level is not None else float(self.confidence_level)  # constant per group
         penalty = (-self.eta * (cov - target) ** 2).exp()
         return {"": (1.0 - ratio(mean_w, span)) * penalty}
 
 
-def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str) -> CWC:
+def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str, weights: str | None = None) -> CWC:
     """Coverage width-based criterion (higher is better).
 
     ``(1 - mean(w) / (max(y) - min(y))) * exp(-eta * (coverage - confidence_level)^2)``.
@@ -440,6 +507,10 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str) 
     confidence_level : float or str
         The nominal coverage ``1 - alpha`` of the intervals, in (0, 1); or the
         name of a ``by=`` column holding each group's level.
+    weights : str, optional
+        Column of non-negative row weights: coverage and mean width are
+        weighted means, the range of ``y`` is taken over the rows of positive
+        weight (see the docs page "Weights").
 
     Returns
     -------
@@ -464,6 +535,7 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str) 
         hi=hi,
         eta=eta,
         confidence_level=confidence_level,
+        weights=weights,
     )
 
 
@@ -505,6 +577,7 @@ class HSIC(Metric):
         return {"": None}
 
 
+@no_weights("hsic")
 def hsic(y: str, lo: str, hi: str, *, kernel_sizes: tuple[float, float] = (1.0, 1.0)) -> HSIC:
     """Hilbert-Schmidt independence criterion between coverage and width.
 

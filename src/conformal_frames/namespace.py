@@ -23,6 +23,7 @@ from conformal_frames import (
     distributions,
     efficiency,
     intervals,
+    quantiles,
     ranking,
     recalibration,
     sequential,
@@ -45,6 +46,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     recalibration,
     ranking,
     comparison,
+    quantiles,
     sequential,
     distributions,
 )

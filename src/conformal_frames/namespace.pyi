@@ -32,6 +32,7 @@ class ConformalNamespace:
         hi: str,
         *,
         ci_level: float = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -43,6 +44,7 @@ class ConformalNamespace:
         *,
         eta: float,
         confidence_level: float | str,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -63,6 +65,7 @@ class ConformalNamespace:
         hi: str,
         *,
         n_bins: int = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -73,11 +76,18 @@ class ConformalNamespace:
         hi: str,
         *,
         n_bins: int = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def width(
-        self, lo: str, hi: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+        self,
+        lo: str,
+        hi: str,
+        *,
+        weights: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def winkler(
         self,
@@ -86,6 +96,7 @@ class ConformalNamespace:
         hi: str,
         *,
         confidence_level: float | str,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -94,6 +105,7 @@ class ConformalNamespace:
         sets: str | Sequence[str],
         *,
         classes: Sequence[Label] | None = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -104,6 +116,7 @@ class ConformalNamespace:
         *,
         classes: Sequence[Label] | None = ...,
         ci_level: float = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -112,6 +125,7 @@ class ConformalNamespace:
         sets: str | Sequence[str],
         *,
         classes: Sequence[Label] | None = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -122,6 +136,7 @@ class ConformalNamespace:
         *,
         classes: Sequence[Label] | None = ...,
         n_bins: int | None = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -132,6 +147,7 @@ class ConformalNamespace:
         *,
         classes: Sequence[Label] | None = ...,
         n_bins: int | None = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -140,6 +156,7 @@ class ConformalNamespace:
         sets: str | Sequence[str],
         *,
         classes: Sequence[Label] | None = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -150,6 +167,7 @@ class ConformalNamespace:
         *,
         classes: Sequence[Label] | None = ...,
         confidence_level: float | str,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -164,6 +182,7 @@ class ConformalNamespace:
         groups: str | Sequence[str],
         confidence_level: float | str,
         weighted: bool = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -181,6 +200,7 @@ class ConformalNamespace:
         n_calibration: int | None = ...,
         significance: float = ...,
         correction: Literal["holm", "bh", "none"] = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -206,6 +226,7 @@ class ConformalNamespace:
         *,
         n_bins: int = ...,
         strategy: Strategy = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -216,11 +237,18 @@ class ConformalNamespace:
         *,
         n_bins: int = ...,
         strategy: Strategy = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def brier(
-        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+        self,
+        y: str,
+        score: str,
+        *,
+        weights: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def reliability(
         self,
@@ -230,6 +258,7 @@ class ConformalNamespace:
         n_bins: int = ...,
         strategy: Strategy = ...,
         ci_level: float = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -242,6 +271,7 @@ class ConformalNamespace:
         n_bins: int = ...,
         strategy: Strategy = ...,
         weighted: bool = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -253,17 +283,36 @@ class ConformalNamespace:
         classes: Sequence[Label] | None = ...,
         n_bins: int = ...,
         strategy: Strategy = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def ks_test(
-        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+        self,
+        y: str,
+        score: str,
+        *,
+        weights: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def kuiper_test(
-        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+        self,
+        y: str,
+        score: str,
+        *,
+        weights: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def spiegelhalter_test(
-        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+        self,
+        y: str,
+        score: str,
+        *,
+        weights: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def smooth_ece(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
@@ -278,7 +327,13 @@ class ConformalNamespace:
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def auroc(
-        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+        self,
+        y: str,
+        score: str,
+        *,
+        weights: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def auarc(
         self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
@@ -292,6 +347,46 @@ class ConformalNamespace:
         order_by: str,
         loss: Loss = ...,
         horizon: int = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def interval_coverage(
+        self,
+        y: str,
+        *,
+        intervals: dict[float, tuple[str, str]],
+        ci_level: float = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def pinball_loss(
+        self,
+        y: str,
+        *,
+        quantiles: dict[float, str] | str,
+        quantile_level: str | None = ...,
+        per_level: bool = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def quantile_coverage(
+        self,
+        y: str,
+        *,
+        quantiles: dict[float, str] | str,
+        quantile_level: str | None = ...,
+        per_level: bool = ...,
+        ci_level: float = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def wis(
+        self,
+        y: str,
+        *,
+        quantiles: dict[float, str] | None = ...,
+        intervals: dict[float, tuple[str, str]] | None = ...,
+        median: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -365,7 +460,13 @@ class ConformalNamespace:
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def cumulative_differences(
-        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: core.InvalidPolicy | None = ...
+        self,
+        y: str,
+        score: str,
+        *,
+        weights: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: core.InvalidPolicy | None = ...,
     ) -> Any: ...
     def corp_reliability(
         self,

@@ -841,6 +841,7 @@ def quantile_calibration(
     if y is not None:
         from conformal_frames.quantiles import quantile_coverage
 
+        assert quantiles is not None  # checked above, with y
         metric = quantile_coverage(y, quantiles=quantiles, ci_level=ci_level)
         t = _eager(core.evaluate_one(data, metric, seg or None))
     else:

@@ -46,6 +46,7 @@ from conformal_frames.core import (
     aggregate,
     evaluate_one,
     level_row,
+    no_weights,
     over,
     to_lazy,
 )
@@ -75,14 +76,18 @@ def _inputs(q: Query, y: str, score: str) -> tuple[str, str]:
 class AUROC(Metric):
     y: str
     score: str
+    weights: str | None = None
     default_name = "auroc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         c, s = _inputs(q, self.y, self.score)
-        one = q.row(("one",), nw.lit(1.0))
-        t = q.table(("auroc", c, s), _mann_whitney_table(c, one, s), cells=Cells(s, (c, one)))
-        n1 = q.sum(c)
-        return {"": ratio(t.col("u"), n1 * (q.n - n1))}
+        # weighted: the same table of per-score sums, of w c and w (W1 W0 the totals)
+        w = q.weighting(self.weights)
+        one = q.row(("one",), nw.lit(1.0)) if w.row is None else w.row
+        wc = w.of(c)
+        t = q.table(("auroc", wc, s), _mann_whitney_table(wc, one, s), cells=Cells(s, (wc, one)))
+        n1 = w.sum(c)
+        return {"": ratio(t.col("u"), n1 * (w.total - n1))}
 
 
 def _mann_whitney_table(c: str, one: str, s: str) -> TableFn:
@@ -106,7 +111,7 @@ def _mann_whitney_table(c: str, one: str, s: str) -> TableFn:
 
 
 @renamed(correct="y", confidence="score")
-def auroc(y: str, score: str) -> AUROC:
+def auroc(y: str, score: str, *, weights: str | None = None) -> AUROC:
     """Area under the ROC curve of the confidence ``score`` for predicting ``y`` (correct).
 
     The Mann-Whitney form: with ``n1`` correct and ``n0`` incorrect rows in
@@ -130,6 +135,11 @@ def auroc(y: str, score: str) -> AUROC:
         Column of 0/1 (or boolean) correctness / coverage indicators.
     score : str
         Column of confidences (any finite numbers; higher = more confident).
+    weights : str, optional
+        Column of non-negative row weights: the weighted probability
+        ``sum_{i correct, j incorrect} w_i w_j (1[s_i > s_j] + 1[s_i = s_j] / 2)
+        / (W1 W0)``, equal to ``roc_auc_score(y, score, sample_weight=w)``
+        (see the docs page "Weights").
 
     Returns
     -------
@@ -151,7 +161,7 @@ def auroc(y: str, score: str) -> AUROC:
     under a receiver operating characteristic (ROC) curve", Radiology 143,
     29-36.
     """
-    return AUROC(y=y, score=score)
+    return AUROC(y=y, score=score, weights=weights)
 
 
 # ---------------------------------------------------------------------------
@@ -190,6 +200,7 @@ class AUARC(Metric):
         return {"": ratio(q.sum(term), q.n)}
 
 
+@no_weights("auarc")
 @renamed(correct="y", confidence="score")
 def auarc(y: str, score: str) -> AUARC:
     """Area under the accuracy-rejection curve (higher is better).
@@ -296,6 +307,7 @@ def ert_numpy(
     return float(np.mean(values))
 
 
+@no_weights("excess_risk_target_coverage")
 @renamed(random_state="seed")
 def excess_risk_target_coverage(
     frame: Any,

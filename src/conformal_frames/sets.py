@@ -45,7 +45,7 @@ from conformal_frames._validate import (
     validate_fields,
 )
 from conformal_frames.core import Metric, Query, TableFn, TableRef, aggregate, stack, total
-from conformal_frames.stats import min_of, ratio, wilson_interval
+from conformal_frames.stats import min_of, proportion, ratio
 
 __all__ = ["empty_rate", "set_coverage", "set_size", "set_ssc", "set_ssc_score", "singleton_rate"]
 METHODS = list(__all__)
@@ -303,42 +303,49 @@ def _data_label_row(q: Query, y: str, inner: Any) -> str:
     return q.row(("set_label", y), col)
 
 
-def _explode_table(lst: str, order: str, label: str | None) -> TableFn:
+def _explode_table(lst: str, order: str, label: str | None, weight: str | None = None) -> TableFn:
     """Per group: rows whose set holds the label, distinct labels, singletons, non-empty sets.
 
     Each row gets an id (unique; its order does not matter), the lists are
     exploded once, null elements dropped, and the elements counted per row,
     then per group.  Rows with an empty set have no element and only count in
-    the main aggregation's ``n``.
+    the main aggregation's ``n``.  With ``weight`` (a row column), every
+    per-row count is multiplied by the row's weight before the group sums.
     """
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
         e, o, y, rid, hit, d, one, ne = (ref.name(x) for x in ("e", "o", "y", "rid", "hit", "d", "one", "ne"))
+        wt = ref.name("w")
         cols: list[nw.Expr | str] = [*keys, nw.col(lst).alias(e), nw.col(order).alias(o)]
         cols += [nw.col(label).alias(y)] if label else []
+        cols += [nw.col(weight).alias(wt)] if weight else []
         r = rows.select(*cols).with_row_index(rid, order_by=[o]).explode(e).filter(~nw.col(e).is_null())
-        aggs = [nw.col(e).n_unique().alias(d)]
+        aggs = [nw.col(e).n_unique().alias(d), *([nw.col(wt).max()] if weight else [])]
         if label:
             r = r.with_columns((nw.col(e) == nw.col(y)).cast(nw.Float64).fill_null(0.0).alias(hit))
             aggs.append(nw.col(hit).max().alias(hit))
         per = r.group_by(*keys, rid).agg(*aggs)
         per = per.with_columns(nw.col(d).cast(nw.Float64), (nw.col(d) == 1).cast(nw.Float64).alias(one))
-        sums = [nw.col(d).sum(), nw.col(one).sum(), nw.len().alias(ne), *([nw.col(hit).sum()] if label else [])]
+        if weight:
+            per = per.with_columns(*[(nw.col(c) * nw.col(wt)).alias(c) for c in (d, one, *([hit] if label else []))])
+        count = nw.col(wt).sum().alias(ne) if weight else nw.len().alias(ne)
+        sums = [nw.col(d).sum(), nw.col(one).sum(), count, *([nw.col(hit).sum()] if label else [])]
         out = aggregate(per, keys, sums)
         return out.with_columns(nw.col(ne).cast(nw.Float64))
 
     return build
 
 
-def data_label_counts(q: Query, spec: SetSpec, y: str | None) -> dict[str, nw.Expr]:
+def data_label_counts(q: Query, spec: SetSpec, y: str | None, weight: str | None = None) -> dict[str, nw.Expr]:
     """Per-group sums of a list column without classes: ``hits`` (with ``y``),
-    ``size`` (distinct labels), ``singletons`` and ``nonempty`` rows."""
+    ``size`` (distinct labels), ``singletons`` and ``nonempty`` rows (each row
+    counted with its ``weight``, a row column, when given)."""
     assert isinstance(spec.sets, str)
     col = _list_column(q, spec.sets)
     lst = q.row(("set_list", spec.sets), col)
     order = q.row(("set_len", spec.sets), col.list.len().cast(nw.Float64))
     label = _data_label_row(q, y, q.schema[spec.sets].inner) if y is not None else None
-    t = q.table(("set_explode", lst, label), _explode_table(lst, order, label))
+    t = q.table(("set_explode", lst, label, weight), _explode_table(lst, order, label, weight))
     names = {"size": "d", "singletons": "one", "nonempty": "ne", **({"hits": "hit"} if label else {})}
     return {k: t.col(v).fill_null(0.0) for k, v in names.items()}
 
@@ -360,20 +367,26 @@ class SetCoverage(SetMetric):
     y: str
     spec: SetSpec
     ci_level: float = 0.95
+    weights: str | None = None
     default_name = "set_coverage"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        w = q.weighting(self.weights)
         if self.spec.classes is None:
-            k = data_label_counts(q, self.spec, self.y)["hits"]
+            k = data_label_counts(q, self.spec, self.y, w.row)["hits"]
         else:
-            k = q.sum(set_covered_row(q, self.y, self.spec))
-        low, high = wilson_interval(k, q.n, self.ci_level)
-        return {"": ratio(k, q.n), "ci_low": low, "ci_high": high}
+            k = w.sum(set_covered_row(q, self.y, self.spec))
+        return proportion(w, k, self.ci_level)
 
 
 @renamed(ci="ci_level")
 def set_coverage(
-    y: str, sets: str | Sequence[str], *, classes: Sequence[Label] | None = None, ci_level: float = 0.95
+    y: str,
+    sets: str | Sequence[str],
+    *,
+    classes: Sequence[Label] | None = None,
+    ci_level: float = 0.95,
+    weights: str | None = None,
 ) -> SetCoverage:
     """Empirical coverage of prediction sets, with a Wilson interval.
 
@@ -393,6 +406,11 @@ def set_coverage(
         labels come from the data (a repeated label counts once).
     ci_level : float, default 0.95
         Confidence level of the Wilson interval.
+    weights : str, optional
+        Column of non-negative row weights: the weighted proportion, its
+        Wilson interval at Kish's effective sample size and an extra output
+        ``set_coverage_n_eff`` (see the docs page
+        "Weights").
 
     Returns
     -------
@@ -410,21 +428,25 @@ def set_coverage(
     >>> df.conformal.set_coverage("y", "s", classes=["a", "b", "c"])
     0.6666666666666666
     """
-    return SetCoverage(y=y, spec=set_spec(sets, classes), ci_level=ci_level)
+    return SetCoverage(y=y, spec=set_spec(sets, classes), ci_level=ci_level, weights=weights)
 
 
 @dataclass(frozen=True, kw_only=True)
 class SetSize(SetMetric):
     spec: SetSpec
+    weights: str | None = None
     default_name = "set_size"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        w = q.weighting(self.weights)
         if self.spec.classes is None:
-            return {"": ratio(data_label_counts(q, self.spec, None)["size"], q.n)}
-        return {"": ratio(q.sum(size_row(q, self.spec)), q.n)}
+            return {"": ratio(data_label_counts(q, self.spec, None, w.row)["size"], w.total)}
+        return {"": ratio(w.sum(size_row(q, self.spec)), w.total)}
 
 
-def set_size(sets: str | Sequence[str], *, classes: Sequence[Label] | None = None) -> SetSize:
+def set_size(
+    sets: str | Sequence[str], *, classes: Sequence[Label] | None = None, weights: str | None = None
+) -> SetSize:
     """Mean prediction-set size ``(1/n) * sum_i |C_i|``.
 
     Parameters
@@ -435,6 +457,9 @@ def set_size(sets: str | Sequence[str], *, classes: Sequence[Label] | None = Non
         The possible labels; required with membership columns (the label of
         each column, in order).  With a list column and no ``classes``, the
         labels come from the data (a repeated label counts once).
+    weights : str, optional
+        Column of non-negative row weights: the mean becomes the weighted
+        mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
 
     Returns
     -------
@@ -452,21 +477,23 @@ def set_size(sets: str | Sequence[str], *, classes: Sequence[Label] | None = Non
     >>> df.conformal.set_size(["c0", "c1"], classes=[0, 1])
     1.0
     """
-    return SetSize(spec=set_spec(sets, classes))
+    return SetSize(spec=set_spec(sets, classes), weights=weights)
 
 
 @dataclass(frozen=True, kw_only=True)
 class SizeRate(SetMetric):
     spec: SetSpec
     size: int
+    weights: str | None = None
     default_name = "size_rate"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        w = q.weighting(self.weights)
         if self.spec.classes is None:
-            counts = data_label_counts(q, self.spec, None)
-            hits = counts["singletons"] if self.size == 1 else q.n - counts["nonempty"]
-            return {"": ratio(hits, q.n)}
-        return {"": ratio(q.sum(_size_indicator(q, self.spec, self.size, self.size)), q.n)}
+            counts = data_label_counts(q, self.spec, None, w.row)
+            hits = counts["singletons"] if self.size == 1 else w.total - counts["nonempty"]
+            return {"": ratio(hits, w.total)}
+        return {"": ratio(w.sum(_size_indicator(q, self.spec, self.size, self.size)), w.total)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -479,7 +506,9 @@ class EmptyRate(SizeRate):
     default_name = "empty_rate"
 
 
-def singleton_rate(sets: str | Sequence[str], *, classes: Sequence[Label] | None = None) -> SizeRate:
+def singleton_rate(
+    sets: str | Sequence[str], *, classes: Sequence[Label] | None = None, weights: str | None = None
+) -> SizeRate:
     """Fraction of prediction sets with exactly one label.
 
     Parameters
@@ -490,6 +519,9 @@ def singleton_rate(sets: str | Sequence[str], *, classes: Sequence[Label] | None
         The possible labels; required with membership columns (the label of
         each column, in order).  With a list column and no ``classes``, the
         labels come from the data (a repeated label counts once).
+    weights : str, optional
+        Column of non-negative row weights: the mean becomes the weighted
+        mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
 
     Returns
     -------
@@ -507,10 +539,12 @@ def singleton_rate(sets: str | Sequence[str], *, classes: Sequence[Label] | None
     >>> df.conformal.singleton_rate(["c0", "c1"], classes=[0, 1])
     0.5
     """
-    return SingletonRate(spec=set_spec(sets, classes), size=1)
+    return SingletonRate(spec=set_spec(sets, classes), size=1, weights=weights)
 
 
-def empty_rate(sets: str | Sequence[str], *, classes: Sequence[Label] | None = None) -> SizeRate:
+def empty_rate(
+    sets: str | Sequence[str], *, classes: Sequence[Label] | None = None, weights: str | None = None
+) -> SizeRate:
     """Fraction of empty prediction sets.
 
     Parameters
@@ -521,6 +555,9 @@ def empty_rate(sets: str | Sequence[str], *, classes: Sequence[Label] | None = N
         The possible labels; required with membership columns (the label of
         each column, in order).  With a list column and no ``classes``, the
         labels come from the data (a repeated label counts once).
+    weights : str, optional
+        Column of non-negative row weights: the mean becomes the weighted
+        mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
 
     Returns
     -------
@@ -538,7 +575,7 @@ def empty_rate(sets: str | Sequence[str], *, classes: Sequence[Label] | None = N
     >>> df.conformal.empty_rate(["c0", "c1"], classes=[0, 1])
     0.25
     """
-    return EmptyRate(spec=set_spec(sets, classes), size=0)
+    return EmptyRate(spec=set_spec(sets, classes), size=0, weights=weights)
 
 
 # ---------------------------------------------------------------------------
@@ -570,7 +607,11 @@ def _check_set_bins(n_bins: Any, k: int) -> int | None:
     return nb
 
 
-def _ssc_strata(q: Query, y: str, spec: SetSpec, n_bins: int | None) -> list[tuple[nw.Expr, nw.Expr]]:
+def _ssc_strata(
+    q: Query, y: str, spec: SetSpec, n_bins: int | None, weights: str | None
+) -> list[tuple[nw.Expr, nw.Expr]]:
+    """(coverage, rows) of each stratum; with weights, the weighted coverage and the rows of positive weight."""
+    w = q.weighting(weights)
     covered = set_covered_row(q, y, spec)
     out = []
     for lo, hi in size_strata(spec.k, n_bins):
@@ -578,8 +619,8 @@ def _ssc_strata(q: Query, y: str, spec: SetSpec, n_bins: int | None) -> list[tup
         hits = q.row(
             ("set_ssc_hits", y, _key(spec), lo, hi), nw.col(inside) * nw.col(covered), inputs=[inside, covered]
         )
-        count = q.sum(inside)
-        out.append((ratio(q.sum(hits), count), count))
+        weight = w.sum(inside)  # registered first: the unweighted query of 0.2, unchanged
+        out.append((ratio(w.sum(hits), weight), w.count(inside)))
     return out
 
 
@@ -588,13 +629,14 @@ class SetSSC(SetMetric):
     y: str
     spec: SetSpec
     n_bins: int | None = checked(optional(check_bins), None)
+    weights: str | None = None
     default_name = "set_ssc"
     kind = "table"
     long = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         out: dict[str, nw.Expr | None] = {}
-        for b, (cov, rows) in enumerate(_ssc_strata(q, self.y, self.spec, self.n_bins)):
+        for b, (cov, rows) in enumerate(_ssc_strata(q, self.y, self.spec, self.n_bins, self.weights)):
             out[f"bin{b}"] = cov
             out[f"bin{b}_n"] = rows
         return out
@@ -615,7 +657,12 @@ class SetSSC(SetMetric):
 
 @renamed(num_bins="n_bins")
 def set_ssc(
-    y: str, sets: str | Sequence[str], *, classes: Sequence[Label] | None = None, n_bins: int | None = None
+    y: str,
+    sets: str | Sequence[str],
+    *,
+    classes: Sequence[Label] | None = None,
+    n_bins: int | None = None,
+    weights: str | None = None,
 ) -> SetSSC:
     """Size-stratified coverage of prediction sets.
 
@@ -641,6 +688,10 @@ def set_ssc(
     n_bins : int, optional
         ``None``: one stratum per size; an integer: that many contiguous
         ranges of sizes.
+    weights : str, optional
+        Column of non-negative row weights: each stratum's weighted coverage;
+        its ``n`` counts the stratum's rows of positive weight (see the
+        docs page "Weights").
 
     Returns
     -------
@@ -668,7 +719,7 @@ def set_ssc(
     └──────────┴──────────┴──────────┴─────┘
     """
     spec = set_spec(sets, classes, need_classes=_SSC_NEEDS)
-    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k))
+    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k), weights=weights)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -676,15 +727,21 @@ class SetSSCScore(SetMetric):
     y: str
     spec: SetSpec
     n_bins: int | None = checked(optional(check_bins), None)
+    weights: str | None = None
     default_name = "set_ssc_score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        return {"": min_of(*[cov for cov, _ in _ssc_strata(q, self.y, self.spec, self.n_bins)])}
+        return {"": min_of(*[cov for cov, _ in _ssc_strata(q, self.y, self.spec, self.n_bins, self.weights)])}
 
 
 @renamed(num_bins="n_bins")
 def set_ssc_score(
-    y: str, sets: str | Sequence[str], *, classes: Sequence[Label] | None = None, n_bins: int | None = None
+    y: str,
+    sets: str | Sequence[str],
+    *,
+    classes: Sequence[Label] | None = None,
+    n_bins: int | None = None,
+    weights: str | None = None,
 ) -> SetSSCScore:
     """Minimum size-stratified coverage over the strata that have rows.
 
@@ -702,6 +759,10 @@ def set_ssc_score(
     n_bins : int, optional
         ``None``: one stratum per size; an integer: that many contiguous
         ranges of sizes.
+    weights : str, optional
+        Column of non-negative row weights: each stratum's weighted coverage;
+        its ``n`` counts the stratum's rows of positive weight (see the
+        docs page "Weights").
 
     Returns
     -------
@@ -721,4 +782,4 @@ def set_ssc_score(
     0.66666667
     """
     spec = set_spec(sets, classes, need_classes=_SSC_NEEDS)
-    return SetSSCScore(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k))
+    return SetSSCScore(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k), weights=weights)

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+import operator
+from typing import TYPE_CHECKING
+
 import narwhals.stable.v2 as nw
 from scipy.special import ndtri
 
 from conformal_frames._validate import check_probability
+
+if TYPE_CHECKING:
+    from conformal_frames.core import Weighting
 
 
 def wilson_interval(successes: nw.Expr, n: nw.Expr, confidence: float) -> tuple[nw.Expr, nw.Expr]:
@@ -32,6 +39,21 @@ def wilson_interval(successes: nw.Expr, n: nw.Expr, confidence: float) -> tuple[
     return low.clip(lower_bound=0.0, upper_bound=1.0), high.clip(lower_bound=0.0, upper_bound=1.0)
 
 
+def proportion(w: Weighting, hits: nw.Expr, ci_level: float) -> dict[str, nw.Expr | None]:
+    """A (weighted) proportion ``hits / total`` with its Wilson interval.
+
+    With weights the interval is taken at Kish's effective sample size
+    (:meth:`~conformal_frames.core.Weighting.binomial`) and ``n_eff`` is an
+    output too.
+    """
+    k, n = w.binomial(hits)
+    low, high = wilson_interval(k, n, ci_level)
+    out: dict[str, nw.Expr | None] = {"": ratio(hits, w.total), "ci_low": low, "ci_high": high}
+    if w.weighted:
+        out["n_eff"] = n
+    return out
+
+
 def ratio(num: nw.Expr, den: nw.Expr) -> nw.Expr:
     """``num / den``, null where ``den`` is 0."""
     return nw.when(den != 0).then(num / den)
@@ -49,3 +71,20 @@ def max_of(*exprs: nw.Expr) -> nw.Expr:
 def min_of(*exprs: nw.Expr) -> nw.Expr:
     """Row-wise minimum of one or more expressions (ignoring nulls); see :func:`max_of`."""
     return exprs[0] if len(exprs) == 1 else nw.min_horizontal(*exprs)
+
+
+def weighted_cut(position: nw.Expr, total_weight: nw.Expr, n_bins: int) -> nw.Expr:
+    """The bin (Float64) of a ``position`` in ``[0, W)`` when ``W`` is cut into ``n_bins`` runs.
+
+    The cut points are ``c_k = k * floor(W / M) + min(k, W - M floor(W / M))``
+    (``k = 0..M``); the bin is the number of ``c_1..c_{M-1}`` at or below the
+    position.  For an integer ``W`` these are the runs of the unweighted
+    quantile bins (sizes differ by at most one, the first ``W % M`` one
+    longer), so integer weights bin as repeated rows; for other weights the
+    runs have (near) equal weight.
+    """
+    m = float(n_bins)
+    size = (total_weight / m).floor()
+    extra = total_weight - size * m
+    ups = [(position >= size * float(k) + extra.clip(upper_bound=float(k))).cast(nw.Float64) for k in range(1, n_bins)]
+    return functools.reduce(operator.add, ups) if ups else nw.lit(0.0)

@@ -1,0 +1,613 @@
+"""Quantile and interval forecasts: pinball loss, WIS, quantile and interval coverage.
+
+Notation: a group of ``n`` rows (forecasts), observed value ``y``; quantile
+forecasts ``q_tau`` at levels ``tau`` (``quantiles={tau: column}``, see
+:mod:`~conformal_frames.forecast_inputs` for every accepted form and its
+checks); central intervals ``(lo_c, hi_c)`` at confidence levels ``c``.  The
+pinball (quantile) loss of one forecast is
+
+``rho_tau(y, q) = tau * (y - q)^+ + (1 - tau) * (q - y)^+``.
+
+Rows with crossing quantiles or ``lo > hi`` are invalid rows (never scored):
+an error on eager input, null metrics and ``n_invalid`` on lazy input, left
+out with ``invalid="drop"``.
+
+Per-level results (``per_level=True`` and :func:`interval_coverage`) are long
+tables, one row per group and level, with the level in a column
+``quantile_level`` or ``confidence_level``.  Inside
+:func:`~conformal_frames.evaluate` they are wide columns ``<name>_level<k>``,
+``<name>_level<k>_<stat>`` (``k`` = 0, 1, ... in increasing level) and
+``<name>_n``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames._validate import check_boolean, checked, optional
+from conformal_frames.core import Metric, Query, stack, total
+from conformal_frames.forecast_inputs import (
+    Intervals,
+    Quantiles,
+    check_intervals,
+    check_level_column,
+    check_long_form,
+    check_quantiles,
+    is_close_level,
+    level_column_row,
+    quantile_rows,
+    tail_level,
+    value_row,
+)
+from conformal_frames.intervals import covered_row, interval_bounds, width_row
+from conformal_frames.stats import ratio, wilson_interval
+
+__all__ = ["interval_coverage", "pinball_loss", "quantile_coverage", "wis"]
+METHODS = list(__all__)
+
+F64 = nw.Float64
+
+
+def _check_quantiles_long(value: object, name: str) -> Quantiles | str:
+    return check_quantiles(value, name, long=True)
+
+
+# ---------------------------------------------------------------------------
+# levels: wide (a float per quantile column) or long (the level column)
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Level:
+    """One quantile level of a metric: its quantile row and the level as row / group value."""
+
+    row: str
+    #: the level for row expressions: a float, or the level row's name (long form)
+    tau: float | str
+    #: the level per group (finalize): a float, or the group's level (long form, a by= key)
+    group_tau: float | nw.Expr
+
+
+def _levels(q: Query, quantiles: Quantiles | str, quantile_level: str | None, *, by_key: bool) -> list[_Level]:
+    if isinstance(quantiles, str):
+        assert quantile_level is not None  # checked by check_long_form
+        t = level_column_row(q, quantile_level, by_key=by_key)
+        return [_Level(value_row(q, quantiles), t, q.min(t))]
+    return [_Level(row, tau, tau) for tau, row in quantile_rows(q, quantiles)]
+
+
+def _tau(level: _Level) -> tuple[nw.Expr | float, list[str]]:
+    """The level in a row expression, and the row inputs it needs."""
+    if isinstance(level.tau, str):
+        return nw.col(level.tau), [level.tau]
+    return level.tau, []
+
+
+def pinball_row(q: Query, y: str, level: _Level) -> str:
+    """Row column ``rho_tau(y, q_tau)`` (the quantile loss of one forecast)."""
+    tau, extra = _tau(level)
+    d = nw.col(y) - nw.col(level.row)
+    loss = tau * d.clip(lower_bound=0.0) + (1.0 - tau) * (-d).clip(lower_bound=0.0)
+    return q.row(("pinball", y, level.row, level.tau), loss, inputs=[y, level.row, *extra])
+
+
+def _below_row(q: Query, y: str, level: _Level) -> str:
+    """Row column ``1[y <= q_tau]``."""
+    return q.row(("below", y, level.row), (nw.col(y) <= nw.col(level.row)).cast(F64), inputs=[y, level.row])
+
+
+# ---------------------------------------------------------------------------
+# long tables: one row per group and level (core.stack: one pass on Spark)
+# ---------------------------------------------------------------------------
+def long_by_level(
+    frame: nw.LazyFrame,
+    keys: list[str],
+    name: str,
+    levels: Sequence[float],
+    stats: dict[str, str],
+    level_column: str,
+) -> nw.LazyFrame:
+    """The wide per-level columns of ``name`` as one row per group and level.
+
+    ``stats`` maps a long-table column to the wide suffix after
+    ``<name>_level<k>`` (``""`` for the level's main column).  Built by
+    :func:`~conformal_frames.core.stack`: a union of one select per level,
+    one unpivot on Spark (where a union would run the query once per level).
+    """
+    parts = [
+        {
+            level_column: nw.lit(level, F64),
+            **{s: nw.col(f"{name}_level{k}{'_' + suffix if suffix else ''}").cast(F64) for s, suffix in stats.items()},
+            "n": nw.col(f"{name}_n").cast(nw.Int64),
+        }
+        for k, level in enumerate(levels)
+    ]
+    return stack(frame, keys, parts).sort(*keys, level_column)
+
+
+# ---------------------------------------------------------------------------
+# pinball loss
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class PinballLoss(Metric):
+    y: str
+    quantiles: Quantiles | str = checked(_check_quantiles_long)  # noqa: RUF009
+    quantile_level: str | None = checked(check_level_column, None)
+    per_level: bool = checked(check_boolean, False)
+    default_name = "pinball_loss"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_long_form(self.quantiles, self.quantile_level, "pinball_loss")
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        y = value_row(q, self.y)
+        levels = _levels(q, self.quantiles, self.quantile_level, by_key=self.per_level)
+        rows = [pinball_row(q, y, lv) for lv in levels]
+        if not self.per_level:  # one row column and one sum, whatever the number of levels
+            mean = q.row(("pinball_mean", y, *rows), total(nw.col(r) for r in rows) / float(len(rows)), inputs=rows)
+            return {"": ratio(q.sum(mean), q.n)}
+        out: dict[str, nw.Expr | None] = {"": ratio(total(q.sum(r) for r in rows), q.n * float(len(rows)))}
+        out.update({f"level{k}": ratio(q.sum(r), q.n) for k, r in enumerate(rows)})
+        out["n"] = q.n
+        return out
+
+
+class PinballLossTable(PinballLoss):
+    """:class:`PinballLoss` with ``per_level=True``: a direct call returns the long table."""
+
+    kind = "table"
+    long = True
+
+    def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        return _to_long(self, frame, keys, self.quantiles, "quantile_level", {self.output_name: ""})
+
+
+def _to_long(
+    metric: Metric, frame: nw.LazyFrame, keys: list[str], levels: object, column: str, stats: dict[str, str]
+) -> nw.LazyFrame:
+    """A per-level metric's long table; in the long form the level is already a by= key."""
+    name = metric.output_name
+    if isinstance(levels, str):  # long form: one level per group, the group's own key
+        return frame.select(
+            *keys,
+            *[nw.col(f"{name}_level0{'_' + s if s else ''}").alias(c) for c, s in stats.items()],
+            nw.col(f"{name}_n").cast(nw.Int64).alias("n"),
+        ).sort(*keys)
+    values = [float(level[0]) for level in levels]  # type: ignore[attr-defined]
+    return long_by_level(frame, keys, name, values, stats, column)
+
+
+def pinball_loss(
+    y: str, *, quantiles: dict[float, str] | str, quantile_level: str | None = None, per_level: bool = False
+) -> PinballLoss:
+    """Pinball (quantile) loss, averaged over the quantile levels (lower is better).
+
+    ``(1/n) sum_i (1/L) sum_tau rho_tau(y_i, q_tau,i)`` with
+    ``rho_tau(y, q) = tau (y - q)^+ + (1 - tau) (q - y)^+`` over the ``L``
+    levels of ``quantiles``.  Per level it equals scikit-learn's
+    ``mean_pinball_loss(y, q_tau, alpha=tau)``; twice the loss at level 0.5
+    is the mean absolute error of the median.
+
+    Parameters
+    ----------
+    y : str
+        Column of the observed value.
+    quantiles : dict or str
+        ``{level: column}`` (wide form; crossing rows are invalid), or the
+        column of the quantile in the long form (with ``quantile_level``).
+    quantile_level : str, optional
+        Long form: the column of each row's level, in (0, 1).  The loss is
+        the mean over rows; with ``per_level=True`` it must be a ``by=`` key.
+    per_level : bool, default False
+        A direct call returns the long table: group keys, ``quantile_level``,
+        ``pinball_loss`` and ``n``, one row per level (in ``evaluate``: wide
+        columns ``pinball_loss_level<k>`` next to the mean).
+
+    Returns
+    -------
+    PinballLoss
+        A metric object.  ``df.conformal.pinball_loss(...)`` returns a float
+        on an eager frame without ``by=``, otherwise a frame of the caller's
+        type with the group keys, ``pinball_loss`` and ``n`` (lazy in, lazy
+        out); :func:`~conformal_frames.evaluate` combines it with other metrics.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"y": [1.0, 4.0], "q10": [0.0, 1.0], "q50": [2.0, 2.0], "q90": [3.0, 3.0]})
+    >>> df.conformal.pinball_loss("y", quantiles={0.1: "q10", 0.5: "q50", 0.9: "q90"})
+    0.5
+    >>> df.conformal.pinball_loss("y", quantiles={0.1: "q10", 0.9: "q90"}, per_level=True)
+    shape: (2, 3)
+    ┌────────────────┬──────────────┬─────┐
+    │ quantile_level ┆ pinball_loss ┆ n   │
+    │ ---            ┆ ---          ┆ --- │
+    │ f64            ┆ f64          ┆ i64 │
+    ╞════════════════╪══════════════╪═════╡
+    │ 0.1            ┆ 0.2          ┆ 2   │
+    │ 0.9            ┆ 0.55         ┆ 2   │
+    └────────────────┴──────────────┴─────┘
+
+    References
+    ----------
+    R. Koenker and G. Bassett (1978), "Regression quantiles", Econometrica
+    46(1), 33-50; T. Gneiting and A. E. Raftery (2007), "Strictly proper
+    scoring rules, prediction, and estimation", JASA 102, 359-378.
+    """
+    cls = PinballLossTable if per_level is True else PinballLoss
+    return cls(y=y, quantiles=quantiles, quantile_level=quantile_level, per_level=per_level)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------
+# weighted interval score
+# ---------------------------------------------------------------------------
+def _wis_pairs(quantiles: Quantiles) -> tuple[str, list[tuple[float, str, str]]]:
+    """The median column and the ``(tau, lower, upper)`` pairs of a symmetric quantile set."""
+    levels = dict(quantiles)
+    median = [c for t, c in quantiles if is_close_level(t, 0.5)]
+    if not median:
+        msg = (
+            f"wis needs the median: quantiles= has no level 0.5 (levels {sorted(levels)}); "
+            "the weighted interval score of Bracher et al. (2021) includes the median term"
+        )
+        raise ValueError(msg)
+    pairs = []
+    for tau, lower in quantiles:
+        if tau >= 0.5 and not is_close_level(tau, 0.5):
+            break
+        if is_close_level(tau, 0.5):
+            continue
+        upper = [c for t, c in quantiles if is_close_level(t, 1.0 - tau)]
+        if not upper:
+            msg = f"wis needs central intervals: quantiles= has the level {tau:g} but not {1.0 - tau:g}"
+            raise ValueError(msg)
+        pairs.append((tau, lower, upper[0]))
+    if 2 * len(pairs) + 1 != len(quantiles):
+        unmatched = [t for t, _ in quantiles if t > 0.5 and not any(is_close_level(t, 1.0 - p[0]) for p in pairs)]
+        msg = f"wis needs central intervals: quantiles= has the level {unmatched[0]:g} but not {1.0 - unmatched[0]:g}"
+        raise ValueError(msg)
+    return median[0], pairs
+
+
+@dataclass(frozen=True, kw_only=True)
+class WIS(Metric):
+    y: str
+    quantiles: Quantiles | None = checked(optional(check_quantiles), None)  # noqa: RUF009
+    intervals: Intervals | None = checked(optional(check_intervals), None)  # noqa: RUF009
+    median: str | None = checked(optional(check_level_column), None)
+    default_name = "wis"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if (self.quantiles is None) == (self.intervals is None):
+            msg = "wis needs exactly one of quantiles= ({level: column}) or intervals= ({confidence_level: (lo, hi)})"
+            raise ValueError(msg)
+        if self.intervals is not None and self.median is None:
+            msg = "wis with intervals= needs median= (the column of the median forecast): the score includes the median term"
+            raise ValueError(msg)
+        if self.quantiles is not None and self.median is not None:
+            msg = "wis: median= is for intervals=; with quantiles= the median is the level 0.5"
+            raise ValueError(msg)
+        if self.quantiles is not None:
+            _wis_pairs(self.quantiles)
+
+    def _components(self, q: Query) -> tuple[str, str, str]:
+        """Row columns: dispersion, overprediction, underprediction (each divided by K + 1/2)."""
+        y = value_row(q, self.y)
+        if self.quantiles is not None:
+            quantile_rows(q, self.quantiles)  # the crossing checks
+            median, pairs = _wis_pairs(self.quantiles)
+        else:
+            assert self.intervals is not None and self.median is not None
+            for _, lo, hi in self.intervals:
+                interval_bounds(q, lo, hi)
+            median, pairs = self.median, [(tail_level(c), lo, hi) for c, lo, hi in self.intervals]
+        m = value_row(q, median)
+        bounds = [(tau, value_row(q, lo), value_row(q, hi)) for tau, lo, hi in pairs]
+        scale = 1.0 / (len(pairs) + 0.5)
+        yc, mc = nw.col(y), nw.col(m)
+        disp = total([nw.lit(0.0), *[tau * (nw.col(hi) - nw.col(lo)) for tau, lo, hi in bounds]]) * scale
+        over = total(
+            [0.5 * (mc - yc).clip(lower_bound=0.0), *[(nw.col(lo) - yc).clip(lower_bound=0.0) for _, lo, _ in bounds]]
+        )
+        under = total(
+            [0.5 * (yc - mc).clip(lower_bound=0.0), *[(yc - nw.col(hi)).clip(lower_bound=0.0) for _, _, hi in bounds]]
+        )
+        inputs = [y, m, *[r for _, lo, hi in bounds for r in (lo, hi)]]
+        key = ("wis", y, m, tuple(bounds))
+        return (
+            q.row((*key, "dispersion"), disp, inputs=inputs),
+            q.row((*key, "overprediction"), over * scale, inputs=inputs),
+            q.row((*key, "underprediction"), under * scale, inputs=inputs),
+        )
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        disp, over, under = (q.sum(r) for r in self._components(q))
+        return {
+            "": ratio(disp + over + under, q.n),
+            "dispersion": ratio(disp, q.n),
+            "overprediction": ratio(over, q.n),
+            "underprediction": ratio(under, q.n),
+        }
+
+
+def wis(
+    y: str,
+    *,
+    quantiles: dict[float, str] | None = None,
+    intervals: dict[float, tuple[str, str]] | None = None,
+    median: str | None = None,
+) -> WIS:
+    """Weighted interval score of Bracher, Ray, Gneiting and Reich (2021) (lower is better).
+
+    For ``K`` central intervals ``(l_k, u_k)`` at confidence levels
+    ``1 - alpha_k`` and the median ``m``::
+
+        WIS = 1 / (K + 1/2) * (1/2 |y - m| + sum_k alpha_k / 2 * IS_alpha_k)
+        IS_alpha(l, u; y) = (u - l) + 2/alpha (l - y)^+ + 2/alpha (y - u)^+
+
+    averaged over rows.  It equals ``1 / (K + 1/2)`` times the sum of the
+    pinball losses of the ``2K + 1`` quantiles.  Three more outputs add up
+    to it: ``wis_dispersion`` (``sum_k alpha_k/2 (u_k - l_k)``),
+    ``wis_overprediction`` (``sum_k (l_k - y)^+ + 1/2 (m - y)^+``) and
+    ``wis_underprediction`` (``sum_k (y - u_k)^+ + 1/2 (y - m)^+``), each
+    divided by ``K + 1/2`` and averaged.
+
+    Parameters
+    ----------
+    y : str
+        Column of the observed value.
+    quantiles : dict, optional
+        ``{level: column}`` with the median (level 0.5) and, for every level
+        ``tau < 0.5``, the level ``1 - tau`` (crossing rows are invalid).
+    intervals : dict, optional
+        ``{confidence_level: (lo, hi)}`` instead of ``quantiles`` (rows with
+        ``lo > hi`` are invalid; the intervals need not be nested), with
+        ``median``.
+    median : str, optional
+        With ``intervals``: the column of the median forecast.
+
+    Returns
+    -------
+    WIS
+        A metric object.  ``df.conformal.wis(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``wis``, its three components and ``n`` (lazy in,
+        lazy out); :func:`~conformal_frames.evaluate` combines it with other
+        metrics.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"y": [1.0, 4.0], "q10": [0.0, 1.0], "q50": [2.0, 2.0], "q90": [3.0, 3.0]})
+    >>> df.conformal.wis("y", quantiles={0.1: "q10", 0.5: "q50", 0.9: "q90"})
+    1.0
+    >>> df.conformal.wis("y", intervals={0.8: ("q10", "q90")}, median="q50")
+    1.0
+
+    References
+    ----------
+    J. Bracher, E. L. Ray, T. Gneiting and N. G. Reich (2021), "Evaluating
+    epidemic forecasts in an interval format", PLOS Computational Biology
+    17(2), e1008618; T. Gneiting and A. E. Raftery (2007), JASA 102, 359-378.
+    """
+    return WIS(y=y, quantiles=quantiles, intervals=intervals, median=median)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------
+# quantile coverage
+# ---------------------------------------------------------------------------
+_QUANTILE_STATS = {"coverage": "", "coverage_ci_low": "ci_low", "coverage_ci_high": "ci_high", "deviation": "deviation"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class QuantileCoverage(Metric):
+    y: str
+    quantiles: Quantiles | str = checked(_check_quantiles_long)  # noqa: RUF009
+    quantile_level: str | None = checked(check_level_column, None)
+    per_level: bool = checked(check_boolean, True)
+    ci_level: float = 0.95
+    default_name = "quantile_coverage"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_long_form(self.quantiles, self.quantile_level, "quantile_coverage")
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        y = value_row(q, self.y)
+        levels = _levels(q, self.quantiles, self.quantile_level, by_key=True)
+        out: dict[str, nw.Expr | None] = {}
+        deviations = []
+        for k, lv in enumerate(levels):
+            hits = q.sum(_below_row(q, y, lv))
+            cov = ratio(hits, q.n)
+            deviations.append((cov - lv.group_tau).abs())
+            if self.per_level:
+                low, high = wilson_interval(hits, q.n, self.ci_level)
+                out |= {f"level{k}": cov, f"level{k}_ci_low": low, f"level{k}_ci_high": high}
+                out[f"level{k}_deviation"] = cov - lv.group_tau
+        summary: dict[str, nw.Expr | None] = {"": total(deviations) / float(len(deviations))}
+        return {**summary, **out, "n": q.n} if self.per_level else summary
+
+
+class QuantileCoverageTable(QuantileCoverage):
+    """:class:`QuantileCoverage` with ``per_level=True``: a direct call returns the long table."""
+
+    kind = "table"
+    long = True
+
+    def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        return _to_long(self, frame, keys, self.quantiles, "quantile_level", _QUANTILE_STATS)
+
+
+def quantile_coverage(
+    y: str,
+    *,
+    quantiles: dict[float, str] | str,
+    quantile_level: str | None = None,
+    per_level: bool = True,
+    ci_level: float = 0.95,
+) -> QuantileCoverage:
+    """Quantile coverage: per level, the fraction of ``y <= q_tau`` against ``tau``.
+
+    A calibrated quantile forecast at level ``tau`` has ``y <= q_tau`` in a
+    fraction ``tau`` of the rows.  Per level: ``coverage = (1/n) sum_i
+    1[y_i <= q_tau,i]``, its Wilson interval at confidence ``ci_level``
+    (``coverage_ci_low`` / ``coverage_ci_high``) and ``deviation = coverage -
+    tau``.  The one-number summary is the mean absolute deviation over the
+    ``L`` levels, ``(1/L) sum_tau |coverage_tau - tau|`` (the miscalibration
+    area of uncertainty-toolbox when the levels are an even grid).
+
+    Parameters
+    ----------
+    y : str
+        Column of the observed value.
+    quantiles : dict or str
+        ``{level: column}`` (wide form; crossing rows are invalid), or the
+        column of the quantile in the long form (with ``quantile_level``).
+    quantile_level : str, optional
+        Long form: the column of each row's level, in (0, 1); it must be a
+        ``by=`` key (one level per group).
+    per_level : bool, default True
+        ``True``: a direct call returns the long table (group keys,
+        ``quantile_level``, ``coverage``, ``coverage_ci_low``,
+        ``coverage_ci_high``, ``deviation``, ``n``; one row per level; in the
+        long form the level is the group's own key).  ``False``: the summary
+        only (a float on an eager frame without ``by=``).  In ``evaluate``
+        the summary is the column ``quantile_coverage``, the levels are wide
+        columns ``quantile_coverage_level<k>``, ``..._level<k>_ci_low``, ...
+    ci_level : float, default 0.95
+        Confidence level of the Wilson intervals.
+
+    Returns
+    -------
+    QuantileCoverage
+        A metric object (see ``per_level`` for what a direct call returns);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"y": [1.0, 2.0, 3.0, 4.0], "q25": [1.5, 1.5, 1.5, 1.5], "q75": [3.5, 3.5, 2.5, 3.5]})
+    >>> q = {0.25: "q25", 0.75: "q75"}
+    >>> df.conformal.quantile_coverage("y", quantiles=q).select("quantile_level", "coverage", "deviation", "n")
+    shape: (2, 4)
+    ┌────────────────┬──────────┬───────────┬─────┐
+    │ quantile_level ┆ coverage ┆ deviation ┆ n   │
+    │ ---            ┆ ---      ┆ ---       ┆ --- │
+    │ f64            ┆ f64      ┆ f64       ┆ i64 │
+    ╞════════════════╪══════════╪═══════════╪═════╡
+    │ 0.25           ┆ 0.25     ┆ 0.0       ┆ 4   │
+    │ 0.75           ┆ 0.5      ┆ -0.25     ┆ 4   │
+    └────────────────┴──────────┴───────────┴─────┘
+    >>> df.conformal.quantile_coverage("y", quantiles=q, per_level=False)
+    0.125
+
+    References
+    ----------
+    T. Gneiting, F. Balabdaoui and A. E. Raftery (2007), "Probabilistic
+    forecasts, calibration and sharpness", JRSS B 69(2), 243-268; Y. Chung,
+    I. Char, H. Guo, J. Schneider and W. Neiswanger (2021), "Uncertainty
+    toolbox", arXiv:2109.10254.
+    """
+    cls = QuantileCoverageTable if per_level is True else QuantileCoverage
+    return cls(y=y, quantiles=quantiles, quantile_level=quantile_level, per_level=per_level, ci_level=ci_level)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------
+# interval coverage
+# ---------------------------------------------------------------------------
+_INTERVAL_STATS = {
+    "coverage": "",
+    "coverage_ci_low": "ci_low",
+    "coverage_ci_high": "ci_high",
+    "width": "width",
+    "winkler": "winkler",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntervalCoverage(Metric):
+    y: str
+    intervals: Intervals = checked(check_intervals)  # noqa: RUF009
+    ci_level: float = 0.95
+    default_name = "interval_coverage"
+    kind = "table"
+    long = True
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        y = value_row(q, self.y)
+        out: dict[str, nw.Expr | None] = {}
+        for k, (level, lo, hi) in enumerate(self.intervals):
+            hits = q.sum(covered_row(q, self.y, lo, hi))
+            low, high = wilson_interval(hits, q.n, self.ci_level)
+            lo_r, hi_r = value_row(q, lo), value_row(q, hi)
+            miss = (nw.col(lo_r) - nw.col(y)).clip(lower_bound=0.0) + (nw.col(y) - nw.col(hi_r)).clip(lower_bound=0.0)
+            score = (nw.col(hi_r) - nw.col(lo_r)) + (2.0 / (1.0 - level)) * miss
+            winkler = q.row(("winkler_rows", y, lo, hi, level), score, inputs=[y, lo_r, hi_r])
+            out |= {f"level{k}": ratio(hits, q.n), f"level{k}_ci_low": low, f"level{k}_ci_high": high}
+            out[f"level{k}_width"] = ratio(q.sum(width_row(q, lo, hi)), q.n)
+            out[f"level{k}_winkler"] = ratio(q.sum(winkler), q.n)
+        out["n"] = q.n
+        return out
+
+    def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+        return _to_long(self, frame, keys, self.intervals, "confidence_level", _INTERVAL_STATS)
+
+
+def interval_coverage(y: str, *, intervals: dict[float, tuple[str, str]], ci_level: float = 0.95) -> IntervalCoverage:
+    """Coverage, width and Winkler score of central intervals at several levels.
+
+    Per confidence level ``c`` with interval ``(lo, hi)``: ``coverage =
+    (1/n) sum_i 1[lo_i <= y_i <= hi_i]`` (both bounds inclusive) with its
+    Wilson interval at confidence ``ci_level``, the mean ``width`` ``hi -
+    lo`` and the mean ``winkler`` score ``w + 2/alpha ((lo - y)^+ + (y -
+    hi)^+)`` with ``alpha = 1 - c``: the same numbers as :func:`coverage`,
+    :func:`width` and :func:`winkler` level by level, in one query.
+
+    Long-form intervals (one row per forecast and level, the level in a
+    column) need no special metric: group by the level column and pass it as
+    ``confidence_level``, e.g. ``cf.winkler("y", "lo", "hi",
+    confidence_level="level")`` with ``by=[..., "level"]``.
+
+    Parameters
+    ----------
+    y : str
+        Column of the observed value.
+    intervals : dict
+        ``{confidence_level: (lo, hi)}``; rows with ``lo > hi`` are invalid.
+    ci_level : float, default 0.95
+        Confidence level of the Wilson intervals.
+
+    Returns
+    -------
+    IntervalCoverage
+        A metric object.  ``df.conformal.interval_coverage(...)`` returns the
+        long table: group keys, ``confidence_level``, ``coverage``,
+        ``coverage_ci_low``, ``coverage_ci_high``, ``width``, ``winkler`` and
+        ``n``, one row per group and level (a frame of the caller's type, lazy
+        in, lazy out).  Inside :func:`~conformal_frames.evaluate`: wide
+        columns ``interval_coverage_level<k>``, ``..._level<k>_width``, ...
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"y": [1.0, 3.0], "lo8": [0.5, 0.5], "hi8": [1.5, 1.5], "lo9": [0.0, 0.0], "hi9": [2.0, 4.0]})
+    >>> t = df.conformal.interval_coverage("y", intervals={0.8: ("lo8", "hi8"), 0.9: ("lo9", "hi9")})
+    >>> t[["confidence_level", "coverage", "width", "winkler", "n"]]
+       confidence_level  coverage  width  winkler  n
+    0               0.8       0.5    1.0     8.5  2
+    1               0.9       1.0    3.0     3.0  2
+
+    References
+    ----------
+    R. L. Winkler (1972), "A decision-theoretic approach to interval
+    estimation", JASA 67, 187-191; E. B. Wilson (1927), JASA 22(158), 209-212.
+    """
+    return IntervalCoverage(y=y, intervals=intervals, ci_level=ci_level)  # type: ignore[arg-type]
