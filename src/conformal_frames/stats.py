@@ -32,10 +32,11 @@ def wilson_interval(successes: nw.Expr, n: nw.Expr, confidence: float) -> tuple[
     # clip: invalid rows (labels outside {0, 1}) can make k > n before they are reported
     half = z / (n + z2) * ((successes * (n - successes) / n).clip(lower_bound=0.0) + z2 / 4).sqrt()
     estimate = successes / n
-    # min/max pick one of the two values: the same numbers as a when/then, in
-    # half the expression nodes (each node costs query-building time)
-    low = nw.min_horizontal(center - half, estimate)
-    high = nw.max_horizontal(center + half, estimate)
+    # a when/then, not min/max_horizontal: Dask cannot align a horizontal
+    # reduction over the aggregated frame ("Objects are not co-aligned")
+    raw_low, raw_high = center - half, center + half
+    low = nw.when(raw_low > estimate).then(estimate).otherwise(raw_low)
+    high = nw.when(raw_high < estimate).then(estimate).otherwise(raw_high)
     return low.clip(lower_bound=0.0, upper_bound=1.0), high.clip(lower_bound=0.0, upper_bound=1.0)
 
 
