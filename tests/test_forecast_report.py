@@ -295,3 +295,18 @@ def test_long_form_intervals_point_to_the_interval_metrics() -> None:
         cf.interval_coverage("y", intervals=("lo", "hi"))
     with pytest.raises(TypeError, match=r"^intervals must be .*long form"):
         cf.wis("y", intervals=["lo", "hi"], median="m")
+
+
+def test_report_quantile_calibration_figure(tmp_path) -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    df = pl.DataFrame(of.forecast_data(25))
+    rep = df.conformal.report(y="y", quantiles=QUANTILES, by="g")
+    figs = rep.figures()
+    assert list(figs) == ["quantile_calibration"]
+    ax = figs["quantile_calibration"].axes[0]
+    table = rep.frame("quantile_coverage").filter(pl.col("g") == "d_many")
+    line = next(ln for ln in ax.get_lines() if ln.get_label() == "d_many")
+    np.testing.assert_allclose(line.get_xdata(), table["quantile_level"].to_numpy(), rtol=0)
+    np.testing.assert_allclose(line.get_ydata(), table["coverage"].to_numpy(), rtol=1e-12)
+    assert [p.name for p in rep.save_plots(tmp_path)] == ["quantile_calibration.png"]
