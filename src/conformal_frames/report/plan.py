@@ -131,16 +131,17 @@ class Plan:
         width, Winkler per level).
         """
         ms: list[core.Metric] = []
-        bins = {"n_bins": self.n_bins, "ci_level": self.ci_level}
         if self.mean is not None and self.std is not None:
             ms += [crps(y, mean=self.mean, std=self.std), pit_test(y, mean=self.mean, std=self.std)]
-            ms.append(pit_histogram(y, mean=self.mean, std=self.std, **bins))
+            ms.append(pit_histogram(y, mean=self.mean, std=self.std, n_bins=self.n_bins, ci_level=self.ci_level))
         if self.quantiles:
             prefix = "quantile_" if ms else ""
             ms += [
                 crps(y, quantiles=self.quantiles).alias(f"{prefix}crps"),
                 pit_test(y, quantiles=self.quantiles).alias(f"{prefix}pit_test"),
-                pit_histogram(y, quantiles=self.quantiles, **bins).alias(f"{prefix}pit_histogram"),
+                pit_histogram(y, quantiles=self.quantiles, n_bins=self.n_bins, ci_level=self.ci_level).alias(
+                    f"{prefix}pit_histogram"
+                ),
                 pinball_loss(y, quantiles=self.quantiles),
             ]
             if has_wis_levels(self.quantiles):
