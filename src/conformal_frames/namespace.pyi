@@ -528,6 +528,7 @@ class ConformalNamespace:
         quantiles: dict[float, str] | None = ...,
         mean: str | None = ...,
         std: str | None = ...,
+        intervals: dict[float, tuple[str, str]] | None = ...,
     ) -> Report: ...
 
 def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...

@@ -38,6 +38,7 @@ from conformal_frames.forecast_inputs import (
     check_quantiles,
     is_close_level,
     level_column_row,
+    nesting_checks,
     quantile_rows,
     tail_level,
     value_row,
@@ -333,6 +334,7 @@ class WIS(Metric):
             assert self.intervals is not None and self.median is not None
             for _, lo, hi in self.intervals:
                 interval_bounds(q, lo, hi)
+            nesting_checks(q, self.intervals)
             median, pairs = self.median, [(tail_level(c), lo, hi) for c, lo, hi in self.intervals]
         m = value_row(q, median)
         bounds = [(tau, value_row(q, lo), value_row(q, hi)) for tau, lo, hi in pairs]
@@ -396,7 +398,7 @@ def wis(
         ``tau < 0.5``, the level ``1 - tau`` (crossing rows are invalid).
     intervals : dict, optional
         ``{confidence_level: (lo, hi)}`` instead of ``quantiles`` (rows with
-        ``lo > hi`` are invalid; the intervals need not be nested), with
+        ``lo > hi`` and rows whose intervals are not nested are invalid), with
         ``median``.
     median : str, optional
         With ``intervals``: the column of the median forecast.
@@ -597,6 +599,7 @@ class IntervalCoverage(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y = value_row(q, self.y)
+        nesting_checks(q, self.intervals)
         w = q.weighting(self.weights)
         out: dict[str, nw.Expr | None] = {}
         for k, (level, lo, hi) in enumerate(self.intervals):
@@ -640,7 +643,9 @@ def interval_coverage(
     y : str
         Column of the observed value.
     intervals : dict
-        ``{confidence_level: (lo, hi)}``; rows with ``lo > hi`` are invalid.
+        ``{confidence_level: (lo, hi)}``; rows with ``lo > hi`` and rows
+        whose intervals are not nested (``lo90 <= lo80 <= hi80 <= hi90``) are
+        invalid.
     ci_level : float, default 0.95
         Confidence level of the Wilson intervals.
     weights : str, optional

@@ -21,6 +21,7 @@ from conformal_frames.calibration import brier, ece, ks_test, kuiper_test, relia
 from conformal_frames.conditional import coverage_test
 from conformal_frames.distributions import crps, pit_test
 from conformal_frames.intervals import coverage, hsic, ssc, ssc_score, width, winkler
+from conformal_frames.quantiles import _wis_pairs, interval_coverage, pinball_loss, quantile_coverage, wis
 from conformal_frames.recalibration import score_decomposition, smooth_ece
 from conformal_frames.report.widths import collect
 from conformal_frames.sets import empty_rate, set_coverage, set_size, singleton_rate
@@ -57,6 +58,7 @@ class Plan:
     test_in_query: bool
     #: forecast columns (the forecast family): ``{level: column}`` and a Gaussian forecast
     quantiles: dict[float, str] | None = None
+    intervals: dict[float, tuple[str, str]] | None = None
     mean: str | None = None
     std: str | None = None
 
@@ -113,12 +115,20 @@ class Plan:
                 out["calibration"].append(smooth_ece(label, score))
                 out["decomposition"] = [score_decomposition(label, score)]
             out["reliability"] = [reliability(label, score, n_bins=self.n_bins, ci_level=self.ci_level)]
-        if self.y is not None and (self.quantiles or self.mean is not None):
+        if self.y is not None and (self.quantiles or self.intervals or self.mean is not None):
             out["forecast"] = self._forecast(self.y)
         return out
 
     def _forecast(self, y: str) -> list[core.Metric]:
-        """Scores of quantile, interval and Gaussian forecasts (the Gaussian ones first, unprefixed)."""
+        """Scores of quantile, interval and Gaussian forecasts (the Gaussian ones first, unprefixed).
+
+        Quantiles: CRPS and PIT test, the mean pinball loss, WIS and its
+        components (when the levels hold the median and central intervals)
+        and the per-level coverage (its mean absolute deviation in the
+        ``forecast`` table; the long table ``quantile_coverage``).  Intervals:
+        the long table ``interval_coverage`` (coverage, Wilson interval,
+        width, Winkler per level).
+        """
         ms: list[core.Metric] = []
         if self.mean is not None and self.std is not None:
             ms += [crps(y, mean=self.mean, std=self.std), pit_test(y, mean=self.mean, std=self.std)]
@@ -127,7 +137,13 @@ class Plan:
             ms += [
                 crps(y, quantiles=self.quantiles).alias(f"{prefix}crps"),
                 pit_test(y, quantiles=self.quantiles).alias(f"{prefix}pit_test"),
+                pinball_loss(y, quantiles=self.quantiles),
             ]
+            if has_wis_levels(self.quantiles):
+                ms.append(wis(y, quantiles=self.quantiles))
+            ms.append(quantile_coverage(y, quantiles=self.quantiles, ci_level=self.ci_level))
+        if self.intervals:
+            ms.append(interval_coverage(y, intervals=self.intervals, ci_level=self.ci_level))
         return ms
 
     def _coverage(self, family: str, y: str, **target: Any) -> core.Metric:
@@ -166,6 +182,17 @@ class Plan:
             singleton_rate(sets, classes=classes),
             empty_rate(sets, classes=classes),
         ]
+
+
+def has_wis_levels(quantiles: dict[float, str]) -> bool:
+    """The levels hold the median and, for every level ``tau``, the level ``1 - tau`` (what WIS needs)."""
+    from conformal_frames.forecast_inputs import check_quantiles
+
+    try:
+        _wis_pairs(check_quantiles(quantiles))  # type: ignore[arg-type]
+    except ValueError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------

@@ -97,7 +97,8 @@ def summarize(tables: dict[str, Any], keys: list[str], target: Any, test: str | 
     t = tables[name]
     n = floats(t, "n")
     invalid, dropped = _count(t, "n_invalid"), _count(t, "n_dropped")
-    families = [f for f in tables if f not in ("ssc", "decomposition", "reliability", "widths")]
+    per_level = ("quantile_coverage", "interval_coverage")
+    families = [f for f in tables if f not in ("ssc", "decomposition", "reliability", "widths", *per_level)]
     out: dict[str, Any] = {"rows": int(n.sum() + dropped.sum()), "groups": len(t), "families": families}
     if target is not None:
         out["target"] = target if isinstance(target, float) else f"column {target!r}"
