@@ -51,7 +51,7 @@ def test_report_forecast_tables_equal_evaluate(constructor) -> None:
     data = of.forecast_data(21)
     frame = constructor(data)
     rep = cf.conformal(frame).report(y="y", quantiles=QUANTILES, intervals=INTERVALS, by="g")
-    assert list(rep.tables) == ["forecast", "quantile_coverage", "interval_coverage"]
+    assert list(rep.tables) == ["forecast", "pit_histogram", "quantile_coverage", "interval_coverage"]
     t = to_pandas(rep.frame("forecast"))
     if constructor.lazy:  # lazy input: invalid="null" by default, with the count of invalid rows
         assert t.pop("n_invalid").tolist() == [0, 0, 0, 0]
@@ -76,12 +76,13 @@ def test_report_forecast_tables_equal_evaluate(constructor) -> None:
     for name, metric in [
         ("quantile_coverage", cf.quantile_coverage("y", quantiles=QUANTILES)),
         ("interval_coverage", cf.interval_coverage("y", intervals=INTERVALS)),
+        ("pit_histogram", cf.pit_histogram("y", quantiles=QUANTILES)),
     ]:
         got = to_pandas(rep.frame(name))
         want = to_pandas(getattr(cf.conformal(frame), name)(**_args(metric), by="g"))
         assert list(got.columns) == list(want.columns)
         for c in got.columns:
-            if c in ("g", "n"):
+            if c in ("g", "n", "bin"):
                 assert got[c].tolist() == want[c].tolist(), c
             else:
                 assert got[c].tolist() == pytest.approx(want[c].tolist(), rel=1e-12), f"{name}.{c}"
@@ -122,7 +123,8 @@ def test_report_forecast_rendering_and_options() -> None:
     rep = df.conformal.report(y="y", quantiles=QUANTILES, intervals=INTERVALS, by="g")
     text = str(rep)
     assert "quantile_coverage_mad" in text and "Interval coverage per confidence level" in text
-    assert "Quantile coverage per level" in text
+    assert "Quantile coverage per level" in text and "PIT histogram: frequency per bin" in text
+    assert "bin9" in text  # the histogram pivoted: one row per group
     page = rep.to_html(plots=False)
     assert "<h3>Interval coverage per confidence level" in page and "winkler" in page
     assert rep.summary["families"] == ["forecast"]
@@ -303,10 +305,18 @@ def test_report_quantile_calibration_figure(tmp_path) -> None:
     df = pl.DataFrame(of.forecast_data(25))
     rep = df.conformal.report(y="y", quantiles=QUANTILES, by="g")
     figs = rep.figures()
-    assert list(figs) == ["quantile_calibration"]
+    assert list(figs) == ["quantile_calibration", "pit_histogram"]
     ax = figs["quantile_calibration"].axes[0]
     table = rep.frame("quantile_coverage").filter(pl.col("g") == "d_many")
     line = next(ln for ln in ax.get_lines() if ln.get_label() == "d_many")
     np.testing.assert_allclose(line.get_xdata(), table["quantile_level"].to_numpy(), rtol=0)
     np.testing.assert_allclose(line.get_ydata(), table["coverage"].to_numpy(), rtol=1e-12)
-    assert [p.name for p in rep.save_plots(tmp_path)] == ["quantile_calibration.png"]
+    assert [p.name for p in rep.save_plots(tmp_path)] == ["quantile_calibration.png", "pit_histogram.png"]
+    both = df.with_columns(pl.col("y").alias("mu"), pl.lit(1.0).alias("sd")).conformal.report(
+        y="y", quantiles=QUANTILES, mean="mu", std="sd", n_bins=4
+    )
+    assert list(both.tables)[:3] == ["forecast", "pit_histogram", "quantile_pit_histogram"]
+    assert both.frame("quantile_pit_histogram")["bin"].to_list() == [0, 1, 2, 3]
+    direct = df.conformal.pit_histogram("y", quantiles=QUANTILES, n_bins=4)
+    assert both.frame("quantile_pit_histogram")["n"].to_list() == direct["n"].to_list()
+    assert "quantile_pit_histogram" in both.figures()

@@ -606,7 +606,9 @@ def _metric_options(p: argparse.ArgumentParser) -> None:
         default="holm",
         help="multiplicity correction across segments (default holm)",
     )
-    opts.add_argument("--n-bins", type=_positive_int, default=10, metavar="M", help="score bins (default 10)")
+    opts.add_argument(
+        "--n-bins", type=_positive_int, default=10, metavar="M", help="score bins and PIT histogram bins (default 10)"
+    )
     opts.add_argument(
         "--ssc-n-bins",
         type=_positive_int,

@@ -172,7 +172,8 @@ def report(
         (several levels stacked in long format), which becomes a group
         column and each group's target.
     n_bins : int, default 10
-        Score bins of the calibration metrics and the reliability table.
+        Score bins of the calibration metrics and the reliability table; PIT
+        bins of the forecast family's PIT histograms.
     ssc_n_bins : int, default 3
         Width bins of the size-stratified coverage.
     ci_level : float, default 0.95
@@ -205,7 +206,8 @@ def report(
         Quantile forecasts of ``y``, ``{level: column}``: the forecast family.
         The table ``"forecast"`` gets the CRPS from the quantiles and the PIT
         uniformity test (:func:`conformal_frames.crps`,
-        :func:`conformal_frames.pit_test`), the mean ``pinball_loss``, the
+        :func:`conformal_frames.pit_test`; the PIT histogram with ``n_bins``
+        bins is the table ``"pit_histogram"``), the mean ``pinball_loss``, the
         ``wis`` and its three components (when the levels hold the median
         and, for every level ``tau``, the level ``1 - tau``) and
         ``quantile_coverage_mad``, the mean over levels of ``|coverage -
@@ -213,8 +215,8 @@ def report(
         and level (:func:`conformal_frames.quantile_coverage`).
     mean, std : str, optional
         A Gaussian forecast of ``y``: its CRPS and PIT test in the
-        ``"forecast"`` table (prefixed ``quantile_`` are then the quantile
-        forecast's).
+        ``"forecast"`` table and its PIT histogram (prefixed ``quantile_``
+        are then the quantile forecast's).
     intervals : dict, optional
         Central intervals of ``y`` at several levels, ``{confidence_level:
         (lo, hi)}``: the long table ``"interval_coverage"``, one row per group

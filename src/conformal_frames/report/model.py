@@ -16,14 +16,16 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames.report import render
 from conformal_frames.report.summary import main_family, plain
+from conformal_frames.report.tables import PER_BIN, PER_LEVEL
 
 #: groups shown in text and HTML tables by default (``Report.max_rows``)
 MAX_ROWS = 50
 #: segments shown in each plot by default (``Report.max_segments``)
 MAX_SEGMENTS = 50
-_LONG = ("ssc", "reliability")
+#: one row per group and bin: pivoted for display, left out of the per-group long form (metrics())
+_LONG = PER_BIN
 #: one row per group and level: shown as they are, left out of the per-group long form (metrics())
-_PER_LEVEL = ("quantile_coverage", "interval_coverage")
+_PER_LEVEL = PER_LEVEL
 
 
 @dataclass
@@ -39,8 +41,9 @@ class Report:
         test columns), ``"ssc"`` (coverage per width bin), ``"widths"`` (width
         quantiles per group), and when they apply ``"sets"``,
         ``"calibration"``, ``"reliability"``, ``"forecast"`` (forecast scores
-        per group), ``"quantile_coverage"`` and ``"interval_coverage"`` (one
-        row per group and level).
+        per group), ``"pit_histogram"`` / ``"quantile_pit_histogram"`` (one
+        row per group and PIT bin), ``"quantile_coverage"`` and
+        ``"interval_coverage"`` (one row per group and level).
     summary : dict
         Rows, groups, pooled coverage per target (with the rows it
         excludes) and the coverage gap, worst group, the significantly
@@ -104,7 +107,7 @@ class Report:
         """All metrics in long (tidy) form: keys, ``family``, ``metric``, ``value``.
 
         Only numeric metric columns of the per-group tables (not the per-bin
-        ``ssc``/``reliability`` tables, the per-level ``quantile_coverage`` /
+        ``ssc``/``reliability``/PIT histogram tables, the per-level ``quantile_coverage`` /
         ``interval_coverage`` tables nor ``widths``).
         """
         records = self._long_records()

@@ -19,7 +19,7 @@ from conformal_frames import core
 from conformal_frames._validate import check_choice, check_probability
 from conformal_frames.calibration import brier, ece, ks_test, kuiper_test, reliability, spiegelhalter_test
 from conformal_frames.conditional import coverage_test
-from conformal_frames.distributions import crps, pit_test
+from conformal_frames.distributions import crps, pit_histogram, pit_test
 from conformal_frames.intervals import coverage, hsic, ssc, ssc_score, width, winkler
 from conformal_frames.quantiles import _wis_pairs, interval_coverage, pinball_loss, quantile_coverage, wis
 from conformal_frames.recalibration import score_decomposition, smooth_ece
@@ -122,7 +122,8 @@ class Plan:
     def _forecast(self, y: str) -> list[core.Metric]:
         """Scores of quantile, interval and Gaussian forecasts (the Gaussian ones first, unprefixed).
 
-        Quantiles: CRPS and PIT test, the mean pinball loss, WIS and its
+        Gaussian and quantiles: CRPS, PIT test and PIT histogram (a long
+        table by bin, ``n_bins`` bins).  Quantiles also: the mean pinball loss, WIS and its
         components (when the levels hold the median and central intervals)
         and the per-level coverage (its mean absolute deviation in the
         ``forecast`` table; the long table ``quantile_coverage``).  Intervals:
@@ -132,11 +133,15 @@ class Plan:
         ms: list[core.Metric] = []
         if self.mean is not None and self.std is not None:
             ms += [crps(y, mean=self.mean, std=self.std), pit_test(y, mean=self.mean, std=self.std)]
+            ms.append(pit_histogram(y, mean=self.mean, std=self.std, n_bins=self.n_bins, ci_level=self.ci_level))
         if self.quantiles:
             prefix = "quantile_" if ms else ""
             ms += [
                 crps(y, quantiles=self.quantiles).alias(f"{prefix}crps"),
                 pit_test(y, quantiles=self.quantiles).alias(f"{prefix}pit_test"),
+                pit_histogram(y, quantiles=self.quantiles, n_bins=self.n_bins, ci_level=self.ci_level).alias(
+                    f"{prefix}pit_histogram"
+                ),
                 pinball_loss(y, quantiles=self.quantiles),
             ]
             if has_wis_levels(self.quantiles):

@@ -32,18 +32,22 @@ TABLE_ORDER = (
     "decomposition",
     "reliability",
     "forecast",
+    "pit_histogram",
+    "quantile_pit_histogram",
     "quantile_coverage",
     "interval_coverage",
 )
 #: per-level tables: one row per group and level (not per group)
 PER_LEVEL = ("quantile_coverage", "interval_coverage")
+#: per-bin tables: one row per group and bin
+PER_BIN = ("ssc", "reliability", "pit_histogram", "quantile_pit_histogram")
 #: quantile_coverage's summary (the mean absolute deviation over levels) as a forecast-table column
 FORECAST_RENAMES = {"quantile_coverage": "quantile_coverage_mad"}
 
 
 def build_tables(wide: nw.DataFrame, plan: Plan, families: dict[str, list[core.Metric]], schema: Any) -> dict[str, Any]:
     """Family tables (``intervals``, ``ssc``, ``sets``, ``calibration``, ``decomposition``, ``reliability``,
-    ``forecast``, ``quantile_coverage``, ``interval_coverage``)."""
+    ``forecast``, ``pit_histogram``, ``quantile_pit_histogram``, ``quantile_coverage``, ``interval_coverage``)."""
     keys = plan.keys
     common = ["n", *[c for c in INVALID_COUNTS if c in wide.columns]]
     lazy_wide = wide.lazy()
