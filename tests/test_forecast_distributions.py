@@ -568,7 +568,8 @@ def test_report_forecast_family():
     rep = df.conformal.report(y="y", quantiles=QCOLS, mean="mu", std="sd", by="g")
     t = rep.frame("forecast")
     assert list(t.columns) == [
-        "g", "crps", "pit_test", "pit_test_pvalue", "quantile_crps", "quantile_pit_test", "quantile_pit_test_pvalue", "n"
+        "g", "crps", "pit_test", "pit_test_pvalue", "quantile_crps", "quantile_pit_test", "quantile_pit_test_pvalue",
+        "pinball_loss", "wis", "wis_dispersion", "wis_overprediction", "wis_underprediction", "quantile_coverage_mad", "n",
     ]  # fmt: skip
     direct = cf.evaluate(
         df, cf.crps("y", mean="mu", std="sd"), cf.crps("y", quantiles=QCOLS).alias("q"), cf.pit_test("y", mean="mu", std="sd"), by="g"

@@ -262,11 +262,13 @@ def _check_arguments(args: argparse.Namespace, schema: Any, by: list[str]) -> No
     from conformal_frames.report import plan
 
     try:
-        forecast = {"quantiles": args.quantiles, "mean": args.mean, "std": args.std}
+        forecast = {"quantiles": args.quantiles, "intervals": args.intervals, "mean": args.mean, "std": args.std}
         plan.check_roles(args.y, args.lo, args.hi, args.score, args.score_y, args.sets, spell=_flag, forecast=forecast)
         level = args.confidence_level if isinstance(args.confidence_level, str) else None
         roles = {k: getattr(args, k) for k in ("y", "lo", "hi", "score", "score_y", "sets", "mean", "std")}
         roles |= {f"quantiles {lv:g}": c for lv, c in (args.quantiles or {}).items()}
+        for lv, (lo, hi) in (args.intervals or {}).items():
+            roles |= {f"intervals {lv:g} lo": lo, f"intervals {lv:g} hi": hi}
         names = roles | {"confidence_level": level} | {f"by[{i}]": k for i, k in enumerate(by)}
         plan.check_schema(schema, names, spell=_flag)
     except ValueError as exc:
@@ -315,6 +317,7 @@ def _evaluate(args: argparse.Namespace, lf: Any, fmt: str, by: list[str], bounde
             max_rows=args.max_rows,
             max_segments=args.max_segments,
             quantiles=args.quantiles,
+            intervals=args.intervals,
             mean=args.mean,
             std=args.std,
         )
@@ -532,7 +535,15 @@ def _column_options(p: argparse.ArgumentParser) -> None:
         "--quantiles",
         metavar="LEVEL=COL,...",
         type=_quantile_columns,
-        help="quantile forecasts of --y, e.g. 0.1=q10,0.5=q50,0.9=q90: CRPS and PIT test (forecast table)",
+        help="quantile forecasts of --y, e.g. 0.1=q10,0.5=q50,0.9=q90: CRPS, PIT test, pinball loss, WIS "
+        "(with the median and symmetric levels) and quantile coverage per level (forecast tables)",
+    )
+    cols.add_argument(
+        "--intervals",
+        metavar="LEVEL=LO:HI,...",
+        type=_interval_columns,
+        help="central intervals of --y at several confidence levels, e.g. 0.8=lo80:hi80,0.9=lo90:hi90: "
+        "coverage (Wilson interval), width and Winkler score per level (interval_coverage table)",
     )
     cols.add_argument("--mean", metavar="COL", help="mean of a Gaussian forecast of --y (with --std)")
     cols.add_argument("--std", metavar="COL", help="standard deviation of a Gaussian forecast of --y (with --mean)")
@@ -553,6 +564,23 @@ def _quantile_columns(text: str) -> dict[float, str]:
             msg = f"expected LEVEL=COLUMN pairs such as 0.1=q10,0.9=q90, got {part.strip()!r}"
             raise argparse.ArgumentTypeError(msg)
         out[value] = column
+    return out
+
+
+def _interval_columns(text: str) -> dict[float, tuple[str, str]]:
+    """``0.8=lo80:hi80,0.9=lo90:hi90`` -> ``{0.8: ("lo80", "hi80"), ...}`` (levels checked by the report)."""
+    out: dict[float, tuple[str, str]] = {}
+    for part in text.split(","):
+        level, sep, columns = part.strip().partition("=")
+        lo, colon, hi = columns.partition(":")
+        try:
+            value = float(level)
+        except ValueError:
+            value = math.nan
+        if not sep or not colon or not lo or not hi or ":" in hi or value != value:
+            msg = f"expected LEVEL=LO:HI pairs such as 0.8=lo80:hi80,0.9=lo90:hi90, got {part.strip()!r}"
+            raise argparse.ArgumentTypeError(msg)
+        out[value] = (lo, hi)
     return out
 
 
@@ -578,7 +606,9 @@ def _metric_options(p: argparse.ArgumentParser) -> None:
         default="holm",
         help="multiplicity correction across segments (default holm)",
     )
-    opts.add_argument("--n-bins", type=_positive_int, default=10, metavar="M", help="score bins (default 10)")
+    opts.add_argument(
+        "--n-bins", type=_positive_int, default=10, metavar="M", help="score bins and PIT histogram bins (default 10)"
+    )
     opts.add_argument(
         "--ssc-n-bins",
         type=_positive_int,

@@ -19,7 +19,7 @@ from conformal_frames import core
 from conformal_frames._validate import check_column, check_positive_int, choice
 from conformal_frames.brownian import with_normal_sf
 from conformal_frames.calibration import binary_row
-from conformal_frames.core import Metric, Query, TableRef
+from conformal_frames.core import Metric, Query, TableRef, no_weights
 from conformal_frames.results import DieboldMarianoTestResult
 from conformal_frames.stats import ratio
 
@@ -113,6 +113,9 @@ class DieboldMarianoTest(Metric):
         return {"": ref.col("z"), "pvalue": ref.col("p")}
 
 
+@no_weights(
+    "diebold_mariano_test", "its long-run variance is that of the loss differences of consecutive rows, a time series"
+)
 def diebold_mariano_test(
     y: str, score: str, other: str, *, order_by: str, loss: Loss = "squared", horizon: int = 1
 ) -> DieboldMarianoTest:

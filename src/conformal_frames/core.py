@@ -528,19 +528,21 @@ class Weighting:
         return self.q.max(self.positive(row))
 
 
-def no_weights(metric: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+def no_weights(metric: str, why: str | None = None) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """Decorate the factory of a metric without a weighted version.
 
-    ``weights=`` then raises ``TypeError("<metric> has no weighted version ...")``
-    instead of Python's generic message.
+    ``weights=`` then raises ``TypeError("<metric> has no weighted version
+    (<why>): ...")`` instead of Python's generic message.
     """
+    reason = f" ({why})" if why else ""
 
     def decorate(fn: Callable[..., T]) -> Callable[..., T]:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> T:
             if "weights" in kwargs:
                 msg = (
-                    f"{metric} has no weighted version: weights= is not supported (see the Weights section of the docs)"
+                    f"{metric} has no weighted version{reason}: weights= is not supported "
+                    "(see the Weights section of the docs)"
                 )
                 raise TypeError(msg)
             return fn(*args, **kwargs)

@@ -35,7 +35,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import check_column, check_columns, checked, choice, fail, optional
 from conformal_frames.brownian import _BIG, _phi_c, _t_of
-from conformal_frames.core import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, over, total
+from conformal_frames.core import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, no_weights, over, total
 from conformal_frames.forecast_inputs import Quantiles, check_quantiles, quantile_rows, value_row
 from conformal_frames.results import PITTestResult
 from conformal_frames.sets import arrow_lists
@@ -136,6 +136,8 @@ class Ensemble:
     y: str
     #: a list row column, or one row column per member
     members: str | tuple[str, ...]
+    #: the row column of the forecast's weight (``weights=``), carried to each forecast
+    weight: str | None = None
 
     @property
     def width(self) -> int | None:
@@ -167,13 +169,13 @@ def _list_members(q: Query, name: str) -> str:
     return q.row(("samples_list", name), col)
 
 
-def ensemble(q: Query, y: str, samples: str | tuple[str, ...]) -> Ensemble:
-    """The ensemble's row columns (inputs checked)."""
+def ensemble(q: Query, y: str, samples: str | tuple[str, ...], weight: str | None = None) -> Ensemble:
+    """The ensemble's row columns (inputs checked); ``weight``: a weight row column."""
     y_row = q.row(("value", y), q.number(y))
     if isinstance(samples, str):
-        return Ensemble(y_row, _list_members(q, samples))
+        return Ensemble(y_row, _list_members(q, samples), weight)
     # + 0.0 turns -0.0 into 0.0: pandas (pyarrow dtypes) cannot sort or group a column holding both
-    return Ensemble(y_row, tuple(q.row(("member", s), q.number(s) + 0.0) for s in samples))
+    return Ensemble(y_row, tuple(q.row(("member", s), q.number(s) + 0.0) for s in samples), weight)
 
 
 def _members_long(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: TableRef) -> nw.LazyFrame:
@@ -181,23 +183,26 @@ def _members_long(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: Table
 
     A list column is exploded once.  Member columns are stacked (a union of
     one select per member); their row id is ordered by the group keys, ``y``
-    and every member, so that rows that share an id are the same forecast on
-    every engine (a tie of this order is a repeated identical forecast).
+    and every member (and the weight), so that rows that share an id are the
+    same forecast on every engine (a tie of this order is a repeated identical
+    forecast).  With a weight, its column ``w`` is carried along.
     """
     rid, x, c = ref.name("rid"), ref.name("x"), ref.name("c")
     y = (nw.col(ens.y) + 0.0).alias(ref.name("y"))  # -0.0 becomes 0.0 (see below)
+    carried = [ref.name("y")] + ([ref.name("w")] if ens.weight is not None else [])
+    weight = [nw.col(ens.weight).alias(ref.name("w"))] if ens.weight is not None else []
     if isinstance(ens.members, str):
-        base = rows.select(*keys, y, nw.col(ens.members).alias(x))
-        base = base.with_row_index(rid, order_by=[*keys, ref.name("y")])
+        base = rows.select(*keys, y, *weight, nw.col(ens.members).alias(x))
+        base = base.with_row_index(rid, order_by=[*keys, *carried])
         long = base.explode(x)
     else:
-        base = rows.select(*keys, y, *ens.members)
-        base = base.with_row_index(rid, order_by=[*keys, ref.name("y"), *ens.members])
-        parts = [base.select(*keys, rid, ref.name("y"), nw.col(m).alias(x)) for m in ens.members]
+        base = rows.select(*keys, y, *weight, *ens.members)
+        base = base.with_row_index(rid, order_by=[*keys, *carried, *ens.members])
+        parts = [base.select(*keys, rid, *carried, nw.col(m).alias(x)) for m in ens.members]
         long = nw.concat(parts, how="vertical")
     # + 0.0 turns -0.0 into 0.0: one tie group on every engine (pandas cannot group both)
     long = long.with_columns(nw.col(x).cast(nw.Float64) + 0.0)
-    ties = long.group_by(*keys, rid, ref.name("y"), x).agg(nw.len().alias(c))
+    ties = long.group_by(*keys, rid, *carried, x).agg(nw.len().alias(c))
     return ties.with_columns(nw.col(c).cast(nw.Float64))
 
 
@@ -207,7 +212,8 @@ def ensemble_rows(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: Table
     ``spread = sum_i (2 i - m - 1) x_(i) = (1/2) sum_{i,j} |x_i - x_j|`` over
     the sorted members; a run of ``c`` tied members after ``s`` smaller ones
     contributes ``x c (2 s + c - m)``.  ``below``/``equal`` count the members
-    ``< y`` / ``== y``.  Null members are counted in ``nulls``.
+    ``< y`` / ``== y``.  Null members are counted in ``nulls``.  With a
+    weight, ``w`` is the forecast's weight.
     """
     ties = _members_long(rows, keys, ens, ref)
     rid, x, c, y = ref.name("rid"), ref.name("x"), ref.name("c"), ref.name("y")
@@ -226,6 +232,8 @@ def ensemble_rows(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: Table
         nw.when(xc == yc).then(cc).otherwise(0.0).alias(ref.name("equal")),
     )
     sums = [nw.col(ref.name(k)).sum() for k in ("abs_dev", "spread", "below", "equal")]
+    if ens.weight is not None:  # one value per forecast
+        sums.append(nw.col(ref.name("w")).max())
     per = real.group_by(*keys, rid).agg(nw.col(c).sum().alias(m), *sums)
     nulls = ties.with_columns(nw.when(nw.col(x).is_null()).then(nw.col(c)).otherwise(0.0).alias(ref.name("nulls")))
     nulls = nulls.group_by(*keys, rid).agg(nw.col(ref.name("nulls")).sum())
@@ -233,13 +241,15 @@ def ensemble_rows(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: Table
 
 
 def _crps_table(ens: Ensemble, estimator: str) -> TableFn:
-    """Sub-query: per group, the sum of the forecasts' CRPS and the forecasts with null members."""
+    """Sub-query: per group, the (weighted) sum of the forecasts' CRPS and the forecasts with null members."""
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
         per = ensemble_rows(rows, keys, ens, ref)
         m = nw.col(ref.name("m"))
         pairs = m * m if estimator == "plain" else m * (m - 1.0)
         score = ratio(nw.col(ref.name("abs_dev")), m) - ratio(nw.col(ref.name("spread")), pairs)
+        if ens.weight is not None:
+            score = score * nw.col(ref.name("w"))
         per = per.with_columns(score.alias(ref.name("crps")))
         bad = (nw.col(ref.name("nulls")) > 0).cast(nw.Float64).alias(ref.name("bad"))
         return aggregate(per.with_columns(bad), keys, [nw.col(ref.name("crps")).sum(), nw.col(ref.name("bad")).sum()])
@@ -300,6 +310,7 @@ class CRPS(Metric):
     samples: str | tuple[str, ...] | None = checked(optional(check_samples), None)
     quantiles: tuple[tuple[float, str], ...] | None = checked(optional(check_quantiles), None)
     estimator: str = checked(choice("plain", "fair"), "plain")
+    weights: str | None = None
     default_name = "crps"
 
     def __post_init__(self) -> None:
@@ -313,12 +324,13 @@ class CRPS(Metric):
         return arrow_lists(frame, [self.samples] if isinstance(self.samples, str) else [])
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        w = q.weighting(self.weights)
         if self.mean is not None and self.std is not None:
-            return {"": ratio(q.sum(gaussian_crps_row(q, self.y, self.mean, self.std)), q.n)}
+            return {"": ratio(w.sum(gaussian_crps_row(q, self.y, self.mean, self.std)), w.total)}
         if self.quantiles is not None:
-            return {"": ratio(q.sum(quantile_crps_row(q, self.y, self.quantiles)), q.n)}
+            return {"": ratio(w.sum(quantile_crps_row(q, self.y, self.quantiles)), w.total)}
         assert self.samples is not None
-        ens = ensemble(q, self.y, self.samples)
+        ens = ensemble(q, self.y, self.samples, w.row)
         if self.estimator == "fair" and isinstance(self.samples, str):
             col = nw.col(self.samples)
             q.check(
@@ -326,7 +338,7 @@ class CRPS(Metric):
                 col.list.len() == 1,
             )
         t = q.table(("crps_ensemble", ens, self.estimator), _crps_table(ens, self.estimator))
-        return {"": nw.when(t.col("bad").fill_null(0.0) == 0).then(ratio(t.col("crps").fill_null(0.0), q.n))}
+        return {"": nw.when(t.col("bad").fill_null(0.0) == 0).then(ratio(t.col("crps").fill_null(0.0), w.total))}
 
 
 def crps(
@@ -337,6 +349,7 @@ def crps(
     samples: str | Sequence[str] | None = None,
     quantiles: dict[float, str] | None = None,
     estimator: Estimator = "plain",
+    weights: str | None = None,
 ) -> CRPS:
     """Continuous ranked probability score (CRPS), averaged over rows; lower is better.
 
@@ -381,6 +394,10 @@ def crps(
         Quantile forecasts ``{level: column}``, levels in (0, 1).
     estimator : {"plain", "fair"}, default "plain"
         The ensemble estimator (see above); ignored for a Gaussian forecast.
+    weights : str, optional
+        Column of non-negative row weights (one per forecast): the mean over
+        rows becomes the weighted mean ``sum_i w_i CRPS_i / sum_i w_i``, for
+        every forecast kind (see the docs page "Weights").
 
     Returns
     -------
@@ -418,6 +435,7 @@ def crps(
         samples=check_samples(samples) if samples is not None else None,
         quantiles=_quantiles(quantiles),
         estimator=estimator,
+        weights=weights,
     )
 
 
@@ -458,16 +476,19 @@ class PITSource:
     ens: Ensemble | None = None
     #: a quantile forecast's ``lo`` and ``hi`` rows
     interval: tuple[str, str] | None = None
+    #: the row column of the forecasts' weights (``weights=``)
+    weight: str | None = None
 
     def bounds(self, rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        """Per forecast: ``keys``, ``lo``, ``hi`` and ``bad`` (1.0 when it has null members)."""
-        lo, hi, bad = ref.name("lo"), ref.name("hi"), ref.name("bad")
+        """Per forecast: ``keys``, ``lo``, ``hi``, ``bad`` (1.0 when it has null members) and the weight ``w``."""
+        lo, hi, bad, w = ref.name("lo"), ref.name("hi"), ref.name("bad"), ref.name("w")
+        weight = [] if self.weight is None else [nw.col(self.weight).alias(w)]
         if self.gaussian is not None:
             pit = nw.col(self.gaussian)
-            return rows.select(*keys, pit.alias(lo), pit.alias(hi), nw.lit(0.0).alias(bad))
+            return rows.select(*keys, pit.alias(lo), pit.alias(hi), nw.lit(0.0).alias(bad), *weight)
         if self.interval is not None:
             a, b = self.interval
-            return rows.select(*keys, nw.col(a).alias(lo), nw.col(b).alias(hi), nw.lit(0.0).alias(bad))
+            return rows.select(*keys, nw.col(a).alias(lo), nw.col(b).alias(hi), nw.lit(0.0).alias(bad), *weight)
         assert self.ens is not None
         per = ensemble_rows(rows, keys, self.ens, ref)
         m1 = nw.col(ref.name("m")) + 1.0
@@ -477,34 +498,51 @@ class PITSource:
             (below / m1).alias(lo),
             ((below + equal + 1.0) / m1).alias(hi),
             (nw.col(ref.name("nulls")) > 0).cast(nw.Float64).alias(bad),
+            *([] if self.weight is None else [nw.col(w)]),
         )
 
     def values(self, rows: nw.LazyFrame, keys: list[str], ref: TableRef, seed: int) -> nw.LazyFrame:
-        """Per forecast: ``keys``, the randomized PIT ``u = lo + V (hi - lo)`` and ``bad``."""
+        """Per forecast: ``keys``, the randomized PIT ``u = lo + V (hi - lo)`` and ``bad``.
+
+        With a weight: the forecasts of positive weight only, with their weight ``w``.
+        """
         frame = self.bounds(rows, keys, ref)
         lo, hi, u = ref.name("lo"), ref.name("hi"), ref.name("u")
+        order = [*keys, lo, hi]
+        if self.weight is not None:  # a forecast of weight 0 takes no part (not even in the draws)
+            frame = frame.filter(nw.col(ref.name("w")) > 0.0)
+            order.append(ref.name("w"))
         if self.gaussian is not None:
             return frame.with_columns(nw.col(lo).alias(u))
-        # forecasts with the same keys and [lo, hi] are interchangeable: any order of them
-        # gives the same multiset of PIT values per group, on every engine
+        # forecasts with the same keys, [lo, hi] (and weight) are interchangeable: any order
+        # of them gives the same multiset of PIT values per group, on every engine
         idx, v = ref.name("idx"), ref.name("v")
-        frame = uniform_hash(frame.with_row_index(idx, order_by=[*keys, lo, hi]), idx, seed, v)
+        frame = uniform_hash(frame.with_row_index(idx, order_by=order), idx, seed, v)
         return frame.with_columns((nw.col(lo) + nw.col(v) * (nw.col(hi) - nw.col(lo))).alias(u))
 
 
 def pit_source(
-    q: Query, y: str, mean: str | None, std: str | None, samples: Any, quantiles: Quantiles | None = None
+    q: Query,
+    y: str,
+    mean: str | None,
+    std: str | None,
+    samples: Any,
+    quantiles: Quantiles | None = None,
+    weight: str | None = None,
 ) -> PITSource:
-    """Register the forecast's rows; Gaussian: ``Phi((y - mean) / std)``."""
+    """Register the forecast's rows; Gaussian: ``Phi((y - mean) / std)``; ``weight``: a weight row column."""
     if quantiles is not None:
-        return PITSource(interval=quantile_pit_rows(q, y, quantiles))
+        return PITSource(interval=quantile_pit_rows(q, y, quantiles), weight=weight)
     if mean is not None and std is not None:
-        return PITSource(gaussian=gaussian_pit_row(q, y, mean, std))
-    return PITSource(ens=ensemble(q, y, samples))
+        return PITSource(gaussian=gaussian_pit_row(q, y, mean, std), weight=weight)
+    return PITSource(ens=ensemble(q, y, samples, weight), weight=weight)
 
 
 def _histogram_table(source: PITSource, n_bins: int, seed: int) -> TableFn:
-    """Sub-query: per group, the forecasts in each PIT bin ``[k/B, (k+1)/B)`` (the last one closed)."""
+    """Sub-query: per group, the forecasts in each PIT bin ``[k/B, (k+1)/B)`` (the last one closed).
+
+    ``n<k>`` counts them; with a weight, ``w<k>`` is their total weight.
+    """
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
         frame = source.values(rows, keys, ref, seed)
@@ -514,6 +552,12 @@ def _histogram_table(source: PITSource, n_bins: int, seed: int) -> TableFn:
             *[(nw.col(ref.name("b")) == float(k)).cast(nw.Float64).alias(ref.name(f"n{k}")) for k in range(n_bins)]
         )
         sums = [nw.col(ref.name(f"n{k}")).sum() for k in range(n_bins)]
+        if source.weight is not None:
+            w = nw.col(ref.name("w"))
+            frame = frame.with_columns(
+                *[(nw.col(ref.name(f"n{k}")) * w).alias(ref.name(f"w{k}")) for k in range(n_bins)]
+            )
+            sums += [nw.col(ref.name(f"w{k}")).sum() for k in range(n_bins)]
         return aggregate(frame, keys, [*sums, nw.col(ref.name("bad")).sum()])
 
     return build
@@ -595,14 +639,15 @@ class _PITMetric(Metric):
     def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
         return arrow_lists(frame, [self.samples] if isinstance(self.samples, str) else [])
 
-    def source(self, q: Query) -> PITSource:
-        return pit_source(q, self.y, self.mean, self.std, self.samples, self.quantiles)
+    def source(self, q: Query, weight: str | None = None) -> PITSource:
+        return pit_source(q, self.y, self.mean, self.std, self.samples, self.quantiles, weight)
 
 
 @dataclass(frozen=True, kw_only=True)
 class PITHistogram(_PITMetric):
     n_bins: int = 10
     ci_level: float = 0.95
+    weights: str | None = None
     default_name = "pit_histogram"
     kind = "table"
     long = True
@@ -610,18 +655,22 @@ class PITHistogram(_PITMetric):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         from scipy.special import ndtri
 
-        source = self.source(q)
+        w = q.weighting(self.weights)
+        source = self.source(q, w.row)
         t = q.table(("pit_histogram", source, self.n_bins, self.seed), _histogram_table(source, self.n_bins, self.seed))
         ok = t.col("bad").fill_null(0.0) == 0
         p = 1.0 / self.n_bins
-        half = float(ndtri(0.5 + self.ci_level / 2)) * (p * (1.0 - p) / q.n).sqrt()
+        half = float(ndtri(0.5 + self.ci_level / 2)) * (p * (1.0 - p) / w.n_eff).sqrt()
         out: dict[str, nw.Expr | None] = {}
         for k in range(self.n_bins):
             count = t.col(f"n{k}").fill_null(0.0)
-            out[f"bin{k}_frequency"] = nw.when(ok).then(ratio(count, q.n))
+            mass = t.col(f"w{k}").fill_null(0.0) if w.weighted else count
+            out[f"bin{k}_frequency"] = nw.when(ok).then(ratio(mass, w.total))
             out[f"bin{k}_n"] = nw.when(ok).then(count)
         out["band_low"] = nw.when(ok).then((p - half).clip(lower_bound=0.0))
         out["band_high"] = nw.when(ok).then((p + half).clip(upper_bound=1.0))
+        if w.weighted:
+            out["n_eff"] = w.n_eff
         return out
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
@@ -635,6 +684,7 @@ class PITHistogram(_PITMetric):
                 nw.col(f"{name}_bin{k}_frequency").alias("frequency"),
                 nw.col(f"{name}_band_low").alias("band_low"),
                 nw.col(f"{name}_band_high").alias("band_high"),
+                *([nw.col(f"{name}_n_eff").alias("n_eff")] if self.weights is not None else []),
                 nw.col(f"{name}_bin{k}_n").cast(nw.Int64).alias("n"),
             )
             for k in range(self.n_bins)
@@ -682,6 +732,7 @@ def pit_histogram(
     n_bins: int = 10,
     ci_level: float = 0.95,
     seed: int = 0,
+    weights: str | None = None,
 ) -> PITHistogram:
     """PIT histogram: the frequency of the PIT values in ``n_bins`` equal bins, with a band.
 
@@ -732,6 +783,19 @@ def pit_histogram(
         Number of bins ``B``.
     ci_level : float, default 0.95
         Confidence level of the band.
+    weights : str, optional
+        Column of non-negative forecast weights: a bin's ``frequency`` is the
+        weight of its PIT values over the group's total weight, its ``n``
+        counts its forecasts of positive weight (a forecast of weight 0 takes
+        no part, not even in the randomization), and the band is taken at
+        Kish's effective sample size ``n_eff = (sum_i w_i)^2 / sum_i w_i^2``
+        (``1/B -/+ z sqrt((1/B)(1 - 1/B) / n_eff)``, the variance of a
+        weighted proportion), with a column ``n_eff``.  An integer weight
+        ``k`` gives the frequencies of the forecast repeated ``k`` times for
+        a Gaussian forecast; for ensembles and quantiles the repeated
+        forecast would draw ``k`` randomized PIT values, the weighted one
+        draws one (the same law, not the same values).  See the docs page
+        "Weights".
 
     Returns
     -------
@@ -769,9 +833,15 @@ def pit_histogram(
         n_bins=n_bins,
         ci_level=ci_level,
         seed=seed,
+        weights=weights,
     )
 
 
+@no_weights(
+    "pit_test",
+    "the Kolmogorov-Smirnov law of a weighted empirical CDF is not standard; "
+    "pit_histogram(weights=) gives the weighted PIT frequencies with a band at Kish's n_eff",
+)
 def pit_test(
     y: str,
     *,

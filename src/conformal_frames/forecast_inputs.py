@@ -34,8 +34,10 @@ Central intervals
     from confidence level (in (0, 1)) to the ``(lo, hi)`` columns of the
     central interval at that level.  Normalised to ``(level, lo, hi)``
     triples sorted by level.  Rows with ``lo > hi`` are invalid (counted per
-    level).  The interval at level ``c`` is the pair of quantiles at levels
-    ``(1 - c) / 2`` and ``(1 + c) / 2`` (:func:`intervals_as_quantiles`).
+    level), and so are rows where the intervals are not nested
+    (``lo90 <= lo80 <= hi80 <= hi90``, counted per bound).  The interval at
+    level ``c`` is the pair of quantiles at levels ``(1 - c) / 2`` and
+    ``(1 + c) / 2`` (:func:`intervals_as_quantiles`).
 Long quantiles
     ``quantiles="q", quantile_level="tau"``: one row per forecast and level,
     the quantile in column ``q`` and its level in column ``tau`` (the word of
@@ -67,6 +69,7 @@ __all__ = [
     "interval_rows",
     "intervals_as_quantiles",
     "level_column_row",
+    "nesting_checks",
     "quantile_rows",
     "tail_level",
 ]
@@ -81,6 +84,14 @@ QUANTILES_OR_COLUMN = QUANTILES + ", or the name of a quantile column with quant
 INTERVALS = (
     "a mapping {confidence_level: (lo, hi)} with levels strictly between 0 and 1, "
     "e.g. {0.8: ('lo80', 'hi80'), 0.9: ('lo90', 'hi90')}"
+)
+LONG_UNSUPPORTED = (
+    ", one row per forecast and level, is read by pinball_loss and quantile_coverage only; this metric "
+    "needs all quantiles of a forecast on one row: pivot to one column per level"
+)
+LONG_INTERVALS = (
+    "one (lo, hi) pair: for intervals in long form (one row per forecast and level, the level in a column) "
+    "use coverage, width and winkler with confidence_level='<level column>' and by=[..., '<level column>']"
 )
 
 
@@ -117,6 +128,8 @@ def check_quantiles(value: Any, name: str = "quantiles", *, long: bool = False) 
     expected = QUANTILES_OR_COLUMN if long else QUANTILES
     if long and isinstance(value, str):
         return value
+    if isinstance(value, str):
+        fail(TypeError, name, expected + f" ({value!r} names one column: the long form{LONG_UNSUPPORTED})", value)
     if isinstance(value, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in value):
         value = dict(value)  # the normalised form itself (dataclasses.replace)
     if not isinstance(value, Mapping):
@@ -147,6 +160,8 @@ def check_intervals(value: Any, name: str = "intervals") -> Intervals:
     """
     if isinstance(value, tuple) and all(isinstance(t, tuple) and len(t) == 3 for t in value):
         value = {t[0]: (t[1], t[2]) for t in value}  # the normalised form itself
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(c, str) for c in value):
+        fail(TypeError, name, INTERVALS + f" ({LONG_INTERVALS})", value)
     if not isinstance(value, Mapping):
         fail(TypeError, name, INTERVALS, value)
     triples: list[tuple[float, str, str]] = []
@@ -242,14 +257,36 @@ def interval_rows(q: Query, intervals: Intervals) -> list[tuple[float, str, str]
 
     Bounds are checked as numbers; rows with ``lo > hi`` are invalid, with the
     message of the interval metrics ("column 'lo80' is greater than column
-    'hi80' in 3 rows"), counted per level.  Intervals need not be nested.
+    'hi80' in 3 rows"), counted per level; intervals that are not nested are
+    invalid rows too (:func:`nesting_checks`).
     """
+    nesting_checks(q, intervals)
     out = []
     for level, lo, hi in intervals:
         lo_e, hi_e = q.number(lo), q.number(hi)
         q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e)
         out.append((level, q.row(("value", lo), lo_e), q.row(("value", hi), hi_e)))
     return out
+
+
+def nesting_checks(q: Query, intervals: Intervals) -> None:
+    """Intervals of increasing level must be nested: ``lo_b <= lo_a <= hi_a <= hi_b`` for ``a < b``.
+
+    Each adjacent pair of levels adds two checks ("intervals not nested:
+    'lo90' (level 0.9) is greater than 'lo80' (level 0.8)"), so rows that
+    violate the nesting are counted per bound and follow the ``invalid=``
+    policy, like crossing quantiles (the quantiles of nested intervals never
+    cross).
+    """
+    for (a, lo_a, hi_a), (b, lo_b, hi_b) in itertools.pairwise(intervals):
+        q.check(
+            f"intervals not nested: {lo_b!r} (level {b:g}) is greater than {lo_a!r} (level {a:g})",
+            q.number(lo_b) > q.number(lo_a),
+        )
+        q.check(
+            f"intervals not nested: {hi_a!r} (level {a:g}) is greater than {hi_b!r} (level {b:g})",
+            q.number(hi_a) > q.number(hi_b),
+        )
 
 
 def value_row(q: Query, y: str) -> str:

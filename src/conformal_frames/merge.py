@@ -316,6 +316,18 @@ def _parse_dtype(text: str) -> Any:
     return nw.Unknown()
 
 
+def _open_summary(stats: Any, by: Any, caller: str) -> tuple[nw.LazyFrame, bool, list[str], dict[str, Any], list[str]]:
+    """The summary as a LazyFrame, whether it was eager, ``by=``, its schema and keys (``by=`` checked)."""
+    lf, eager = core.to_lazy(stats)
+    keys = core.as_keys(by)
+    schema, summary_keys = _summary_schema(lf)
+    unknown = [k for k in keys if k not in summary_keys]
+    if unknown:
+        msg = f"{caller}: by= columns {unknown!r} are not keys of the summary (its keys: {summary_keys!r})"
+        raise ValueError(msg)
+    return lf, eager, keys, schema, summary_keys
+
+
 def _summary_schema(stats: nw.LazyFrame) -> tuple[dict[str, Any], list[str]]:
     """(stats schema, the summary's group key columns), the schema version checked."""
     schema = dict(stats.collect_schema())
@@ -373,13 +385,7 @@ def finalize(stats: Any, *metrics: Metric, by: Any = None) -> Any:
         Reading the input dtypes recorded in ``cf_inputs`` collects one row of
         a lazy summary.
     """
-    lf, eager = core.to_lazy(stats)
-    keys = core.as_keys(by)
-    schema, summary_keys = _summary_schema(lf)
-    unknown = [k for k in keys if k not in summary_keys]
-    if unknown:
-        msg = f"finalize: by= columns {unknown!r} are not keys of the summary (its keys: {summary_keys!r})"
-        raise ValueError(msg)
+    lf, eager, keys, schema, summary_keys = _open_summary(stats, by, "finalize")
     inputs = _inputs_schema(lf)
     q = Query(schema={**inputs, **{k: schema[k] for k in summary_keys}}, keys=keys)
     try:
@@ -482,13 +488,7 @@ def merge_summaries(stats: Any, by: Any = None) -> Any:
     >>> cf.merge_summaries(stats)["n"].to_list()
     [3]
     """
-    lf, eager = core.to_lazy(stats)
-    keys = core.as_keys(by)
-    schema, summary_keys = _summary_schema(lf)
-    unknown = [k for k in keys if k not in summary_keys]
-    if unknown:
-        msg = f"merge_summaries: by= columns {unknown!r} are not keys of the summary (its keys: {summary_keys!r})"
-        raise ValueError(msg)
+    lf, eager, keys, schema, _ = _open_summary(stats, by, "merge_summaries")
     stat_cols = [c for c in schema if c.startswith(("cf_sum_", "cf_min_", "cf_max_"))]
     counts = [c for c in ("n", "n_invalid", "n_dropped") if c in schema]
     aggs = [nw.col(_VERSION).max(), nw.col(_INPUTS).max(), *[nw.col(c).sum() for c in counts]]

@@ -323,6 +323,7 @@ class ConformalNamespace:
         score: str,
         *,
         scoring_rule: ScoringRule = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -356,6 +357,7 @@ class ConformalNamespace:
         *,
         intervals: dict[float, tuple[str, str]],
         ci_level: float = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -366,6 +368,7 @@ class ConformalNamespace:
         quantiles: dict[float, str] | str,
         quantile_level: str | None = ...,
         per_level: bool = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -377,6 +380,7 @@ class ConformalNamespace:
         quantile_level: str | None = ...,
         per_level: bool = ...,
         ci_level: float = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -387,6 +391,7 @@ class ConformalNamespace:
         quantiles: dict[float, str] | None = ...,
         intervals: dict[float, tuple[str, str]] | None = ...,
         median: str | None = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -430,6 +435,7 @@ class ConformalNamespace:
         samples: str | Sequence[str] | None = ...,
         quantiles: dict[float, str] | None = ...,
         estimator: Estimator = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -444,6 +450,7 @@ class ConformalNamespace:
         n_bins: int = ...,
         ci_level: float = ...,
         seed: int = ...,
+        weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -521,6 +528,7 @@ class ConformalNamespace:
         quantiles: dict[float, str] | None = ...,
         mean: str | None = ...,
         std: str | None = ...,
+        intervals: dict[float, tuple[str, str]] | None = ...,
     ) -> Report: ...
 
 def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...

@@ -719,6 +719,11 @@ def report_figures(rep: Any) -> dict[str, Any]:
         keep("width_distribution", _width_plot(at(rep.tables["widths"]), seg, ranked, cap, None))
     if "reliability" in rep.tables:
         keep("reliability", reliability_diagram(at(rep.tables["reliability"]), by=seg))
+    if "quantile_coverage" in rep.tables:
+        keep("quantile_calibration", quantile_calibration(at(rep.tables["quantile_coverage"]), by=seg))
+    for name in ("pit_histogram", "quantile_pit_histogram"):
+        if name in rep.tables:
+            keep(name, pit_histogram(at(rep.tables[name]), by=seg))
     return figs
 
 

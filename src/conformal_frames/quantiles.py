@@ -38,6 +38,7 @@ from conformal_frames.forecast_inputs import (
     check_quantiles,
     is_close_level,
     level_column_row,
+    nesting_checks,
     quantile_rows,
     tail_level,
     value_row,
@@ -107,11 +108,14 @@ def long_by_level(
     levels: Sequence[float],
     stats: dict[str, str],
     level_column: str,
+    per_group: Sequence[str] = (),
 ) -> nw.LazyFrame:
     """The wide per-level columns of ``name`` as one row per group and level.
 
     ``stats`` maps a long-table column to the wide suffix after
-    ``<name>_level<k>`` (``""`` for the level's main column).  Built by
+    ``<name>_level<k>`` (``""`` for the level's main column); ``per_group``
+    names the columns ``<name>_<c>`` common to every level (e.g. ``n_eff``),
+    placed before ``n``.  Built by
     :func:`~conformal_frames.core.stack`: a union of one select per level,
     one unpivot on Spark (where a union would run the query once per level).
     """
@@ -119,6 +123,7 @@ def long_by_level(
         {
             level_column: nw.lit(level, F64),
             **{s: nw.col(f"{name}_level{k}{'_' + suffix if suffix else ''}").cast(F64) for s, suffix in stats.items()},
+            **{c: nw.col(f"{name}_{c}").cast(F64) for c in per_group},
             "n": nw.col(f"{name}_n").cast(nw.Int64),
         }
         for k, level in enumerate(levels)
@@ -135,6 +140,7 @@ class PinballLoss(Metric):
     quantiles: Quantiles | str = checked(_check_quantiles_long)  # noqa: RUF009
     quantile_level: str | None = checked(check_level_column, None)
     per_level: bool = checked(check_boolean, False)
+    weights: str | None = None
     default_name = "pinball_loss"
 
     def __post_init__(self) -> None:
@@ -145,11 +151,12 @@ class PinballLoss(Metric):
         y = value_row(q, self.y)
         levels = _levels(q, self.quantiles, self.quantile_level, by_key=self.per_level)
         rows = [pinball_row(q, y, lv) for lv in levels]
+        w = q.weighting(self.weights)
         if not self.per_level:  # one row column and one sum, whatever the number of levels
             mean = q.row(("pinball_mean", y, *rows), total(nw.col(r) for r in rows) / float(len(rows)), inputs=rows)
-            return {"": ratio(q.sum(mean), q.n)}
-        out: dict[str, nw.Expr | None] = {"": ratio(total(q.sum(r) for r in rows), q.n * float(len(rows)))}
-        out.update({f"level{k}": ratio(q.sum(r), q.n) for k, r in enumerate(rows)})
+            return {"": ratio(w.sum(mean), w.total)}
+        out: dict[str, nw.Expr | None] = {"": ratio(total(w.sum(r) for r in rows), w.total * float(len(rows)))}
+        out.update({f"level{k}": ratio(w.sum(r), w.total) for k, r in enumerate(rows)})
         out["n"] = q.n
         return out
 
@@ -165,7 +172,13 @@ class PinballLossTable(PinballLoss):
 
 
 def _to_long(
-    metric: Metric, frame: nw.LazyFrame, keys: list[str], levels: object, column: str, stats: dict[str, str]
+    metric: Metric,
+    frame: nw.LazyFrame,
+    keys: list[str],
+    levels: object,
+    column: str,
+    stats: dict[str, str],
+    per_group: Sequence[str] = (),
 ) -> nw.LazyFrame:
     """A per-level metric's long table; in the long form the level is already a by= key."""
     name = metric.output_name
@@ -173,14 +186,25 @@ def _to_long(
         return frame.select(
             *keys,
             *[nw.col(f"{name}_level0{'_' + s if s else ''}").alias(c) for c, s in stats.items()],
+            *[nw.col(f"{name}_{c}").alias(c) for c in per_group],
             nw.col(f"{name}_n").cast(nw.Int64).alias("n"),
         ).sort(*keys)
     values = [float(level[0]) for level in levels]  # type: ignore[attr-defined]
-    return long_by_level(frame, keys, name, values, stats, column)
+    return long_by_level(frame, keys, name, values, stats, column, per_group)
+
+
+def _n_eff(weights: str | None) -> tuple[str, ...]:
+    """The per-group columns of a long coverage table: ``n_eff`` when weighted."""
+    return () if weights is None else ("n_eff",)
 
 
 def pinball_loss(
-    y: str, *, quantiles: dict[float, str] | str, quantile_level: str | None = None, per_level: bool = False
+    y: str,
+    *,
+    quantiles: dict[float, str] | str,
+    quantile_level: str | None = None,
+    per_level: bool = False,
+    weights: str | None = None,
 ) -> PinballLoss:
     """Pinball (quantile) loss, averaged over the quantile levels (lower is better).
 
@@ -204,6 +228,11 @@ def pinball_loss(
         A direct call returns the long table: group keys, ``quantile_level``,
         ``pinball_loss`` and ``n``, one row per level (in ``evaluate``: wide
         columns ``pinball_loss_level<k>`` next to the mean).
+    weights : str, optional
+        Column of non-negative row weights: every mean becomes the weighted
+        mean ``sum_i w_i x_i / sum_i w_i`` (per level: scikit-learn's
+        ``mean_pinball_loss(..., sample_weight=w)``; see the docs page
+        "Weights").
 
     Returns
     -------
@@ -238,7 +267,7 @@ def pinball_loss(
     scoring rules, prediction, and estimation", JASA 102, 359-378.
     """
     cls = PinballLossTable if per_level is True else PinballLoss
-    return cls(y=y, quantiles=quantiles, quantile_level=quantile_level, per_level=per_level)  # type: ignore[arg-type]
+    return cls(y=y, quantiles=quantiles, quantile_level=quantile_level, per_level=per_level, weights=weights)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -278,6 +307,7 @@ class WIS(Metric):
     quantiles: Quantiles | None = checked(optional(check_quantiles), None)  # noqa: RUF009
     intervals: Intervals | None = checked(optional(check_intervals), None)  # noqa: RUF009
     median: str | None = checked(optional(check_level_column), None)
+    weights: str | None = None
     default_name = "wis"
 
     def __post_init__(self) -> None:
@@ -304,6 +334,7 @@ class WIS(Metric):
             assert self.intervals is not None and self.median is not None
             for _, lo, hi in self.intervals:
                 interval_bounds(q, lo, hi)
+            nesting_checks(q, self.intervals)
             median, pairs = self.median, [(tail_level(c), lo, hi) for c, lo, hi in self.intervals]
         m = value_row(q, median)
         bounds = [(tau, value_row(q, lo), value_row(q, hi)) for tau, lo, hi in pairs]
@@ -325,12 +356,13 @@ class WIS(Metric):
         )
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        disp, over, under = (q.sum(r) for r in self._components(q))
+        w = q.weighting(self.weights)
+        disp, over, under = (w.sum(r) for r in self._components(q))
         return {
-            "": ratio(disp + over + under, q.n),
-            "dispersion": ratio(disp, q.n),
-            "overprediction": ratio(over, q.n),
-            "underprediction": ratio(under, q.n),
+            "": ratio(disp + over + under, w.total),
+            "dispersion": ratio(disp, w.total),
+            "overprediction": ratio(over, w.total),
+            "underprediction": ratio(under, w.total),
         }
 
 
@@ -340,6 +372,7 @@ def wis(
     quantiles: dict[float, str] | None = None,
     intervals: dict[float, tuple[str, str]] | None = None,
     median: str | None = None,
+    weights: str | None = None,
 ) -> WIS:
     """Weighted interval score of Bracher, Ray, Gneiting and Reich (2021) (lower is better).
 
@@ -365,10 +398,14 @@ def wis(
         ``tau < 0.5``, the level ``1 - tau`` (crossing rows are invalid).
     intervals : dict, optional
         ``{confidence_level: (lo, hi)}`` instead of ``quantiles`` (rows with
-        ``lo > hi`` are invalid; the intervals need not be nested), with
+        ``lo > hi`` and rows whose intervals are not nested are invalid), with
         ``median``.
     median : str, optional
         With ``intervals``: the column of the median forecast.
+    weights : str, optional
+        Column of non-negative row weights: the score and its components
+        become weighted means ``sum_i w_i x_i / sum_i w_i`` (see the docs
+        page "Weights").
 
     Returns
     -------
@@ -395,7 +432,7 @@ def wis(
     epidemic forecasts in an interval format", PLOS Computational Biology
     17(2), e1008618; T. Gneiting and A. E. Raftery (2007), JASA 102, 359-378.
     """
-    return WIS(y=y, quantiles=quantiles, intervals=intervals, median=median)  # type: ignore[arg-type]
+    return WIS(y=y, quantiles=quantiles, intervals=intervals, median=median, weights=weights)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -411,6 +448,7 @@ class QuantileCoverage(Metric):
     quantile_level: str | None = checked(check_level_column, None)
     per_level: bool = checked(check_boolean, True)
     ci_level: float = 0.95
+    weights: str | None = None
     default_name = "quantile_coverage"
 
     def __post_init__(self) -> None:
@@ -420,17 +458,20 @@ class QuantileCoverage(Metric):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y = value_row(q, self.y)
         levels = _levels(q, self.quantiles, self.quantile_level, by_key=True)
+        w = q.weighting(self.weights)
         out: dict[str, nw.Expr | None] = {}
         deviations = []
         for k, lv in enumerate(levels):
-            hits = q.sum(_below_row(q, y, lv))
-            cov = ratio(hits, q.n)
+            hits = w.sum(_below_row(q, y, lv))
+            cov = ratio(hits, w.total)
             deviations.append((cov - lv.group_tau).abs())
             if self.per_level:
-                low, high = wilson_interval(hits, q.n, self.ci_level)
+                low, high = wilson_interval(*w.binomial(hits), self.ci_level)
                 out |= {f"level{k}": cov, f"level{k}_ci_low": low, f"level{k}_ci_high": high}
                 out[f"level{k}_deviation"] = cov - lv.group_tau
         summary: dict[str, nw.Expr | None] = {"": total(deviations) / float(len(deviations))}
+        if w.weighted:
+            out["n_eff"] = w.n_eff
         return {**summary, **out, "n": q.n} if self.per_level else summary
 
 
@@ -441,7 +482,7 @@ class QuantileCoverageTable(QuantileCoverage):
     long = True
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-        return _to_long(self, frame, keys, self.quantiles, "quantile_level", _QUANTILE_STATS)
+        return _to_long(self, frame, keys, self.quantiles, "quantile_level", _QUANTILE_STATS, _n_eff(self.weights))
 
 
 def quantile_coverage(
@@ -451,6 +492,7 @@ def quantile_coverage(
     quantile_level: str | None = None,
     per_level: bool = True,
     ci_level: float = 0.95,
+    weights: str | None = None,
 ) -> QuantileCoverage:
     """Quantile coverage: per level, the fraction of ``y <= q_tau`` against ``tau``.
 
@@ -482,6 +524,13 @@ def quantile_coverage(
         columns ``quantile_coverage_level<k>``, ``..._level<k>_ci_low``, ...
     ci_level : float, default 0.95
         Confidence level of the Wilson intervals.
+    weights : str, optional
+        Column of non-negative row weights: each coverage is the weighted
+        proportion ``sum_i w_i 1[y_i <= q_tau,i] / sum_i w_i``, its Wilson
+        interval is taken at Kish's effective sample size ``n_eff = (sum_i
+        w_i)^2 / sum_i w_i^2``, and the long table has a column ``n_eff``
+        (``quantile_coverage_n_eff`` in ``evaluate``; see the docs page
+        "Weights").
 
     Returns
     -------
@@ -516,7 +565,14 @@ def quantile_coverage(
     toolbox", arXiv:2109.10254.
     """
     cls = QuantileCoverageTable if per_level is True else QuantileCoverage
-    return cls(y=y, quantiles=quantiles, quantile_level=quantile_level, per_level=per_level, ci_level=ci_level)  # type: ignore[arg-type]
+    return cls(
+        y=y,
+        quantiles=quantiles,  # type: ignore[arg-type]
+        quantile_level=quantile_level,
+        per_level=per_level,
+        ci_level=ci_level,
+        weights=weights,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -536,31 +592,38 @@ class IntervalCoverage(Metric):
     y: str
     intervals: Intervals = checked(check_intervals)  # noqa: RUF009
     ci_level: float = 0.95
+    weights: str | None = None
     default_name = "interval_coverage"
     kind = "table"
     long = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y = value_row(q, self.y)
+        nesting_checks(q, self.intervals)
+        w = q.weighting(self.weights)
         out: dict[str, nw.Expr | None] = {}
         for k, (level, lo, hi) in enumerate(self.intervals):
-            hits = q.sum(covered_row(q, self.y, lo, hi))
-            low, high = wilson_interval(hits, q.n, self.ci_level)
+            hits = w.sum(covered_row(q, self.y, lo, hi))
+            low, high = wilson_interval(*w.binomial(hits), self.ci_level)
             lo_r, hi_r = value_row(q, lo), value_row(q, hi)
             miss = (nw.col(lo_r) - nw.col(y)).clip(lower_bound=0.0) + (nw.col(y) - nw.col(hi_r)).clip(lower_bound=0.0)
             score = (nw.col(hi_r) - nw.col(lo_r)) + (2.0 / (1.0 - level)) * miss
             winkler = q.row(("winkler_rows", y, lo, hi, level), score, inputs=[y, lo_r, hi_r])
-            out |= {f"level{k}": ratio(hits, q.n), f"level{k}_ci_low": low, f"level{k}_ci_high": high}
-            out[f"level{k}_width"] = ratio(q.sum(width_row(q, lo, hi)), q.n)
-            out[f"level{k}_winkler"] = ratio(q.sum(winkler), q.n)
+            out |= {f"level{k}": ratio(hits, w.total), f"level{k}_ci_low": low, f"level{k}_ci_high": high}
+            out[f"level{k}_width"] = ratio(w.sum(width_row(q, lo, hi)), w.total)
+            out[f"level{k}_winkler"] = ratio(w.sum(winkler), w.total)
+        if w.weighted:
+            out["n_eff"] = w.n_eff
         out["n"] = q.n
         return out
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-        return _to_long(self, frame, keys, self.intervals, "confidence_level", _INTERVAL_STATS)
+        return _to_long(self, frame, keys, self.intervals, "confidence_level", _INTERVAL_STATS, _n_eff(self.weights))
 
 
-def interval_coverage(y: str, *, intervals: dict[float, tuple[str, str]], ci_level: float = 0.95) -> IntervalCoverage:
+def interval_coverage(
+    y: str, *, intervals: dict[float, tuple[str, str]], ci_level: float = 0.95, weights: str | None = None
+) -> IntervalCoverage:
     """Coverage, width and Winkler score of central intervals at several levels.
 
     Per confidence level ``c`` with interval ``(lo, hi)``: ``coverage =
@@ -580,9 +643,17 @@ def interval_coverage(y: str, *, intervals: dict[float, tuple[str, str]], ci_lev
     y : str
         Column of the observed value.
     intervals : dict
-        ``{confidence_level: (lo, hi)}``; rows with ``lo > hi`` are invalid.
+        ``{confidence_level: (lo, hi)}``; rows with ``lo > hi`` and rows
+        whose intervals are not nested (``lo90 <= lo80 <= hi80 <= hi90``) are
+        invalid.
     ci_level : float, default 0.95
         Confidence level of the Wilson intervals.
+    weights : str, optional
+        Column of non-negative row weights: coverage, width and Winkler
+        score become weighted means ``sum_i w_i x_i / sum_i w_i``, the Wilson
+        interval is taken at Kish's effective sample size ``n_eff = (sum_i
+        w_i)^2 / sum_i w_i^2`` (as :func:`coverage` does), and the long table
+        has a column ``n_eff`` (see the docs page "Weights").
 
     Returns
     -------
@@ -610,4 +681,4 @@ def interval_coverage(y: str, *, intervals: dict[float, tuple[str, str]], ci_lev
     R. L. Winkler (1972), "A decision-theoretic approach to interval
     estimation", JASA 67, 187-191; E. B. Wilson (1927), JASA 22(158), 209-212.
     """
-    return IntervalCoverage(y=y, intervals=intervals, ci_level=ci_level)  # type: ignore[arg-type]
+    return IntervalCoverage(y=y, intervals=intervals, ci_level=ci_level, weights=weights)  # type: ignore[arg-type]

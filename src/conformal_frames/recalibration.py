@@ -43,7 +43,7 @@ from conformal_frames._validate import (
     choice,
 )
 from conformal_frames.calibration import binary_row, brier, score_row
-from conformal_frames.core import GroupFn, Metric, Query
+from conformal_frames.core import GroupFn, Metric, Query, no_weights
 
 METHODS = ["smooth_ece", "score_decomposition"]
 #: functions of a frame that become ``.conformal`` methods
@@ -64,11 +64,20 @@ def _split(group: np.ndarray, n_groups: int) -> list[np.ndarray]:
     return [order[bounds[g] : bounds[g + 1]] for g in range(n_groups)]
 
 
-def _cells(s: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct scores (ascending), their row counts and the sums of ``y``."""
+def _cells(s: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct scores (ascending), their row counts and the sums of ``y``.
+
+    With weights ``w``: the cells' weights and weighted sums of ``y``, over
+    the rows of positive weight (a row of weight 0 is in no cell).
+    """
+    if w is not None:
+        keep = w > 0
+        s, y, w = s[keep], y[keep], w[keep]
     x, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
-    sums = np.bincount(inverse.ravel(), weights=y, minlength=len(x))
-    return x, counts.astype(float), sums
+    if w is None:
+        return x, counts.astype(float), np.bincount(inverse.ravel(), weights=y, minlength=len(x))
+    mass = np.bincount(inverse.ravel(), weights=w, minlength=len(x))
+    return x, mass, np.bincount(inverse.ravel(), weights=w * y, minlength=len(x))
 
 
 def pav(counts: np.ndarray, sums: np.ndarray) -> np.ndarray:
@@ -180,14 +189,17 @@ def _mean_score(rule: ScoringRule, counts: np.ndarray, sums: np.ndarray, p: np.n
     return float(np.sum(total) / np.sum(counts))
 
 
-def decomposition_numpy(s: np.ndarray, y: np.ndarray, rule: ScoringRule) -> dict[str, float]:
+def decomposition_numpy(
+    s: np.ndarray, y: np.ndarray, rule: ScoringRule, w: np.ndarray | None = None
+) -> dict[str, float]:
     """Mean score and its CORP decomposition for one group.
 
     ``score = miscalibration - discrimination + uncertainty`` with
     ``miscalibration = S(s) - S(pav)``, ``discrimination = S(ybar) - S(pav)``
-    and ``uncertainty = S(ybar)``.
+    and ``uncertainty = S(ybar)``.  With weights ``w`` every mean, the PAV
+    fit and ``ybar`` are weighted.
     """
-    x, counts, sums = _cells(s, y)
+    x, counts, sums = _cells(s, y, w)
     fitted = pav(counts, sums)
     score = _mean_score(rule, counts, sums, x)
     recalibrated = _mean_score(rule, counts, sums, fitted)
@@ -209,15 +221,21 @@ class _DecompositionGroups:
         self.memo: tuple[tuple[np.ndarray, ...], dict[str, np.ndarray]] | None = None
 
     def _all(self, group: np.ndarray, n_groups: int, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        y, s = data.values()
-        if self.memo is not None and all(a is b for a, b in zip(self.memo[0], (group, y, s))):
+        y, s, *weight = data.values()  # the weights when weighted
+        arrays = (group, y, s, *weight)
+        if (
+            self.memo is not None
+            and len(self.memo[0]) == len(arrays)
+            and all(a is b for a, b in zip(self.memo[0], arrays))
+        ):
             return self.memo[1]
         out = {k: np.full(n_groups, np.nan) for k in ("", "miscalibration", "discrimination", "uncertainty")}
         for g, idx in enumerate(_split(group, n_groups)):
-            if _usable(s[idx], y[idx]):
-                for k, v in decomposition_numpy(s[idx], y[idx], self.rule).items():
+            w = weight[0][idx] if weight else None
+            if _usable(s[idx], y[idx]) and (w is None or bool(np.all(np.isfinite(w)) and np.sum(w) > 0)):
+                for k, v in decomposition_numpy(s[idx], y[idx], self.rule, w).items():
                     out[k][g] = v
-        self.memo = ((group, y, s), out)
+        self.memo = (arrays, out)
         return out
 
     def component(self, key: str) -> GroupFn:
@@ -242,6 +260,11 @@ class SmoothECE(Metric):
         return {"": None}
 
 
+@no_weights(
+    "smooth_ece",
+    "the bandwidth fixed point of Blasiok and Nakkiran (2024), as relplot computes it, is defined for unweighted "
+    "rows; ece(weights=) and score_decomposition(weights=) are weighted",
+)
 def smooth_ece(y: str, score: str) -> SmoothECE:
     """Smooth expected calibration error (smECE) with the automatic bandwidth.
 
@@ -317,19 +340,22 @@ class ScoreDecomposition(Metric):
     y: str
     score: str
     scoring_rule: str = checked(_check_rule, "brier")  # "brier" or "log"
+    weights: str | None = None
     default_name = "score_decomposition"
     kind = "table"
     long = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s = binary_row(q, self.y), score_row(q, self.score)
+        w = q.weighting(self.weights)
+        rows = [y, s] if w.row is None else [y, s, w.row]
         groups = q.shared(
-            ("score_decomposition", y, s, self.scoring_rule), lambda: _DecompositionGroups(_rule(self.scoring_rule))
+            ("score_decomposition", *rows, self.scoring_rule), lambda: _DecompositionGroups(_rule(self.scoring_rule))
         )
         what = "score_decomposition (isotonic regression of all rows of each group)"
         for suffix in ("", *_DECOMPOSITION):
             name = f"{self.output_name}_{suffix}" if suffix else self.output_name
-            q.per_group(name, [y, s], groups.component(suffix), what=what)
+            q.per_group(name, rows, groups.component(suffix), what=what)
         return dict.fromkeys(("", *_DECOMPOSITION))
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
@@ -340,7 +366,9 @@ class ScoreDecomposition(Metric):
         )
 
 
-def score_decomposition(y: str, score: str, *, scoring_rule: ScoringRule = "brier") -> ScoreDecomposition:
+def score_decomposition(
+    y: str, score: str, *, scoring_rule: ScoringRule = "brier", weights: str | None = None
+) -> ScoreDecomposition:
     """The mean score split into miscalibration, discrimination and uncertainty.
 
     ``score = miscalibration - discrimination + uncertainty`` (Dimitriadis,
@@ -374,6 +402,11 @@ def score_decomposition(y: str, score: str, *, scoring_rule: ScoringRule = "brie
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
     scoring_rule : {"brier", "log"}, default "brier"
         The proper scoring rule that is decomposed.
+    weights : str, optional
+        Column of non-negative row weights: every mean score, the base rate
+        ``ybar`` and the PAV fit (a weighted isotonic regression) are
+        weighted, so an integer weight ``k`` gives the decomposition of the
+        row repeated ``k`` times (see the docs page "Weights").
 
     Returns
     -------
@@ -405,7 +438,7 @@ def score_decomposition(y: str, score: str, *, scoring_rule: ScoringRule = "brie
     T. Dimitriadis, T. Gneiting and A. I. Jordan (2021), "Stable reliability
     diagrams for probabilistic classifiers", PNAS 118(8), e2016191118.
     """
-    return ScoreDecomposition(y=y, score=score, scoring_rule=scoring_rule)
+    return ScoreDecomposition(y=y, score=score, scoring_rule=scoring_rule, weights=weights)
 
 
 # ---------------------------------------------------------------------------
@@ -471,6 +504,10 @@ def _corp_finish(keys: list[str], n_resamples: int, ci_level: float, seed: int) 
     return run
 
 
+@no_weights(
+    "corp_reliability",
+    "its consistency band resamples unweighted rows; score_decomposition(weights=) gives the weighted PAV decomposition",
+)
 def corp_reliability(
     frame: Any,
     y: str,

@@ -25,7 +25,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import complement
 from conformal_frames.brownian import with_normal_sf
-from conformal_frames.core import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, level_row, over
+from conformal_frames.core import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, level_row, no_weights, over
 from conformal_frames.intervals import covered_row
 from conformal_frames.results import ChristoffersenTestResult, KupiecTestResult
 
@@ -113,6 +113,7 @@ class KupiecTest(Metric):
         return {"": t.col("uc"), "pvalue": t.col("uc_p")}
 
 
+@no_weights("kupiec_test", "its likelihood ratio is that of a binomial count of misses; coverage(weights=) is weighted")
 def kupiec_test(y: str, lo: str, hi: str, *, confidence_level: float | str) -> KupiecTest:
     """Kupiec's proportion-of-failures test of the miss rate (unconditional coverage).
 
@@ -210,6 +211,7 @@ class ChristoffersenTest(Metric):
         }
 
 
+@no_weights("christoffersen_test", "its likelihood ratio counts the transitions between consecutive rows")
 def christoffersen_test(
     y: str, lo: str, hi: str, *, confidence_level: float | str, order_by: str
 ) -> ChristoffersenTest:
@@ -303,6 +305,7 @@ class LongestMissRun(Metric):
         return {"": t.col("run")}
 
 
+@no_weights("longest_miss_run", "a run counts consecutive rows")
 def longest_miss_run(y: str, lo: str, hi: str, *, order_by: str) -> LongestMissRun:
     """The longest run of consecutive misses (``y`` outside ``[lo, hi]``) in ``order_by`` order.
 

@@ -24,6 +24,8 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[
     schema = base.collect_schema()
     roles = {k: o[k] for k in ("y", "lo", "hi", "score", "score_y", "sets")}
     forecast = {"mean": o["mean"], "std": o["std"], **{f"quantiles[{lv:g}]": c for lv, c in _quantiles(o).items()}}
+    for lv, (lo_c, hi_c) in _intervals(o).items():
+        forecast |= {f"intervals[{lv:g}][0]": lo_c, f"intervals[{lv:g}][1]": hi_c}
     names = roles | forecast | {"confidence_level": level} | {f"by[{i}]": k for i, k in enumerate(by)}
     planning.check_schema(schema, names)
     if level is not None and level in by:
@@ -60,6 +62,7 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[
         invalid=o["invalid"],
         test_in_query=not lazy_other,
         quantiles=_quantiles(o) or None,
+        intervals=_intervals(o) or None,
         mean=o["mean"],
         std=o["std"],
     )
@@ -72,6 +75,14 @@ def _quantiles(options: dict[str, Any]) -> dict[float, str]:
 
     value = options["quantiles"]
     return {} if value is None else dict(check_quantiles(value))  # type: ignore[arg-type]
+
+
+def _intervals(options: dict[str, Any]) -> dict[float, tuple[str, str]]:
+    """``intervals=`` checked (levels in (0, 1), (lo, hi) pairs of distinct columns) as a dict."""
+    from conformal_frames.forecast_inputs import check_intervals
+
+    value = options["intervals"]
+    return {} if value is None else {lv: (lo, hi) for lv, lo, hi in check_intervals(value)}
 
 
 def _evaluate(base: Any, plan: planning.Plan) -> Report:
@@ -123,6 +134,7 @@ def report(
     quantiles: dict[float, str] | None = None,
     mean: str | None = None,
     std: str | None = None,
+    intervals: dict[float, tuple[str, str]] | None = None,
 ) -> Report:
     """Evaluate every applicable metric per group and return a :class:`Report`.
 
@@ -160,7 +172,8 @@ def report(
         (several levels stacked in long format), which becomes a group
         column and each group's target.
     n_bins : int, default 10
-        Score bins of the calibration metrics and the reliability table.
+        Score bins of the calibration metrics and the reliability table; PIT
+        bins of the forecast family's PIT histograms.
     ssc_n_bins : int, default 3
         Width bins of the size-stratified coverage.
     ci_level : float, default 0.95
@@ -190,13 +203,26 @@ def report(
         Groups shown in the text/HTML tables and segments drawn per plot
         (:attr:`Report.max_rows`, :attr:`Report.max_segments`).
     quantiles : dict, optional
-        Quantile forecasts of ``y``, ``{level: column}``: the forecast family
-        (the table ``"forecast"``: CRPS from the quantiles and the PIT
-        uniformity test, see :func:`conformal_frames.crps`).
+        Quantile forecasts of ``y``, ``{level: column}``: the forecast family.
+        The table ``"forecast"`` gets the CRPS from the quantiles and the PIT
+        uniformity test (:func:`conformal_frames.crps`,
+        :func:`conformal_frames.pit_test`; the PIT histogram with ``n_bins``
+        bins is the table ``"pit_histogram"``), the mean ``pinball_loss``, the
+        ``wis`` and its three components (when the levels hold the median
+        and, for every level ``tau``, the level ``1 - tau``) and
+        ``quantile_coverage_mad``, the mean over levels of ``|coverage -
+        level|``; the long table ``"quantile_coverage"`` has one row per group
+        and level (:func:`conformal_frames.quantile_coverage`).
     mean, std : str, optional
         A Gaussian forecast of ``y``: its CRPS and PIT test in the
-        ``"forecast"`` table (prefixed ``quantile_`` are then the quantile
-        forecast's).
+        ``"forecast"`` table and its PIT histogram (prefixed ``quantile_``
+        are then the quantile forecast's).
+    intervals : dict, optional
+        Central intervals of ``y`` at several levels, ``{confidence_level:
+        (lo, hi)}``: the long table ``"interval_coverage"``, one row per group
+        and level with the coverage, its Wilson interval, the mean width and
+        Winkler score (:func:`conformal_frames.interval_coverage`).  Rows
+        where ``lo > hi`` or the intervals are not nested are invalid rows.
 
     Returns
     -------
@@ -217,7 +243,15 @@ def report(
     ['b']
     """
     options = dict(locals())
-    planning.check_roles(y, lo, hi, score, score_y, sets, forecast={"quantiles": quantiles, "mean": mean, "std": std})
+    planning.check_roles(
+        y,
+        lo,
+        hi,
+        score,
+        score_y,
+        sets,
+        forecast={"quantiles": quantiles, "intervals": intervals, "mean": mean, "std": std},
+    )
     planning.check_options(correction, invalid)
     base = planning.as_frame(frame)
     plan, notes = _make_plan(base, options)

@@ -16,12 +16,16 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames.report import render
 from conformal_frames.report.summary import main_family, plain
+from conformal_frames.report.tables import PER_BIN, PER_LEVEL
 
 #: groups shown in text and HTML tables by default (``Report.max_rows``)
 MAX_ROWS = 50
 #: segments shown in each plot by default (``Report.max_segments``)
 MAX_SEGMENTS = 50
-_LONG = ("ssc", "reliability")
+#: one row per group and bin: pivoted for display, left out of the per-group long form (metrics())
+_LONG = PER_BIN
+#: one row per group and level: shown as they are, left out of the per-group long form (metrics())
+_PER_LEVEL = PER_LEVEL
 
 
 @dataclass
@@ -36,7 +40,10 @@ class Report:
         (coverage with its interval, width, Winkler score, SSC score, target,
         test columns), ``"ssc"`` (coverage per width bin), ``"widths"`` (width
         quantiles per group), and when they apply ``"sets"``,
-        ``"calibration"``, ``"reliability"``.
+        ``"calibration"``, ``"reliability"``, ``"forecast"`` (forecast scores
+        per group), ``"pit_histogram"`` / ``"quantile_pit_histogram"`` (one
+        row per group and PIT bin), ``"quantile_coverage"`` and
+        ``"interval_coverage"`` (one row per group and level).
     summary : dict
         Rows, groups, pooled coverage per target (with the rows it
         excludes) and the coverage gap, worst group, the significantly
@@ -100,7 +107,8 @@ class Report:
         """All metrics in long (tidy) form: keys, ``family``, ``metric``, ``value``.
 
         Only numeric metric columns of the per-group tables (not the per-bin
-        ``ssc``/``reliability`` tables nor ``widths``).
+        ``ssc``/``reliability``/PIT histogram tables, the per-level ``quantile_coverage`` /
+        ``interval_coverage`` tables nor ``widths``).
         """
         records = self._long_records()
         ns = nw.get_native_namespace(next(iter(self.tables.values())))
@@ -111,7 +119,7 @@ class Report:
     def _long_records(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for family, t in self.tables.items():
-            if family in (*_LONG, "widths"):
+            if family in (*_LONG, *_PER_LEVEL, "widths"):
                 continue
             keys = [k for k in self.keys if k in t.columns]
             values = [c for c in t.columns if c not in keys and render.is_numeric(t.schema[c])]
@@ -141,9 +149,9 @@ class Report:
         shown = render.shown_keys(main, self.keys, self.max_rows)
         out = []
         for name, t in self.tables.items():
-            if name == "widths":
-                continue
             keys = [k for k in self.keys if k in t.columns]
+            if name == "widths" or (name == "forecast" and set(t.columns) <= {*keys, "n", "n_invalid", "n_dropped"}):
+                continue  # widths: plotted; a forecast table without scores (intervals only): counts only
             if name in _LONG:
                 t = render.pivot_bins(t, keys, "coverage" if name == "ssc" else "frequency")
             t, left = render.restrict(t, keys, shown)

@@ -19,8 +19,9 @@ from conformal_frames import core
 from conformal_frames._validate import check_choice, check_probability
 from conformal_frames.calibration import brier, ece, ks_test, kuiper_test, reliability, spiegelhalter_test
 from conformal_frames.conditional import coverage_test
-from conformal_frames.distributions import crps, pit_test
+from conformal_frames.distributions import crps, pit_histogram, pit_test
 from conformal_frames.intervals import coverage, hsic, ssc, ssc_score, width, winkler
+from conformal_frames.quantiles import _wis_pairs, interval_coverage, pinball_loss, quantile_coverage, wis
 from conformal_frames.recalibration import score_decomposition, smooth_ece
 from conformal_frames.report.widths import collect
 from conformal_frames.sets import empty_rate, set_coverage, set_size, singleton_rate
@@ -57,6 +58,7 @@ class Plan:
     test_in_query: bool
     #: forecast columns (the forecast family): ``{level: column}`` and a Gaussian forecast
     quantiles: dict[float, str] | None = None
+    intervals: dict[float, tuple[str, str]] | None = None
     mean: str | None = None
     std: str | None = None
 
@@ -79,7 +81,7 @@ class Plan:
         return self.score_y if self.score_y is not None else self.y
 
     def columns(self) -> dict[str, str]:
-        """Role name to column, as given."""
+        """Role name to column, as given (quantiles / intervals as ``0.1=q10,...`` / ``0.8=lo80:hi80,...``)."""
         roles = {
             "y": self.y,
             "lo": self.lo,
@@ -90,6 +92,8 @@ class Plan:
             "confidence_level": self.level_column,
             "mean": self.mean,
             "std": self.std,
+            "quantiles": ",".join(f"{lv:g}={c}" for lv, c in (self.quantiles or {}).items()) or None,
+            "intervals": ",".join(f"{lv:g}={lo}:{hi}" for lv, (lo, hi) in (self.intervals or {}).items()) or None,
         }
         return {k: v for k, v in roles.items() if v is not None}
 
@@ -113,21 +117,40 @@ class Plan:
                 out["calibration"].append(smooth_ece(label, score))
                 out["decomposition"] = [score_decomposition(label, score)]
             out["reliability"] = [reliability(label, score, n_bins=self.n_bins, ci_level=self.ci_level)]
-        if self.y is not None and (self.quantiles or self.mean is not None):
+        if self.y is not None and (self.quantiles or self.intervals or self.mean is not None):
             out["forecast"] = self._forecast(self.y)
         return out
 
     def _forecast(self, y: str) -> list[core.Metric]:
-        """Scores of quantile, interval and Gaussian forecasts (the Gaussian ones first, unprefixed)."""
+        """Scores of quantile, interval and Gaussian forecasts (the Gaussian ones first, unprefixed).
+
+        Gaussian and quantiles: CRPS, PIT test and PIT histogram (a long
+        table by bin, ``n_bins`` bins).  Quantiles also: the mean pinball loss, WIS and its
+        components (when the levels hold the median and central intervals)
+        and the per-level coverage (its mean absolute deviation in the
+        ``forecast`` table; the long table ``quantile_coverage``).  Intervals:
+        the long table ``interval_coverage`` (coverage, Wilson interval,
+        width, Winkler per level).
+        """
         ms: list[core.Metric] = []
         if self.mean is not None and self.std is not None:
             ms += [crps(y, mean=self.mean, std=self.std), pit_test(y, mean=self.mean, std=self.std)]
+            ms.append(pit_histogram(y, mean=self.mean, std=self.std, n_bins=self.n_bins, ci_level=self.ci_level))
         if self.quantiles:
             prefix = "quantile_" if ms else ""
             ms += [
                 crps(y, quantiles=self.quantiles).alias(f"{prefix}crps"),
                 pit_test(y, quantiles=self.quantiles).alias(f"{prefix}pit_test"),
+                pit_histogram(y, quantiles=self.quantiles, n_bins=self.n_bins, ci_level=self.ci_level).alias(
+                    f"{prefix}pit_histogram"
+                ),
+                pinball_loss(y, quantiles=self.quantiles),
             ]
+            if has_wis_levels(self.quantiles):
+                ms.append(wis(y, quantiles=self.quantiles))
+            ms.append(quantile_coverage(y, quantiles=self.quantiles, ci_level=self.ci_level))
+        if self.intervals:
+            ms.append(interval_coverage(y, intervals=self.intervals, ci_level=self.ci_level))
         return ms
 
     def _coverage(self, family: str, y: str, **target: Any) -> core.Metric:
@@ -166,6 +189,17 @@ class Plan:
             singleton_rate(sets, classes=classes),
             empty_rate(sets, classes=classes),
         ]
+
+
+def has_wis_levels(quantiles: dict[float, str]) -> bool:
+    """The levels hold the median and, for every level ``tau``, the level ``1 - tau`` (what WIS needs)."""
+    from conformal_frames.forecast_inputs import check_quantiles
+
+    try:
+        _wis_pairs(check_quantiles(quantiles))  # type: ignore[arg-type]
+    except ValueError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------

@@ -26,7 +26,16 @@ TITLES = {
     "decomposition": "Brier score decomposition: score = miscalibration - discrimination + uncertainty",
     "reliability": "Reliability: observed frequency per score bin (mean scores and intervals in .frame('reliability'))",
     "sets": "Prediction-set metrics per group",
-    "forecast": "Forecast scores per group (CRPS; PIT uniformity test)",
+    "forecast": (
+        "Forecast scores per group (CRPS; PIT uniformity test; pinball loss; WIS and its components; "
+        "quantile_coverage_mad = mean |coverage - level| over the quantile levels)"
+    ),
+    "pit_histogram": "PIT histogram: frequency per bin (uniform: 1/n_bins; band in .frame('pit_histogram'))",
+    "quantile_pit_histogram": (
+        "PIT histogram of the quantile forecast: frequency per bin (band in .frame('quantile_pit_histogram'))"
+    ),
+    "quantile_coverage": "Quantile coverage per level: fraction of y <= quantile (Wilson interval), deviation from the level",
+    "interval_coverage": "Interval coverage per confidence level: coverage (Wilson interval), mean width, mean Winkler score",
 }
 
 CSS = (

@@ -9,7 +9,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames.report.plan import COVERAGE_COLUMN
-from conformal_frames.report.tables import INVALID_COUNTS
+from conformal_frames.report.tables import INVALID_COUNTS, PER_BIN, PER_LEVEL
 from conformal_frames.report.widths import floats
 
 
@@ -97,7 +97,7 @@ def summarize(tables: dict[str, Any], keys: list[str], target: Any, test: str | 
     t = tables[name]
     n = floats(t, "n")
     invalid, dropped = _count(t, "n_invalid"), _count(t, "n_dropped")
-    families = [f for f in tables if f not in ("ssc", "decomposition", "reliability", "widths")]
+    families = [f for f in tables if f not in ("decomposition", "widths", *PER_BIN, *PER_LEVEL)]
     out: dict[str, Any] = {"rows": int(n.sum() + dropped.sum()), "groups": len(t), "families": families}
     if target is not None:
         out["target"] = target if isinstance(target, float) else f"column {target!r}"

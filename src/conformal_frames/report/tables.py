@@ -23,10 +23,31 @@ from conformal_frames.report.widths import collect, floats, widths_histogram, wi
 INVALID_COUNTS = ("n_invalid", "n_dropped")
 _ADJUSTED = {"holm": "pvalue_holm", "bh": "pvalue_bh", "none": "pvalue"}
 _CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no correction"}
+#: the report's tables, in display order
+TABLE_ORDER = (
+    "intervals",
+    "ssc",
+    "sets",
+    "calibration",
+    "decomposition",
+    "reliability",
+    "forecast",
+    "pit_histogram",
+    "quantile_pit_histogram",
+    "quantile_coverage",
+    "interval_coverage",
+)
+#: per-level tables: one row per group and level (not per group)
+PER_LEVEL = ("quantile_coverage", "interval_coverage")
+#: per-bin tables: one row per group and bin
+PER_BIN = ("ssc", "reliability", "pit_histogram", "quantile_pit_histogram")
+#: quantile_coverage's summary (the mean absolute deviation over levels) as a forecast-table column
+FORECAST_RENAMES = {"quantile_coverage": "quantile_coverage_mad"}
 
 
 def build_tables(wide: nw.DataFrame, plan: Plan, families: dict[str, list[core.Metric]], schema: Any) -> dict[str, Any]:
-    """Family tables (``intervals``, ``ssc``, ``sets``, ``calibration``, ``decomposition``, ``reliability``)."""
+    """Family tables (``intervals``, ``ssc``, ``sets``, ``calibration``, ``decomposition``, ``reliability``,
+    ``forecast``, ``pit_histogram``, ``quantile_pit_histogram``, ``quantile_coverage``, ``interval_coverage``)."""
     keys = plan.keys
     common = ["n", *[c for c in INVALID_COUNTS if c in wide.columns]]
     lazy_wide = wide.lazy()
@@ -39,6 +60,9 @@ def build_tables(wide: nw.DataFrame, plan: Plan, families: dict[str, list[core.M
                 long = nw.maybe_reset_index(m.to_long(lazy_wide.select(*keys, *names), keys).collect())
                 if name == "intervals":
                     tables["ssc"] = long.rename({m.output_name: "coverage"})
+                elif name == "forecast":  # per-level tables, their one-number summary in "forecast"
+                    tables[m.output_name] = long
+                    cols += [c for c in names if c == m.output_name]
                 else:
                     tables[name] = long
                 continue
@@ -46,10 +70,12 @@ def build_tables(wide: nw.DataFrame, plan: Plan, families: dict[str, list[core.M
         if name in COVERAGE_COLUMN:
             t = with_test(wide.select(*keys, *cols, *common), plan, COVERAGE_COLUMN[name])
             tables = {name: t, **tables}
+        elif name == "forecast":  # always: the per-group rows and counts (also with intervals only)
+            t = wide.select(*keys, *cols, *common)
+            tables[name] = t.rename({k: v for k, v in FORECAST_RENAMES.items() if k in t.columns})
         elif cols:
             tables[name] = wide.select(*keys, *cols, *common)
-    order = ["intervals", "ssc", "sets", "calibration", "decomposition", "reliability", "forecast"]
-    return {k: tables[k] for k in order if k in tables}
+    return {k: tables[k] for k in TABLE_ORDER if k in tables}
 
 
 def with_test(t: nw.DataFrame, plan: Plan, cov: str) -> nw.DataFrame:
