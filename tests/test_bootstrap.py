@@ -550,3 +550,33 @@ def test_bootstrap_invalid_rows(eager_constructor):
     expected = coverage_oracle(clean, oracle_counts(clean, ["y", "lo", "hi"], ["g"], 1, 20))
     assert_close(dropped["coverage_ci_low"], expected["low"])
     assert dropped["n_dropped"].sum() == 1
+
+
+def test_bootstrap_one_resampling_unit_has_no_interval(eager_constructor):
+    # one row, or one block: every replicate repeats the point estimate, so a
+    # percentile interval would be [value, value], a certainty the data cannot
+    # give; the interval is null (the value stays)
+    rng = np.random.default_rng(11)
+    n = 40
+    data = {
+        "g": np.r_[np.zeros(n - 1, dtype=np.int64), [1]],
+        "y": rng.normal(size=n),
+        "lo": np.full(n, -1.0),
+        "hi": np.full(n, 1.0),
+        "one": np.full(n, 7, dtype=np.int64),
+        "blk": np.arange(n) % 4,
+    }
+    frame = eager_constructor(data)
+    cov = cf.coverage("y", "lo", "hi")
+    rows = to_pandas(cf.evaluate(frame, cf.bootstrap(cov, n_resamples=50), by="g"))
+    assert rows["coverage_ci_low"].isna().tolist() == [False, True]
+    assert rows["coverage_ci_high"].isna().tolist() == [False, True]
+    assert rows["coverage"].tolist()[1] == 1.0
+    one = to_pandas(cf.evaluate(frame, cf.bootstrap(cov, n_resamples=50, block="one")))
+    assert one[["coverage_ci_low", "coverage_ci_high"]].isna().all(axis=None)
+    assert not one["coverage"].isna().any()
+    diff = cf.bootstrap_difference(cov, cf.coverage("y", "lo", "lo"), n_resamples=50, block="one")
+    cis = ["coverage_difference_ci_low", "coverage_difference_ci_high"]
+    assert to_pandas(cf.evaluate(frame, diff))[cis].isna().all(axis=None)
+    four = to_pandas(cf.evaluate(frame, cf.bootstrap(cov, n_resamples=50, block="blk")))
+    assert four["coverage_ci_low"].iloc[0] < four["coverage_ci_high"].iloc[0]
