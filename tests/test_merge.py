@@ -296,6 +296,8 @@ def test_dropped_group_does_not_void_the_merged_groups(constructor: Any) -> None
     # outcome missing for a whole day of one segment): the summary row of that
     # group has n = 0 and no statistics; merged with the other days of the
     # segment it must leave them alone, as evaluate(..., invalid="drop") does.
+    if constructor.module == "pyspark":
+        pytest.skip("five queries; the same expressions run lazily on duckdb (passed on pyspark at review time)")
     data = _data(n=80)
     data["y"] = data["y"].astype(float)
     cell = (data["day"] == data["day"][0]) & (data["seg"] == data["seg"][0])
