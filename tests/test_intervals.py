@@ -223,11 +223,19 @@ _SCIPY_WILSON: dict[float, tuple[np.ndarray, np.ndarray]] = {}
 
 def _scipy_wilson(level: float) -> tuple[np.ndarray, np.ndarray]:
     if level not in _SCIPY_WILSON:
-        from scipy.stats import binomtest
-
         k, n = _all_proportions()
-        cis = [binomtest(int(a), int(b)).proportion_ci(confidence_level=level, method="wilson") for a, b in zip(k, n)]
-        _SCIPY_WILSON[level] = (np.array([c.low for c in cis]), np.array([c.high for c in cis]))
+        try:  # the function binomtest(k, n).proportion_ci(method="wilson") calls, without the p-value binomtest computes first (~60x faster)
+            from scipy.stats._binomtest import _binom_wilson_conf_int
+
+            cis = [_binom_wilson_conf_int(int(a), int(b), level, "two-sided", False) for a, b in zip(k, n)]
+        except (ImportError, TypeError):  # a scipy that moved it: the public route
+            from scipy.stats import binomtest
+
+            public = [
+                binomtest(int(a), int(b)).proportion_ci(confidence_level=level, method="wilson") for a, b in zip(k, n)
+            ]
+            cis = [(c.low, c.high) for c in public]
+        _SCIPY_WILSON[level] = (np.array([c[0] for c in cis]), np.array([c[1] for c in cis]))
     return _SCIPY_WILSON[level]
 
 
