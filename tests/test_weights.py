@@ -498,3 +498,75 @@ NO_WEIGHTS = {
 def test_no_weighted_version(name: str) -> None:
     with pytest.raises(TypeError, match=f"^{name} has no weighted version"):
         NO_WEIGHTS[name]()
+
+
+#: every public metric factory and frame function (the ``.conformal`` methods but ``report``):
+#: either it takes ``weights=`` or it refuses it with "<name> has no weighted version (<why>)"
+WEIGHTED = {
+    "auroc",
+    "brier",
+    "classwise_ece",
+    "coverage",
+    "coverage_gap",
+    "coverage_test",
+    "crps",
+    "cumulative_differences",
+    "cwc",
+    "ece",
+    "efficiency_criteria",
+    "empty_rate",
+    "interval_coverage",
+    "ks_test",
+    "kuiper_test",
+    "mce",
+    "pinball_loss",
+    "pit_histogram",
+    "quantile_coverage",
+    "reliability",
+    "score_decomposition",
+    "set_coverage",
+    "set_size",
+    "set_ssc",
+    "set_ssc_score",
+    "singleton_rate",
+    "spiegelhalter_test",
+    "ssc",
+    "ssc_score",
+    "top_label_ece",
+    "width",
+    "winkler",
+    "wis",
+}
+UNWEIGHTED = {
+    "auarc",
+    "christoffersen_test",
+    "corp_reliability",
+    "diebold_mariano_test",
+    "excess_risk_target_coverage",
+    "hsic",
+    "kupiec_test",
+    "longest_miss_run",
+    "pit_test",
+    "smooth_ece",
+    "worst_slab_coverage",
+}
+
+
+def test_every_metric_is_weighted_or_refuses_weights() -> None:
+    import inspect
+
+    from conformal_frames.namespace import FRAME_FUNCTIONS, METRIC_FACTORIES
+
+    names = (set(METRIC_FACTORIES) | set(FRAME_FUNCTIONS)) - {"report"}
+    assert names == WEIGHTED | UNWEIGHTED  # a new metric must be classified here
+    assert not WEIGHTED & UNWEIGHTED
+    for name in sorted(names):
+        fn = getattr(cf, name)
+        params = inspect.signature(fn).parameters
+        if name in WEIGHTED:
+            assert params["weights"].kind is inspect.Parameter.KEYWORD_ONLY, name
+            assert params["weights"].default is None, name
+        else:
+            assert "weights" not in params, name
+            with pytest.raises(TypeError, match=rf"^{name} has no weighted version\b.*: weights= is not supported"):
+                fn(weights="w")
