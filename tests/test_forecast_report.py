@@ -125,6 +125,7 @@ def test_report_forecast_rendering_and_options() -> None:
     assert "quantile_coverage_mad" in text and "Interval coverage per confidence level" in text
     assert "Quantile coverage per level" in text and "PIT histogram: frequency per bin" in text
     assert "bin9" in text  # the histogram pivoted: one row per group
+    assert "intervals='0.5=q0250:q0750,0.8=q0100:q0900,0.9=q0050:q0950'" in text.splitlines()[1]
     page = rep.to_html(plots=False)
     assert "<h3>Interval coverage per confidence level" in page and "winkler" in page
     assert rep.summary["families"] == ["forecast"]

@@ -81,7 +81,7 @@ class Plan:
         return self.score_y if self.score_y is not None else self.y
 
     def columns(self) -> dict[str, str]:
-        """Role name to column, as given."""
+        """Role name to column, as given (quantiles / intervals as ``0.1=q10,...`` / ``0.8=lo80:hi80,...``)."""
         roles = {
             "y": self.y,
             "lo": self.lo,
@@ -92,6 +92,8 @@ class Plan:
             "confidence_level": self.level_column,
             "mean": self.mean,
             "std": self.std,
+            "quantiles": ",".join(f"{lv:g}={c}" for lv, c in (self.quantiles or {}).items()) or None,
+            "intervals": ",".join(f"{lv:g}={lo}:{hi}" for lv, (lo, hi) in (self.intervals or {}).items()) or None,
         }
         return {k: v for k, v in roles.items() if v is not None}
 
