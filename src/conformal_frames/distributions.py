@@ -165,6 +165,7 @@ def _list_members(q: Query, name: str) -> str:
         raise TypeError(msg)
     q.check(f"samples column {name!r} has missing values", col.is_null())
     q.check(f"samples column {name!r} has empty ensembles", col.list.len() == 0)
+    q.check(f"samples column {name!r} has missing members", col.list.contains(None))
     q.check(f"samples column {name!r} has NaN or infinite members", ~col.list.mean().is_finite())
     return q.row(("samples_list", name), col)
 
