@@ -225,10 +225,14 @@ def test_bad_ensembles_drop_and_null(lazy_constructor):
     assert out["crps"].isna().all() and out["n_invalid"].tolist() == [1]
 
 
-def test_null_members_make_the_score_null():
+def test_null_members_are_invalid_rows():
+    # review 2026-11-23: a null member is an invalid row like a null member column
+    # (raise names it; invalid="null" voids its group only), no longer a silent null
     df = pl.DataFrame({"y": [0.0, 1.0], "ens": [[1.0, None], [2.0, 3.0]], "g": ["a", "b"]})
-    assert math.isnan(df.conformal.crps("y", samples="ens"))
-    assert df.conformal.crps("y", samples="ens", by="g")["crps"].to_list() == [None, pytest.approx(1.5 - 0.25)]
+    with pytest.raises(ValueError, match=r"samples column 'ens' has missing members in 1 row"):
+        df.conformal.crps("y", samples="ens")
+    out = df.conformal.crps("y", samples="ens", by="g", invalid="null")
+    assert out["crps"].to_list() == [None, pytest.approx(1.5 - 0.25)]
 
 
 def test_member_columns_are_checked():
