@@ -156,6 +156,35 @@ def _selected(config: pytest.Config) -> list[Backend]:
     return [BACKENDS[n] for n in names]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "spark_cases(**params): run the [pyspark] case of a parametrized test only where its parameters "
+        "equal these (a list of dicts for several); the other cases repeat the same Spark query shape and "
+        "run on the other backends",
+    )
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (pyproject addopts): one worker per core, at most 4 (each Spark worker starts a JVM)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(4, cores))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        marker = item.get_closest_marker("spark_cases")
+        callspec = getattr(item, "callspec", None)
+        if marker is None or callspec is None or getattr(callspec.params.get("constructor"), "id", "") != "pyspark":
+            continue
+        kept = list(marker.args[0]) if marker.args else [marker.kwargs]
+        params = callspec.params
+        if not any(all(params.get(k) == v for k, v in case.items()) for case in kept):
+            shown = " or ".join(",".join(f"{k}={v!r}" for k, v in case.items()) for case in kept)
+            name = item.name.split("[")[0]
+            item.add_marker(pytest.mark.skip(reason=f"covered by {name}[pyspark] with {shown}"))
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     wanted = {"constructor": None, "eager_constructor": False, "lazy_constructor": True}
     for fixture, lazy in wanted.items():

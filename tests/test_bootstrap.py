@@ -550,3 +550,50 @@ def test_bootstrap_invalid_rows(eager_constructor):
     expected = coverage_oracle(clean, oracle_counts(clean, ["y", "lo", "hi"], ["g"], 1, 20))
     assert_close(dropped["coverage_ci_low"], expected["low"])
     assert dropped["n_dropped"].sum() == 1
+
+
+def test_bootstrap_one_resampling_unit_has_no_interval(eager_constructor):
+    # one row, or one block: every replicate repeats the point estimate, so a
+    # percentile interval would be [value, value], a certainty the data cannot
+    # give; the interval is null (the value stays)
+    rng = np.random.default_rng(11)
+    n = 40
+    data = {
+        "g": np.r_[np.zeros(n - 1, dtype=np.int64), [1]],
+        "y": rng.normal(size=n),
+        "lo": np.full(n, -1.0),
+        "hi": np.full(n, 1.0),
+        "one": np.full(n, 7, dtype=np.int64),
+        "blk": np.arange(n) % 4,
+    }
+    frame = eager_constructor(data)
+    cov = cf.coverage("y", "lo", "hi")
+    rows = to_pandas(cf.evaluate(frame, cf.bootstrap(cov, n_resamples=50), by="g"))
+    assert rows["coverage_ci_low"].isna().tolist() == [False, True]
+    assert rows["coverage_ci_high"].isna().tolist() == [False, True]
+    assert rows["coverage"].tolist()[1] == 1.0
+    one = to_pandas(cf.evaluate(frame, cf.bootstrap(cov, n_resamples=50, block="one")))
+    assert one[["coverage_ci_low", "coverage_ci_high"]].isna().all(axis=None)
+    assert not one["coverage"].isna().any()
+    diff = cf.bootstrap_difference(cov, cf.coverage("y", "lo", "lo"), n_resamples=50, block="one")
+    cis = ["coverage_difference_ci_low", "coverage_difference_ci_high"]
+    assert to_pandas(cf.evaluate(frame, diff))[cis].isna().all(axis=None)
+    four = to_pandas(cf.evaluate(frame, cf.bootstrap(cov, n_resamples=50, block="blk")))
+    assert four["coverage_ci_low"].iloc[0] < four["coverage_ci_high"].iloc[0]
+
+
+def test_diebold_mariano_constant_differential_up_to_rounding_is_null(eager_constructor):
+    # other = score + 0.1: d_t = (y - s)^2 - (y - s - 0.1)^2 = -0.03 - ... is constant,
+    # but y - (y + 0.1) rounds differently per row, so d_t scatters by ~1e-16 and
+    # gamma_0 ~ 1e-32 > 0: the statistic must be null (d constant), not ~1e15
+    rng = np.random.default_rng(5)
+    n = 50
+    y = rng.normal(size=n) * 10.0
+    data = {"t": np.arange(n), "y": y, "s": y + 0.1, "o": y + 0.2, "g": np.arange(n) % 2}
+    d = (y - (y + 0.1)) ** 2 - (y - (y + 0.2)) ** 2
+    assert 0.0 < d.std() < 1e-14 * abs(d.mean())
+    for loss in ("squared", "absolute"):
+        test = cf.diebold_mariano_test("y", "s", "o", order_by="t", loss=loss)
+        out = to_pandas(cf.evaluate(eager_constructor(data), test, by="g"))
+        assert out["diebold_mariano_test"].isna().all(), loss
+        assert out["diebold_mariano_test_pvalue"].isna().all(), loss

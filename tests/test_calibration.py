@@ -80,6 +80,7 @@ def _expected_binary(y, s, num_bins, strategy):
     ]
 
 
+@pytest.mark.spark_cases([{"seed": 0}, {"seed": 1}])  # one uniform, one quantile
 @pytest.mark.parametrize(("seed", "num_bins", "strategy"), [(0, 10, "uniform"), (1, 3, "quantile"), (2, 7, "uniform")])
 def test_grouped_binary_metrics_match_oracle(constructor, seed, num_bins, strategy):
     d = random_calibration(seed)
@@ -93,6 +94,7 @@ def test_grouped_binary_metrics_match_oracle(constructor, seed, num_bins, strate
     assert sure["ks_test"] == math.inf and sure["ks_test_pvalue"] == 0.0 and sure["kuiper_test_pvalue"] == 0.0
 
 
+@pytest.mark.spark_cases([{"seed": 0}, {"seed": 1}])  # one uniform, one quantile
 @pytest.mark.parametrize(("seed", "num_bins", "strategy"), [(0, 1, "uniform"), (1, 10, "quantile"), (2, 1, "quantile")])
 def test_ungrouped_binary_metrics_match_oracle(constructor, seed, num_bins, strategy):
     d = random_calibration(seed)
@@ -137,6 +139,7 @@ def test_lazy_input_stays_lazy(lazy_constructor):
 # ---------------------------------------------------------------------------
 # reliability table, cumulative differences
 # ---------------------------------------------------------------------------
+@pytest.mark.spark_cases(seed=0)  # both strategies
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize(("num_bins", "strategy"), [(5, "uniform"), (4, "quantile")])
 def test_reliability_matches_oracle(constructor, seed, num_bins, strategy):
@@ -166,6 +169,7 @@ def test_reliability_in_evaluate_is_wide(constructor):
     assert out["reliability_bin0_n"].iloc[0] + out["reliability_bin1_n"].iloc[0] == len(d["y"])
 
 
+@pytest.mark.spark_cases(seed=0)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_cumulative_differences_match_oracle(constructor, seed):
     d = random_calibration(seed)
@@ -200,6 +204,7 @@ def test_cumulative_differences_ungrouped_and_types(constructor):
 PROBS = ["p0", "p1", "p2"]
 
 
+@pytest.mark.spark_cases([{"seed": 0}, {"seed": 1}])  # one uniform, one quantile
 @pytest.mark.parametrize(("seed", "num_bins", "strategy"), [(0, 10, "uniform"), (1, 3, "quantile"), (2, 5, "uniform")])
 def test_top_label_and_classwise_match_oracle(constructor, seed, num_bins, strategy):
     d = random_calibration(seed)
@@ -537,6 +542,7 @@ def _check_edge_reliability(constructor, num_bins, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["Float64", "Float32"])
+@pytest.mark.spark_cases([{"num_bins": 10}, {"num_bins": 100}])  # both dtypes
 @pytest.mark.parametrize("num_bins", EDGE_BINS)
 def test_every_decimal_edge_starts_its_bin_in_ece(constructor, num_bins, dtype):
     # ECE / MCE (main aggregation up to 32 bins, a sub-query above).  Labels

@@ -23,6 +23,7 @@ def _frame_dict(d, strings=False):
     return data, classes
 
 
+@pytest.mark.spark_cases([{"strings": False, "seed": 0}, {"strings": True, "seed": 1}])
 @pytest.mark.parametrize(("seed", "level", "eps"), [(0, 0.8, 0.2), (1, 0.5, 0.5), (2, 0.65, 0.35)])
 @pytest.mark.parametrize("strings", [False, True], ids=["int", "str"])
 def test_criteria_match_oracle(constructor, seed, level, eps, strings):

@@ -41,6 +41,7 @@ def _expected_row(d, idx):
 COLUMNS = ["coverage", "coverage_ci_low", "coverage_ci_high", "width", "ssc_score", "winkler", "cwc", "n"]
 
 
+@pytest.mark.spark_cases(seed=0)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_grouped_metrics_match_oracle(constructor, seed):
     d = random_intervals(seed)
@@ -51,6 +52,7 @@ def test_grouped_metrics_match_oracle(constructor, seed):
     assert_close(out[COLUMNS].to_numpy(), expected, rtol=1e-12, atol=1e-15, what=constructor.id)
 
 
+@pytest.mark.spark_cases(seed=0)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_ungrouped_metrics_match_oracle(constructor, seed):
     d = random_intervals(seed)
@@ -60,6 +62,7 @@ def test_ungrouped_metrics_match_oracle(constructor, seed):
     assert_close(out[COLUMNS].to_numpy(), expected, rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.spark_cases(seed=0)  # every num_bins
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("num_bins", [1, 2, 3, 4])
 def test_ssc_long_matches_oracle(constructor, seed, num_bins):
@@ -191,6 +194,7 @@ def test_hsic_5000_rows_against_direct_definition():
     assert got == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.spark_cases(seed=0)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_backends_agree(constructor, seed):
     """Every backend gives the polars-eager numbers to 1e-12 relative."""
@@ -227,6 +231,7 @@ def _scipy_wilson(level: float) -> tuple[np.ndarray, np.ndarray]:
     return _SCIPY_WILSON[level]
 
 
+@pytest.mark.spark_cases(level=0.9)
 @pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
 def test_wilson_interval_contains_its_estimate(constructor, level):
     # every n <= 200 and every k in 0..n, evaluated by each backend's engine

@@ -57,6 +57,10 @@ def _expected(d, idx, num_bins):
     ]
 
 
+# on Spark: each (strings, list_column) pair once, each (seed, num_bins) twice
+@pytest.mark.spark_cases(
+    [{"strings": s, "list_column": c, "seed": int(s != c)} for s in (False, True) for c in (False, True)]
+)
 @pytest.mark.parametrize(("seed", "num_bins"), [(0, None), (1, 2)])
 @pytest.mark.parametrize("list_column", [False, True], ids=["membership", "list"])
 @pytest.mark.parametrize("strings", [False, True], ids=["int", "str"])
@@ -74,6 +78,7 @@ def test_grouped_set_metrics_match_oracle(constructor, seed, list_column, string
     assert_close(whole[COLUMNS].to_numpy(), [_expected(d, np.arange(len(d["g"])), num_bins)], rtol=1e-12)
 
 
+@pytest.mark.spark_cases(seed=0)  # every num_bins
 @pytest.mark.parametrize("seed", SEEDS[:2])
 @pytest.mark.parametrize("num_bins", [None, 1, 2, 5])
 def test_set_ssc_long_matches_oracle(constructor, seed, num_bins):

@@ -28,6 +28,7 @@ def test_done_when_pandas_object_lists():
     pd.testing.assert_frame_equal(frame, before)
 
 
+@pytest.mark.spark_cases([{"strings": False, "seed": 0}, {"strings": True, "seed": 1}])
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("strings", [False, True], ids=["int", "str"])
 def test_without_classes_matches_oracle(constructor, seed, strings):

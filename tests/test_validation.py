@@ -56,6 +56,7 @@ def test_by_column_that_is_also_an_input(constructor):
         cf.evaluate(constructor(BASE), cf.coverage("y", "lo", "hi"), by="y")
 
 
+@pytest.mark.spark_cases([{"column": "y"}, {"column": "lo", "bad": None}, {"column": "hi", "bad": math.inf}])
 @pytest.mark.parametrize("bad", [None, math.nan, math.inf, -math.inf])
 @pytest.mark.parametrize("column", ["y", "lo", "hi"])
 def test_missing_or_infinite_values(constructor, column, bad):

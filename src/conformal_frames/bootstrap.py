@@ -23,7 +23,7 @@ from typing import Any, cast
 import narwhals.stable.v2 as nw
 
 from conformal_frames import core
-from conformal_frames._resample import replicate_weight_rows
+from conformal_frames._resample import _clean, replicate_weight_rows
 from conformal_frames._validate import check_column, check_positive_int, optional
 from conformal_frames.core import FinalizeFn, Metric, Query, TableRef, Weighting
 
@@ -250,11 +250,22 @@ class _Bootstrapped(Metric):
             self.ci_level,
         )
         ref = q.finalize(key, _percentiles(values, list(q.group), self.ci_level))
+        # one resampling unit (one row, one block): every replicate repeats the value; no interval
+        several = _units(q, self.block) > 1.5
         return {
             "": self._combine(points),
-            "ci_low": ref.col("low"),
-            "ci_high": ref.col("high"),
+            "ci_low": nw.when(several).then(ref.col("low")),
+            "ci_high": nw.when(several).then(ref.col("high")),
         }
+
+
+def _units(q: Query, block: str | None) -> nw.Expr:
+    """The number of resampling units of the group: its rows, or its distinct blocks."""
+    if block is None:
+        return q.n
+    value = _clean(q, block)  # the hashed block value: rows sharing it share their counts
+    share = q.row(("boot_block_share", value), 1.0 / q.over(nw.col(value).count(), value), inputs=[value])
+    return q.sum(share)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -331,7 +342,8 @@ def bootstrap(
     Limits: the percentile interval of a Poisson bootstrap is a large-sample
     approximation (it may under-cover for small groups or skewed metrics);
     replicates in which a group gets no weight at all (probability
-    ``exp(-n)``) are left out; only metrics computed in one aggregation (sums
+    ``exp(-n)``) are left out; a group with one resampling unit (one row, or
+    one block) has a null interval (every replicate would repeat its value); only metrics computed in one aggregation (sums
     per group) with a weighted version are supported (not binned tables, not
     rank- or sort-based tests).  The work grows like ``n_resamples`` times
     the metric's own sums.

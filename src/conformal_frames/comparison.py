@@ -27,6 +27,8 @@ __all__ = ["diebold_mariano_test"]
 METHODS = list(__all__)
 
 Loss = Literal["squared", "absolute", "log"]
+#: spread of ``d`` (relative to the losses' root mean square) below which ``d`` counts as constant
+_ROUNDING = 1e-12
 LOSSES: tuple[str, ...] = ("squared", "absolute", "log")
 
 
@@ -107,7 +109,10 @@ class DieboldMarianoTest(Metric):
         # a negative long-run variance (possible for horizon > 1) falls back to gamma_0
         variance = nw.when(long_run > 0.0).then(long_run).otherwise(gamma0) / q.n
         mean_d = ratio(q.sum(d), q.n)
-        stat = nw.when(variance > 0.0).then(mean_d / variance.sqrt())
+        # d constant up to the rounding of the losses (e.g. other = score + c): no statistic
+        scale = q.sum(q.row(("loss_scale", a, b), nw.col(a) ** 2 + nw.col(b) ** 2, inputs=[a, b]))
+        varies = gamma0 > _ROUNDING**2 * ratio(scale, q.n)
+        stat = nw.when((variance > 0.0) & varies).then(mean_d / variance.sqrt())
         key = ("diebold_mariano", a, b, t, self.horizon)
         ref = q.finalize(key, _dm_finalize(stat))
         return {"": ref.col("z"), "pvalue": ref.col("p")}
@@ -134,7 +139,9 @@ def diebold_mariano_test(
     ``forecast::dm.test`` does.  ``pvalue`` is two-sided,
     ``2 (1 - Phi(|DM|))`` (asymptotic normal; no small-sample correction).
     ``DM > 0`` means ``score`` has the larger mean loss; the statistic is
-    null when ``d`` is constant.
+    null when ``d`` is constant (its standard deviation at most ``1e-12``
+    times the root mean square of the losses: rounding, e.g. when
+    ``other = score + c``).
 
     Only lag products need the order: they are window functions over the
     group ordered by ``order_by`` (grouped and lazy on every backend).  Rows

@@ -420,6 +420,8 @@ def _merged(lf: nw.LazyFrame, q: Query, plan: _Plan, policy: InvalidPolicy) -> n
     group_rows = lf.filter(nw.col(_CELL).is_null())
     needed = list(plan.aggs)
     missing = nw.sum_horizontal(*[nw.col(c).is_null().cast(F64) for c in needed]) if needed else nw.lit(0.0)
+    # a group whose rows were all dropped (invalid="drop") has n = 0 and no statistics: it adds nothing
+    missing = nw.when(nw.col("n") > 0).then(missing).otherwise(0.0)
     frame = group_rows.select(
         *[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)],
         nw.col("n").cast(F64).alias(_N),
@@ -495,12 +497,17 @@ def merge_summaries(stats: Any, by: Any = None) -> Any:
     for c in stat_cols:
         how = c.split("_")[1]
         aggs += [getattr(nw.col(c), how)().alias(c), nw.col(c).count().alias(f"__cf_c_{c}")]
-    aggs.append(nw.len().alias("__cf_len"))
     parts = []
     for cells in (False, True):
         rows = lf.filter(~nw.col(_CELL).is_null() if cells else nw.col(_CELL).is_null())
-        merged = core.aggregate(rows, [*keys, *([_CELL, _ORDER] if cells else [])], aggs)
-        kept = [nw.when(nw.col(f"__cf_c_{c}") == nw.col("__cf_len")).then(nw.col(c)).alias(c) for c in stat_cols]
+        # group rows with n = 0 (all rows dropped, invalid="drop") have no statistics and add nothing
+        rows = rows.with_columns((nw.col("n") > 0).cast(F64).alias("__cf_present"))
+        present = nw.len() if cells else nw.col("__cf_present").sum()
+        merged = core.aggregate(rows, [*keys, *([_CELL, _ORDER] if cells else [])], [*aggs, present.alias("__cf_len")])
+        kept = [
+            nw.when((nw.col(f"__cf_c_{c}") == nw.col("__cf_len")) & (nw.col("__cf_len") > 0)).then(nw.col(c)).alias(c)
+            for c in stat_cols
+        ]
         nulls = [] if cells else [nw.lit(None, nw.String).alias(_CELL), nw.lit(None, F64).alias(_ORDER)]
         merged = merged.with_columns(*kept, *nulls)
         parts.append(merged.select(*keys, _VERSION, _INPUTS, _CELL, _ORDER, *counts, *stat_cols))
