@@ -225,10 +225,14 @@ def test_bad_ensembles_drop_and_null(lazy_constructor):
     assert out["crps"].isna().all() and out["n_invalid"].tolist() == [1]
 
 
-def test_null_members_make_the_score_null():
+def test_null_members_are_invalid_rows():
+    # review 2026-11-23: a null member is an invalid row like a null member column
+    # (raise names it; invalid="null" voids its group only), no longer a silent null
     df = pl.DataFrame({"y": [0.0, 1.0], "ens": [[1.0, None], [2.0, 3.0]], "g": ["a", "b"]})
-    assert math.isnan(df.conformal.crps("y", samples="ens"))
-    assert df.conformal.crps("y", samples="ens", by="g")["crps"].to_list() == [None, pytest.approx(1.5 - 0.25)]
+    with pytest.raises(ValueError, match=r"samples column 'ens' has missing members in 1 row"):
+        df.conformal.crps("y", samples="ens")
+    out = df.conformal.crps("y", samples="ens", by="g", invalid="null")
+    assert out["crps"].to_list() == [None, pytest.approx(1.5 - 0.25)]
 
 
 def test_member_columns_are_checked():
@@ -628,3 +632,28 @@ def test_quantile_calibration_plot():
         np.testing.assert_allclose(lines[g].get_xdata(), LEVELS, rtol=1e-15)
     with pytest.raises(ValueError, match="give both y= and quantiles="):
         plots.quantile_calibration(df, y="y")
+
+
+@pytest.mark.parametrize("make", ["polars", "pandas"])
+def test_missing_member_of_a_list_ensemble_follows_the_invalid_policy(make):
+    # a null inside a list ensemble is an invalid row like a NaN member: raise names
+    # it, null voids its group only, drop leaves out that row only
+    data = {"g": ["A", "A", "B", "B", "B"], "y": [0.0, 1.0, 2.0, 3.0, 1.0]}
+    ens = [[0.0, 1.0], [1.0, 2.0], [2.0, None], [2.0, 4.0], [0.0, 2.0]]
+    if make == "polars":
+        frame = pl.DataFrame({**data, "ens": ens})
+    else:
+        frame = pd.DataFrame({**data, "ens": [np.array(e, dtype=float) if None not in e else e for e in ens]})
+    metrics = [cf.crps("y", samples="ens"), cf.pit_test("y", samples="ens")]
+    with pytest.raises(ValueError, match=r"samples column 'ens' has missing members in 1 row"):
+        cf.evaluate(frame, *metrics, by="g", invalid="raise")
+    nulled = to_pandas(cf.evaluate(frame, *metrics, by="g", invalid="null"))
+    assert nulled["n_invalid"].tolist() == [0, 1]
+    assert nulled["crps"].isna().tolist() == [False, True]
+    dropped = to_pandas(cf.evaluate(frame, *metrics, by="g", invalid="drop"))
+    assert dropped["n"].tolist() == [2, 2]
+    keep = [0, 1, 3, 4]
+    clean = pl.DataFrame({k: [v[i] for i in keep] for k, v in {**data, "ens": ens}.items()})
+    expected = to_pandas(cf.evaluate(clean, *metrics, by="g"))
+    for col in ("crps", "pit_test", "pit_test_pvalue"):
+        assert dropped[col].tolist() == pytest.approx(expected[col].tolist(), rel=1e-12), col

@@ -498,3 +498,104 @@ NO_WEIGHTS = {
 def test_no_weighted_version(name: str) -> None:
     with pytest.raises(TypeError, match=f"^{name} has no weighted version"):
         NO_WEIGHTS[name]()
+
+
+#: every public metric factory and frame function (the ``.conformal`` methods but ``report``):
+#: either it takes ``weights=`` or it refuses it with "<name> has no weighted version (<why>)"
+WEIGHTED = {
+    "auroc",
+    "brier",
+    "classwise_ece",
+    "coverage",
+    "coverage_gap",
+    "coverage_test",
+    "crps",
+    "cumulative_differences",
+    "cwc",
+    "ece",
+    "efficiency_criteria",
+    "empty_rate",
+    "interval_coverage",
+    "ks_test",
+    "kuiper_test",
+    "mce",
+    "pinball_loss",
+    "pit_histogram",
+    "quantile_coverage",
+    "reliability",
+    "score_decomposition",
+    "set_coverage",
+    "set_size",
+    "set_ssc",
+    "set_ssc_score",
+    "singleton_rate",
+    "spiegelhalter_test",
+    "ssc",
+    "ssc_score",
+    "top_label_ece",
+    "width",
+    "winkler",
+    "wis",
+}
+UNWEIGHTED = {
+    "auarc",
+    "christoffersen_test",
+    "corp_reliability",
+    "diebold_mariano_test",
+    "excess_risk_target_coverage",
+    "hsic",
+    "kupiec_test",
+    "longest_miss_run",
+    "pit_test",
+    "smooth_ece",
+    "worst_slab_coverage",
+}
+
+
+def test_every_metric_is_weighted_or_refuses_weights() -> None:
+    import inspect
+
+    from conformal_frames.namespace import FRAME_FUNCTIONS, METRIC_FACTORIES
+
+    names = (set(METRIC_FACTORIES) | set(FRAME_FUNCTIONS)) - {"report"}
+    assert names == WEIGHTED | UNWEIGHTED  # a new metric must be classified here
+    assert not WEIGHTED & UNWEIGHTED
+    for name in sorted(names):
+        fn = getattr(cf, name)
+        params = inspect.signature(fn).parameters
+        if name in WEIGHTED:
+            assert params["weights"].kind is inspect.Parameter.KEYWORD_ONLY, name
+            assert params["weights"].default is None, name
+        else:
+            assert "weights" not in params, name
+            with pytest.raises(TypeError, match=rf"^{name} has no weighted version\b.*: weights= is not supported"):
+                fn(weights="w")
+
+
+@pytest.mark.parametrize("make", [pd.DataFrame, pl.DataFrame])
+def test_group_left_without_weight_by_drop_is_null_not_nan(make: Any) -> None:
+    # invalid="drop" removes the only row of positive weight of group A: the
+    # rest has total weight 0, so every output of A is null (never NaN from 0/0)
+    data = {
+        "g": ["A", "A", "A", "B", "B", "B"],
+        "y": [0.0, 0.0, np.nan, 0.0, 5.0, 0.0],
+        "lo": [-1.0] * 6,
+        "hi": [1.0] * 6,
+        "w": [0.0, 0.0, 5.0, 1.0, 1.0, 1.0],
+    }
+    metrics = [
+        cf.coverage("y", "lo", "hi", weights="w"),
+        cf.interval_coverage("y", intervals={0.8: ("lo", "hi")}, weights="w"),
+        cf.quantile_coverage("y", quantiles={0.1: "lo", 0.9: "hi"}, weights="w"),
+        cf.pit_histogram("y", quantiles={0.1: "lo", 0.9: "hi"}, weights="w", n_bins=2),
+    ]
+    out = to_pandas(cf.evaluate(make(data), *metrics, by="g", invalid="drop"))
+    a = out[out["g"] == "A"].drop(columns=["g", "n", "n_dropped"])
+    outputs = [c for c in a.columns if not c.endswith("_n")]
+    assert a[outputs].isna().all(axis=None), a[outputs].T
+    if make is pl.DataFrame:
+        native = cf.evaluate(make(data), *metrics, by="g", invalid="drop")
+        floats = [c for c in outputs if native[c].dtype == pl.Float64]
+        assert not any(native[c].is_nan().any() for c in floats)
+    b = out[out["g"] == "B"]
+    assert b["coverage"].tolist() == pytest.approx([2.0 / 3.0], rel=1e-12)

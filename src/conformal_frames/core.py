@@ -497,7 +497,9 @@ class Weighting:
         """Kish's effective sample size ``(sum w)^2 / sum w^2`` (the row count without weights)."""
         if self.row is None:
             return self.q.n
-        return self.total**2 / self.q.sum(self.square)
+        square = self.q.sum(self.square)
+        # null, not NaN, when no weight is left (invalid="drop" removed the rows of positive weight)
+        return nw.when(square > 0.0).then(self.total**2 / square)
 
     def binomial(self, successes: nw.Expr) -> tuple[nw.Expr, nw.Expr]:
         """``(k, n)`` of a binomial proportion whose weighted count is ``successes``.

@@ -165,6 +165,7 @@ def _list_members(q: Query, name: str) -> str:
         raise TypeError(msg)
     q.check(f"samples column {name!r} has missing values", col.is_null())
     q.check(f"samples column {name!r} has empty ensembles", col.list.len() == 0)
+    q.check(f"samples column {name!r} has missing members", col.list.contains(None))
     q.check(f"samples column {name!r} has NaN or infinite members", ~col.list.mean().is_finite())
     return q.row(("samples_list", name), col)
 
@@ -748,7 +749,11 @@ def pit_histogram(
     the PIT is uniform on the levels consistent with ``y``: ``(0, tau_1)``
     below the lowest quantile, ``(tau_K, 1)`` above the highest (the tails
     are unknown) and ``(tau_j, tau_(j+1))`` on a flat stretch
-    ``q_j = q_(j+1) = y``.  ``V`` is a deterministic hash of ``seed`` and the
+    ``q_j = q_(j+1) = y``.  The interpolation assumes a continuous outcome: a
+    discrete one (counts) that often equals a quantile gives PIT values piled
+    at the levels ``tau_j`` even for exact quantiles, so the histogram and the
+    test reject a perfect forecast; pass such forecasts as an ensemble
+    (``samples=``), whose randomized rank handles ties.  ``V`` is a deterministic hash of ``seed`` and the
     forecast's rank in its group (no engine random generator), so results
     agree across backends.
 
@@ -865,7 +870,11 @@ def pit_test(
     the PIT is uniform on the levels consistent with ``y``: ``(0, tau_1)``
     below the lowest quantile, ``(tau_K, 1)`` above the highest (the tails
     are unknown) and ``(tau_j, tau_(j+1))`` on a flat stretch
-    ``q_j = q_(j+1) = y``.  ``V`` is a deterministic hash of ``seed`` and the
+    ``q_j = q_(j+1) = y``.  The interpolation assumes a continuous outcome: a
+    discrete one (counts) that often equals a quantile gives PIT values piled
+    at the levels ``tau_j`` even for exact quantiles, so the histogram and the
+    test reject a perfect forecast; pass such forecasts as an ensemble
+    (``samples=``), whose randomized rank handles ties.  ``V`` is a deterministic hash of ``seed`` and the
     forecast's rank in its group (no engine random generator), so results
     agree across backends.
 

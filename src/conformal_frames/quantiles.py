@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import check_boolean, checked, optional
-from conformal_frames.core import Metric, Query, stack, total
+from conformal_frames.core import Metric, Query, TableRef, Weighting, stack, total
 from conformal_frames.forecast_inputs import (
     Intervals,
     Quantiles,
@@ -191,6 +191,30 @@ def _to_long(
         ).sort(*keys)
     values = [float(level[0]) for level in levels]  # type: ignore[attr-defined]
     return long_by_level(frame, keys, name, values, stats, column, per_group)
+
+
+def _wilson(
+    q: Query, w: Weighting, key: tuple[str, str], hits: list[nw.Expr], ci_level: float
+) -> list[tuple[nw.Expr, nw.Expr]]:
+    """The Wilson interval of each (weighted) proportion ``hits / total``.
+
+    Unweighted: ``(hits, n)``.  Weighted: at Kish's ``n_eff``, with ``n_eff``
+    and each ``k = hits / total * n_eff`` first written as columns (a
+    finalize step): inlined, the Wilson expression repeats them, and Spark
+    plans the nested repetition in minutes.
+    """
+    if not w.weighted:
+        return [wilson_interval(h, q.n, ci_level) for h in hits]
+    n_eff, total_w = w.n_eff, w.total
+
+    def columns(table: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
+        table = table.with_columns(n_eff.alias(ref.name("n_eff")))
+        return table.with_columns(
+            *[(h / total_w * nw.col(ref.name("n_eff"))).alias(ref.name(f"k{i}")) for i, h in enumerate(hits)]
+        )
+
+    ref = q.finalize(("kish_wilson", *key, len(hits)), columns)
+    return [wilson_interval(ref.col(f"k{i}"), ref.col("n_eff"), ci_level) for i in range(len(hits))]
 
 
 def _n_eff(weights: str | None) -> tuple[str, ...]:
@@ -461,12 +485,13 @@ class QuantileCoverage(Metric):
         w = q.weighting(self.weights)
         out: dict[str, nw.Expr | None] = {}
         deviations = []
+        hits = [w.sum(_below_row(q, y, lv)) for lv in levels]
+        bounds = _wilson(q, w, ("quantile_coverage", self.output_name), hits, self.ci_level) if self.per_level else []
         for k, lv in enumerate(levels):
-            hits = w.sum(_below_row(q, y, lv))
-            cov = ratio(hits, w.total)
+            cov = ratio(hits[k], w.total)
             deviations.append((cov - lv.group_tau).abs())
             if self.per_level:
-                low, high = wilson_interval(*w.binomial(hits), self.ci_level)
+                low, high = bounds[k]
                 out |= {f"level{k}": cov, f"level{k}_ci_low": low, f"level{k}_ci_high": high}
                 out[f"level{k}_deviation"] = cov - lv.group_tau
         summary: dict[str, nw.Expr | None] = {"": total(deviations) / float(len(deviations))}
@@ -602,9 +627,10 @@ class IntervalCoverage(Metric):
         nesting_checks(q, self.intervals)
         w = q.weighting(self.weights)
         out: dict[str, nw.Expr | None] = {}
+        all_hits = [w.sum(covered_row(q, self.y, lo, hi)) for _, lo, hi in self.intervals]
+        bounds = _wilson(q, w, ("interval_coverage", self.output_name), all_hits, self.ci_level)
         for k, (level, lo, hi) in enumerate(self.intervals):
-            hits = w.sum(covered_row(q, self.y, lo, hi))
-            low, high = wilson_interval(*w.binomial(hits), self.ci_level)
+            hits, (low, high) = all_hits[k], bounds[k]
             lo_r, hi_r = value_row(q, lo), value_row(q, hi)
             miss = (nw.col(lo_r) - nw.col(y)).clip(lower_bound=0.0) + (nw.col(y) - nw.col(hi_r)).clip(lower_bound=0.0)
             score = (nw.col(hi_r) - nw.col(lo_r)) + (2.0 / (1.0 - level)) * miss
