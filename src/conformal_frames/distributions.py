@@ -754,8 +754,9 @@ def pit_histogram(
     at the levels ``tau_j`` even for exact quantiles, so the histogram and the
     test reject a perfect forecast; pass such forecasts as an ensemble
     (``samples=``), whose randomized rank handles ties.  ``V`` is a deterministic hash of ``seed`` and the
-    forecast's rank in its group (no engine random generator), so results
-    agree across backends.
+    forecast's position in the frame ordered by (group keys, PIT bounds) (no
+    engine random generator), so results agree across backends; the draws of
+    one group therefore also depend on the sizes of the groups before it.
 
     Per (group, bin ``k``): ``bin``, the bin edges ``bin_low = k / B`` and
     ``bin_high = (k + 1) / B`` (the last bin includes 1), the ``frequency`` of
@@ -875,8 +876,9 @@ def pit_test(
     at the levels ``tau_j`` even for exact quantiles, so the histogram and the
     test reject a perfect forecast; pass such forecasts as an ensemble
     (``samples=``), whose randomized rank handles ties.  ``V`` is a deterministic hash of ``seed`` and the
-    forecast's rank in its group (no engine random generator), so results
-    agree across backends.
+    forecast's position in the frame ordered by (group keys, PIT bounds) (no
+    engine random generator), so results agree across backends; the draws of
+    one group therefore also depend on the sizes of the groups before it.
 
     The statistic is ``D = sup_u |F_n(u) - u|``, ``F_n`` the empirical CDF of
     the group's ``n`` PIT values (``scipy.stats.kstest(pit, "uniform")``'s
