@@ -27,14 +27,13 @@ The end prints a markdown table (docs/performance.md).
 from __future__ import annotations
 
 import argparse
-import gc
 import platform
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import polars as pl
+from bench_metrics import best_of  # the same timing rule as the metric benchmark
 from scipy.special import ndtr
 
 import conformal_frames as cf
@@ -45,16 +44,6 @@ Z |= {0.5: 0.0} | {round(1 - t, 1): -z for t, z in list(Z.items())}
 QUANTILES = {t: f"q{round(t * 100)}" for t in LEVELS}
 INTERVALS = {round(1 - 2 * t, 1): (QUANTILES[t], QUANTILES[round(1 - t, 1)]) for t in LEVELS if t < 0.5}
 M = 9  # ensemble members
-
-
-def best_of(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def make_data(n: int, n_series: int, seed: int = 0) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import narwhals.stable.v2 as nw
@@ -53,3 +54,19 @@ def random_intervals(seed: int, n: int = 200, n_groups: int = 5) -> dict[str, An
     groups = rng.choice([f"g{i}" for i in range(n_groups)], size=n - 3, p=p)
     g = np.concatenate([groups, ["one", "two", "two"]])
     return {"y": y, "lo": lo, "hi": hi, "g": g}
+
+
+def run(make: Callable[[dict[str, Any]], Any], data: dict[str, Any], metrics: Sequence[Any]) -> pd.DataFrame:
+    """``cf.evaluate`` of ``metrics`` on ``make(data)`` by ``g``, as pandas."""
+    import conformal_frames as cf
+
+    return to_pandas(cf.evaluate(make(data), *metrics, by="g"))
+
+
+def compare(actual: pd.DataFrame, expected: pd.DataFrame, *, skip: Sequence[str] = (), what: str = "") -> int:
+    """Compare the columns of ``expected`` (but ``skip`` suffixes and ``n``) to 1e-12; returns how many."""
+    assert list(actual["g"]) == list(expected["g"]), what
+    cols = [c for c in expected.columns if c not in ("g", "n") and not c.endswith(tuple(skip))]
+    for c in cols:
+        assert_close(actual[c], expected[c], what=f"{what}: {c}")
+    return len(cols)

@@ -16,7 +16,6 @@ fixture (one query per family); the seed loops run on polars eager and lazy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,7 @@ import pytest
 from scipy.special import ndtri
 
 import conformal_frames as cf
-from helpers import assert_close, to_pandas
+from helpers import assert_close, compare, run, to_pandas
 
 SEEDS = range(4)
 #: outputs that are row counts or inference (Kish's n_eff, the variance
@@ -126,21 +125,6 @@ def repeat_rows(data: dict[str, Any], weights: str = "w") -> dict[str, Any]:
 
 def keep_rows(data: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
     return {c: np.asarray(v)[mask] for c, v in data.items()}
-
-
-def run(
-    constructor: Callable[[dict[str, Any]], Any], data: dict[str, Any], metrics: Sequence[cf.Metric]
-) -> pd.DataFrame:
-    return to_pandas(cf.evaluate(constructor(data), *metrics, by="g"))
-
-
-def compare(actual: pd.DataFrame, expected: pd.DataFrame, *, skip: Sequence[str] = (), what: str = "") -> int:
-    """Compare the columns of ``expected`` (but ``skip`` suffixes and ``n``) to 1e-12; returns how many."""
-    assert list(actual["g"]) == list(expected["g"]), what
-    cols = [c for c in expected.columns if c not in ("g", "n") and not c.endswith(tuple(skip))]
-    for c in cols:
-        assert_close(actual[c], expected[c], what=f"{what}: {c}")
-    return len(cols)
 
 
 # ---------------------------------------------------------------------------

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import narwhals.stable.v2 as nw
@@ -32,7 +31,7 @@ from scipy.special import ndtri
 from scipy.stats import norm
 
 import conformal_frames as cf
-from helpers import assert_close, to_pandas
+from helpers import assert_close, compare, run, to_pandas
 
 Q = {0.1: "q1", 0.25: "q2", 0.5: "q5", 0.75: "q7", 0.9: "q9"}
 INTERVALS = {0.5: ("q2", "q7"), 0.8: ("q1", "q9")}
@@ -116,19 +115,6 @@ def rows(data: dict[str, Any], index: np.ndarray) -> dict[str, Any]:
 
 def repeated(data: dict[str, Any]) -> dict[str, Any]:
     return rows(data, np.repeat(np.arange(len(data["w"])), np.asarray(data["w"])))
-
-
-def run(make: Callable[[dict[str, Any]], Any], data: dict[str, Any], metrics: Sequence[cf.Metric]) -> pd.DataFrame:
-    return to_pandas(cf.evaluate(make(data), *metrics, by="g"))
-
-
-def compare(actual: pd.DataFrame, expected: pd.DataFrame, *, skip: Sequence[str] = (), what: str = "") -> int:
-    """Compare the columns of ``expected`` (but ``skip`` suffixes and ``n``) to 1e-12; returns how many."""
-    assert list(actual["g"]) == list(expected["g"]), what
-    cols = [c for c in expected.columns if c not in ("g", "n") and not c.endswith(tuple(skip))]
-    for c in cols:
-        assert_close(actual[c], expected[c], what=f"{what}: {c}")
-    return len(cols)
 
 
 # ---------------------------------------------------------------------------
