@@ -38,6 +38,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames import _plan_cache
 from conformal_frames._validate import validate_fields
 from conformal_frames.results import TestResult
 
@@ -1035,8 +1036,10 @@ def compute(
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
     try:
-        compiled = compile_query(lf, metrics, keys, invalid=policy)
-        return _finish(compiled, keys, eager, _backend(lf))
+        # metrics that reshape the input (prepare) compile on every call
+        reusable = bool(metrics) and all(isinstance(m, Metric) and type(m).prepare is Metric.prepare for m in metrics)
+        with _plan_cache.bound(frame, lf, metrics, keys, policy, compile_query, reusable=reusable) as compiled:
+            return _finish(compiled, keys, eager, _backend(lf))
     except (NotImplementedError, RuntimeError) as exc:
         if str(exc).startswith(_OWN_MESSAGE):
             raise
