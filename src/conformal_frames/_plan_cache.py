@@ -65,7 +65,9 @@ def _source(plan: _Plan, schema: Any) -> Any:
             frame = frame.filter(predicate)
         if n_rows is not None:
             frame = frame.head(n_rows)
-        yield frame
+        # batches of the engine's size: the streaming engine runs them in parallel
+        step = batch_size if batch_size else len(frame)
+        yield from (frame.slice(start, step) for start in range(0, max(len(frame), 1), max(step, 1)))
 
     return register(read, schema=schema)
 
