@@ -182,7 +182,24 @@ def _last_start(sizes: np.ndarray, need: int) -> np.ndarray:
     return np.minimum(last, np.arange(bins) - 1)
 
 
-def bucket_lower_bounds(zt: np.ndarray, c: np.ndarray, need: int, bins: int, lam: float = 1.0) -> np.ndarray:
+def _bucket_sums(zt: np.ndarray, c: np.ndarray, need: int, bins: int) -> tuple[np.ndarray, ...]:
+    """The arrays of :func:`bucket_lower_bounds`' scans, each ``(m, bins)``.
+
+    ``covered`` (``(m, bins + 1)``, prefix sums ``K``), ``end_rows`` (``N_b +
+    u_b``: rows before bucket ``b`` plus its uncovered ones), ``start_rows``
+    (``N_{b+1} - u_b``), ``last`` (:func:`_last_start`, 0 where infeasible)
+    and ``feasible``.
+    """
+    cov, unc = _bucket_counts(zt, c == 0, bins)
+    last = _last_start(cov + unc, need)
+    covered = np.zeros((len(cov), bins + 1))
+    np.cumsum(cov, axis=1, out=covered[:, 1:])
+    rows = np.zeros((len(cov), bins + 1))
+    np.cumsum(cov + unc, axis=1, out=rows[:, 1:])
+    return covered, rows[:, :bins] + unc, rows[:, 1:] - unc, np.maximum(last, 0), last >= 0
+
+
+def bucket_lower_bounds(zt: np.ndarray, c: np.ndarray, need: int, bins: int, start: float = 1.0) -> np.ndarray:
     """A lower bound of each direction's smallest window mean, from bucket counts.
 
     A window of ``>= need`` rows whose first and last rows are in buckets
@@ -190,26 +207,17 @@ def bucket_lower_bounds(zt: np.ndarray, c: np.ndarray, need: int, bins: int, lam
     contains the buckets strictly between, with ``A`` covered rows out of
     ``S``, and at most the ``u1`` and ``u2`` uncovered rows of the two end
     buckets; so for any ``0 <= lam <= 1`` its ``covered - lam * rows`` is at
-    least ``A - lam (S + u1 + u2)``, a difference ``F(b2) - H(b1)``.
-    Dinkelbach's iteration on ``A / (S + u1 + u2)`` over the pairs whose
-    buckets hold ``>= need`` rows (the same scan as :func:`min_slab_mean`, on
-    ``bins`` buckets), started at ``min(lam, mean of c)``, gives ``lam*`` with
-    no window mean below it (``lam`` itself when no pair is below ``lam``).
+    least ``A - lam (S + u1 + u2) = F(b2) - H(b1)``, with ``F(b) = K_b - lam
+    (N_b + u_b)`` and ``H(b) = K_{b+1} - lam (N_{b+1} - u_b)``.  Dinkelbach's
+    iteration on ``A / (S + u1 + u2)`` over the pairs whose buckets hold
+    ``>= need`` rows (the scan of :func:`min_slab_mean` on ``bins``
+    buckets), started at ``min(start, mean of c)``, gives ``lam*`` with no
+    window mean below it (``start`` itself when no pair is below it).
     ``zt`` is ``(n, m)``: one projection per column.
     """
-    cov, unc = _bucket_counts(zt, c == 0, bins)
-    m = cov.shape[0]
-    last = _last_start(cov + unc, need)
-    feasible = last >= 0
-    last = np.maximum(last, 0)
-    covered = np.zeros((m, bins + 1))
-    np.cumsum(cov, axis=1, out=covered[:, 1:])
-    rows = np.zeros((m, bins + 1))
-    np.cumsum(cov + unc, axis=1, out=rows[:, 1:])
-    end_rows = rows[:, :bins] + unc  # S + u2 at the end bucket b2
-    start_rows = rows[:, 1:] - unc  # minus (S's start - u1) at the start bucket b1
-    lam = np.minimum(covered[:, -1] / rows[:, -1], lam)
-    todo = np.arange(m)
+    covered, end_rows, start_rows, last, feasible = _bucket_sums(zt, c, need, bins)
+    lam = np.minimum(covered[:, -1] / len(zt), start)  # start: the whole range
+    todo = np.arange(len(lam))
     while todo.size:
         step = _bound_step(covered[todo], end_rows[todo], start_rows[todo], last[todo], feasible[todo], lam[todo])
         better = step < lam[todo]
@@ -266,11 +274,15 @@ def _one_feature_repeats(x: np.ndarray, zt: np.ndarray, v: np.ndarray) -> np.nda
     return (zt == x * v[:, 0]).all(axis=0)
 
 
-def _same_ties(x: np.ndarray, v: float) -> bool:
-    """Whether ``x v`` ties exactly where ``x`` does (then its slabs are those of ``x``)."""
+def _same_ties(x: np.ndarray, v: np.ndarray, columns: np.ndarray) -> int | None:
+    """The first of ``columns`` whose ``x v`` ties exactly where ``x`` does (its slabs are those of ``x``)."""
     xs = np.sort(x[:, 0])
-    zs = xs * v
-    return bool(np.array_equal(xs[1:] != xs[:-1], zs[1:] != zs[:-1]))
+    distinct = xs[1:] != xs[:-1]
+    for k in columns:
+        zs = xs * v[k, 0]
+        if np.array_equal(distinct, zs[1:] != zs[:-1]):
+            return int(k)
+    return None
 
 
 def _search_block(zt: np.ndarray, c: np.ndarray, need: int, bins: int, lam: float) -> float:
@@ -281,7 +293,7 @@ def _search_block(zt: np.ndarray, c: np.ndarray, need: int, bins: int, lam: floa
     of 1, 2, 4, ... in increasing order of their bound, until the next bound
     is not below the running minimum.
     """
-    bounds = bucket_lower_bounds(zt, c, need, bins, lam)
+    bounds = bucket_lower_bounds(zt, c, need, bins, start=lam)
     order = np.argsort(bounds, kind="stable")
     done, batch = 0, 1
     while done < len(order) and bounds[order[done]] < lam:
@@ -311,9 +323,9 @@ def worst_slab(x: np.ndarray, c: np.ndarray, v: np.ndarray, need: int, *, chunk_
         zt = _projections(x, v, start, step)
         if x.shape[1] == 1:
             repeats = _one_feature_repeats(x, zt, v[start : start + step])
-            if not as_x and repeats.any():
-                first = int(np.argmax(repeats))
-                if _same_ties(x, float(v[start + first, 0])):
+            if not as_x:
+                first = _same_ties(x, v[start : start + step], np.flatnonzero(repeats))
+                if first is not None:
                     lam = lowest_slab_mean(np.ascontiguousarray(zt[:, first : first + 1].T), c, need, lam)
                     as_x = True
             if as_x:
