@@ -15,8 +15,9 @@ a row is *covered* when ``lo <= y <= hi`` or ``y in C``.
   exact finite-sample law of split-conformal coverage (Beta-binomial).
 - :func:`worst_slab_coverage`: the smallest coverage over slabs
   ``{x : a <= v.x <= b}`` holding at least a fraction ``delta`` of the rows,
-  over random directions ``v`` (Cauchois, Gupta and Duchi, 2021), in
-  O(M n log n) per group.
+  over random directions ``v`` (Cauchois, Gupta and Duchi, 2021): an exact
+  branch-and-bound over the directions (:mod:`conformal_frames._slabs`),
+  O(M n) per group plus one O(n log n) sort per direction it cannot rule out.
 """
 
 from __future__ import annotations
@@ -694,9 +695,17 @@ def worst_slab_coverage(
     and measure it (an optimistic-for-the-adversary estimate; split the rows
     yourself for an unbiased one).
 
-    O(M n log n) per group (one sort per direction, then a few (Dinkelbach)
-    O(n) vectorised scans; see :func:`min_slab_mean`), O(n) memory per
-    direction, never a loop over all ``(a, b)`` pairs.  Needs all rows of a
+    Exact, and cheaper than one sort per direction: per direction an O(n)
+    lower bound of its worst slab from bucket counts of ``v . x`` (no sort);
+    then, in increasing order of the bounds, the directions whose bound is
+    below the smallest coverage found so far are solved exactly (one sort,
+    then Dinkelbach O(n) vectorised scans; see :func:`min_slab_mean`), and the
+    rest are ruled out.  With one feature every direction gives the slabs of
+    ``x`` (checked): one is solved.  So O(M n) per group plus O(n log n) per
+    direction solved (at most ``M``: O(M n log n)), O(n) memory per direction,
+    never a loop over all ``(a, b)`` pairs: at the defaults on 1e5 rows, a
+    second or two when the bounds rule out most directions (features of
+    comparable scale; heavy tails rule out fewer).  Needs all rows of a
     group: lazy on polars LazyFrames, eager-only on other lazy backends.
 
     Parameters
