@@ -18,7 +18,10 @@ of them while sorting only a few:
   checked per direction; those directions are solved once.
 
 Every window mean is computed from integer counts, so the minimum is the
-same float whichever direction or iteration reaches it.
+same float whichever direction or iteration reaches it.  The bounds' scans
+round like :func:`min_slab_mean`'s (about ``n * 1e-16``, far below the
+``1 / n`` by which a better window must go below ``lam``), so they never rule
+out a direction that one sort per direction would have found better.
 """
 
 from __future__ import annotations
