@@ -292,7 +292,9 @@ def test_worst_slab_search_equals_every_direction(n, d, kind):
     for delta in (0.05, 0.3):
         need = math.ceil(delta * n - 1e-9)
         for cells in (2_000_000, 20 * (n + 1)):  # one block, blocks of 20 directions
-            assert worst_slab(x, c, v, need, chunk_cells=cells) == _slab_per_direction(x, c, v, need, cells)
+            expected = _slab_per_direction(x, c, v, need, cells)
+            assert worst_slab(x, c, v, need, chunk_cells=cells) == expected
+            assert worst_slab(x, c, v, need, chunk_cells=cells, search_rows=0) == expected  # bounds at any n
         if n >= 16:  # the bounds are below every direction's minimum
             bounds = bucket_lower_bounds(x @ v.T, c, need, n // 8)
             assert (bounds <= min_slab_mean((x @ v.T).T, c, need)).all()

@@ -34,6 +34,8 @@ import numpy as np
 CHUNK_CELLS = 2_000_000
 #: buckets of the lower bounds (at most n // 8)
 BINS = 4096
+#: fewer rows: every direction is solved (the bounds would cost more than they save)
+SEARCH_ROWS = 1000
 
 
 def slab_directions(n_directions: int, d: int, seed: int) -> np.ndarray:
@@ -81,9 +83,17 @@ def _best_windows(starts: np.ndarray, ends: np.ndarray, lam: np.ndarray, need: i
     gap = ends[:, need:] - lam_pos[:, need:]
     gap -= best_start
     j = need + np.argmin(gap, axis=1)
-    i = np.array([np.argmax(row[: end - need + 1]) for row, end in zip(s, j)], dtype=np.intp)
+    i = _first_max_upto(s, j - need)
     r = np.arange(len(j))
     return (ends[r, j] - starts[r, i]) / (j - i)
+
+
+def _first_max_upto(s: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Per row ``r``: the first index of the maximum of ``s[r, : last[r] + 1]``."""
+    if len(s) <= 16:  # a few long rows: no masked copy
+        return np.array([np.argmax(row[: k + 1]) for row, k in zip(s, last)], dtype=np.intp)
+    upto = np.arange(s.shape[1]) <= last[:, None]
+    return np.argmax(np.where(upto, s, -np.inf), axis=1)
 
 
 def min_slab_mean(z: np.ndarray, c: np.ndarray, need: int) -> np.ndarray:
@@ -308,19 +318,32 @@ def _search_block(zt: np.ndarray, c: np.ndarray, need: int, bins: int, lam: floa
     return lam
 
 
-def worst_slab(x: np.ndarray, c: np.ndarray, v: np.ndarray, need: int, *, chunk_cells: int = CHUNK_CELLS) -> float:
+def worst_slab(
+    x: np.ndarray,
+    c: np.ndarray,
+    v: np.ndarray,
+    need: int,
+    *,
+    chunk_cells: int = CHUNK_CELLS,
+    search_rows: int = SEARCH_ROWS,
+) -> float:
     """``min`` over the directions ``v`` of :func:`min_slab_mean` of ``x v`` (``x`` is ``(n, d)``).
 
     Exactly that minimum, by the search of the module docstring, block by
     block of directions (the blocks of ``chunk_cells`` projected values on
-    which :func:`_projections` always runs).
+    which :func:`_projections` always runs); below ``search_rows`` rows, by
+    :func:`lowest_slab_mean` on every block.
     """
     n = len(c)
     step = max(1, chunk_cells // (n + 1))
-    bins = min(BINS, n // 8)
-    if bins < 2 or not (np.isfinite(x).all() and np.isin(c, (0.0, 1.0)).all()):
+    if not (np.isfinite(x).all() and np.isin(c, (0.0, 1.0)).all()):  # invalid rows: their group is null
         return min(float(min_slab_mean(_projections(x, v, s, step).T, c, need).min()) for s in range(0, len(v), step))
     lam = float(c.sum()) / n  # the whole range
+    if n < max(search_rows, 16):  # (16: at least 2 buckets)
+        for start in range(0, len(v), step):
+            lam = lowest_slab_mean(_projections(x, v, start, step).T, c, need, lam)
+        return lam
+    bins = min(BINS, n // 8)
     as_x = False  # the minimum over the slabs of x is in lam (one feature)
     for start in range(0, len(v), step):
         zt = _projections(x, v, start, step)
