@@ -53,10 +53,11 @@ def _window_prefixes(z: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarr
     or end a window only between distinct values.  Returned: the prefix sums
     with ``-inf`` at the other boundaries (window starts) and with ``+inf``
     there (window ends).  Tied rows are never split, so their order (the
-    sort needs not be stable) does not change any value at a boundary.
+    sort needs not be stable) does not change any value at a boundary; NaN
+    (sorted last, never tied) keeps the stable order.
     """
     m, n = z.shape
-    order = np.argsort(z, axis=1)
+    order = np.argsort(z, axis=1, kind="stable" if np.isnan(z).any() else None)
     zs = np.take_along_axis(z, order, axis=1)
     starts = np.zeros((m, n + 1))
     np.cumsum(c[order], axis=1, out=starts[:, 1:])
