@@ -109,3 +109,11 @@ def test_a_narwhals_frame_reads_its_native_frame() -> None:
     df = _frame(4)
     got = nw.to_native(cf.core.compute(nw.from_native(df), METRICS, by="g"))
     _assert_same(got, _uncached(df))
+
+
+def test_a_frame_longer_than_one_batch() -> None:
+    """The IO source yields the frame in the engine's batches: none is lost or repeated."""
+    _plan_cache.clear()
+    df = _frame(5, n=250_001)
+    _assert_same(cf.evaluate(df, *METRICS, by="g"), _uncached(df))
+    assert cf.evaluate(df, cf.width("lo", "hi"))["n"].item() == 250_001
