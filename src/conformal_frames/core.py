@@ -84,6 +84,7 @@ _OWN_MESSAGE = "conformal-frames: "
 RESERVED = ("n", "n_invalid", "n_dropped")
 #: integers beyond this lose precision when cast to Float64
 _EXACT_INT = 2**53
+_INF = float("inf")
 
 
 # ---------------------------------------------------------------------------
@@ -297,7 +298,8 @@ class Query:
         value = expr if dtype == nw.Float64 else expr.cast(nw.Float64)  # each node costs query-building time
         self.check(
             f"column {name!r} has missing (null/NaN) or infinite values",
-            value.is_null() | ~value.is_finite(),
+            # ~(|x| < inf) is ~is_finite(x) (NaN compares false everywhere); polars computes it twice as fast
+            value.is_null() | ~(value.abs() < _INF),
         )
         return value
 
