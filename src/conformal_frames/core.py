@@ -296,11 +296,10 @@ class Query:
             )
             expr = nw.when(~big).then(expr)  # never cast them (pyarrow refuses; others would round)
         value = expr if dtype == nw.Float64 else expr.cast(nw.Float64)  # each node costs query-building time
-        self.check(
-            f"column {name!r} has missing (null/NaN) or infinite values",
-            # ~(|x| < inf) is ~is_finite(x) (NaN compares false everywhere); polars computes it twice as fast
-            value.is_null() | ~(value.abs() < _INF),
-        )
+        # ~(|x| < inf) is ~is_finite(x) (NaN compares false everywhere); polars computes it twice as fast;
+        # an integer is never NaN or infinite once cast (a value beyond 2^53 is null above)
+        missing = value.is_null() if dtype.is_integer() else value.is_null() | ~(value.abs() < _INF)
+        self.check(f"column {name!r} has missing (null/NaN) or infinite values", missing)
         return value
 
     # -- registration -----------------------------------------------------
