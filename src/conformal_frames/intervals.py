@@ -26,6 +26,7 @@ from conformal_frames.core import (
     no_weights,
     over,
     stack,
+    total,
 )
 from conformal_frames.gauss import grouped_gauss_form
 from conformal_frames.stats import min_of, proportion, ratio, weighted_cut
@@ -182,6 +183,32 @@ def _equal_count_bin(r: nw.Expr, n: nw.Expr, n_bins: int) -> nw.Expr:
     return nw.when(r < head).then(in_head).otherwise(in_tail)
 
 
+def _bin_by_starts(cells: nw.LazyFrame, keys: list[str], ref: TableRef, close: nw.Expr, n_bins: int) -> nw.LazyFrame:
+    """The bin of each distinct width (unweighted SSC), without a running maximum.
+
+    A tie group's bin is that of its start position (``_equal_count_bin``,
+    non-decreasing in the position).  ``first<k>`` is the least position
+    ``before`` of a group start whose bin is ``k`` or more: a width is in bin
+    ``k`` or above exactly when its ``before`` reaches it, as ``before`` (a row
+    count) strictly increases with the width.  Equal to binning each width by
+    the start of its tie group (a running maximum, a further ordered window).
+    """
+    before, n, b = ref.name("before"), ref.name("n"), ref.name("bin")
+    starts = nw.when(close).then(nw.lit(False)).otherwise(nw.lit(True))
+    cut = _equal_count_bin(nw.col(before), nw.col(n), n_bins)
+    firsts = [ref.name(f"first{k}") for k in range(1, n_bins)]
+    if not firsts:
+        return cells.with_columns(nw.lit(0.0).alias(b))
+    cells = cells.with_columns(
+        *[
+            over(nw.when(starts & (cut >= float(k))).then(nw.col(before)).min(), keys).alias(f)
+            for k, f in enumerate(firsts, 1)
+        ]
+    )
+    reached = [nw.when(nw.col(before) >= nw.col(f)).then(nw.lit(1.0)).otherwise(nw.lit(0.0)) for f in firsts]
+    return cells.with_columns(total(reached).alias(b))
+
+
 def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None = None) -> TableFn:
     """Sub-query: per group, rows and covered rows of each equal-count width bin.
 
@@ -218,14 +245,15 @@ def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None
             (over(nw.col(cnt).cum_sum(), keys, order_by=width_col) - nw.col(cnt)).alias(before),
             over(nw.col(cnt).sum(), keys).alias(n),
         )
-        # a tie group starts where the gap to the previous width is not close;
-        # its rows before are those before its first width (the latest start)
+        # a tie group starts where the gap to the previous width is not close
         close = (w - nw.col(prev)) <= SSC_TIE_RTOL * nw.col(scale)
-        cells = cells.with_columns(nw.when(close).then(nw.lit(0.0)).otherwise(nw.col(before)).alias(start))
-        cells = cells.with_columns(over(nw.col(start).cum_max(), keys, order_by=width_col).alias(start))
-        r = nw.col(start)  # rows (weight) before the tie group
-        cut = weighted_cut(r, nw.col(n), n_bins) if weight is not None else _equal_count_bin(r, nw.col(n), n_bins)
-        cells = cells.with_columns(cut.alias(b))
+        if weight is None:
+            cells = _bin_by_starts(cells, keys, ref, close, n_bins)
+        else:
+            # its rows before are those before its first width (the latest start)
+            cells = cells.with_columns(nw.when(close).then(nw.lit(0.0)).otherwise(nw.col(before)).alias(start))
+            cells = cells.with_columns(over(nw.col(start).cum_max(), keys, order_by=width_col).alias(start))
+            cells = cells.with_columns(weighted_cut(nw.col(start), nw.col(n), n_bins).alias(b))
         stats = {"n": cnt, "k": hit} if weight is None else {"n": rc, "k": hit, "w": cnt}
         parts = []
         for k in range(n_bins):
