@@ -186,22 +186,28 @@ def _equal_count_bin(r: nw.Expr, n: nw.Expr, n_bins: int) -> nw.Expr:
 def _bin_by_starts(cells: nw.LazyFrame, keys: list[str], ref: TableRef, close: nw.Expr, n_bins: int) -> nw.LazyFrame:
     """The bin of each distinct width (unweighted SSC), without a running maximum.
 
-    A tie group's bin is that of its start position (``_equal_count_bin``,
-    non-decreasing in the position).  ``first<k>`` is the least position
-    ``before`` of a group start whose bin is ``k`` or more: a width is in bin
-    ``k`` or above exactly when its ``before`` reaches it, as ``before`` (a row
-    count) strictly increases with the width.  Equal to binning each width by
-    the start of its tie group (a running maximum, a further ordered window).
+    A tie group goes to the bin of its start position ``before`` (rows of
+    smaller width).  Bin ``k`` of ``_equal_count_bin`` starts at the position
+    ``c_k = k * floor(n / M) + min(k, n % M)`` (the cut points of
+    :func:`~conformal_frames.stats.weighted_cut`); ``first<k>`` is the least
+    group start at or after ``c_k``.  As ``before`` (a row count) strictly
+    increases with the width, a width is in bin ``k`` or above exactly when
+    its ``before`` reaches ``first<k>``: the bins of the tie groups' starts,
+    with per-group minima instead of a running maximum (an ordered window).
     """
-    before, n, b = ref.name("before"), ref.name("n"), ref.name("bin")
-    starts = nw.when(close).then(nw.lit(False)).otherwise(nw.lit(True))
-    cut = _equal_count_bin(nw.col(before), nw.col(n), n_bins)
+    before, n, b, sb = ref.name("before"), ref.name("n"), ref.name("bin"), ref.name("startpos")
     firsts = [ref.name(f"first{k}") for k in range(1, n_bins)]
     if not firsts:
         return cells.with_columns(nw.lit(0.0).alias(b))
+    m = float(n_bins)
+    size = (nw.col(n) / m).floor()
+    extra = nw.col(n) - size * m
+    # the positions of the group starts (null elsewhere), once as a column
+    cells = cells.with_columns(nw.when(close).then(nw.lit(None, nw.Float64)).otherwise(nw.col(before)).alias(sb))
+    start = nw.col(sb)
     cells = cells.with_columns(
         *[
-            over(nw.when(starts & (cut >= float(k))).then(nw.col(before)).min(), keys).alias(f)
+            over(nw.when(start >= size * float(k) + extra.clip(upper_bound=float(k))).then(start).min(), keys).alias(f)
             for k, f in enumerate(firsts, 1)
         ]
     )
@@ -257,8 +263,9 @@ def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None
         stats = {"n": cnt, "k": hit} if weight is None else {"n": rc, "k": hit, "w": cnt}
         parts = []
         for k in range(n_bins):
-            mine = (nw.col(b) == float(k)).cast(nw.Float64)
-            parts += [(mine * nw.col(c)).alias(ref.name(f"{s}{k}")) for s, c in stats.items()]
+            # when/then, not a Boolean cast: the same values, cheaper on polars
+            mine = nw.col(b) == float(k)
+            parts += [nw.when(mine).then(nw.col(c)).otherwise(0.0).alias(ref.name(f"{s}{k}")) for s, c in stats.items()]
         cells = cells.with_columns(*parts)
         sums = [nw.col(ref.name(f"{s}{k}")).sum() for k in range(n_bins) for s in stats]
         return aggregate(cells, keys, sums)
