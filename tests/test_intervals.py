@@ -78,6 +78,37 @@ def test_ssc_long_matches_oracle(constructor, seed, num_bins):
     assert_close(out["n"], [e[3] for e in expected])
 
 
+def _chained_ties(seed: int) -> dict[str, np.ndarray]:
+    """Few distinct widths, some only 1e-12 apart (chains of near ties across
+    the bin cuts), an all-tied group and groups of 1 and 2 rows."""
+    rng = np.random.default_rng(seed)
+    n = 120
+    base = rng.integers(0, 5, n) * 0.5 + 1.0
+    w = base + rng.integers(0, 3, n) * 1e-12  # near ties chain within a width
+    lo = rng.normal(size=n)
+    y = lo + rng.uniform(-0.5, 3.0, n)
+    g = rng.choice(np.array(["a", "b"]), size=n)
+    g[:20], w[:20] = "tied", 2.0
+    g[20], g[21:23] = "one", "two"
+    return {"y": y, "lo": lo, "hi": lo + w, "g": g}
+
+
+@pytest.mark.parametrize("num_bins", [1, 2, 3, 5])
+def test_ssc_chained_ties_match_oracle_in_any_row_order(constructor, num_bins):
+    d = _chained_ties(num_bins)
+    perm = np.random.default_rng(num_bins).permutation(len(d["y"]))
+    for data in (d, {k: v[perm] for k, v in d.items()}):
+        out = to_pandas(cf.conformal(constructor(data)).ssc("y", "lo", "hi", n_bins=num_bins, by="g"))
+        expected = [
+            (key, b, cov, n)
+            for key, idx in group_dict(data["g"]).items()
+            for b, cov, n in oracle.ssc(data["y"][idx], data["lo"][idx], data["hi"][idx], num_bins)
+        ]
+        assert [(k, int(b)) for k, b in zip(out["g"], out["bin"])] == [(k, b) for k, b, _, _ in expected]
+        assert_close(out["ssc"], [e[2] for e in expected], rtol=1e-12, atol=1e-15)
+        assert_close(out["n"], [e[3] for e in expected])
+
+
 def test_ssc_is_independent_of_row_order(constructor):
     d = random_intervals(5)
     perm = np.random.default_rng(9).permutation(len(d["y"]))

@@ -27,6 +27,7 @@ from conformal_frames.core import (
     no_weights,
     over,
     stack,
+    total,
 )
 from conformal_frames.gauss import grouped_gauss_form
 from conformal_frames.stats import min_of, proportion, ratio, weighted_cut
@@ -183,6 +184,38 @@ def _equal_count_bin(r: nw.Expr, n: nw.Expr, n_bins: int) -> nw.Expr:
     return nw.when(r < head).then(in_head).otherwise(in_tail)
 
 
+def _bin_by_starts(cells: nw.LazyFrame, keys: list[str], ref: TableRef, close: nw.Expr, n_bins: int) -> nw.LazyFrame:
+    """The bin of each distinct width (unweighted SSC), without a running maximum.
+
+    A tie group goes to the bin of its start position ``before`` (rows of
+    smaller width).  Bin ``k`` of ``_equal_count_bin`` starts at the position
+    ``c_k = k * floor(n / M) + min(k, n % M)`` (the cut points of
+    :func:`~conformal_frames.stats.weighted_cut`); ``first<k>`` is the least
+    group start at or after ``c_k``.  As ``before`` (a row count) strictly
+    increases with the width, a width is in bin ``k`` or above exactly when
+    its ``before`` reaches ``first<k>``: the bins of the tie groups' starts,
+    with per-group minima instead of a running maximum (an ordered window).
+    """
+    before, n, b, sb = ref.name("before"), ref.name("n"), ref.name("bin"), ref.name("startpos")
+    firsts = [ref.name(f"first{k}") for k in range(1, n_bins)]
+    if not firsts:
+        return cells.with_columns(nw.lit(0.0).alias(b))
+    m = float(n_bins)
+    size = (nw.col(n) / m).floor()
+    extra = nw.col(n) - size * m
+    # the positions of the group starts (null elsewhere), once as a column
+    cells = cells.with_columns(nw.when(close).then(nw.lit(None, nw.Float64)).otherwise(nw.col(before)).alias(sb))
+    start = nw.col(sb)
+    cells = cells.with_columns(
+        *[
+            over(nw.when(start >= size * float(k) + extra.clip(upper_bound=float(k))).then(start).min(), keys).alias(f)
+            for k, f in enumerate(firsts, 1)
+        ]
+    )
+    reached = [nw.when(nw.col(before) >= nw.col(f)).then(nw.lit(1.0)).otherwise(nw.lit(0.0)) for f in firsts]
+    return cells.with_columns(total(reached).alias(b))
+
+
 def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None = None) -> TableFn:
     """Sub-query: per group, rows and covered rows of each equal-count width bin.
 
@@ -219,19 +252,21 @@ def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None
             (over(nw.col(cnt).cum_sum(), keys, order_by=width_col) - nw.col(cnt)).alias(before),
             over(nw.col(cnt).sum(), keys).alias(n),
         )
-        # a tie group starts where the gap to the previous width is not close;
-        # its rows before are those before its first width (the latest start)
+        # a tie group starts where the gap to the previous width is not close
         close = (w - nw.col(prev)) <= SSC_TIE_RTOL * nw.col(scale)
-        cells = cells.with_columns(nw.when(close).then(nw.lit(0.0)).otherwise(nw.col(before)).alias(start))
-        cells = cells.with_columns(over(nw.col(start).cum_max(), keys, order_by=width_col).alias(start))
-        r = nw.col(start)  # rows (weight) before the tie group
-        cut = weighted_cut(r, nw.col(n), n_bins) if weight is not None else _equal_count_bin(r, nw.col(n), n_bins)
-        cells = cells.with_columns(cut.alias(b))
+        if weight is None:
+            cells = _bin_by_starts(cells, keys, ref, close, n_bins)
+        else:
+            # its rows before are those before its first width (the latest start)
+            cells = cells.with_columns(nw.when(close).then(nw.lit(0.0)).otherwise(nw.col(before)).alias(start))
+            cells = cells.with_columns(over(nw.col(start).cum_max(), keys, order_by=width_col).alias(start))
+            cells = cells.with_columns(weighted_cut(nw.col(start), nw.col(n), n_bins).alias(b))
         stats = {"n": cnt, "k": hit} if weight is None else {"n": rc, "k": hit, "w": cnt}
         parts = []
         for k in range(n_bins):
-            mine = (nw.col(b) == float(k)).cast(nw.Float64)
-            parts += [(mine * nw.col(c)).alias(ref.name(f"{s}{k}")) for s, c in stats.items()]
+            # when/then, not a Boolean cast: the same values, cheaper on polars
+            mine = nw.col(b) == float(k)
+            parts += [nw.when(mine).then(nw.col(c)).otherwise(0.0).alias(ref.name(f"{s}{k}")) for s, c in stats.items()]
         cells = cells.with_columns(*parts)
         sums = [nw.col(ref.name(f"{s}{k}")).sum() for k in range(n_bins) for s in stats]
         return aggregate(cells, keys, sums)
