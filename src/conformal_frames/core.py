@@ -38,6 +38,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames import _pandas_polars
 from conformal_frames._validate import validate_fields
 from conformal_frames.results import TestResult
 
@@ -761,6 +762,8 @@ class Compiled:
     #: the row-level frame (internal keys and row columns), for per-group steps
     rows: nw.LazyFrame
     policy: InvalidPolicy
+    #: the aggregated table before the outputs (with the tables joined and finalized)
+    joined: nw.LazyFrame | None = None
 
 
 def _rows_frame(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
@@ -836,14 +839,23 @@ def compile_query(
     lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str], *, invalid: InvalidPolicy = "null"
 ) -> Compiled:
     """Compile ``metrics`` into one lazy query (see the module docstring)."""
+    q, outputs = _plan(lf.collect_schema(), metrics, keys)
+    return _assemble(lf, q, outputs, invalid)
+
+
+def _plan(schema: Mapping[str, Any], metrics: Sequence[Metric], keys: list[str]) -> tuple[Query, dict[str, Any]]:
+    """The metrics' statistics registered on a new :class:`Query` of ``schema``, and their outputs."""
     if not metrics:
         msg = "evaluate() needs at least one metric, e.g. cf.evaluate(df, cf.coverage('y', 'lo', 'hi'))"
         raise ValueError(msg)
-    schema = lf.collect_schema()
     _check_keys(schema, keys)
     q = Query(schema=schema, keys=keys)
     _key_checks(q)
-    outputs = _build_outputs(q, metrics)
+    return q, _build_outputs(q, metrics)
+
+
+def _assemble(lf: nw.LazyFrame, q: Query, outputs: dict[str, Any], invalid: InvalidPolicy) -> Compiled:
+    """The planned query ``q`` over the frame ``lf`` (any frame with the columns ``q`` uses)."""
     rows, table = _aggregated(lf, q, invalid)
     tables = [fn(rows, q.group, ref) for fn, ref in q.tables.values()]
     return complete_query(q, outputs, table, tables, rows, invalid)
@@ -862,6 +874,7 @@ def complete_query(
         table = _join(table, sub, q.group)
     for finalize, fref in q.finalizers.values():
         table = finalize(table, fref)
+    joined = table
     exprs = {k: v for k, v in outputs.items() if v is not None}
     if exprs:
         # the mask once as a column: every expression node costs query-building time
@@ -872,7 +885,7 @@ def complete_query(
         )
     if q.group:
         table = table.sort(*q.group, nulls_last=True)
-    return Compiled(table=table, query=q, names=list(outputs), rows=rows, policy=invalid)
+    return Compiled(table=table, query=q, names=list(outputs), rows=rows, policy=invalid, joined=joined)
 
 
 # ---------------------------------------------------------------------------
@@ -1035,6 +1048,10 @@ def compute(
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
     try:
+        if eager:
+            fast = _pandas_by_polars(lf, metrics, keys, policy)
+            if fast is not None:
+                return fast
         compiled = compile_query(lf, metrics, keys, invalid=policy)
         return _finish(compiled, keys, eager, _backend(lf))
     except (NotImplementedError, RuntimeError) as exc:
@@ -1050,6 +1067,38 @@ def compute(
             f"({exc}); collect the data to pandas or polars first, or use polars"
         )
         raise NotImplementedError(msg) from exc
+
+
+def _pandas_by_polars(
+    lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str], policy: InvalidPolicy
+) -> nw.DataFrame | None:
+    """An eager pandas evaluation run by polars, or ``None`` for today's pandas path.
+
+    The query is planned on the pandas schema (so errors about columns and
+    dtypes are the pandas path's), then run on a polars copy of the columns it
+    uses (see :mod:`conformal_frames._pandas_polars`).  Any error on the polars
+    side returns ``None``: the pandas path then runs and raises its own error.
+    """
+    if not _pandas_polars.applies(lf):
+        return None
+    schema = lf.collect_schema()
+    try:
+        q, outputs = _plan(schema, metrics, keys)
+    except Exception:  # the pandas path raises the same error
+        return None
+    twin = _pandas_polars.twin(lf, keys, sorted(q.used), schema)
+    if twin is None:
+        return None
+    try:
+        compiled = _assemble(twin, q, outputs, policy)
+        integers = _pandas_polars.integer_outputs(compiled.joined, outputs)
+        if integers is None:
+            return None
+        result = _finish(compiled, keys, True, "polars")
+    except Exception:  # e.g. invalid rows under "raise": the pandas path words the message
+        return None
+    assert isinstance(result, nw.DataFrame)
+    return _pandas_polars.back(result, lf, keys, integers)
 
 
 def evaluate(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPolicy | None = None) -> Any:

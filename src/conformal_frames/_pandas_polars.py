@@ -1,0 +1,122 @@
+"""Eager pandas input evaluated by polars, with the pandas path's result.
+
+narwhals' pandas backend runs one groupby per aggregated column and
+broadcasts literals to full columns; polars runs the whole query at once
+(multithreaded).  When polars is installed, an eager pandas evaluation
+(:func:`conformal_frames.core.compute`) is therefore planned on the pandas
+schema (errors about columns and dtypes are the pandas path's), run on a
+polars copy of only the columns it uses (:func:`twin`) and turned back into
+the pandas frame the pandas path returns (:func:`back`): the same column
+names, dtypes, ``RangeIndex`` and values.
+
+It applies only where the round trip is exact (a whitelist, checked column by
+column): numpy ``bool``, integer and float columns (NaN becomes null, which
+the pandas path reads it as), and string columns (``object`` holding strings,
+pandas' ``str`` dtype) without missing values in the group keys.  Other dtypes
+(nullable ``Int64``/``Float64``/``boolean``, ``ArrowDtype``, categorical,
+datetime, object lists) keep the pandas path, and so does any call that fails
+on the polars side: the pandas path then runs and raises its own error.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import narwhals.stable.v2 as nw
+import numpy as np
+
+__all__ = ["ENABLED", "applies", "back", "twin"]
+
+#: tests set this to ``False`` to compare with the pandas path
+ENABLED = True
+
+
+@functools.cache
+def _polars_installed() -> bool:
+    return importlib.util.find_spec("polars") is not None
+
+
+def applies(frame: nw.LazyFrame) -> bool:
+    """Whether ``frame`` is an eager pandas frame that polars may evaluate."""
+    return ENABLED and frame.implementation.is_pandas() and _polars_installed()
+
+
+def _exact(series: Any, key: bool) -> bool:
+    """Whether ``series`` goes to polars and back unchanged (see the module docstring).
+
+    A group key must also come out of the pandas path with its own dtype:
+    ``object`` keys come out as strings of pandas' default string dtype.
+    """
+    import pandas as pd
+
+    dtype = series.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "biuf":
+        return True
+    if isinstance(dtype, pd.StringDtype):
+        return True
+    return not key and dtype == object and pd.api.types.infer_dtype(series, skipna=False) == "string"
+
+
+def twin(frame: nw.LazyFrame, keys: Sequence[str], inputs: Sequence[str], schema: Mapping[str, Any]) -> nw.LazyFrame | None:
+    """A polars LazyFrame of the ``keys`` and ``inputs`` of the pandas ``frame``, or ``None``.
+
+    ``None`` when a column is not exact, or a key has missing values.
+    ``schema`` is the pandas frame's narwhals schema: the polars columns must
+    have the same narwhals dtypes, so that the planned query reads them alike.
+    """
+    import polars as pl
+
+    native = frame.to_native()
+    series = {c: native[c] for c in [*keys, *inputs]}
+    if not all(_exact(s, c in keys) for c, s in series.items()):
+        return None
+    try:
+        converted = pl.DataFrame([pl.from_pandas(s, nan_to_null=True).alias(c) for c, s in series.items()])
+    except Exception:  # anything pyarrow or polars refuses: the pandas path
+        return None
+    result = nw.from_native(converted, eager_only=True)
+    if any(result.schema[c] != schema[c] for c in series) or any(result[k].null_count() for k in keys):
+        return None
+    return result.lazy()
+
+
+def integer_outputs(joined: nw.LazyFrame | None, outputs: Mapping[str, nw.Expr | None]) -> list[str] | None:
+    """The outputs whose expression is an integer, or ``None`` if one is neither integer nor Float64.
+
+    Polars makes such an output Float64 (with the null of an invalid group);
+    pandas keeps it an integer column when no group is invalid.
+    """
+    exprs = {k: e for k, e in outputs.items() if e is not None}
+    if not exprs:
+        return []
+    assert joined is not None
+    schema = joined.select(*[e.alias(k) for k, e in exprs.items()]).collect_schema()
+    if any(not (d == nw.Float64 or d.is_integer()) for d in schema.values()):
+        return None
+    return [k for k, d in schema.items() if d.is_integer()]
+
+
+def back(result: nw.DataFrame, frame: nw.LazyFrame, keys: Sequence[str], integers: Sequence[str]) -> nw.DataFrame:
+    """The polars ``result`` as the pandas frame the pandas path returns for ``frame``.
+
+    Keys get the input's dtype back; ``integers`` (see :func:`integer_outputs`)
+    are int64 unless null; Boolean outputs of numpy steps are built as the
+    pandas path builds them.
+    """
+    import pandas as pd
+
+    native = frame.to_native()
+    out = result.to_native().to_pandas()
+    for k in keys:
+        if out[k].dtype != native[k].dtype:
+            out[k] = out[k].astype(native[k].dtype)
+    for c in integers:
+        if not out[c].isna().any():
+            out[c] = out[c].astype(np.int64)
+    for c, dtype in result.schema.items():
+        if dtype == nw.Boolean:
+            out[c] = nw.new_series(c, result[c].to_list(), nw.Boolean, backend=pd).to_native()
+    return nw.from_native(out, eager_only=True)
