@@ -83,40 +83,41 @@ def twin(frame: nw.LazyFrame, keys: Sequence[str], inputs: Sequence[str], schema
     return result.lazy()
 
 
-def integer_outputs(joined: nw.LazyFrame | None, outputs: Mapping[str, nw.Expr | None]) -> list[str] | None:
-    """The outputs whose expression is an integer, or ``None`` if one is neither integer nor Float64.
+def _output(column: Any, dtype: Any) -> Any:
+    """The pandas path's column for an output of ``dtype`` (pandas ``column``), or ``None``.
 
-    Polars makes such an output Float64 (with the null of an invalid group);
-    pandas keeps it an integer column when no group is invalid.
+    A Float64 output is the same; an integer output (e.g. a count) stays int64
+    unless a group is invalid (then float64 with NaN).
     """
-    exprs = {k: e for k, e in outputs.items() if e is not None}
-    if not exprs:
-        return []
-    assert joined is not None
-    schema = joined.select(*[e.alias(k) for k, e in exprs.items()]).collect_schema()
-    if any(not (d == nw.Float64 or d.is_integer()) for d in schema.values()):
-        return None
-    return [k for k, d in schema.items() if d.is_integer()]
+    if dtype == nw.Float64:
+        return column
+    if dtype.is_integer():
+        return column.astype(np.float64) if column.isna().any() else column.astype(np.int64)
+    return None
 
 
-def back(result: nw.DataFrame, frame: nw.LazyFrame, keys: Sequence[str], integers: Sequence[str]) -> nw.DataFrame:
+def back(result: nw.DataFrame, frame: nw.LazyFrame, keys: Sequence[str], outputs: Sequence[str]) -> nw.DataFrame | None:
     """The polars ``result`` as the pandas frame the pandas path returns for ``frame``.
 
-    Keys get the input's dtype back; ``integers`` (see :func:`integer_outputs`)
-    are int64 unless null; Boolean outputs of numpy steps are built as the
+    ``result`` has each output's own dtype (``keep_dtypes``): the pandas path's
+    dtype follows from it (:func:`_output`); ``None`` for an output of another
+    dtype.  Keys get the input's dtype back; the other columns (``n``, the
+    invalid-row counts, Boolean outputs of numpy steps) are built as the
     pandas path builds them.
     """
     import pandas as pd
 
     native = frame.to_native()
     out = result.to_native().to_pandas()
-    for k in keys:
-        if out[k].dtype != native[k].dtype:
-            out[k] = out[k].astype(native[k].dtype)
-    for c in integers:
-        if not out[c].isna().any():
-            out[c] = out[c].astype(np.int64)
     for c, dtype in result.schema.items():
-        if dtype == nw.Boolean:
+        if c in keys:
+            if out[c].dtype != native[c].dtype:
+                out[c] = out[c].astype(native[c].dtype)
+        elif c in outputs:
+            column = _output(out[c], dtype)
+            if column is None:
+                return None
+            out[c] = column
+        elif dtype == nw.Boolean:
             out[c] = nw.new_series(c, result[c].to_list(), nw.Boolean, backend=pd).to_native()
     return nw.from_native(out, eager_only=True)

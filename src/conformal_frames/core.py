@@ -762,8 +762,6 @@ class Compiled:
     #: the row-level frame (internal keys and row columns), for per-group steps
     rows: nw.LazyFrame
     policy: InvalidPolicy
-    #: the aggregated table before the outputs (with the tables joined and finalized)
-    joined: nw.LazyFrame | None = None
 
 
 def _rows_frame(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
@@ -854,11 +852,13 @@ def _plan(schema: Mapping[str, Any], metrics: Sequence[Metric], keys: list[str])
     return q, _build_outputs(q, metrics)
 
 
-def _assemble(lf: nw.LazyFrame, q: Query, outputs: dict[str, Any], invalid: InvalidPolicy) -> Compiled:
+def _assemble(
+    lf: nw.LazyFrame, q: Query, outputs: dict[str, Any], invalid: InvalidPolicy, *, keep_dtypes: bool = False
+) -> Compiled:
     """The planned query ``q`` over the frame ``lf`` (any frame with the columns ``q`` uses)."""
     rows, table = _aggregated(lf, q, invalid)
     tables = [fn(rows, q.group, ref) for fn, ref in q.tables.values()]
-    return complete_query(q, outputs, table, tables, rows, invalid)
+    return complete_query(q, outputs, table, tables, rows, invalid, keep_dtypes=keep_dtypes)
 
 
 def complete_query(
@@ -868,24 +868,29 @@ def complete_query(
     tables: Sequence[nw.LazyFrame],
     rows: nw.LazyFrame,
     invalid: InvalidPolicy,
+    *,
+    keep_dtypes: bool = False,
 ) -> Compiled:
-    """The aggregated ``table`` joined with the ``tables``, finalized (outputs, sort)."""
+    """The aggregated ``table`` joined with the ``tables``, finalized (outputs, sort).
+
+    The outputs of an invalid group are null Float64 values, which makes every
+    output Float64 on engines with a common supertype; ``keep_dtypes`` keeps
+    each output's own dtype instead (see :mod:`conformal_frames._pandas_polars`).
+    """
     for sub in tables:
         table = _join(table, sub, q.group)
     for finalize, fref in q.finalizers.values():
         table = finalize(table, fref)
-    joined = table
     exprs = {k: v for k, v in outputs.items() if v is not None}
     if exprs:
         # the mask once as a column: every expression node costs query-building time
         table = table.with_columns(((nw.col(_INVALID) == 0) & (nw.col(_N) > 0)).alias(_VALID))
         valid = nw.col(_VALID)
-        table = table.with_columns(
-            *[nw.when(valid).then(e).otherwise(nw.lit(None, nw.Float64)).alias(k) for k, e in exprs.items()]
-        )
+        null = None if keep_dtypes else nw.lit(None, nw.Float64)
+        table = table.with_columns(*[nw.when(valid).then(e).otherwise(null).alias(k) for k, e in exprs.items()])
     if q.group:
         table = table.sort(*q.group, nulls_last=True)
-    return Compiled(table=table, query=q, names=list(outputs), rows=rows, policy=invalid, joined=joined)
+    return Compiled(table=table, query=q, names=list(outputs), rows=rows, policy=invalid)
 
 
 # ---------------------------------------------------------------------------
@@ -1090,15 +1095,13 @@ def _pandas_by_polars(
     if twin is None:
         return None
     try:
-        compiled = _assemble(twin, q, outputs, policy)
-        integers = _pandas_polars.integer_outputs(compiled.joined, outputs)
-        if integers is None:
-            return None
+        compiled = _assemble(twin, q, outputs, policy, keep_dtypes=True)
         result = _finish(compiled, keys, True, "polars")
     except Exception:  # e.g. invalid rows under "raise": the pandas path words the message
         return None
     assert isinstance(result, nw.DataFrame)
-    return _pandas_polars.back(result, lf, keys, integers)
+    booleans = {k for step in q.numpy_steps for k in step.boolean}
+    return _pandas_polars.back(result, lf, keys, [k for k in compiled.names if k not in booleans])
 
 
 def evaluate(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPolicy | None = None) -> Any:
