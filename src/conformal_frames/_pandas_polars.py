@@ -57,10 +57,12 @@ def _exact(series: Any, key: bool) -> bool:
         return True
     if isinstance(dtype, pd.StringDtype):
         return True
-    return not key and dtype == object and pd.api.types.infer_dtype(series, skipna=False) == "string"
+    return not key and dtype == np.dtype(object) and pd.api.types.infer_dtype(series, skipna=False) == "string"
 
 
-def twin(frame: nw.LazyFrame, keys: Sequence[str], inputs: Sequence[str], schema: Mapping[str, Any]) -> nw.LazyFrame | None:
+def twin(
+    frame: nw.LazyFrame, keys: Sequence[str], inputs: Sequence[str], schema: Mapping[str, Any]
+) -> nw.LazyFrame | None:
     """A polars LazyFrame of the ``keys`` and ``inputs`` of the pandas ``frame``, or ``None``.
 
     ``None`` when a column is not exact, or a key has missing values.
@@ -74,7 +76,7 @@ def twin(frame: nw.LazyFrame, keys: Sequence[str], inputs: Sequence[str], schema
     if not all(_exact(s, c in keys) for c, s in series.items()):
         return None
     try:
-        converted = pl.DataFrame([pl.from_pandas(s, nan_to_null=True).alias(c) for c, s in series.items()])
+        converted = pl.DataFrame([pl.Series(c, s, nan_to_null=True) for c, s in series.items()])
     except Exception:  # anything pyarrow or polars refuses: the pandas path
         return None
     result = nw.from_native(converted, eager_only=True)
