@@ -10,12 +10,18 @@ the pandas frame the pandas path returns (:func:`back`): the same column
 names, dtypes, ``RangeIndex`` and values.
 
 It applies only where the round trip is exact (a whitelist, checked column by
-column): numpy ``bool``, integer and float columns (NaN becomes null, which
-the pandas path reads it as), and string columns (``object`` holding strings,
-pandas' ``str`` dtype) without missing values in the group keys.  Other dtypes
-(nullable ``Int64``/``Float64``/``boolean``, ``ArrowDtype``, categorical,
-datetime, object lists) keep the pandas path, and so does any call that fails
-on the polars side: the pandas path then runs and raises its own error.
+column): numpy ``bool``, integer and float columns (NaN becomes null, as the
+pandas path reads it), pandas' string dtypes (``str``, ``string``) and, as a
+metric input (not a key), ``object`` columns holding only strings; no group
+key may have missing values.  Other columns (nullable ``Int64``/``Float64``/
+``boolean``, ``ArrowDtype``, categorical, datetime, ``object`` keys, Python
+lists of prediction sets) keep the pandas path, and so does any call that
+fails on the polars side: the pandas path then runs and raises its own error.
+
+The outputs are computed with their own dtypes (``keep_dtypes`` of
+:func:`conformal_frames.core.complete_query`): pandas keeps an integer output
+(e.g. ``quantile_coverage_n``) int64 unless a group is invalid, where polars
+would make it Float64.
 """
 
 from __future__ import annotations

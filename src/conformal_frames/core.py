@@ -22,6 +22,9 @@ one call into a single query:
 
 Steps 1-4 stay lazy on every backend.  Step 5 stays lazy on polars (through
 ``map_batches``) and is eager-only elsewhere, with an error naming the backend.
+Eager pandas input is run by polars when polars is installed and the round
+trip is exact (:mod:`conformal_frames._pandas_polars`): the same frame as the
+pandas path, faster.
 The contributor's walk-through is the docs page "How a metric is built".
 """
 
