@@ -11,12 +11,13 @@ names, dtypes, ``RangeIndex`` and values.
 
 It applies only where the round trip is exact (a whitelist, checked column by
 column): numpy ``bool``, integer and float columns (NaN becomes null, as the
-pandas path reads it), pandas' string dtypes (``str``, ``string``) and, as a
-metric input (not a key), ``object`` columns holding only strings; no group
-key may have missing values.  Other columns (nullable ``Int64``/``Float64``/
-``boolean``, ``ArrowDtype``, categorical, datetime, ``object`` keys, Python
-lists of prediction sets) keep the pandas path, and so does any call that
-fails on the polars side: the pandas path then runs and raises its own error.
+pandas path reads it), pandas' string dtypes (``str``, ``string``; as keys
+on pandas 3 only) and, as a metric input (not a key), ``object`` columns
+holding only strings; no group key may have missing values.  Other columns
+(nullable ``Int64``/``Float64``/``boolean``, ``ArrowDtype``, categorical,
+datetime, ``object`` keys, Python lists of prediction sets) keep the pandas
+path, and so does any call that fails on the polars side: the pandas path
+then runs and raises its own error.
 
 The outputs are computed with their own dtypes (``keep_dtypes`` of
 :func:`conformal_frames.core.complete_query`): pandas keeps an integer output
@@ -45,6 +46,13 @@ def _polars_installed() -> bool:
     return importlib.util.find_spec("polars") is not None
 
 
+@functools.cache
+def _pandas_major() -> int:
+    import pandas as pd
+
+    return int(pd.__version__.split(".")[0])
+
+
 def applies(frame: nw.LazyFrame) -> bool:
     """Whether ``frame`` is an eager pandas frame that polars may evaluate."""
     return ENABLED and frame.implementation.is_pandas() and _polars_installed()
@@ -54,7 +62,8 @@ def _exact(series: Any, key: bool) -> bool:
     """Whether ``series`` goes to polars and back unchanged (see the module docstring).
 
     A group key must also come out of the pandas path with its own dtype:
-    ``object`` keys come out as strings of pandas' default string dtype.
+    ``object`` keys come out as strings of pandas' default string dtype, and
+    string keys are checked on pandas 3 only.
     """
     import pandas as pd
 
@@ -62,7 +71,7 @@ def _exact(series: Any, key: bool) -> bool:
     if isinstance(dtype, np.dtype) and dtype.kind in "biuf":
         return True
     if isinstance(dtype, pd.StringDtype):
-        return True
+        return not key or _pandas_major() >= 3
     return not key and dtype == np.dtype(object) and pd.api.types.infer_dtype(series, skipna=False) == "string"
 
 

@@ -1080,7 +1080,7 @@ def compute(
 def _pandas_by_polars(
     lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str], policy: InvalidPolicy
 ) -> nw.DataFrame | None:
-    """An eager pandas evaluation run by polars, or ``None`` for today's pandas path.
+    """An eager pandas evaluation run by polars, or ``None`` for the pandas path.
 
     The query is planned on the pandas schema (so errors about columns and
     dtypes are the pandas path's), then run on a polars copy of the columns it
@@ -1097,14 +1097,14 @@ def _pandas_by_polars(
     twin = _pandas_polars.twin(lf, keys, sorted(q.used), schema)
     if twin is None:
         return None
+    booleans = {k for step in q.numpy_steps for k in step.boolean}
     try:
         compiled = _assemble(twin, q, outputs, policy, keep_dtypes=True)
         result = _finish(compiled, keys, True, "polars")
+        assert isinstance(result, nw.DataFrame)
+        return _pandas_polars.back(result, lf, keys, [k for k in compiled.names if k not in booleans])
     except Exception:  # e.g. invalid rows under "raise": the pandas path words the message
         return None
-    assert isinstance(result, nw.DataFrame)
-    booleans = {k for step in q.numpy_steps for k in step.boolean}
-    return _pandas_polars.back(result, lf, keys, [k for k in compiled.names if k not in booleans])
 
 
 def evaluate(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPolicy | None = None) -> Any:
