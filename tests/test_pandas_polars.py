@@ -143,6 +143,7 @@ def _keys(pdf: Any) -> dict[str, tuple[Any, bool]]:
     """Key columns of several dtypes: (column, whether polars runs it)."""
     g = pdf["g"]
     with_none = g.astype(object).where(pdf.index != 4, None)
+    days = pd.Timestamp("2024-01-01") + pd.to_timedelta(pdf["gi"], unit="D")
     strings = int(pd.__version__.split(".")[0]) >= 3  # string keys are checked on pandas 3
     return {
         "str": (g.astype("str"), strings),
@@ -153,7 +154,9 @@ def _keys(pdf: Any) -> dict[str, tuple[Any, bool]]:
         "float32": (pdf["gf"].astype(np.float32), True),
         "object": (g.astype(object), False),
         "category": (pd.Categorical(g, categories=["c", "a", "B", "unused"]), False),
-        "datetime": (pd.Timestamp("2024-01-01") + pd.to_timedelta(pdf["gi"], unit="D"), False),
+        "datetime": (days, True),
+        "datetime[s]": (days.astype("datetime64[s]"), False),
+        "datetime tz": (days.dt.tz_localize("Europe/Paris"), False),
         "Int64": (pdf["gi"].astype("Int64"), False),
         "boolean": (pdf["gb"].astype("boolean"), False),
         "int64[pyarrow]": (pdf["gi"].astype("int64[pyarrow]"), False),
@@ -176,6 +179,7 @@ def test_key_dtypes(monkeypatch: pytest.MonkeyPatch, dtype: str, invalid: Any) -
 def _inputs(pdf: Any) -> dict[str, tuple[list[core.Metric], bool]]:
     """Metric inputs of several dtypes: (metrics, whether polars runs them)."""
     pdf["y32"] = pdf["y"].astype(np.float32)
+    pdf["time"] = pd.Timestamp("2024-01-01") + pd.to_timedelta(pdf["t"], unit="h")
     pdf["lo_i"] = pdf["cls"] - pdf["label"]
     pdf["hi_i"] = pdf["cls"] + 1
     pdf["label_b"] = pdf["label"] == 1
@@ -192,6 +196,7 @@ def _inputs(pdf: Any) -> dict[str, tuple[list[core.Metric], bool]]:
         "nullable": ([cf.ece("label_i", "score_f")], False),
         "pyarrow": ([cf.brier("label", "score_pa")], False),
         "list column": ([cf.set_coverage("ystr", sets="set_list")], False),
+        "datetime order": ([cf.longest_miss_run("y", "lo", "hi", order_by="time")], True),
     }
 
 

@@ -10,14 +10,15 @@ the pandas frame the pandas path returns (:func:`back`): the same column
 names, dtypes, ``RangeIndex`` and values.
 
 It applies only where the round trip is exact (a whitelist, checked column by
-column): numpy ``bool``, integer and float columns (NaN becomes null, as the
-pandas path reads it), pandas' string dtypes (``str``, ``string``; as keys
-on pandas 3 only) and, as a metric input (not a key), ``object`` columns
-holding only strings; no group key may have missing values.  Other columns
-(nullable ``Int64``/``Float64``/``boolean``, ``ArrowDtype``, categorical,
-datetime, ``object`` keys, Python lists of prediction sets) keep the pandas
-path, and so does any call that fails on the polars side: the pandas path
-then runs and raises its own error.
+column): numpy ``bool``, integer, float and ``datetime64`` (ns, us, ms)
+columns (NaN and NaT become null, as the pandas path reads them), pandas'
+string dtypes (``str``, ``string``; as keys on pandas 3 only) and, as a
+metric input (not a key), ``object`` columns holding only strings; no group
+key may have missing values.  Other columns (nullable ``Int64``/``Float64``/
+``boolean``, ``ArrowDtype``, categorical, time-zone aware datetimes,
+``object`` keys, Python lists of prediction sets) keep the pandas path, and
+so does any call that fails on the polars side: the pandas path then runs
+and raises its own error.
 
 The outputs are computed with their own dtypes (``keep_dtypes`` of
 :func:`conformal_frames.core.complete_query`): pandas keeps an integer output
@@ -68,7 +69,7 @@ def _exact(series: Any, key: bool) -> bool:
     import pandas as pd
 
     dtype = series.dtype
-    if isinstance(dtype, np.dtype) and dtype.kind in "biuf":
+    if isinstance(dtype, np.dtype) and dtype.kind in "biufM":
         return True
     if isinstance(dtype, pd.StringDtype):
         return not key or _pandas_major() >= 3
