@@ -102,13 +102,12 @@ def twin(
 
 
 def _output(column: Any, dtype: Any) -> Any:
-    """The pandas path's column for an output of ``dtype`` (pandas ``column``), or ``None``.
+    """The pandas path's column for an integer output (pandas ``column`` of polars ``dtype``), or ``None``.
 
-    A Float64 output is the same; an integer output (e.g. a count) stays int64
+    ``None`` when the column is already right (Float64) or cannot be made
+    right: see :func:`back`.  An integer output (e.g. a count) stays int64
     unless a group is invalid (then float64 with NaN).
     """
-    if dtype == nw.Float64:
-        return column
     if dtype.is_integer():
         return column.astype(np.float64) if column.isna().any() else column.astype(np.int64)
     return None
@@ -117,25 +116,28 @@ def _output(column: Any, dtype: Any) -> Any:
 def back(result: nw.DataFrame, frame: nw.LazyFrame, keys: Sequence[str], outputs: Sequence[str]) -> nw.DataFrame | None:
     """The polars ``result`` as the pandas frame the pandas path returns for ``frame``.
 
-    ``result`` has each output's own dtype (``keep_dtypes``): the pandas path's
-    dtype follows from it (:func:`_output`); ``None`` for an output of another
-    dtype.  Keys get the input's dtype back; the other columns (``n``, the
-    invalid-row counts, Boolean outputs of numpy steps) are built as the
+    ``result`` has each output's own dtype (``keep_dtypes``): Float64 and
+    integer outputs are converted (:func:`_output`); ``None`` for an output of
+    another dtype.  Keys get the input's dtype back; the other columns (``n``,
+    the invalid-row counts, Boolean outputs of numpy steps) are built as the
     pandas path builds them.
     """
     import pandas as pd
 
     native = frame.to_native()
     out = result.to_native().to_pandas()
+    changed: dict[str, Any] = {}
     for c, dtype in result.schema.items():
         if c in keys:
             if out[c].dtype != native[c].dtype:
-                out[c] = out[c].astype(native[c].dtype)
+                changed[c] = out[c].astype(native[c].dtype)
         elif c in outputs:
-            column = _output(out[c], dtype)
-            if column is None:
-                return None
-            out[c] = column
+            if dtype != nw.Float64:
+                changed[c] = _output(out[c], dtype)
+                if changed[c] is None:
+                    return None
         elif dtype == nw.Boolean:
-            out[c] = nw.new_series(c, result[c].to_list(), nw.Boolean, backend=pd).to_native()
+            changed[c] = nw.new_series(c, result[c].to_list(), nw.Boolean, backend=pd).to_native()
+    for c, column in changed.items():
+        out[c] = column
     return nw.from_native(out, eager_only=True)
