@@ -74,6 +74,9 @@ def spark_session() -> Any:
             # interpreted plans: the p-value series exceed Janino's 64 KB
             # method limit and every query would log a codegen fallback
             .config("spark.sql.codegen.wholeStage", "false")
+            # no call-site capture per PySpark function call (a stack walk and
+            # four py4j calls each): building a query makes a third of the calls
+            .config("spark.python.sql.dataFrameDebugging.enabled", "false")
             .getOrCreate()
         )
         session.sparkContext.setLogLevel("ERROR")

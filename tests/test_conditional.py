@@ -259,6 +259,79 @@ def test_worst_slab_grouped_matches_oracle(constructor, seed):
     assert_close(out["worst_slab_coverage"], expected, rtol=0, atol=0)
 
 
+def _slab_per_direction(x, c, v, need, chunk_cells=2_000_000):
+    """The straightforward minimum: min_slab_mean of every direction, on the blocks worst_slab projects."""
+    step = max(1, chunk_cells // (len(c) + 1))
+    return min(float(min_slab_mean((x @ v[s : s + step].T).T, c, need).min()) for s in range(0, len(v), step))
+
+
+def _slab_case(rng, n, d, kind):
+    x = rng.normal(size=(n, d))
+    if kind == "ties":
+        x = np.round(x * 3)
+    elif kind == "heavy":
+        x = rng.standard_cauchy((n, d))
+    elif kind == "huge":
+        x = x * 1e300
+    c = (rng.random(n) < 0.9).astype(float)
+    w = x @ rng.normal(size=d)
+    hard = w > np.quantile(w, 0.8)
+    c[hard] *= rng.random(int(hard.sum())) < 0.7
+    return x, c
+
+
+@pytest.mark.parametrize("kind", ["plain", "ties", "heavy", "huge"])
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("n", [40, 3000])
+def test_worst_slab_search_equals_every_direction(n, d, kind):
+    from conformal_frames._slabs import bucket_lower_bounds, slab_directions, worst_slab
+
+    rng = np.random.default_rng(n + 10 * d + len(kind))
+    x, c = _slab_case(rng, n, d, kind)
+    v = slab_directions(60, d, n)
+    for delta in (0.05, 0.3):
+        need = math.ceil(delta * n - 1e-9)
+        for cells in (2_000_000, 20 * (n + 1)):  # one block, blocks of 20 directions
+            expected = _slab_per_direction(x, c, v, need, cells)
+            assert worst_slab(x, c, v, need, chunk_cells=cells) == expected
+            assert worst_slab(x, c, v, need, chunk_cells=cells, search_rows=0) == expected  # bounds at any n
+        if n >= 16:  # the bounds are below every direction's minimum
+            bounds = bucket_lower_bounds(x @ v.T, c, need, n // 8)
+            assert (bounds <= min_slab_mean((x @ v.T).T, c, need)).all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_worst_slab_one_feature_directions_solved_once(seed):
+    """One feature: positive and negative multiples, ties, products that tie distinct values."""
+    from conformal_frames._slabs import slab_directions, worst_slab
+
+    rng = np.random.default_rng(seed)
+    n = 2000
+    x = np.round(rng.normal(size=(n, 1)), 2)
+    x[:50, 0] = rng.uniform(1e-320, 1e-318, 50)  # subnormal: tiny directions tie them at 0
+    c = (rng.random(n) < 0.85).astype(float)
+    c[x[:, 0] > 1.2] = 0.0
+    v = slab_directions(300, 1, seed)
+    v[::5] *= -3.0
+    v[1::7] = 1e-12 * np.sign(v[1::7])
+    if seed % 2:
+        v[0] = 1e-12  # the first direction ties the subnormal values: another stands for x
+    for delta in (0.01, 0.1, 0.5):
+        need = math.ceil(delta * n - 1e-9)
+        for cells in (2_000_000, 50 * (n + 1)):
+            assert worst_slab(x, c, v, need, chunk_cells=cells) == _slab_per_direction(x, c, v, need, cells)
+
+
+def test_worst_slab_non_finite_rows_fall_back():
+    from conformal_frames._slabs import slab_directions, worst_slab
+
+    rng = np.random.default_rng(0)
+    x, c = rng.normal(size=(500, 2)), (rng.random(500) < 0.9).astype(float)
+    x[3, 0] = np.nan
+    v = slab_directions(20, 2, 0)
+    assert worst_slab(x, c, v, 50) == _slab_per_direction(x, c, v, 50)
+
+
 def test_worst_slab_finds_planted_region():
     import polars as pl
 

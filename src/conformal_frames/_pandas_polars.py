@@ -78,8 +78,8 @@ def _exact(series: Any, key: bool) -> bool:
 
 def twin(
     frame: nw.LazyFrame, keys: Sequence[str], inputs: Sequence[str], schema: Mapping[str, Any]
-) -> nw.LazyFrame | None:
-    """A polars LazyFrame of the ``keys`` and ``inputs`` of the pandas ``frame``, or ``None``.
+) -> nw.DataFrame | None:
+    """A polars DataFrame of the ``keys`` and ``inputs`` of the pandas ``frame``, or ``None``.
 
     ``None`` when a column is not exact, or a key has missing values.
     ``schema`` is the pandas frame's narwhals schema: the polars columns must
@@ -98,7 +98,7 @@ def twin(
     result = nw.from_native(converted, eager_only=True)
     if any(result.schema[c] != schema[c] for c in series) or any(result[k].null_count() for k in keys):
         return None
-    return result.lazy()
+    return result
 
 
 def _output(column: Any, dtype: Any) -> Any:

@@ -45,7 +45,7 @@ from conformal_frames.brownian import (
     with_normal_sf,
     with_range_sf,
 )
-from conformal_frames.core import Metric, Query, TableRef, Weighting, aggregate, over, total
+from conformal_frames.core import Metric, Query, TableRef, Weighting, aggregate, indicator, over, total
 from conformal_frames.results import KSTestResult, KuiperTestResult, SpiegelhalterTestResult
 from conformal_frames.sets import Label, label_exprs
 from conformal_frames.stats import max_of, ratio, weighted_cut, wilson_interval
@@ -289,7 +289,7 @@ def bin_errors(
         diff = w.sum(q.row(("bin_diff", d, b, m), nw.when(in_bin).then(nw.col(d)).otherwise(0.0), inputs=[d, b])).abs()
         diffs.append(diff)
         if gaps:
-            cnt = w.sum(q.row(("bin_count", b, m), in_bin.cast(F64), inputs=[b]))
+            cnt = w.sum(q.row(("bin_count", b, m), indicator(in_bin), inputs=[b]))
             gap_exprs.append(nw.when(cnt > 0.0).then(diff / cnt))
     return total(diffs), (max_of(*gap_exprs) if gaps else None)
 

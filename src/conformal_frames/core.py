@@ -41,7 +41,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames import _pandas_polars
+from conformal_frames import _pandas_polars, _plan_cache
 from conformal_frames._validate import validate_fields
 from conformal_frames.results import TestResult
 
@@ -60,6 +60,7 @@ __all__ = [
     "complete_query",
     "compute",
     "evaluate",
+    "indicator",
     "invalid_mask",
     "no_weights",
     "over",
@@ -101,6 +102,13 @@ def over(expr: nw.Expr, partition: Sequence[str], *, order_by: str | Sequence[st
     if order_by is not None:
         return expr.over(*partition, order_by=order_by)
     return expr.over(*partition) if partition else expr
+
+
+def indicator(condition: nw.Expr) -> nw.Expr:
+    """1.0 where ``condition`` holds, else 0.0 (also where it is null: such rows
+    are invalid and never counted).  polars computes it about twice as fast as
+    a cast of the boolean to Float64."""
+    return nw.when(condition).then(1.0).otherwise(0.0)
 
 
 def total(exprs: Iterable[nw.Expr]) -> nw.Expr:
@@ -179,8 +187,11 @@ class _Row:
 
 @dataclass
 class _Check:
+    #: column of the check's row count in the frame :func:`check_counts` returns
     row: str
     bad: nw.Expr
+    #: the offending value shown in the error (rows where ``bad``), if any
+    example: nw.Expr | None = None
 
 
 @dataclass
@@ -360,11 +371,13 @@ class Query:
         also names the smallest offending value: ``"..., e.g. 7"``.
         """
         if message not in self.checks:
-            name = self.row(("check", message), bad.cast(nw.Float64))
-            self.checks[message] = _Check(name, bad)
-            if example is not None:
-                shown = self.row(("check_example", message), nw.when(bad).then(example))
-                self.examples[message] = self.agg("min", shown)
+            # the main aggregation counts the rows failing any check; the
+            # count of each check is computed when one fails (check_counts)
+            number = len(self.checks)
+            shown = nw.when(bad).then(example) if example is not None else None
+            self.checks[message] = _Check(f"__cf_c{number}", bad, shown)
+            if shown is not None:
+                self.examples[message] = f"__cf_e{number}"
 
     def table(self, key: Hashable, fn: TableFn, *, cells: Cells | None = None) -> TableRef:
         """A sub-query ``fn(rows, keys, ref)`` over the row-level frame.
@@ -757,7 +770,7 @@ def _policy(invalid: Any, eager: bool) -> InvalidPolicy:
 class Compiled:
     """One compiled evaluation: the lazy aggregated table and what made it."""
 
-    #: one row per group: internal keys, outputs, ``n``, invalid counts, check sums
+    #: one row per group: internal keys, outputs, ``n``, invalid counts
     table: nw.LazyFrame
     query: Query
     #: output column names, in order
@@ -765,6 +778,27 @@ class Compiled:
     #: the row-level frame (internal keys and row columns), for per-group steps
     rows: nw.LazyFrame
     policy: InvalidPolicy
+    #: the rows failing each check (:func:`check_counts`), computed when asked;
+    #: ``None``: the table itself has a column per check (a finalized summary)
+    counts: Callable[[], nw.DataFrame] | None = None
+
+
+def check_count_query(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
+    """One row: the number of rows of ``lf`` failing each check of ``q`` (column
+    ``check.row``) and the smallest offending value (``q.examples[message]``).
+
+    A pass of its own, run only when a check fails (or when asked for on lazy
+    input); the main aggregation counts the rows failing any check.
+    """
+    marks = [c.bad.cast(nw.Float64).alias(c.row) for c in q.checks.values()]
+    shown = [c.example.alias(q.examples[m]) for m, c in q.checks.items() if c.example is not None]
+    sums = [nw.col(c.row).sum() for c in q.checks.values()] + [nw.col(e).min() for e in q.examples.values()]
+    return lf.select(*marks, *shown).select(*sums)
+
+
+def check_counts(lf: nw.LazyFrame, q: Query) -> nw.DataFrame:
+    """:func:`check_count_query`, collected."""
+    return check_count_query(lf, q).collect()
 
 
 def _rows_frame(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
@@ -805,16 +839,19 @@ def _build_outputs(q: Query, metrics: Sequence[Metric]) -> dict[str, nw.Expr | N
 
 
 def _aggregated(lf: nw.LazyFrame, q: Query, policy: InvalidPolicy) -> tuple[nw.LazyFrame, nw.LazyFrame]:
-    """The row frame and the main aggregation (with ``_INVALID``/``_DROPPED``)."""
-    checks = [c.row for c in q.checks.values()]
-    if policy == "null":
-        # n_invalid counts rows with at least one problem
-        anybad = nw.any_horizontal(*[nw.col(c) > 0 for c in checks], ignore_nulls=True) if checks else nw.lit(False)
-        q.row(_INVALID, anybad.cast(nw.Float64), inputs=checks)
+    """The row frame and the main aggregation (with ``_INVALID``/``_DROPPED``).
+
+    ``_INVALID`` counts the rows failing at least one check: validation of
+    every input rides in the one aggregation (:func:`check_counts` tells which
+    checks fail, when one does).
+    """
+    bad = [c.bad for c in q.checks.values()]
+    anybad = nw.any_horizontal(*bad, ignore_nulls=True) if bad else nw.lit(False)
+    if policy == "null" or (policy == "raise" and bad):
+        q.row(_INVALID, indicator(anybad))
     counts = None
     if policy == "drop":
-        bad = [c.bad for c in q.checks.values()]
-        flag = nw.any_horizontal(*bad, ignore_nulls=True) if bad else nw.lit(False)
+        flag = anybad
         flagged = lf.with_columns(flag.alias(_DROPPED))
         ikeys = [nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)]
         marks = flagged.select(*ikeys, nw.col(_DROPPED).cast(nw.Float64))
@@ -822,13 +859,11 @@ def _aggregated(lf: nw.LazyFrame, q: Query, policy: InvalidPolicy) -> tuple[nw.L
         lf = flagged.filter(~nw.col(_DROPPED)).drop(_DROPPED)
     rows = _rows_frame(lf, q)
     aggs = [nw.len().alias(_N), *[e.alias(n) for n, e in q.aggs.values()]]
-    aggs += [nw.col(c).sum().alias(c) for c in checks]
-    if policy == "null":
+    if _INVALID in q.rows:
         aggs.append(nw.col(q.rows[_INVALID].name).sum().alias(_INVALID))
     table = aggregate(rows, q.group, aggs)
-    if policy == "raise":
-        # an invalid row raises: the check sums suffice (the mask only guards empty groups)
-        table = table.with_columns((nw.sum_horizontal(*checks) if checks else nw.lit(0.0)).alias(_INVALID))
+    if policy == "raise" and not bad:
+        table = table.with_columns(nw.lit(0.0).alias(_INVALID))
     if counts is not None:
         # every group of the input, also one whose rows were all dropped
         table = _join(counts, table.with_columns(nw.lit(0.0).alias(_INVALID)), q.group)
@@ -837,11 +872,16 @@ def _aggregated(lf: nw.LazyFrame, q: Query, policy: InvalidPolicy) -> tuple[nw.L
 
 
 def compile_query(
-    lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str], *, invalid: InvalidPolicy = "null"
+    lf: nw.LazyFrame,
+    metrics: Sequence[Metric],
+    keys: list[str],
+    *,
+    invalid: InvalidPolicy = "null",
+    keep_dtypes: bool = False,
 ) -> Compiled:
-    """Compile ``metrics`` into one lazy query (see the module docstring)."""
+    """Compile ``metrics`` into one lazy query (see the module docstring and :func:`complete_query`)."""
     q, outputs = _plan(lf.collect_schema(), metrics, keys)
-    return _assemble(lf, q, outputs, invalid)
+    return _assemble(lf, q, outputs, invalid, keep_dtypes=keep_dtypes)
 
 
 def _plan(schema: Mapping[str, Any], metrics: Sequence[Metric], keys: list[str]) -> tuple[Query, dict[str, Any]]:
@@ -861,7 +901,9 @@ def _assemble(
     """The planned query ``q`` over the frame ``lf`` (any frame with the columns ``q`` uses)."""
     rows, table = _aggregated(lf, q, invalid)
     tables = [fn(rows, q.group, ref) for fn, ref in q.tables.values()]
-    return complete_query(q, outputs, table, tables, rows, invalid, keep_dtypes=keep_dtypes)
+    compiled = complete_query(q, outputs, table, tables, rows, invalid, keep_dtypes=keep_dtypes)
+    compiled.counts = functools.partial(check_counts, lf, q)
+    return compiled
 
 
 def complete_query(
@@ -950,6 +992,15 @@ def _group_apply(frame: nw.DataFrame, rows: nw.LazyFrame, q: Query) -> nw.DataFr
     return frame.with_columns(*new)
 
 
+def _failed(c: Compiled, table: nw.LazyFrame | nw.DataFrame) -> nw.DataFrame:
+    """The per-check counts of an evaluation (``table``: its aggregated table)."""
+    if c.counts is not None:
+        return c.counts()
+    if isinstance(table, nw.DataFrame):
+        return table
+    return table.select(*[ch.row for ch in c.query.checks.values()], *c.query.examples.values()).collect()
+
+
 def _raise_checks(frame: nw.DataFrame, q: Query) -> None:
     for message, check in q.checks.items():
         count = int(np.nansum(frame.get_column(check.row).to_numpy().astype(float)))
@@ -1000,10 +1051,11 @@ def _finish(c: Compiled, keys: list[str], eager: bool, backend: str) -> nw.DataF
     ]
     if c.policy == "raise":
         if not eager:  # asked for: run the checks now (the metrics stay lazy)
-            _raise_checks(table.select(*[ch.row for ch in q.checks.values()], *q.examples.values()).collect(), q)
+            _raise_checks(_failed(c, table), q)
         else:
             frame = table.collect()
-            _raise_checks(frame, q)
+            if np.nansum(frame.get_column(_INVALID).to_numpy().astype(float)) > 0:
+                _raise_checks(_failed(c, frame), q)
     if eager:
         frame = table.collect() if c.policy != "raise" else frame
         frame = _group_apply(frame, c.rows, q)
@@ -1056,12 +1108,14 @@ def compute(
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
     try:
+        # metrics that reshape the input (prepare) compile on every call
+        reusable = bool(metrics) and all(isinstance(m, Metric) and type(m).prepare is Metric.prepare for m in metrics)
         if eager:
-            fast = _pandas_by_polars(lf, metrics, keys, policy)
+            fast = _pandas_by_polars(lf, metrics, keys, policy, reusable=reusable)
             if fast is not None:
                 return fast
-        compiled = compile_query(lf, metrics, keys, invalid=policy)
-        return _finish(compiled, keys, eager, _backend(lf))
+        with _plan_cache.bound(frame, lf, metrics, keys, policy, compile_query, reusable=reusable) as compiled:
+            return _finish(compiled, keys, eager, _backend(lf))
     except (NotImplementedError, RuntimeError) as exc:
         if str(exc).startswith(_OWN_MESSAGE):
             raise
@@ -1078,29 +1132,34 @@ def compute(
 
 
 def _pandas_by_polars(
-    lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str], policy: InvalidPolicy
+    lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str], policy: InvalidPolicy, *, reusable: bool
 ) -> nw.DataFrame | None:
     """An eager pandas evaluation run by polars, or ``None`` for the pandas path.
 
     The query is planned on the pandas schema (so errors about columns and
     dtypes are the pandas path's), then run on a polars copy of the columns it
-    uses (see :mod:`conformal_frames._pandas_polars`).  Any error on the polars
-    side returns ``None``: the pandas path then runs and raises its own error.
+    uses (see :mod:`conformal_frames._pandas_polars`), with the compiled
+    queries of eager polars frames (``reusable``: see :mod:`conformal_frames._plan_cache`).
+    Any error on the polars side returns ``None``: the pandas path then runs
+    and raises its own error.
     """
     if not _pandas_polars.applies(lf):
         return None
     schema = lf.collect_schema()
     try:
-        q, outputs = _plan(schema, metrics, keys)
+        q, _ = _plan(schema, metrics, keys)  # the columns it uses
     except Exception:  # the pandas path raises the same error
         return None
     twin = _pandas_polars.twin(lf, keys, sorted(q.used), schema)
     if twin is None:
         return None
     booleans = {k for step in q.numpy_steps for k in step.boolean}
+    compile_fn = functools.partial(compile_query, keep_dtypes=True)
     try:
-        compiled = _assemble(twin, q, outputs, policy, keep_dtypes=True)
-        result = _finish(compiled, keys, True, "polars")
+        with _plan_cache.bound(
+            twin.to_native(), twin.lazy(), metrics, keys, policy, compile_fn, reusable=reusable, variant="keep_dtypes"
+        ) as compiled:
+            result = _finish(compiled, keys, True, "polars")
         assert isinstance(result, nw.DataFrame)
         return _pandas_polars.back(result, lf, keys, [k for k in compiled.names if k not in booleans])
     except Exception:  # e.g. invalid rows under "raise": the pandas path words the message

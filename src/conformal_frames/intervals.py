@@ -22,6 +22,7 @@ from conformal_frames.core import (
     TableFn,
     TableRef,
     aggregate,
+    indicator,
     level_row,
     no_weights,
     over,
@@ -48,7 +49,7 @@ def covered_row(q: Query, y: str, lo: str, hi: str) -> str:
     """Row column: 1.0 where ``lo <= y <= hi``, else 0.0."""
     lo_e, hi_e = interval_bounds(q, lo, hi)
     y_e = q.number(y)
-    return q.row(("covered", y, lo, hi), ((lo_e <= y_e) & (y_e <= hi_e)).cast(nw.Float64))
+    return q.row(("covered", y, lo, hi), indicator((lo_e <= y_e) & (y_e <= hi_e)))
 
 
 def width_row(q: Query, lo: str, hi: str) -> str:

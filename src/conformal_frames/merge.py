@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import narwhals.stable.v2 as nw
+import numpy as np
 
 from conformal_frames import core
 from conformal_frames.core import (
@@ -271,12 +272,11 @@ def summarize(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPoli
     rows, table = core._aggregated(lf, q, policy)
     if eager:  # one pass: collect the group rows, raise on invalid rows, go on lazily
         collected = table.collect()
-        if policy == "raise":
-            core._raise_checks(collected, q)
+        if policy == "raise" and np.nansum(collected.get_column(core._INVALID).to_numpy().astype(float)) > 0:
+            core._raise_checks(core.check_counts(lf, q), q)
         table = collected.lazy()
     elif policy == "raise" and q.checks:  # asked for: run the checks now (the summary stays lazy)
-        checks = [ch.row for ch in q.checks.values()]
-        core._raise_checks(table.select(*checks, *q.examples.values()).collect(), q)
+        core._raise_checks(core.check_counts(lf, q), q)
     cell_cols = sorted({name for _, sums in plan.cells.values() for name in sums})
     out = _group_part(table, q, plan, policy, cell_cols)
     columns = out.collect_schema().names()

@@ -32,11 +32,11 @@ def wilson_interval(successes: nw.Expr, n: nw.Expr, confidence: float) -> tuple[
     # clip: invalid rows (labels outside {0, 1}) can make k > n before they are reported
     half = z / (n + z2) * ((successes * (n - successes) / n).clip(lower_bound=0.0) + z2 / 4).sqrt()
     estimate = successes / n
-    # a when/then, not min/max_horizontal: Dask cannot align a horizontal
-    # reduction over the aggregated frame ("Objects are not co-aligned")
-    raw_low, raw_high = center - half, center + half
-    low = nw.when(raw_low > estimate).then(estimate).otherwise(raw_low)
-    high = nw.when(raw_high < estimate).then(estimate).otherwise(raw_high)
+    # a clip by the estimate, not a when/then that repeats the raw bound (every
+    # expression node costs query-building time) nor min/max_horizontal (Dask
+    # cannot align a horizontal reduction over the aggregated frame)
+    low = (center - half).clip(upper_bound=estimate)
+    high = (center + half).clip(lower_bound=estimate)
     return low.clip(lower_bound=0.0, upper_bound=1.0), high.clip(lower_bound=0.0, upper_bound=1.0)
 
 

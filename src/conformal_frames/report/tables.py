@@ -125,14 +125,13 @@ def invalid_causes(base: Any, metrics: list[core.Metric], keys: list[str]) -> li
     0 and 1 in 3 rows"``), as an eager evaluation would raise them.
     """
     lf = base.lazy() if isinstance(base, nw.DataFrame) else base
-    compiled = core.compile_query(lf, metrics, keys, invalid="null")
-    checks = list(compiled.query.checks.items())
-    if not checks:
+    q = core.compile_query(lf, metrics, keys, invalid="null").query
+    if not q.checks:
         return []
-    sums = collect(compiled.table.select(*[nw.col(c.row).sum().alias(f"__c{i}") for i, (_, c) in enumerate(checks)]))
+    sums = collect(core.check_count_query(lf, q))
     out = []
-    for i, (message, _) in enumerate(checks):
-        count = int(sums.item(0, f"__c{i}") or 0)
+    for message, check in q.checks.items():
+        count = int(sums.item(0, check.row) or 0)
         if count:
             rows = f"{count} row{'s' if count != 1 else ''}"
             out.append(message.replace("{rows}", rows) if "{rows}" in message else f"{message} in {rows}")

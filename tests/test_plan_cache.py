@@ -1,0 +1,119 @@
+"""The compiled queries reused across calls on eager polars frames (``_plan_cache``)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+import numpy as np
+import polars as pl
+import pytest
+
+import conformal_frames as cf
+from conformal_frames import _plan_cache
+
+METRICS = [
+    cf.coverage("y", "lo", "hi"),
+    cf.width("lo", "hi"),
+    cf.ece("label", "score", n_bins=5),
+    cf.ks_test("label", "score"),
+    cf.ssc_score("y", "lo", "hi", n_bins=2),
+]
+
+
+def _frame(seed: int, n: int = 500) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    centre = rng.normal(size=n)
+    score = np.round(rng.uniform(size=n), 2)  # ties
+    return pl.DataFrame(
+        {
+            "g": rng.integers(0, 7, n),
+            "y": centre + rng.normal(size=n),
+            "lo": centre - 1.0,
+            "hi": centre + rng.uniform(0.5, 2.0, n),
+            "score": score,
+            "label": (rng.uniform(size=n) < score).astype(np.int64),
+        }
+    )
+
+
+def _uncached(df: pl.DataFrame, by: str | None = "g") -> pl.DataFrame:
+    """The same evaluation compiled on the frame itself (lazy input never uses the cache)."""
+    return cf.evaluate(df.lazy(), *METRICS, by=by, invalid="raise").collect()
+
+
+def _assert_same(got: pl.DataFrame, want: pl.DataFrame) -> None:
+    assert got.columns == want.columns and got.dtypes == want.dtypes
+    for c in got.columns:
+        a, b = got[c].to_numpy(), want[c].to_numpy()
+        if a.dtype.kind == "f":
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=0.0)
+        else:
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("by", ["g", None])
+def test_reused_query_reads_each_call_frame(by: str | None) -> None:
+    _plan_cache.clear()
+    for seed in range(4):  # one compiled query, four frames of different sizes
+        df = _frame(seed, n=200 + 150 * seed)
+        _assert_same(cf.evaluate(df, *METRICS, by=by), _uncached(df, by))
+    assert len(_plan_cache._PLANS) == 1
+
+
+def test_the_caller_frame_is_not_kept() -> None:
+    _plan_cache.clear()
+    cf.evaluate(_frame(0), *METRICS, by="g")
+    (plan,) = _plan_cache._PLANS.values()
+    assert plan.frame is None
+
+
+def test_an_invalid_frame_raises_then_a_valid_frame_evaluates() -> None:
+    _plan_cache.clear()
+    good = _frame(1)
+    bad = good.with_columns(pl.when(pl.int_range(pl.len()) < 3).then(2.0).otherwise(pl.col("score")).alias("score"))
+    with pytest.raises(ValueError, match=r"column 'score' has values outside \[0, 1\] in 3 rows"):
+        cf.evaluate(bad, *METRICS, by="g")
+    _assert_same(cf.evaluate(good, *METRICS, by="g"), _uncached(good))
+
+
+def test_a_new_schema_gets_its_own_query() -> None:
+    _plan_cache.clear()
+    df = _frame(2)
+    single = df.with_columns(pl.col("y", "lo", "hi").cast(pl.Float32))
+    _assert_same(cf.evaluate(single, *METRICS, by="g"), _uncached(single))
+    _assert_same(cf.evaluate(df, *METRICS, by="g"), _uncached(df))
+    assert len(_plan_cache._PLANS) == 2
+
+
+def test_concurrent_calls_each_read_their_own_frame() -> None:
+    _plan_cache.clear()
+    frames = [_frame(seed) for seed in range(8)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda f: cf.evaluate(f, *METRICS, by="g"), frames))
+    for df, got in zip(frames, results):
+        _assert_same(got, _uncached(df))
+
+
+def test_the_cache_is_bounded() -> None:
+    _plan_cache.clear()
+    df = _frame(3)
+    for k in range(_plan_cache.MAX_PLANS + 5):
+        df.conformal.coverage("y", "lo", "hi", ci_level=0.5 + k / 1000)
+    assert len(_plan_cache._PLANS) == _plan_cache.MAX_PLANS
+
+
+def test_a_narwhals_frame_reads_its_native_frame() -> None:
+    import narwhals.stable.v2 as nw
+
+    _plan_cache.clear()
+    df = _frame(4)
+    got = nw.to_native(cf.core.compute(nw.from_native(df), METRICS, by="g"))
+    _assert_same(got, _uncached(df))
+
+
+def test_a_frame_longer_than_one_batch() -> None:
+    """The IO source yields the frame in the engine's batches: none is lost or repeated."""
+    _plan_cache.clear()
+    df = _frame(5, n=250_001)
+    _assert_same(cf.evaluate(df, *METRICS, by="g"), _uncached(df))
+    assert cf.evaluate(df, cf.width("lo", "hi"))["n"].item() == 250_001
