@@ -1147,13 +1147,14 @@ def _pandas_by_polars(
         return None
     schema = lf.collect_schema()
     try:
-        q, _ = _plan(schema, metrics, keys)  # the columns it uses
-    except Exception:  # the pandas path raises the same error
+        used = _used_columns(tuple(schema.items()), tuple(metrics), tuple(keys))
+    except TypeError:  # a metric parameter that is not hashable: plan without the cache
+        used = _used_columns.__wrapped__(tuple(schema.items()), tuple(metrics), tuple(keys))
+    if used is None:
         return None
-    twin = _pandas_polars.twin(lf, keys, sorted(q.used), schema)
+    twin = _pandas_polars.twin(lf, keys, used, schema)
     if twin is None:
         return None
-    booleans = {k for step in q.numpy_steps for k in step.boolean}
     compile_fn = functools.partial(compile_query, keep_dtypes=True)
     try:
         with _plan_cache.bound(
@@ -1161,9 +1162,26 @@ def _pandas_by_polars(
         ) as compiled:
             result = _finish(compiled, keys, True, "polars")
         assert isinstance(result, nw.DataFrame)
+        booleans = {k for step in compiled.query.numpy_steps for k in step.boolean}
         return _pandas_polars.back(result, lf, keys, [k for k in compiled.names if k not in booleans])
     except Exception:  # e.g. invalid rows under "raise": the pandas path words the message
         return None
+
+
+@functools.lru_cache(maxsize=128)
+def _used_columns(
+    schema: tuple[tuple[str, Any], ...], metrics: tuple[Metric, ...], keys: tuple[str, ...]
+) -> tuple[str, ...] | None:
+    """The input columns the metrics read (sorted), or ``None`` if planning them raises.
+
+    A pure function of its arguments: cached (the plan costs milliseconds of
+    expression building per call).
+    """
+    try:
+        q, _ = _plan(dict(schema), metrics, list(keys))
+    except Exception:  # the pandas path raises the same error
+        return None
+    return tuple(sorted(q.used))
 
 
 def evaluate(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPolicy | None = None) -> Any:
