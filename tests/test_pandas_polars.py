@@ -242,3 +242,15 @@ def test_small_and_empty_frames(monkeypatch: pytest.MonkeyPatch) -> None:
     for frame in (pdf.head(1), pdf.head(0)):
         _both(monkeypatch, lambda f=frame: cf.evaluate(f, *METRICS["intervals"], by="g", invalid="null"))
         _both(monkeypatch, lambda f=frame: cf.evaluate(f, *METRICS["calibration"], invalid="null"))
+
+
+def test_unhashable_metric(monkeypatch: pytest.MonkeyPatch) -> None:
+    from conformal_frames.intervals import Coverage
+
+    @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+    class Tagged(Coverage):
+        tags: list[str] = dataclasses.field(default_factory=list)
+        __hash__ = None  # type: ignore[assignment]
+
+    metric = Tagged(y="y", lo="lo", hi="hi", tags=["x"])
+    assert _both(monkeypatch, lambda: cf.evaluate(_data(), metric, by="g"))

@@ -20,6 +20,11 @@ key may have missing values.  Other columns (nullable ``Int64``/``Float64``/
 so does any call that fails on the polars side: the pandas path then runs
 and raises its own error.
 
+The columns a call uses are cached per (schema, metrics, keys), and the
+polars query is the compiled query of an eager polars frame
+(:mod:`conformal_frames._plan_cache`, a variant of its own): a repeated call
+on small frames costs little more than on polars.
+
 The outputs are computed with their own dtypes (``keep_dtypes`` of
 :func:`conformal_frames.core.complete_query`): pandas keeps an integer output
 (e.g. ``quantile_coverage_n``) int64 unless a group is invalid, where polars
