@@ -93,20 +93,23 @@ def bound(
     compile_fn: Callable[..., Any],
     *,
     reusable: bool,
+    variant: Hashable = None,
 ) -> Iterator[Any]:
     """The compiled query of this call, reading ``frame`` while the block runs.
 
     ``frame`` is the caller's frame (``lf`` its lazy narwhals frame); ``compile_fn(lf, metrics, keys, invalid=policy)`` builds
     the query.  Eager polars frames reuse a cached query built on an IO
     source when ``reusable`` (the query reads the caller's columns as they
-    are); any other call gets ``compile_fn`` on ``lf``.
+    are); any other call gets ``compile_fn`` on ``lf``.  ``variant`` tells
+    apart the queries that ``compile_fn`` builds otherwise than
+    :func:`~conformal_frames.core.compile_query` does.
     """
     native = frame.to_native() if isinstance(frame, nw.DataFrame) else frame
     key = _key(lf, metrics, keys, policy) if reusable and _polars_eager(native) else None
     if key is None:
         yield compile_fn(lf, metrics, keys, invalid=policy)
         return
-    plan = _plan(key, lf, metrics, keys, policy, compile_fn)
+    plan = _plan((variant, key), lf, metrics, keys, policy, compile_fn)
     with plan.lock:
         plan.frame = native
         try:

@@ -22,6 +22,9 @@ one call into a single query:
 
 Steps 1-4 stay lazy on every backend.  Step 5 stays lazy on polars (through
 ``map_batches``) and is eager-only elsewhere, with an error naming the backend.
+Eager pandas input is run by polars when polars is installed and the round
+trip is exact (:mod:`conformal_frames._pandas_polars`): the same frame as the
+pandas path, faster.
 The contributor's walk-through is the docs page "How a metric is built".
 """
 
@@ -38,7 +41,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames import _plan_cache
+from conformal_frames import _pandas_polars, _plan_cache
 from conformal_frames._validate import validate_fields
 from conformal_frames.results import TestResult
 
@@ -870,20 +873,36 @@ def _aggregated(lf: nw.LazyFrame, q: Query, policy: InvalidPolicy) -> tuple[nw.L
 
 
 def compile_query(
-    lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str], *, invalid: InvalidPolicy = "null"
+    lf: nw.LazyFrame,
+    metrics: Sequence[Metric],
+    keys: list[str],
+    *,
+    invalid: InvalidPolicy = "null",
+    keep_dtypes: bool = False,
 ) -> Compiled:
-    """Compile ``metrics`` into one lazy query (see the module docstring)."""
+    """Compile ``metrics`` into one lazy query (see the module docstring and :func:`complete_query`)."""
+    q, outputs = _plan(lf.collect_schema(), metrics, keys)
+    return _assemble(lf, q, outputs, invalid, keep_dtypes=keep_dtypes)
+
+
+def _plan(schema: Mapping[str, Any], metrics: Sequence[Metric], keys: list[str]) -> tuple[Query, dict[str, Any]]:
+    """The metrics' statistics registered on a new :class:`Query` of ``schema``, and their outputs."""
     if not metrics:
         msg = "evaluate() needs at least one metric, e.g. cf.evaluate(df, cf.coverage('y', 'lo', 'hi'))"
         raise ValueError(msg)
-    schema = lf.collect_schema()
     _check_keys(schema, keys)
     q = Query(schema=schema, keys=keys)
     _key_checks(q)
-    outputs = _build_outputs(q, metrics)
+    return q, _build_outputs(q, metrics)
+
+
+def _assemble(
+    lf: nw.LazyFrame, q: Query, outputs: dict[str, Any], invalid: InvalidPolicy, *, keep_dtypes: bool = False
+) -> Compiled:
+    """The planned query ``q`` over the frame ``lf`` (any frame with the columns ``q`` uses)."""
     rows, table = _aggregated(lf, q, invalid)
     tables = [fn(rows, q.group, ref) for fn, ref in q.tables.values()]
-    compiled = complete_query(q, outputs, table, tables, rows, invalid)
+    compiled = complete_query(q, outputs, table, tables, rows, invalid, keep_dtypes=keep_dtypes)
     compiled.counts = functools.partial(check_counts, lf, q)
     return compiled
 
@@ -895,8 +914,15 @@ def complete_query(
     tables: Sequence[nw.LazyFrame],
     rows: nw.LazyFrame,
     invalid: InvalidPolicy,
+    *,
+    keep_dtypes: bool = False,
 ) -> Compiled:
-    """The aggregated ``table`` joined with the ``tables``, finalized (outputs, sort)."""
+    """The aggregated ``table`` joined with the ``tables``, finalized (outputs, sort).
+
+    The outputs of an invalid group are null Float64 values, which makes every
+    output Float64 on engines with a common supertype; ``keep_dtypes`` keeps
+    each output's own dtype instead (see :mod:`conformal_frames._pandas_polars`).
+    """
     for sub in tables:
         table = _join(table, sub, q.group)
     for finalize, fref in q.finalizers.values():
@@ -906,9 +932,8 @@ def complete_query(
         # the mask once as a column: every expression node costs query-building time
         table = table.with_columns(((nw.col(_INVALID) == 0) & (nw.col(_N) > 0)).alias(_VALID))
         valid = nw.col(_VALID)
-        table = table.with_columns(
-            *[nw.when(valid).then(e).otherwise(nw.lit(None, nw.Float64)).alias(k) for k, e in exprs.items()]
-        )
+        null = None if keep_dtypes else nw.lit(None, nw.Float64)
+        table = table.with_columns(*[nw.when(valid).then(e).otherwise(null).alias(k) for k, e in exprs.items()])
     if q.group:
         table = table.sort(*q.group, nulls_last=True)
     return Compiled(table=table, query=q, names=list(outputs), rows=rows, policy=invalid)
@@ -1086,6 +1111,10 @@ def compute(
     try:
         # metrics that reshape the input (prepare) compile on every call
         reusable = bool(metrics) and all(isinstance(m, Metric) and type(m).prepare is Metric.prepare for m in metrics)
+        if eager:
+            fast = _pandas_by_polars(lf, metrics, keys, policy, reusable=reusable)
+            if fast is not None:
+                return fast
         with _plan_cache.bound(frame, lf, metrics, keys, policy, compile_query, reusable=reusable) as compiled:
             return _finish(compiled, keys, eager, _backend(lf))
     except (NotImplementedError, RuntimeError) as exc:
@@ -1101,6 +1130,59 @@ def compute(
             f"({exc}); collect the data to pandas or polars first, or use polars"
         )
         raise NotImplementedError(msg) from exc
+
+
+def _pandas_by_polars(
+    lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str], policy: InvalidPolicy, *, reusable: bool
+) -> nw.DataFrame | None:
+    """An eager pandas evaluation run by polars, or ``None`` for the pandas path.
+
+    The query is planned on the pandas schema (so errors about columns and
+    dtypes are the pandas path's), then run on a polars copy of the columns it
+    uses (see :mod:`conformal_frames._pandas_polars`), with the compiled
+    queries of eager polars frames (``reusable``: see :mod:`conformal_frames._plan_cache`).
+    Any error on the polars side returns ``None``: the pandas path then runs
+    and raises its own error.
+    """
+    if not _pandas_polars.applies(lf):
+        return None
+    schema = lf.collect_schema()
+    try:
+        used = _used_columns(tuple(schema.items()), tuple(metrics), tuple(keys))
+    except TypeError:  # a metric parameter that is not hashable: plan without the cache
+        used = _used_columns.__wrapped__(tuple(schema.items()), tuple(metrics), tuple(keys))
+    if used is None:
+        return None
+    twin = _pandas_polars.twin(lf, keys, used, schema)
+    if twin is None:
+        return None
+    compile_fn = functools.partial(compile_query, keep_dtypes=True)
+    try:
+        with _plan_cache.bound(
+            twin.to_native(), twin.lazy(), metrics, keys, policy, compile_fn, reusable=reusable, variant="keep_dtypes"
+        ) as compiled:
+            result = _finish(compiled, keys, True, "polars")
+        assert isinstance(result, nw.DataFrame)
+        booleans = {k for step in compiled.query.numpy_steps for k in step.boolean}
+        return _pandas_polars.back(result, lf, keys, [k for k in compiled.names if k not in booleans])
+    except Exception:  # e.g. invalid rows under "raise": the pandas path words the message
+        return None
+
+
+@functools.lru_cache(maxsize=128)
+def _used_columns(
+    schema: tuple[tuple[str, Any], ...], metrics: tuple[Metric, ...], keys: tuple[str, ...]
+) -> tuple[str, ...] | None:
+    """The input columns the metrics read (sorted), or ``None`` if planning them raises.
+
+    A pure function of its arguments: cached (the plan costs milliseconds of
+    expression building per call).
+    """
+    try:
+        q, _ = _plan(dict(schema), metrics, list(keys))
+    except Exception:  # the pandas path raises the same error
+        return None
+    return tuple(sorted(q.used))
 
 
 def evaluate(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPolicy | None = None) -> Any:
