@@ -98,18 +98,25 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     sdf = spark.createDataFrame(frame().to_pandas())
-    print("| metric(s), by one key | exchanges (shuffles) in the physical plan |")
-    print("|---|---:|")
+    # a stage ends at each exchange: the query runs in (exchanges + 1) stages
+    print("| metric(s), by one key | exchanges (shuffles) in the physical plan | stages |")
+    print("|---|---:|---:|")
     for name, ms in metrics().items():
         try:
             out = cf.evaluate(sdf, *ms, by="seg", invalid="null")
             plan = out._jdf.queryExecution().executedPlan().toString()
-            print(f"| {name} | {plan.count('Exchange ')} |", flush=True)
+            exchanges = plan.count("Exchange ")
+            print(f"| {name} | {exchanges} | {exchanges + 1} |", flush=True)
         except Exception as exc:  # a metric that cannot stay lazy on Spark says so
-            print(f"| {name} | not lazy on Spark: {type(exc).__name__} |", flush=True)
+            print(f"| {name} | not lazy on Spark: {type(exc).__name__} | - |", flush=True)
     spark.stop()
     return 0
 
