@@ -484,3 +484,27 @@ def test_scan_parquet_stays_lazy(tmp_path) -> None:
     assert collected.select("g", "horizon", "n").equals(eager.select("g", "horizon", "n"))
     for column in ["wis", "wis_dispersion", "wis_overprediction", "wis_underprediction"]:
         assert_close(collected[column], eager[column], rtol=1e-12, what=column)
+
+
+def test_long_tables_of_an_invalid_group_every_backend(constructor) -> None:
+    """invalid="null": the invalid group's rows of a long table have null scores and
+    the group's row count as ``n`` (as evaluate's ``n``), on every backend (pandas
+    used to fail casting the masked count to int64)."""
+    data = {
+        "g": ["a", "a", "a", "b", "b"],
+        "y": [1.0, 2.0, 3.0, 4.0, 5.0],
+        "q10": [0.5, 1.5, 3.5, None, 4.5],
+        "q90": [1.5, 2.5, 3.5, 4.5, 5.5],
+    }
+    quantiles = {0.1: "q10", 0.9: "q90"}
+    frame = constructor(data)
+    for table in (
+        cf.conformal(frame).quantile_coverage("y", quantiles=quantiles, by="g", invalid="null"),
+        cf.conformal(frame).pinball_loss("y", quantiles=quantiles, by="g", per_level=True, invalid="null"),
+    ):
+        out = to_pandas(table)
+        assert list(out["g"]) == ["a", "a", "b", "b"]
+        assert list(out["n"]) == [3, 3, 2, 2]
+        score = "coverage" if "coverage" in out else "pinball_loss"
+        assert out[score].iloc[:2].notna().all() and out[score].iloc[2:].isna().all()
+    assert out["quantile_level"].tolist() == [0.1, 0.9, 0.1, 0.9]

@@ -101,6 +101,17 @@ def _below_row(q: Query, y: str, level: _Level) -> str:
 # ---------------------------------------------------------------------------
 # long tables: one row per group and level (core.stack: one pass on Spark)
 # ---------------------------------------------------------------------------
+def group_rows(frame: nw.LazyFrame, name: str) -> nw.Expr:
+    """The long table's ``n``: evaluate's ``n`` where the wide frame has it.
+
+    Never null: the metric's own ``<name>_n`` is null for a group with invalid
+    rows (``invalid="null"``), which pandas cannot cast to int64.
+    """
+    if "n" in frame.collect_schema().names():
+        return nw.col("n")
+    return nw.col(f"{name}_n").cast(nw.Int64).alias("n")
+
+
 def long_by_level(
     frame: nw.LazyFrame,
     keys: list[str],
@@ -124,7 +135,7 @@ def long_by_level(
             level_column: nw.lit(level, F64),
             **{s: nw.col(f"{name}_level{k}{'_' + suffix if suffix else ''}").cast(F64) for s, suffix in stats.items()},
             **{c: nw.col(f"{name}_{c}").cast(F64) for c in per_group},
-            "n": nw.col(f"{name}_n").cast(nw.Int64),
+            "n": group_rows(frame, name),
         }
         for k, level in enumerate(levels)
     ]
@@ -187,7 +198,7 @@ def _to_long(
             *keys,
             *[nw.col(f"{name}_level0{'_' + s if s else ''}").alias(c) for c, s in stats.items()],
             *[nw.col(f"{name}_{c}").alias(c) for c in per_group],
-            nw.col(f"{name}_n").cast(nw.Int64).alias("n"),
+            group_rows(frame, name),
         ).sort(*keys)
     values = [float(level[0]) for level in levels]  # type: ignore[attr-defined]
     return long_by_level(frame, keys, name, values, stats, column, per_group)
