@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 
+import narwhals.stable.v2 as nw
 import numpy as np
 import polars as pl
 import pytest
@@ -103,8 +104,6 @@ def test_the_cache_is_bounded() -> None:
 
 
 def test_a_narwhals_frame_reads_its_native_frame() -> None:
-    import narwhals.stable.v2 as nw
-
     _plan_cache.clear()
     df = _frame(4)
     got = nw.to_native(cf.core.compute(nw.from_native(df), METRICS, by="g"))
@@ -117,3 +116,15 @@ def test_a_frame_longer_than_one_batch() -> None:
     df = _frame(5, n=250_001)
     _assert_same(cf.evaluate(df, *METRICS, by="g"), _uncached(df))
     assert cf.evaluate(df, cf.width("lo", "hi"))["n"].item() == 250_001
+
+
+def test_a_nested_call_of_the_same_query_restores_the_outer_frame() -> None:
+    _plan_cache.clear()
+    outer, inner = _frame(6), _frame(7)
+    lf = cf.core.to_lazy(outer)[0]
+    with _plan_cache.bound(outer, lf, METRICS, ["g"], "raise", cf.core.compile_query, reusable=True) as compiled:
+        _assert_same(cf.evaluate(inner, *METRICS, by="g"), _uncached(inner))  # the same cached query
+        got = cf.core._finish(compiled, ["g"], True, "polars")
+    _assert_same(nw.to_native(got), _uncached(outer))
+    (plan,) = _plan_cache._PLANS.values()
+    assert plan.frame is None

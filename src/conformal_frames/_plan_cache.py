@@ -110,12 +110,12 @@ def bound(
         yield compile_fn(lf, metrics, keys, invalid=policy)
         return
     plan = _plan((variant, key), lf, metrics, keys, policy, compile_fn)
-    with plan.lock:
-        plan.frame = native
+    with plan.lock:  # re-entrant: a nested call of the same query restores the outer frame
+        outer, plan.frame = plan.frame, native
         try:
             yield plan.compiled
         finally:
-            plan.frame = None  # never keep the caller's data alive
+            plan.frame = outer  # None after the outermost call: the caller's data is not kept
 
 
 def _plan(
