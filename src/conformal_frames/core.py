@@ -993,6 +993,11 @@ def _group_apply(frame: nw.DataFrame, rows: nw.LazyFrame, q: Query) -> nw.DataFr
     return frame.with_columns(*new)
 
 
+def has_invalid(table: nw.DataFrame) -> bool:
+    """Whether a collected aggregated table counts a row failing a check."""
+    return bool(np.nansum(table.get_column(_INVALID).to_numpy().astype(float)) > 0)
+
+
 def _failed(c: Compiled, table: nw.LazyFrame | nw.DataFrame) -> nw.DataFrame:
     """The per-check counts of an evaluation (``table``: its aggregated table)."""
     if c.counts is not None:
@@ -1055,7 +1060,7 @@ def _finish(c: Compiled, keys: list[str], eager: bool, backend: str) -> nw.DataF
             _raise_checks(_failed(c, table), q)
         else:
             frame = table.collect()
-            if np.nansum(frame.get_column(_INVALID).to_numpy().astype(float)) > 0:
+            if has_invalid(frame):
                 _raise_checks(_failed(c, frame), q)
     if eager:
         frame = table.collect() if c.policy != "raise" else frame

@@ -212,7 +212,7 @@ def _bin_by_starts(cells: nw.LazyFrame, keys: list[str], ref: TableRef, close: n
             for k, f in enumerate(firsts, 1)
         ]
     )
-    reached = [nw.when(nw.col(before) >= nw.col(f)).then(nw.lit(1.0)).otherwise(nw.lit(0.0)) for f in firsts]
+    reached = [indicator(nw.col(before) >= nw.col(f)) for f in firsts]
     return cells.with_columns(total(reached).alias(b))
 
 

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import narwhals.stable.v2 as nw
-import numpy as np
 
 from conformal_frames import core
 from conformal_frames.core import (
@@ -272,7 +271,7 @@ def summarize(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPoli
     rows, table = core._aggregated(lf, q, policy)
     if eager:  # one pass: collect the group rows, raise on invalid rows, go on lazily
         collected = table.collect()
-        if policy == "raise" and np.nansum(collected.get_column(core._INVALID).to_numpy().astype(float)) > 0:
+        if policy == "raise" and core.has_invalid(collected):
             core._raise_checks(core.check_counts(lf, q), q)
         table = collected.lazy()
     elif policy == "raise" and q.checks:  # asked for: run the checks now (the summary stays lazy)

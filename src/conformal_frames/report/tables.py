@@ -125,7 +125,7 @@ def invalid_causes(base: Any, metrics: list[core.Metric], keys: list[str]) -> li
     0 and 1 in 3 rows"``), as an eager evaluation would raise them.
     """
     lf = base.lazy() if isinstance(base, nw.DataFrame) else base
-    q = core.compile_query(lf, metrics, keys, invalid="null").query
+    q, _ = core._plan(lf.collect_schema(), metrics, keys)  # the checks only: no query to build
     if not q.checks:
         return []
     sums = collect(core.check_count_query(lf, q))
