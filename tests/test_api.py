@@ -128,7 +128,7 @@ def test_one_pass_scans_the_input_once():
 
 
 def test_shared_row_columns_are_registered_once():
-    from conformal_frames.core import Query, compile_query
+    from conformal_frames.engine import Query, compile_query
 
     lf = nw.from_native(pl.LazyFrame(DATA))
     metrics = [

@@ -18,8 +18,9 @@ import pytest
 from scipy import stats
 
 import conformal_frames as cf
-from conformal_frames._resample import replicate_weight_rows
-from conformal_frames.core import Query, _rows_frame
+from conformal_frames.engine import Query
+from conformal_frames.engine.plan import _rows_frame
+from conformal_frames.numerics.resample import replicate_weight_rows
 from helpers import assert_close, to_pandas
 
 SPARK_ONCE = "covered by the [pyspark] case of the grouped test"
@@ -31,7 +32,7 @@ def _not_spark(constructor: Any) -> None:
 
 
 # ---------------------------------------------------------------------------
-# numpy twin of the replicate counts (conformal_frames._resample)
+# numpy twin of the replicate counts (conformal_frames.numerics.resample)
 # ---------------------------------------------------------------------------
 P = 2147483647.0
 A, A2 = 48271.0, 69621.0

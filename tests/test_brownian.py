@@ -12,7 +12,7 @@ from scipy.stats import kstwobign
 
 import conformal_frames as cf
 import oracle_calibration as oracle
-from conformal_frames import brownian
+from conformal_frames.numerics import brownian
 from helpers import assert_close, to_pandas
 
 GRID = np.concatenate([np.linspace(0.0, 50.0, 5001), [1e-300, 1e-4, 1e-3, 0.01, 1.9999999999, 2.0, 2.0000000001]])

@@ -627,7 +627,7 @@ def test_pandas_bad_values_raise_without_numpy_warnings(column, values):
     d = {"y": [0.0, 1.0, 1.0, 0.0], "s": [0.2, 0.6, 0.5, 0.4], "g": ["a", "a", "b", "b"], "t": [0.5] * 4}
     d[column] = values
     frame = pd.DataFrame(d)
-    for name in cf.calibration.METHODS:
+    for name in cf.metrics.calibration.METHODS:
         factory = getattr(cf, name)
         metric = factory("y", ["s", "t"]) if name in ("top_label_ece", "classwise_ece") else factory("y", "s")
         for by in (None, "g"):

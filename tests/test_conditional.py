@@ -11,7 +11,7 @@ from scipy.stats import binom, binomtest
 import conformal_frames as cf
 import oracle
 import oracle_sets as osets
-from conformal_frames.conditional import benjamini_hochberg, holm, min_slab_mean
+from conformal_frames.metrics.conditional import benjamini_hochberg, holm, min_slab_mean
 from helpers import assert_close, group_dict, random_intervals, to_pandas
 
 SEEDS = [0, 1, 2]
@@ -227,7 +227,7 @@ def test_min_slab_mean_against_brute_force(seed):
     x[: n // 4, 0] = 0.0
     c = (rng.random(n) < 0.7).astype(float)
     delta = float(rng.choice([0.05, 0.1, 0.3, 0.5, 1.0]))
-    from conformal_frames.conditional import slab_directions
+    from conformal_frames.metrics.conditional import slab_directions
 
     v = slab_directions(4, 2, seed)
     need = max(1, math.ceil(delta * n - 1e-9))
@@ -284,7 +284,7 @@ def _slab_case(rng, n, d, kind):
 @pytest.mark.parametrize("d", [2, 3])
 @pytest.mark.parametrize("n", [40, 3000])
 def test_worst_slab_search_equals_every_direction(n, d, kind):
-    from conformal_frames._slabs import bucket_lower_bounds, slab_directions, worst_slab
+    from conformal_frames.numerics.slabs import bucket_lower_bounds, slab_directions, worst_slab
 
     rng = np.random.default_rng(n + 10 * d + len(kind))
     x, c = _slab_case(rng, n, d, kind)
@@ -303,7 +303,7 @@ def test_worst_slab_search_equals_every_direction(n, d, kind):
 @pytest.mark.parametrize("seed", range(4))
 def test_worst_slab_one_feature_directions_solved_once(seed):
     """One feature: positive and negative multiples, ties, products that tie distinct values."""
-    from conformal_frames._slabs import slab_directions, worst_slab
+    from conformal_frames.numerics.slabs import slab_directions, worst_slab
 
     rng = np.random.default_rng(seed)
     n = 2000
@@ -323,7 +323,7 @@ def test_worst_slab_one_feature_directions_solved_once(seed):
 
 
 def test_worst_slab_non_finite_rows_fall_back():
-    from conformal_frames._slabs import slab_directions, worst_slab
+    from conformal_frames.numerics.slabs import slab_directions, worst_slab
 
     rng = np.random.default_rng(0)
     x, c = rng.normal(size=(500, 2)), (rng.random(500) < 0.9).astype(float)

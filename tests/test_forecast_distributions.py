@@ -327,7 +327,7 @@ def ks_oracle(pit: np.ndarray) -> tuple[float, float]:
 def test_kolmogorov_series_matches_scipy():
     from scipy.stats import kstwobign
 
-    from conformal_frames.distributions import with_kolmogorov_sf
+    from conformal_frames.metrics.distributions import with_kolmogorov_sf
 
     x = np.array([0.0, 1e-4, 0.05, 0.3, 0.5, 0.8, 0.99, 1.0, 1.01, 1.5, 2.0, 3.0, 5.0, 8.0])
     out = with_kolmogorov_sf(nw.from_native(pl.DataFrame({"x": x}).lazy()), "x", "p", "_t").collect()
@@ -618,7 +618,9 @@ def test_cli_forecast_options(tmp_path, capsys):
 def test_quantile_calibration_plot():
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
-    pytest.importorskip("conformal_frames.quantiles", reason="quantile_coverage lands with the quantiles family")
+    pytest.importorskip(
+        "conformal_frames.metrics.quantiles", reason="quantile_coverage lands with the quantiles family"
+    )
     from conformal_frames import plots
 
     df = _forecast_frame(51)

@@ -11,8 +11,8 @@ import pytest
 
 import conformal_frames as cf
 from conformal_frames._validate import checked
-from conformal_frames.core import Metric, Query
-from conformal_frames.forecast_inputs import (
+from conformal_frames.engine import Metric, Query
+from conformal_frames.inputs.forecasts import (
     Intervals,
     Quantiles,
     check_intervals,
@@ -21,7 +21,7 @@ from conformal_frames.forecast_inputs import (
     intervals_as_quantiles,
     quantile_rows,
 )
-from conformal_frames.stats import ratio
+from conformal_frames.numerics.stats import ratio
 
 
 # ---------------------------------------------------------------------------

@@ -276,7 +276,7 @@ def test_wilson_interval_contains_its_estimate(constructor, level):
     # every n <= 200 and every k in 0..n, evaluated by each backend's engine
     import narwhals.stable.v2 as nw
 
-    from conformal_frames.stats import wilson_interval
+    from conformal_frames.numerics.stats import wilson_interval
 
     k, n = _all_proportions()
     frame = nw.from_native(constructor({"k": k, "n": n}))

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import conformal_frames as cf
-from conformal_frames import _pandas_polars, core
+from conformal_frames import engine
+from conformal_frames.engine import _pandas_polars
 
 pd = pytest.importorskip("pandas")
 pytest.importorskip("polars")
@@ -50,7 +51,7 @@ def _data(n: int = 240, seed: int = 0) -> Any:
 
 
 SETS: dict[str, Any] = {"sets": ["in0", "in1", "in2"], "classes": [0, 1, 2]}
-METRICS: dict[str, list[core.Metric]] = {
+METRICS: dict[str, list[engine.Metric]] = {
     "intervals": [
         cf.coverage("y", "lo", "hi"),
         cf.width("lo", "hi"),
@@ -121,7 +122,7 @@ def test_same_frame_as_pandas(monkeypatch: pytest.MonkeyPatch, name: str, by: An
     pdf = _data()
     before = pdf.copy()
     assert _both(monkeypatch, lambda: cf.evaluate(pdf, *METRICS[name], by=by))
-    assert _both(monkeypatch, lambda: core.evaluate_one(pdf, METRICS[name][0], by=by))
+    assert _both(monkeypatch, lambda: engine.evaluate_one(pdf, METRICS[name][0], by=by))
     pd.testing.assert_frame_equal(pdf, before)  # never the caller's frame
 
 
@@ -136,7 +137,7 @@ def test_invalid_rows(monkeypatch: pytest.MonkeyPatch, name: str, invalid: Any) 
     pdf.loc[pdf["g"] == "c", "w"] = np.nan  # a group whose rows are all invalid
     ran = _both(monkeypatch, lambda: cf.evaluate(pdf, *METRICS[name], by="g", invalid=invalid))
     assert ran or invalid is None  # the messages of "raise" come from the pandas path
-    _both(monkeypatch, lambda: core.evaluate_one(pdf, METRICS[name][0], invalid=invalid))
+    _both(monkeypatch, lambda: engine.evaluate_one(pdf, METRICS[name][0], invalid=invalid))
 
 
 def _keys(pdf: Any) -> dict[str, tuple[Any, bool]]:
@@ -176,7 +177,7 @@ def test_key_dtypes(monkeypatch: pytest.MonkeyPatch, dtype: str, invalid: Any) -
     assert ran == fast
 
 
-def _inputs(pdf: Any) -> dict[str, tuple[list[core.Metric], bool]]:
+def _inputs(pdf: Any) -> dict[str, tuple[list[engine.Metric], bool]]:
     """Metric inputs of several dtypes: (metrics, whether polars runs them)."""
     pdf["y32"] = pdf["y"].astype(np.float32)
     pdf["time"] = pd.Timestamp("2024-01-01") + pd.to_timedelta(pdf["t"], unit="h")
@@ -206,7 +207,7 @@ def test_input_dtypes(monkeypatch: pytest.MonkeyPatch, case: str, by: Any) -> No
     pdf = _data()
     metrics, fast = _inputs(pdf)[case]
     assert _both(monkeypatch, lambda: cf.evaluate(pdf, *metrics, by=by)) == fast
-    assert _both(monkeypatch, lambda: core.evaluate_one(pdf, metrics[0], by=by)) == fast
+    assert _both(monkeypatch, lambda: engine.evaluate_one(pdf, metrics[0], by=by)) == fast
 
 
 @pytest.mark.parametrize("by", [None, "g"])
@@ -219,7 +220,7 @@ def test_long_tables_and_results(monkeypatch: pytest.MonkeyPatch, by: Any) -> No
         cf.coverage("y", "lo", "hi"),
     ]:
         assert _both(monkeypatch, lambda m=metric: pdf.conformal.evaluate(m, by=by))
-        assert _both(monkeypatch, lambda m=metric: core.evaluate_one(pdf, m, by=by))
+        assert _both(monkeypatch, lambda m=metric: engine.evaluate_one(pdf, m, by=by))
 
 
 def test_errors_are_the_pandas_paths(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -245,7 +246,7 @@ def test_small_and_empty_frames(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_unhashable_metric(monkeypatch: pytest.MonkeyPatch) -> None:
-    from conformal_frames.intervals import Coverage
+    from conformal_frames.metrics.intervals import Coverage
 
     @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
     class Tagged(Coverage):

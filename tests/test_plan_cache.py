@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 import conformal_frames as cf
-from conformal_frames import _plan_cache
+from conformal_frames.engine import _plan_cache
 
 METRICS = [
     cf.coverage("y", "lo", "hi"),
@@ -106,7 +106,7 @@ def test_the_cache_is_bounded() -> None:
 def test_a_narwhals_frame_reads_its_native_frame() -> None:
     _plan_cache.clear()
     df = _frame(4)
-    got = nw.to_native(cf.core.compute(nw.from_native(df), METRICS, by="g"))
+    got = nw.to_native(cf.engine.compute(nw.from_native(df), METRICS, by="g"))
     _assert_same(got, _uncached(df))
 
 
@@ -121,10 +121,10 @@ def test_a_frame_longer_than_one_batch() -> None:
 def test_a_nested_call_of_the_same_query_restores_the_outer_frame() -> None:
     _plan_cache.clear()
     outer, inner = _frame(6), _frame(7)
-    lf = cf.core.to_lazy(outer)[0]
-    with _plan_cache.bound(outer, lf, METRICS, ["g"], "raise", cf.core.compile_query, reusable=True) as compiled:
+    lf = cf.engine.to_lazy(outer)[0]
+    with _plan_cache.bound(outer, lf, METRICS, ["g"], "raise", cf.engine.compile_query, reusable=True) as compiled:
         _assert_same(cf.evaluate(inner, *METRICS, by="g"), _uncached(inner))  # the same cached query
-        got = cf.core._finish(compiled, ["g"], True, "polars")
+        got = cf.engine.execute._finish(compiled, ["g"], True, "polars")
     _assert_same(nw.to_native(got), _uncached(outer))
     (plan,) = _plan_cache._PLANS.values()
     assert plan.frame is None

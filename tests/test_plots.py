@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from conformal_frames import plots  # noqa: E402
+from conformal_frames import plots  # noqa: E402  # noqa: E402
 from conformal_frames.report import report  # noqa: E402
 
 

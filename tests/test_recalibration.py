@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 import conformal_frames as cf
-from conformal_frames.recalibration import smooth_ece_numpy
+from conformal_frames.metrics.recalibration import smooth_ece_numpy
 from helpers import assert_close, group_dict, to_pandas
 
 relplot = pytest.importorskip("relplot")

@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import binom, false_discovery_control
 
 import conformal_frames as cf
-from conformal_frames.conditional import holm
+from conformal_frames.metrics.conditional import holm
 from conformal_frames.report import Report, report
 
 

@@ -63,11 +63,11 @@ def test_missing_or_infinite_values(constructor, column, bad):
     values = list(BASE[column])
     values[1] = bad
     frame = constructor(_with(**{column: values}))
-    metrics = [m for m in ALL_INTERVAL_METRICS if not isinstance(m, cf.intervals.HSIC) or not constructor.lazy]
+    metrics = [m for m in ALL_INTERVAL_METRICS if not isinstance(m, cf.metrics.intervals.HSIC) or not constructor.lazy]
     if column == "y":  # the width does not read y
-        metrics = [m for m in metrics if not isinstance(m, cf.intervals.Width)]
+        metrics = [m for m in metrics if not isinstance(m, cf.metrics.intervals.Width)]
     if constructor.lazy:
-        metrics = [m for m in metrics if not isinstance(m, cf.intervals.SSC)]
+        metrics = [m for m in metrics if not isinstance(m, cf.metrics.intervals.SSC)]
         out = to_pandas(cf.evaluate(frame, *metrics, by="g"))
         assert list(out["n_invalid"]) == [1, 0]
         assert out.drop(columns=["g", "n", "n_invalid"]).iloc[0].isna().all()  # group a: all null
@@ -187,7 +187,7 @@ def test_empty_frame(constructor):
     metrics = [
         m
         for m in ALL_INTERVAL_METRICS
-        if not isinstance(m, (cf.intervals.HSIC, cf.intervals.SSC)) or not constructor.lazy
+        if not isinstance(m, (cf.metrics.intervals.HSIC, cf.metrics.intervals.SSC)) or not constructor.lazy
     ]
     out = to_pandas(cf.evaluate(empty, *metrics))
     assert len(out) == 1 and out["n"][0] == 0
@@ -370,16 +370,16 @@ def test_bad_scores_raise_without_stray_warnings(eager_constructor):
 # one module of checks: the factories and the metric classes raise alike
 # ---------------------------------------------------------------------------
 def _target():
-    from conformal_frames.conditional import Target
+    from conformal_frames.inputs.target import Target
 
     return Target(y="y", lo="lo", hi="hi")
 
 
 def _kind_cases():
-    from conformal_frames.calibration import ECE, TopLabelECE
-    from conformal_frames.conditional import CoverageGap, CoverageTest, WorstSlab
-    from conformal_frames.efficiency import Efficiency
-    from conformal_frames.intervals import CWC, HSIC, Coverage, Winkler
+    from conformal_frames.metrics.calibration import ECE, TopLabelECE
+    from conformal_frames.metrics.conditional import CoverageGap, CoverageTest, WorstSlab
+    from conformal_frames.metrics.efficiency import Efficiency
+    from conformal_frames.metrics.intervals import CWC, HSIC, Coverage, Winkler
 
     p = ("pa", "pb")
     return {
@@ -482,7 +482,7 @@ def _kind_cases():
         ),
         "classes-repeated": (
             lambda: cf.classwise_ece("y", list(p), classes=["a", "a"]),
-            lambda: cf.calibration.ClasswiseECE(y="y", probs=p, classes=("a", "a")),
+            lambda: cf.metrics.calibration.ClasswiseECE(y="y", probs=p, classes=("a", "a")),
             ValueError,
             "classes must be a list of distinct labels, all integers or all strings ('a' repeated), got ['a', 'a']",
         ),
@@ -520,14 +520,14 @@ def test_factory_and_metric_class_raise_alike(kind):
 
 
 def test_a_column_name_is_a_valid_confidence_level():
-    from conformal_frames.intervals import Winkler
+    from conformal_frames.metrics.intervals import Winkler
 
     assert cf.winkler("y", "lo", "hi", confidence_level="level").confidence_level == "level"
     assert Winkler(y="y", lo="lo", hi="hi", confidence_level="level").confidence_level == "level"
 
 
 def test_metric_class_normalises_like_the_factory():
-    from conformal_frames.calibration import ECE
+    from conformal_frames.metrics.calibration import ECE
 
     made = ECE(y="y", score="s", n_bins=np.int64(5))
     assert made == cf.ece("y", "s", n_bins=5)

@@ -384,7 +384,7 @@ def test_unweighted_is_unchanged() -> None:
     for family in FAMILIES:
         explicit = to_pandas(cf.evaluate(pl.DataFrame(data), *metric_sets(None)[family], by="g"))
         assert not [c for c in explicit.columns if c.endswith("_n_eff")]
-    from conformal_frames.core import Query
+    from conformal_frames.engine import Query
 
     q = Query(schema=pl.DataFrame(data).lazy().collect_schema(), keys=[])
     cf.coverage("y", "lo", "hi").build(q)

@@ -368,7 +368,7 @@ def test_bad_weights_in_every_forecast_metric(metric: cf.Metric) -> None:
 
 def test_unweighted_forecast_query_unchanged() -> None:
     """``weights=None`` registers no weight row (the 0.2 query)."""
-    from conformal_frames.core import Query
+    from conformal_frames.engine import Query
 
     schema = nw.from_native(pl.DataFrame(make_data(0)).lazy()).collect_schema()
     for metric in forecast_metrics(None) + per_group_metrics(None):

@@ -4,18 +4,20 @@
 and polars frames (eager and lazy); :func:`evaluate` and :func:`conformal`
 serve any frame narwhals supports (DuckDB, PySpark, Dask, ...).
 
-Metric families (one module each): :mod:`~conformal_frames.intervals`,
-:mod:`~conformal_frames.sequential`,
-:mod:`~conformal_frames.sets`, :mod:`~conformal_frames.efficiency`,
-:mod:`~conformal_frames.conditional`, :mod:`~conformal_frames.calibration`,
-:mod:`~conformal_frames.recalibration`,
-:mod:`~conformal_frames.ranking`, :mod:`~conformal_frames.quantiles`.
+Metric families (one module each): :mod:`~conformal_frames.metrics.intervals`,
+:mod:`~conformal_frames.metrics.sequential`,
+:mod:`~conformal_frames.metrics.sets`, :mod:`~conformal_frames.metrics.efficiency`,
+:mod:`~conformal_frames.metrics.conditional`, :mod:`~conformal_frames.metrics.calibration`,
+:mod:`~conformal_frames.metrics.recalibration`,
+:mod:`~conformal_frames.metrics.ranking`, :mod:`~conformal_frames.metrics.quantiles`.
 """
 
 from __future__ import annotations
 
-from conformal_frames.bootstrap import bootstrap, bootstrap_difference
-from conformal_frames.calibration import (
+from conformal_frames.engine import Metric, evaluate
+from conformal_frames.merge import finalize, merge_summaries, rolling, summarize
+from conformal_frames.metrics.bootstrap import bootstrap, bootstrap_difference
+from conformal_frames.metrics.calibration import (
     brier,
     brownian_max_abs_cdf,
     brownian_max_abs_sf,
@@ -33,17 +35,17 @@ from conformal_frames.calibration import (
     spiegelhalter_test,
     top_label_ece,
 )
-from conformal_frames.comparison import diebold_mariano_test
-from conformal_frames.conditional import coverage_gap, coverage_test, worst_slab_coverage
-from conformal_frames.core import Metric, evaluate
-from conformal_frames.distributions import crps, pit_histogram, pit_test
-from conformal_frames.efficiency import efficiency_criteria
-from conformal_frames.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
-from conformal_frames.merge import finalize, merge_summaries, rolling, summarize
+from conformal_frames.metrics.comparison import diebold_mariano_test
+from conformal_frames.metrics.conditional import coverage_gap, coverage_test, worst_slab_coverage
+from conformal_frames.metrics.distributions import crps, pit_histogram, pit_test
+from conformal_frames.metrics.efficiency import efficiency_criteria
+from conformal_frames.metrics.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
+from conformal_frames.metrics.quantiles import interval_coverage, pinball_loss, quantile_coverage, wis
+from conformal_frames.metrics.ranking import auarc, auroc, excess_risk_target_coverage
+from conformal_frames.metrics.recalibration import corp_reliability, score_decomposition, smooth_ece
+from conformal_frames.metrics.sequential import christoffersen_test, kupiec_test, longest_miss_run
+from conformal_frames.metrics.sets import empty_rate, set_coverage, set_size, set_ssc, set_ssc_score, singleton_rate
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
-from conformal_frames.quantiles import interval_coverage, pinball_loss, quantile_coverage, wis
-from conformal_frames.ranking import auarc, auroc, excess_risk_target_coverage
-from conformal_frames.recalibration import corp_reliability, score_decomposition, smooth_ece
 from conformal_frames.results import (
     ChristoffersenTestResult,
     CoverageTestResult,
@@ -55,8 +57,6 @@ from conformal_frames.results import (
     SpiegelhalterTestResult,
     TestResult,
 )
-from conformal_frames.sequential import christoffersen_test, kupiec_test, longest_miss_run
-from conformal_frames.sets import empty_rate, set_coverage, set_size, set_ssc, set_ssc_score, singleton_rate
 
 __version__ = "0.1.0"
 

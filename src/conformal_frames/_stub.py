@@ -118,7 +118,7 @@ def generate() -> str:
     from conformal_frames.namespace import ConformalNamespace
 
     names = {"Any": "typing", "Callable": "collections.abc", "Sequence": "collections.abc", "ModuleType": "types"}
-    names.update({"InvalidPolicy": "conformal_frames.core", "Metric": "conformal_frames.core"})
+    names.update({"InvalidPolicy": "conformal_frames.engine", "Metric": "conformal_frames.engine"})
     methods = []
     for attr, method in vars(ConformalNamespace).items():
         if not callable(method) or "source" not in getattr(method, "__dict__", {}):

@@ -4,7 +4,7 @@ Every message has one shape: ``"<param> must be <expected>, got <value!r>"``.
 A value of the wrong *type* raises ``TypeError``; a value of the right type
 outside the allowed *range* raises ``ValueError``.  The factories
 (``cf.coverage(...)``) and the public metric classes
-(``cf.intervals.Coverage(...)``) run the same checks: ``Metric.__post_init__``
+(``cf.metrics.intervals.Coverage(...)``) run the same checks: ``Metric.__post_init__``
 calls :func:`validate_fields`, which checks each field by its name (one name,
 one concept: see :data:`FIELD_CHECKS`) unless the field declares its own check
 with :func:`checked`.
@@ -33,7 +33,7 @@ def fail(error: type[Exception], name: str, expected: str, value: Any) -> NoRetu
     raise error(f"{name} must be {expected}, got {value!r}")
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     return isinstance(value, Real) and not isinstance(value, (bool, np.bool_))
 
 
@@ -51,7 +51,7 @@ def _is_list(value: Any) -> bool:
 def check_probability(value: Any, name: str) -> float:
     """A number strictly inside (0, 1)."""
     expected = "a number strictly between 0 and 1"
-    if not _is_number(value):
+    if not is_number(value):
         fail(TypeError, name, expected, value)
     if not 0 < float(value) < 1:
         fail(ValueError, name, expected, value)
@@ -83,7 +83,7 @@ def check_seed(value: Any, name: str = "seed") -> int:
 def check_fraction(value: Any, name: str) -> float:
     """A number in (0, 1] (e.g. the smallest slab mass ``delta``)."""
     expected = "a number in (0, 1]"
-    if not _is_number(value):
+    if not is_number(value):
         fail(TypeError, name, expected, value)
     if not 0 < float(value) <= 1:
         fail(ValueError, name, expected, value)
@@ -93,7 +93,7 @@ def check_fraction(value: Any, name: str) -> float:
 def check_finite(value: Any, name: str) -> float:
     """Any finite real number."""
     expected = "a finite number"
-    if not _is_number(value):
+    if not is_number(value):
         fail(TypeError, name, expected, value)
     if not math.isfinite(float(value)):
         fail(ValueError, name, expected, value)
@@ -103,7 +103,7 @@ def check_finite(value: Any, name: str) -> float:
 def check_positive_pair(value: Any, name: str) -> tuple[float, float]:
     """Two strictly positive finite numbers."""
     expected = "two positive numbers"
-    if not _is_list(value) or not all(_is_number(v) for v in value):
+    if not _is_list(value) or not all(is_number(v) for v in value):
         fail(TypeError, name, expected, value)
     if len(value) != 2 or not all(0 < float(v) < math.inf for v in value):
         fail(ValueError, name, expected, value)
@@ -195,7 +195,7 @@ def check_level(value: Any, name: str = "confidence_level") -> float | str:
     """A target level in (0, 1), or the name of a ``by=`` column holding it."""
     if isinstance(value, str):
         return value
-    if not _is_number(value):
+    if not is_number(value):
         fail(TypeError, name, "a number strictly between 0 and 1 or a column name", value)
     return check_probability(value, name)
 

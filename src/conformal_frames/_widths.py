@@ -14,7 +14,7 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames.core import aggregate
+from conformal_frames.engine import aggregate
 
 __all__ = ["WIDTH_HISTOGRAM_BINS", "WIDTH_QUANTILES", "collect", "floats", "widths_histogram", "widths_query"]
 

@@ -1,7 +1,7 @@
 """Mergeable statistics: summarize once, finalize any coarser grouping later.
 
 :func:`summarize` runs the first half of the engine (row columns and the
-main aggregation, see :mod:`conformal_frames.core`) and returns the
+main aggregation, see :mod:`conformal_frames.engine`) and returns the
 aggregated statistics as a frame of the caller's type; :func:`finalize` adds
 the rows of coarser groups up (sums, minima, maxima) and runs the second half
 (finalize expressions, tables, numpy steps).  :func:`rolling` finalizes
@@ -34,16 +34,16 @@ from typing import Any, cast
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames import core
-from conformal_frames.core import (
-    _DROPPED,
-    _INVALID,
-    _N,
+from conformal_frames import engine
+from conformal_frames.engine import (
     Cells,
     InvalidPolicy,
     Metric,
     Query,
 )
+from conformal_frames.engine import execute as _execute  # TODO(0.3 groundwork): the Plan's phases
+from conformal_frames.engine import plan as _eplan
+from conformal_frames.engine.query import _DROPPED, _INVALID, _N, _Check
 
 __all__ = ["SCHEMA_VERSION", "finalize", "merge_summaries", "rolling", "summarize"]
 
@@ -252,30 +252,30 @@ def summarize(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPoli
     >>> cf.finalize(stats, cf.coverage("y", "lo", "hi"))["coverage"].item()
     0.75
     """
-    lf, eager = core.to_lazy(frame)
-    keys = core.as_keys(by)
-    policy = core.policy(invalid, eager)
+    lf, eager = engine.to_lazy(frame)
+    keys = engine.as_keys(by)
+    policy = engine.policy(invalid, eager)
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
     schema = lf.collect_schema()
-    core._check_keys(schema, keys)
+    _eplan._check_keys(schema, keys)
     _check_summary_keys(keys)
     q = Query(schema=schema, keys=keys)
-    core._key_checks(q)
+    _eplan._key_checks(q)
     if not metrics:
         msg = "summarize() needs at least one metric, e.g. cf.summarize(df, cf.coverage('y', 'lo', 'hi'), by='day')"
         raise ValueError(msg)
-    core._build_outputs(q, metrics)
+    _eplan._build_outputs(q, metrics)
     _check_mergeable(schema, keys, metrics)
     plan = _plan(q)
-    rows, table = core._aggregated(lf, q, policy)
+    rows, table = _eplan._aggregated(lf, q, policy)
     if eager:  # one pass: collect the group rows, raise on invalid rows, go on lazily
         collected = table.collect()
-        if policy == "raise" and core.has_invalid(collected):
-            core._raise_checks(core.check_counts(lf, q), q)
+        if policy == "raise" and engine.has_invalid(collected):
+            _eplan._raise_checks(engine.check_counts(lf, q), q)
         table = collected.lazy()
     elif policy == "raise" and q.checks:  # asked for: run the checks now (the summary stays lazy)
-        core._raise_checks(core.check_counts(lf, q), q)
+        _eplan._raise_checks(engine.check_counts(lf, q), q)
     cell_cols = sorted({name for _, sums in plan.cells.values() for name in sums})
     out = _group_part(table, q, plan, policy, cell_cols)
     columns = out.collect_schema().names()
@@ -317,8 +317,8 @@ def _parse_dtype(text: str) -> Any:
 
 def _open_summary(stats: Any, by: Any, caller: str) -> tuple[nw.LazyFrame, bool, list[str], dict[str, Any], list[str]]:
     """The summary as a LazyFrame, whether it was eager, ``by=``, its schema and keys (``by=`` checked)."""
-    lf, eager = core.to_lazy(stats)
-    keys = core.as_keys(by)
+    lf, eager = engine.to_lazy(stats)
+    keys = engine.as_keys(by)
     schema, summary_keys = _summary_schema(lf)
     unknown = [k for k in keys if k not in summary_keys]
     if unknown:
@@ -336,7 +336,7 @@ def _summary_schema(stats: nw.LazyFrame) -> tuple[dict[str, Any], list[str]]:
             f"got columns {list(schema)!r}"
         )
         raise ValueError(msg)
-    own = {_VERSION, _INPUTS, _CELL, _ORDER, *core.RESERVED}
+    own = {_VERSION, _INPUTS, _CELL, _ORDER, *engine.RESERVED}
     keys = [c for c in schema if c not in own and not c.startswith("cf_")]
     return schema, keys
 
@@ -388,7 +388,7 @@ def finalize(stats: Any, *metrics: Metric, by: Any = None) -> Any:
     inputs = _inputs_schema(lf)
     q = Query(schema={**inputs, **{k: schema[k] for k in summary_keys}}, keys=keys)
     try:
-        outputs = core._build_outputs(q, metrics)
+        outputs = _eplan._build_outputs(q, metrics)
     except ValueError as exc:
         if " not found; available columns" not in str(exc):
             raise
@@ -410,8 +410,8 @@ def finalize(stats: Any, *metrics: Metric, by: Any = None) -> Any:
         raise ValueError(msg)
     table = _merged(lf, q, plan, policy)
     tables = [fn(_merged_cells(lf, q, plan, key), q.group, ref) for key, (fn, ref) in q.tables.items()]
-    compiled = core.complete_query(q, outputs, table, tables, table, policy)
-    return nw.to_native(core._finish(compiled, keys, eager, core._backend(lf)))
+    compiled = engine.complete_query(q, outputs, table, tables, table, policy)
+    return nw.to_native(_execute._finish(compiled, keys, eager, _eplan._backend(lf)))
 
 
 def _merged(lf: nw.LazyFrame, q: Query, plan: _Plan, policy: InvalidPolicy) -> nw.LazyFrame:
@@ -432,12 +432,12 @@ def _merged(lf: nw.LazyFrame, q: Query, plan: _Plan, policy: InvalidPolicy) -> n
     aggs = [nw.col(_N).sum(), nw.col(_INVALID).sum(), nw.col(_MISSING).sum()]
     aggs += [nw.col(_DROPPED).sum()] if policy == "drop" else []
     aggs += [getattr(nw.col(name), how)().alias(internal) for name, (internal, how) in plan.aggs.items()]
-    table = core.aggregate(frame, q.group, aggs)
+    table = engine.aggregate(frame, q.group, aggs)
     # the rows were checked by summarize; what remains: summary rows without a needed statistic
     q.checks.clear()
     q.examples.clear()
     message = "summary rows without the statistics these metrics need (summarized with other metrics?)"
-    q.checks[message] = core._Check(_MISSING, nw.lit(False))
+    q.checks[message] = _Check(_MISSING, nw.lit(False))
     return table.with_columns((nw.col(_INVALID) + nw.col(_MISSING)).alias(_INVALID))
 
 
@@ -502,7 +502,9 @@ def merge_summaries(stats: Any, by: Any = None) -> Any:
         # group rows with n = 0 (all rows dropped, invalid="drop") have no statistics and add nothing
         rows = rows.with_columns((nw.col("n") > 0).cast(F64).alias("__cf_present"))
         present = nw.len() if cells else nw.col("__cf_present").sum()
-        merged = core.aggregate(rows, [*keys, *([_CELL, _ORDER] if cells else [])], [*aggs, present.alias("__cf_len")])
+        merged = engine.aggregate(
+            rows, [*keys, *([_CELL, _ORDER] if cells else [])], [*aggs, present.alias("__cf_len")]
+        )
         kept = [
             nw.when((nw.col(f"__cf_c_{c}") == nw.col("__cf_len")) & (nw.col("__cf_len") > 0)).then(nw.col(c)).alias(c)
             for c in stat_cols
@@ -555,8 +557,8 @@ def rolling(stats: Any, *metrics: Metric, index: str, window: Any, by: Any = Non
         One row per (``by``, ``index`` value) whose window holds rows: the
         keys, ``index``, the metrics and ``n``; a frame of the caller's type.
     """
-    lf, eager = core.to_lazy(stats)
-    keys = core.as_keys(by)
+    lf, eager = engine.to_lazy(stats)
+    keys = engine.as_keys(by)
     if not isinstance(index, str):
         msg = f"index= must be a column name, got {index!r}"
         raise TypeError(msg)

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from conformal_frames import (
+from conformal_frames.engine import InvalidPolicy, Metric, evaluate, evaluate_one, to_lazy
+from conformal_frames.metrics import (
     calibration,
     comparison,
     conditional,
@@ -29,7 +30,6 @@ from conformal_frames import (
     sequential,
     sets,
 )
-from conformal_frames.core import InvalidPolicy, Metric, evaluate, evaluate_one, to_lazy
 from conformal_frames.report import report
 
 __all__ = ["ConformalNamespace", "add_metrics", "conformal", "register_accessors"]

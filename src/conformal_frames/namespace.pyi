@@ -6,13 +6,13 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, Literal
 
-from conformal_frames.calibration import Strategy, core
-from conformal_frames.comparison import Loss
-from conformal_frames.core import InvalidPolicy, Metric
-from conformal_frames.distributions import Estimator
-from conformal_frames.recalibration import ScoringRule
+from conformal_frames.engine import InvalidPolicy, Metric
+from conformal_frames.metrics.calibration import Strategy
+from conformal_frames.metrics.comparison import Loss
+from conformal_frames.metrics.distributions import Estimator
+from conformal_frames.metrics.recalibration import ScoringRule
+from conformal_frames.metrics.sets import Label
 from conformal_frames.report.build import Report
-from conformal_frames.sets import Label
 
 __all__ = ["ConformalNamespace", "add_metrics", "conformal", "register_accessors"]
 
@@ -473,7 +473,7 @@ class ConformalNamespace:
         *,
         weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
-        invalid: core.InvalidPolicy | None = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def corp_reliability(
         self,
@@ -484,7 +484,7 @@ class ConformalNamespace:
         ci_level: float = ...,
         seed: int = ...,
         by: str | Sequence[str] | None = ...,
-        invalid: core.InvalidPolicy | None = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def excess_risk_target_coverage(
         self,

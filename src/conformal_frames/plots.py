@@ -27,9 +27,9 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames import core
+from conformal_frames import engine
 from conformal_frames._renames import renamed
-from conformal_frames.report.widths import WIDTH_QUANTILES, collect, floats, widths_query
+from conformal_frames._widths import WIDTH_QUANTILES, collect, floats, widths_query
 
 __all__ = [
     "corp_reliability_diagram",
@@ -170,9 +170,9 @@ def _coverage_table(data: Any, y: str | None, lo: str | None, hi: str | None, ke
         if None in (y, lo, hi):
             msg = "give all of y=, lo=, hi= (raw rows) or none (an aggregated coverage table)"
             raise ValueError(msg)
-        from conformal_frames.intervals import coverage
+        from conformal_frames.metrics.intervals import coverage
 
-        return _eager(core.compute(data, [coverage(y, lo, hi)], keys or None))  # type: ignore[arg-type]
+        return _eager(engine.compute(data, [coverage(y, lo, hi)], keys or None))  # type: ignore[arg-type]
     t = _eager(data)
     _need(t, ["coverage", "coverage_ci_low", "coverage_ci_high"], "pass y=, lo=, hi= for raw rows")
     return t
@@ -304,7 +304,7 @@ def coverage_by_segment(
     -------
     matplotlib.axes.Axes
     """
-    seg = core.as_keys(by)
+    seg = engine.as_keys(by)
     target, level = _split_level(confidence_level)
     keys = [*seg, *([level] if level is not None else [])]
     t = _coverage_table(data, y, lo, hi, keys)
@@ -351,7 +351,7 @@ def coverage_vs_level(
     -------
     matplotlib.axes.Axes
     """
-    seg, level = core.as_keys(by), confidence_level
+    seg, level = engine.as_keys(by), confidence_level
     t = _coverage_table(data, y, lo, hi, [*seg, level]).sort(*seg, level)
     ax = _axes(ax)
     labels = _labels(t, seg)
@@ -398,10 +398,10 @@ def _ssc_table(data: Any, y: str | None, lo: str | None, hi: str | None, n_bins:
     if None in (y, lo, hi):
         msg = "give all of y=, lo=, hi= (raw rows) or none (a long ssc table)"
         raise ValueError(msg)
-    from conformal_frames.intervals import ssc
+    from conformal_frames.metrics.intervals import ssc
 
     metric = ssc(y, lo, hi, n_bins=n_bins)  # type: ignore[arg-type]
-    res = core.compute(data, [metric], seg or None)
+    res = engine.compute(data, [metric], seg or None)
     t = _eager(metric.to_long(res if isinstance(res, nw.LazyFrame) else res.lazy(), seg))
     return t.rename({metric.output_name: "coverage"})
 
@@ -464,7 +464,7 @@ def ssc_bars(
     -------
     matplotlib.axes.Axes
     """
-    seg = core.as_keys(by)
+    seg = engine.as_keys(by)
     t = _ssc_table(data, y, lo, hi, n_bins, seg)
     return _ssc_plot(t, seg, confidence_level, None, max_segments, ax)
 
@@ -532,7 +532,7 @@ def width_distribution(
     -------
     matplotlib.axes.Axes
     """
-    seg = core.as_keys(by)
+    seg = engine.as_keys(by)
     if lo is not None or hi is not None:
         if None in (lo, hi):
             msg = "give both lo= and hi= (raw rows) or neither (a quantile table)"
@@ -584,11 +584,11 @@ def reliability_table(
     frame
         Native frame of the input's backend (collected if lazy).
     """
-    from conformal_frames.calibration import reliability
+    from conformal_frames.metrics.calibration import reliability
 
-    seg = core.as_keys(by)
+    seg = engine.as_keys(by)
     metric = reliability(y, score, n_bins=n_bins, ci_level=ci_level)
-    return nw.to_native(_eager(core.evaluate_one(data, metric, seg or None)))
+    return nw.to_native(_eager(engine.evaluate_one(data, metric, seg or None)))
 
 
 def _reliability_lines(ax: Any, t: nw.DataFrame, cols: dict[str, str | None], seg: list[str], highlight: int) -> None:
@@ -634,7 +634,7 @@ def reliability_diagram(
     -------
     matplotlib.axes.Axes
     """
-    seg = core.as_keys(by)
+    seg = engine.as_keys(by)
     if y is not None and score is not None:
         t = _eager(reliability_table(data, y=y, score=score, n_bins=n_bins, by=seg or None))
     elif y is not None or score is not None:
@@ -761,11 +761,11 @@ def corp_reliability_diagram(
     -------
     matplotlib.axes.Axes
     """
-    from conformal_frames.recalibration import corp_reliability, score_decomposition
+    from conformal_frames.metrics.recalibration import corp_reliability, score_decomposition
 
-    seg = core.as_keys(by)
+    seg = engine.as_keys(by)
     table = _eager(corp_reliability(data, y, score, n_resamples=n_resamples, ci_level=ci_level, seed=seed, by=by))
-    parts = _eager(core.evaluate_one(data, score_decomposition(y, score), by))
+    parts = _eager(engine.evaluate_one(data, score_decomposition(y, score), by))
     labels, part_labels = _labels(table, seg), _labels(parts, seg)
     excess = dict(zip(part_labels, floats(parts, "miscalibration") * floats(parts, "n")))  # n * MCB
     shown = sorted(excess, key=lambda g: -np.nan_to_num(excess[g], nan=-1.0))[:highlight]
@@ -839,16 +839,16 @@ def quantile_calibration(
     -------
     matplotlib.axes.Axes
     """
-    seg = core.as_keys(by)
+    seg = engine.as_keys(by)
     if (y is None) != (quantiles is None):
         msg = "give both y= and quantiles= (raw rows) or neither (a quantile_coverage table)"
         raise ValueError(msg)
     if y is not None:
-        from conformal_frames.quantiles import quantile_coverage
+        from conformal_frames.metrics.quantiles import quantile_coverage
 
         assert quantiles is not None  # checked above, with y
         metric = quantile_coverage(y, quantiles=quantiles, ci_level=ci_level)
-        t = _eager(core.evaluate_one(data, metric, seg or None))
+        t = _eager(engine.evaluate_one(data, metric, seg or None))
     else:
         t = _eager(data)
     cols = ("coverage", "coverage_ci_low", "coverage_ci_high")
@@ -896,14 +896,14 @@ def pit_histogram(
     -------
     matplotlib.axes.Axes
     """
-    from conformal_frames import distributions
+    from conformal_frames.metrics import distributions
 
-    seg = core.as_keys(by)
+    seg = engine.as_keys(by)
     if y is not None:
         metric = distributions.pit_histogram(
             y, mean=mean, std=std, samples=samples, quantiles=quantiles, n_bins=n_bins, ci_level=ci_level, seed=seed
         )
-        t = _eager(core.evaluate_one(data, metric, seg or None))
+        t = _eager(engine.evaluate_one(data, metric, seg or None))
     else:
         t = _eager(data)
     _need(t, ["bin_low", "bin_high", "frequency", "band_low", "band_high"], "pass y= and a forecast for raw rows")
@@ -971,7 +971,7 @@ def coverage_over_time(
     -------
     matplotlib.axes.Axes
     """
-    seg = core.as_keys(by)
+    seg = engine.as_keys(by)
     t = _eager(data)
     _need(t, [index, "coverage", "coverage_ci_low", "coverage_ci_high", *seg], "e.g. cf.rolling(..., cf.coverage(...))")
     t = t.sort(*seg, index)

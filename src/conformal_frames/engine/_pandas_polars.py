@@ -3,7 +3,7 @@
 narwhals' pandas backend runs one groupby per aggregated column and
 broadcasts literals to full columns; polars runs the whole query at once
 (multithreaded).  When polars is installed, an eager pandas evaluation
-(:func:`conformal_frames.core.compute`) is therefore planned on the pandas
+(:func:`conformal_frames.engine.compute`) is therefore planned on the pandas
 schema (errors about columns and dtypes are the pandas path's), run on a
 polars copy of only the columns it uses (:func:`twin`) and turned back into
 the pandas frame the pandas path returns (:func:`back`): the same column
@@ -22,11 +22,11 @@ and raises its own error.
 
 The columns a call uses are cached per (schema, metrics, keys), and the
 polars query is the compiled query of an eager polars frame
-(:mod:`conformal_frames._plan_cache`, a variant of its own): a repeated call
+(:mod:`conformal_frames.engine._plan_cache`, a variant of its own): a repeated call
 on small frames costs little more than on polars.
 
 The outputs are computed with their own dtypes (``keep_dtypes`` of
-:func:`conformal_frames.core.complete_query`): pandas keeps an integer output
+:func:`conformal_frames.engine.complete_query`): pandas keeps an integer output
 (e.g. ``quantile_coverage_n``) int64 unless a group is invalid, where polars
 would make it Float64.
 """

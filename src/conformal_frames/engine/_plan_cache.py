@@ -5,9 +5,9 @@ node, milliseconds per call: most of a call on a small frame.  For an eager
 polars ``DataFrame`` the compiled query is built once per (metrics, keys,
 policy, schema) on a polars IO source that reads the frame of the current
 call, and reused: a call then costs the engine's own work.  The plan is the
-one :func:`~conformal_frames.core.compile_query` builds; only its input
+one :func:`~conformal_frames.engine.compile_query` builds; only its input
 node differs.  Everything else (lazy frames, other backends, metrics that
-reshape the input in :meth:`~conformal_frames.core.Metric.prepare`, metrics
+reshape the input in :meth:`~conformal_frames.engine.Metric.prepare`, metrics
 whose parameters are not hashable) compiles on every call.
 """
 
@@ -102,7 +102,7 @@ def bound(
     source when ``reusable`` (the query reads the caller's columns as they
     are); any other call gets ``compile_fn`` on ``lf``.  ``variant`` tells
     apart the queries that ``compile_fn`` builds otherwise than
-    :func:`~conformal_frames.core.compile_query` does.
+    :func:`~conformal_frames.engine.compile_query` does.
     """
     native = frame.to_native() if isinstance(frame, nw.DataFrame) else frame
     key = _key(lf, metrics, keys, policy) if reusable and _polars_eager(native) else None

@@ -1,7 +1,7 @@
 """Forecast inputs: quantile and interval forecasts, wide or long, validated.
 
-The forecast families (:mod:`~conformal_frames.quantiles`,
-:mod:`~conformal_frames.distributions`) read their inputs through this
+The forecast families (:mod:`~conformal_frames.metrics.quantiles`,
+:mod:`~conformal_frames.metrics.distributions`) read their inputs through this
 module, so that every metric accepts the same forms with the same checks and
 messages.  Two steps, as everywhere in the library:
 
@@ -13,8 +13,8 @@ messages.  Two steps, as everywhere in the library:
 
        quantiles: Quantiles = checked(check_quantiles)
 
-2. **rows** (in :meth:`Metric.build`, on the :class:`~conformal_frames.core.Query`):
-   :func:`quantile_rows`, :func:`interval_rows` and :func:`level_column_row`
+2. **rows** (in :meth:`Metric.build`, on the :class:`~conformal_frames.engine.Query`):
+   :func:`quantile_rows`, :func:`interval_rows` and :func:`~conformal_frames.inputs.levels.level_column_row`
    register the validated input columns as Float64 row columns and the
    bad-input checks, which follow the evaluation's ``invalid=`` policy (an
    error naming the columns and the row count on eager input by default).
@@ -43,7 +43,7 @@ Long quantiles
     the quantile in column ``q`` and its level in column ``tau`` (the word of
     scoringutils 2).  Level values outside (0, 1) are invalid rows.  The
     per-level metrics group by the level column (it must be a ``by=`` key
-    where a metric needs one level per group; see :func:`level_column_row`).
+    where a metric needs one level per group; see :func:`~conformal_frames.inputs.levels.level_column_row`).
 """
 
 from __future__ import annotations
@@ -51,27 +51,39 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames._validate import _is_number, fail
-
-if TYPE_CHECKING:
-    from conformal_frames.core import Query
+from conformal_frames._validate import check_columns, fail, is_number
+from conformal_frames.engine import Query, TableRef
+from conformal_frames.inputs.levels import level_column_row
+from conformal_frames.numerics.stats import ratio
 
 __all__ = [
+    "Ensemble",
     "Intervals",
+    "QuantileLevel",
     "Quantiles",
     "check_intervals",
     "check_level_column",
+    "check_long_form",
     "check_quantiles",
+    "check_samples",
+    "ensemble",
+    "ensemble_rows",
+    "gaussian_z",
     "interval_rows",
     "intervals_as_quantiles",
-    "level_column_row",
+    "is_close_level",
+    "level_tau",
     "nesting_checks",
+    "one_forecast",
+    "quantile_levels",
     "quantile_rows",
     "tail_level",
+    "value_row",
 ]
 
 #: normalised wide quantiles: ``(level, column)`` pairs sorted by level
@@ -100,7 +112,7 @@ LONG_INTERVALS = (
 # ---------------------------------------------------------------------------
 def _level(value: Any, name: str, expected: str, mapping: Any) -> float:
     """A mapping key: a number strictly inside (0, 1)."""
-    if not _is_number(value):
+    if not is_number(value):
         fail(TypeError, name, expected + f" (level {value!r} is not a number)", mapping)
     level = float(value)
     if not 0.0 < level < 1.0:
@@ -294,30 +306,193 @@ def value_row(q: Query, y: str) -> str:
     return q.row(("value", y), q.number(y))
 
 
-def level_column_row(q: Query, column: str, *, param: str = "quantile_level", by_key: bool = False) -> str:
-    """The level column of the long form as a Float64 row; values outside (0, 1) are invalid.
-
-    With ``by_key=True`` the column must also be a ``by=`` key (a metric that
-    needs one level per group, e.g. the coverage of a quantile level).
-    """
-    if column not in q.schema:
-        q.column(column)  # the usual "not found" message
-    if by_key and column not in q.keys:
-        msg = (
-            f"{param}={column!r} names a column: it must also be a by= column, so that each group "
-            f"has one level (e.g. by=[..., {column!r}])"
-        )
-        raise ValueError(msg)
-    if not q.schema[column].is_numeric():
-        msg = f"{param} column {column!r} must be numeric, found dtype {q.schema[column]}"
-        raise TypeError(msg)
-    t = nw.col(column).cast(nw.Float64)
-    q.check(f"{param} column {column!r} has values outside (0, 1)", ~((t > 0.0) & (t < 1.0)))
-    if column in q.keys:
-        return q.row(("level_key", column), t)
-    return q.row(("value", column), q.number(column))
-
-
 def is_close_level(a: float, b: float) -> bool:
     """Two levels equal up to float rounding (e.g. ``1 - 0.9`` and ``0.1``)."""
     return math.isclose(a, b, rel_tol=0.0, abs_tol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# parameter checks
+# ---------------------------------------------------------------------------
+def check_samples(value: Any, name: str = "samples") -> str | tuple[str, ...]:
+    """An ensemble: a list column's name or a list of member column names."""
+    if isinstance(value, str):
+        return value
+    expected = "the name of a list column or a list of member column names"
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        fail(TypeError, name, expected, value)
+    return check_columns(value, name)
+
+
+def one_forecast(mean: str | None, std: str | None, samples: Any, quantiles: Any = None) -> None:
+    """Exactly one forecast kind: ``mean=`` with ``std=``, ``samples=`` or ``quantiles=``."""
+    gaussian = mean is not None or std is not None
+    if gaussian and (mean is None or std is None):
+        missing = "std=" if std is None else "mean="
+        msg = f"a Gaussian forecast needs both mean= and std= columns; {missing} is missing"
+        raise ValueError(msg)
+    kinds = int(gaussian) + int(samples is not None) + int(quantiles is not None)
+    if kinds > 1:
+        msg = "give one forecast: mean= and std= (Gaussian), samples= (ensemble) or quantiles=, not several"
+        raise ValueError(msg)
+    if kinds == 0:
+        msg = "give a forecast: mean= and std= columns (Gaussian), samples= (an ensemble) or quantiles={level: column}"
+        raise ValueError(msg)
+
+
+# ---------------------------------------------------------------------------
+# Gaussian forecasts: row expressions
+# ---------------------------------------------------------------------------
+def gaussian_z(q: Query, y: str, mean: str, std: str) -> tuple[str, str]:
+    """Row columns ``z = (y - mean) / std`` and ``std``; ``std <= 0`` is invalid."""
+    sd = q.number(std)
+    q.check(f"std column {std!r} has zero or negative values (std must be > 0)", sd <= 0.0, example=sd)
+    sd_row = q.row(("std", std), sd)
+    z = q.row(("gauss_z", y, mean, std), ratio(q.number(y) - q.number(mean), nw.when(sd > 0.0).then(sd)))
+    return z, sd_row
+
+
+# ---------------------------------------------------------------------------
+# ensembles: one row per member, sorted per forecast
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ensemble:
+    """Row columns of an ensemble forecast: ``y`` and the members."""
+
+    y: str
+    #: a list row column, or one row column per member
+    members: str | tuple[str, ...]
+    #: the row column of the forecast's weight (``weights=``), carried to each forecast
+    weight: str | None = None
+
+    @property
+    def width(self) -> int | None:
+        """Number of members when they are columns (``None`` for a list column)."""
+        return None if isinstance(self.members, str) else len(self.members)
+
+
+def _list_members(q: Query, name: str) -> str:
+    col = q.column(name)
+    dtype = q.schema[name]
+    if isinstance(dtype, nw.Array):
+        col = col.cast(nw.List(dtype.inner))
+        inner = dtype.inner
+    elif isinstance(dtype, nw.List):
+        inner = dtype.inner
+    else:
+        msg = (
+            f"samples column {name!r} must be a list column of numbers (polars List/Array, Arrow list, "
+            f"or a pandas column of lists/arrays), found dtype {dtype}; "
+            "alternatively pass the member columns as a list, samples=['x1', 'x2', ...]"
+        )
+        raise TypeError(msg)
+    if not (inner.is_numeric() or inner == nw.Unknown):
+        msg = f"samples column {name!r} must hold numbers, found {inner} members"
+        raise TypeError(msg)
+    q.check(f"samples column {name!r} has missing values", col.is_null())
+    q.check(f"samples column {name!r} has empty ensembles", col.list.len() == 0)
+    q.check(f"samples column {name!r} has missing members", col.list.contains(None))
+    q.check(f"samples column {name!r} has NaN or infinite members", ~col.list.mean().is_finite())
+    return q.row(("samples_list", name), col)
+
+
+def ensemble(q: Query, y: str, samples: str | tuple[str, ...], weight: str | None = None) -> Ensemble:
+    """The ensemble's row columns (inputs checked); ``weight``: a weight row column."""
+    y_row = q.row(("value", y), q.number(y))
+    if isinstance(samples, str):
+        return Ensemble(y_row, _list_members(q, samples), weight)
+    # + 0.0 turns -0.0 into 0.0: pandas (pyarrow dtypes) cannot sort or group a column holding both
+    return Ensemble(y_row, tuple(q.row(("member", s), q.number(s) + 0.0) for s in samples), weight)
+
+
+def _members_long(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: TableRef) -> nw.LazyFrame:
+    """One row per (forecast, distinct member value): ``rid``, ``y``, ``x``, ``c`` (its count).
+
+    A list column is exploded once.  Member columns are stacked (a union of
+    one select per member); their row id is ordered by the group keys, ``y``
+    and every member (and the weight), so that rows that share an id are the
+    same forecast on every engine (a tie of this order is a repeated identical
+    forecast).  With a weight, its column ``w`` is carried along.
+    """
+    rid, x, c = ref.name("rid"), ref.name("x"), ref.name("c")
+    y = (nw.col(ens.y) + 0.0).alias(ref.name("y"))  # -0.0 becomes 0.0 (see below)
+    carried = [ref.name("y")] + ([ref.name("w")] if ens.weight is not None else [])
+    weight = [nw.col(ens.weight).alias(ref.name("w"))] if ens.weight is not None else []
+    if isinstance(ens.members, str):
+        base = rows.select(*keys, y, *weight, nw.col(ens.members).alias(x))
+        base = base.with_row_index(rid, order_by=[*keys, *carried])
+        long = base.explode(x)
+    else:
+        base = rows.select(*keys, y, *weight, *ens.members)
+        base = base.with_row_index(rid, order_by=[*keys, *carried, *ens.members])
+        parts = [base.select(*keys, rid, *carried, nw.col(m).alias(x)) for m in ens.members]
+        long = nw.concat(parts, how="vertical")
+    # + 0.0 turns -0.0 into 0.0: one tie group on every engine (pandas cannot group both)
+    long = long.with_columns(nw.col(x).cast(nw.Float64) + 0.0)
+    ties = long.group_by(*keys, rid, *carried, x).agg(nw.len().alias(c))
+    return ties.with_columns(nw.col(c).cast(nw.Float64))
+
+
+def ensemble_rows(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: TableRef) -> nw.LazyFrame:
+    """Per forecast: ``m`` members, ``abs_dev = sum_i |x_i - y|``, ``spread``, ``below``, ``equal``.
+
+    ``spread = sum_i (2 i - m - 1) x_(i) = (1/2) sum_{i,j} |x_i - x_j|`` over
+    the sorted members; a run of ``c`` tied members after ``s`` smaller ones
+    contributes ``x c (2 s + c - m)``.  ``below``/``equal`` count the members
+    ``< y`` / ``== y``.  Null members are counted in ``nulls``.  With a
+    weight, ``w`` is the forecast's weight.
+    """
+    ties = _members_long(rows, keys, ens, ref)
+    rid, x, c, y = ref.name("rid"), ref.name("x"), ref.name("c"), ref.name("y")
+    end, m = ref.name("end"), ref.name("m")
+    part = [*keys, rid]
+    real = ties.filter(~nw.col(x).is_null())
+    real = real.with_columns(
+        nw.col(c).cum_sum().over(*part, order_by=x).alias(end), nw.col(c).sum().over(*part).alias(m)
+    )
+    xc, yc, cc = nw.col(x), nw.col(y), nw.col(c)
+    start = nw.col(end) - cc
+    real = real.with_columns(
+        ((xc - yc).abs() * cc).alias(ref.name("abs_dev")),
+        (xc * cc * (2.0 * start + cc - nw.col(m))).alias(ref.name("spread")),
+        nw.when(xc < yc).then(cc).otherwise(0.0).alias(ref.name("below")),
+        nw.when(xc == yc).then(cc).otherwise(0.0).alias(ref.name("equal")),
+    )
+    sums = [nw.col(ref.name(k)).sum() for k in ("abs_dev", "spread", "below", "equal")]
+    if ens.weight is not None:  # one value per forecast
+        sums.append(nw.col(ref.name("w")).max())
+    per = real.group_by(*keys, rid).agg(nw.col(c).sum().alias(m), *sums)
+    nulls = ties.with_columns(nw.when(nw.col(x).is_null()).then(nw.col(c)).otherwise(0.0).alias(ref.name("nulls")))
+    nulls = nulls.group_by(*keys, rid).agg(nw.col(ref.name("nulls")).sum())
+    return nulls.join(per, on=[*keys, rid], how="left")
+
+
+# ---------------------------------------------------------------------------
+# levels: wide (a float per quantile column) or long (the level column)
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class QuantileLevel:
+    """One quantile level of a metric: its quantile row and the level as row / group value."""
+
+    row: str
+    #: the level for row expressions: a float, or the level row's name (long form)
+    tau: float | str
+    #: the level per group (finalize): a float, or the group's level (long form, a by= key)
+    group_tau: float | nw.Expr
+
+
+def quantile_levels(
+    q: Query, quantiles: Quantiles | str, quantile_level: str | None, *, by_key: bool
+) -> list[QuantileLevel]:
+    if isinstance(quantiles, str):
+        assert quantile_level is not None  # checked by check_long_form
+        t = level_column_row(q, quantile_level, by_key=by_key)
+        return [QuantileLevel(value_row(q, quantiles), t, q.min(t))]
+    return [QuantileLevel(row, tau, tau) for tau, row in quantile_rows(q, quantiles)]
+
+
+def level_tau(level: QuantileLevel) -> tuple[nw.Expr | float, list[str]]:
+    """The level in a row expression, and the row inputs it needs."""
+    if isinstance(level.tau, str):
+        return nw.col(level.tau), [level.tau]
+    return level.tau, []

@@ -6,7 +6,7 @@ a percentile interval ``<name>_ci_low`` / ``<name>_ci_high``;
 between two models on the same rows.  Replicate ``b`` evaluates the metric with
 the weights ``w_b = (weights or 1) * c_b``, where ``c_b ~ Poisson(1)`` is a
 count derived from a hash of the row's content and the seed
-(:mod:`conformal_frames._resample`): no row order, no random state, the same
+(:mod:`conformal_frames.numerics.resample`): no row order, no random state, the same
 counts on every backend.  All replicates are aggregations of the one
 ``group_by`` of :func:`~conformal_frames.evaluate`; the interval is the
 percentile interval of the replicate values per group (a second, small
@@ -22,10 +22,10 @@ from typing import Any, cast
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames import core
-from conformal_frames._resample import _clean, replicate_weight_rows
+from conformal_frames import engine
 from conformal_frames._validate import check_column, check_positive_int, optional
-from conformal_frames.core import FinalizeFn, Metric, Query, TableRef, Weighting
+from conformal_frames.engine import FinalizeFn, Metric, Query, TableRef, Weighting
+from conformal_frames.numerics.resample import clean_row, replicate_weight_rows
 
 __all__ = ["bootstrap", "bootstrap_difference"]
 METHODS: list[str] = []  # metric wrappers: use them in evaluate
@@ -174,8 +174,8 @@ def _percentiles(values: list[nw.Expr], group: list[str], ci_level: float) -> Fi
         long = _unpivot(wide.select(*idx, *names), names, idx, value, ref.name("var"))
         long = long.filter(~nw.col(value).is_null()).filter(~nw.col(value).is_nan())
         long = long.with_columns(
-            core.over(nw.col(value).rank("min"), idx).cast(nw.Float64).alias(rank),
-            core.over(nw.col(value).count(), idx).cast(nw.Float64).alias(m),
+            engine.over(nw.col(value).rank("min"), idx).cast(nw.Float64).alias(rank),
+            engine.over(nw.col(value).count(), idx).cast(nw.Float64).alias(m),
         )
         parts, aggs = [], []
         for side, p in probs.items():
@@ -263,7 +263,7 @@ def _units(q: Query, block: str | None) -> nw.Expr:
     """The number of resampling units of the group: its rows, or its distinct blocks."""
     if block is None:
         return q.n
-    value = _clean(q, block)  # the hashed block value: rows sharing it share their counts
+    value = clean_row(q, block)  # the hashed block value: rows sharing it share their counts
     share = q.row(("boot_block_share", value), 1.0 / q.over(nw.col(value).count(), value), inputs=[value])
     return q.sum(share)
 

@@ -17,7 +17,7 @@ Labels are never remapped.
   Spiegelhalter (1986).  Cumulative differences are taken at distinct score
   values, so tied scores never depend on row order or backend.  p-values are
   computed inside the engine (series of ``exp`` terms, see
-  :mod:`conformal_frames.brownian`): lazy on every backend.
+  :mod:`conformal_frames.numerics.brownian`): lazy on every backend.
 
 See ``docs/calibration.md`` for the formulas and the differences from the
 numpy baseline.
@@ -31,10 +31,13 @@ from typing import Any, Literal
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames import core
+from conformal_frames import engine
 from conformal_frames._renames import renamed
 from conformal_frames._validate import check_classes, check_columns
-from conformal_frames.brownian import (
+from conformal_frames.engine import InvalidPolicy, Metric, Query, TableRef, Weighting, aggregate, indicator, over, total
+from conformal_frames.inputs.binary import Precision, binary_row, score_precision, score_row
+from conformal_frames.inputs.sets import Label, label_exprs
+from conformal_frames.numerics.brownian import (
     brownian_max_abs_cdf,
     brownian_max_abs_sf,
     brownian_range_cdf,
@@ -45,10 +48,8 @@ from conformal_frames.brownian import (
     with_normal_sf,
     with_range_sf,
 )
-from conformal_frames.core import Metric, Query, TableRef, Weighting, aggregate, indicator, over, total
+from conformal_frames.numerics.stats import max_of, ratio, weighted_cut, wilson_interval
 from conformal_frames.results import KSTestResult, KuiperTestResult, SpiegelhalterTestResult
-from conformal_frames.sets import Label, label_exprs
-from conformal_frames.stats import max_of, ratio, weighted_cut, wilson_interval
 
 METHODS = [
     "ece",
@@ -75,7 +76,6 @@ __all__ = [
 ]
 
 Strategy = Literal["uniform", "quantile"]
-Precision = Literal["float64", "float32"]
 F64 = nw.Float64
 _INF = float("inf")
 
@@ -92,34 +92,9 @@ def _check_probs(probs: Any, classes: Any) -> tuple[tuple[str, ...], tuple[Label
     return tuple(probs), labels
 
 
-def score_row(q: Query, name: str) -> str:
-    """Row column: a score / probability in [0, 1] as Float64 (checked)."""
-    s = q.number(name)
-    q.check(f"column {name!r} has values outside [0, 1]", (s < 0.0) | (s > 1.0))
-    return q.row(("score", name), s)
-
-
-def binary_row(q: Query, name: str) -> str:
-    """Row column: a 0/1 label as Float64; other values are invalid, never remapped."""
-    if name in q.schema and q.schema[name] == nw.Boolean:
-        col = q.column(name)
-        q.check(f"column {name!r} has missing (null/NaN) or infinite values", col.is_null())
-        value = col.cast(F64)
-    else:
-        value = q.number(name)
-    q.check(f"column {name!r} has labels other than 0 and 1", (value != 0.0) & (value != 1.0))
-    return q.row(("binary", name), value)
-
-
 #: uniform bins: relative snap of the edges ``m / M`` by the scores' precision
 #: (see :func:`bin_row`)
 EDGE_SNAP: dict[Precision, float] = {"float64": 2.0**-50, "float32": 2.0**-22}
-
-
-def score_precision(q: Query, *names: str) -> Precision:
-    """``"float32"`` when any of the score columns is single precision."""
-    single = any(name in q.schema and q.schema[name] == nw.Float32 for name in names)
-    return "float32" if single else "float64"
 
 
 def bin_row(
@@ -203,7 +178,7 @@ def weighted_quantile_bin(q: Query, s_row: str, n_bins: int, within: Sequence[st
 # ---------------------------------------------------------------------------
 # binned statistics (ECE family)
 # ---------------------------------------------------------------------------
-def _bins_table(y: str, s: str, b: str, sub: str | None, weight: str | None = None) -> core.TableFn:
+def _bins_table(y: str, s: str, b: str, sub: str | None, weight: str | None = None) -> engine.TableFn:
     """Per group: ``sum_bins |sum y - sum s|`` (``ad``) and ``max_bins |mean y - mean s|`` (``gap``).
 
     With ``sub`` (the predicted label of top-label ECE), bins are per
@@ -467,7 +442,7 @@ def brier(y: str, score: str, *, weights: str | None = None) -> Brier:
 # ---------------------------------------------------------------------------
 # reliability table
 # ---------------------------------------------------------------------------
-def _reliability_table(y: str, s: str, b: str, n_bins: int, w: tuple[str, str] | None = None) -> core.TableFn:
+def _reliability_table(y: str, s: str, b: str, n_bins: int, w: tuple[str, str] | None = None) -> engine.TableFn:
     """Per group and bin ``m``: rows ``n<m>``, ``sum y`` (``y<m>``) and ``sum s`` (``s<m>``).
 
     With ``w`` (the row columns of the weights and their squares), ``y`` and
@@ -549,7 +524,7 @@ class Reliability(Metric):
             }
             for m in range(self.n_bins)
         ]
-        return core.stack(frame, keys, parts).filter(nw.col("n") > 0).sort(*keys, "bin")
+        return engine.stack(frame, keys, parts).filter(nw.col("n") > 0).sort(*keys, "bin")
 
 
 @renamed(num_bins="n_bins", ci="ci_level")
@@ -816,7 +791,7 @@ def _null_or_inf(dev: nw.Expr, scale: nw.Expr) -> nw.Expr:
     return nw.when(scale > 0.0).then(dev / scale).otherwise(degenerate)
 
 
-def _cumulative_table(d: str, v: str, s: str, wanted: set[str]) -> core.TableFn:
+def _cumulative_table(d: str, v: str, s: str, wanted: set[str]) -> engine.TableFn:
     """Per group: KS and Kuiper statistics and the p-values of the ``wanted`` tests.
 
     Rows are aggregated per distinct score first (``sum(y - s)``), then an
@@ -868,7 +843,7 @@ def _cumulative(q: Query, y: str, score: str, test: str, weights: str | None = N
     key = ("cumulative", y_row, s_row) if w.row is None else ("cumulative", y_row, s_row, w.row)
     wanted: set[str] = q.shared(key, set)
     wanted.add(test)
-    return q.table(key, _cumulative_table(d, v, s_row, wanted), cells=core.Cells(s_row, (d, v)))
+    return q.table(key, _cumulative_table(d, v, s_row, wanted), cells=engine.Cells(s_row, (d, v)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -997,7 +972,7 @@ def kuiper_test(y: str, score: str, *, weights: str | None = None) -> KuiperTest
     return KuiperTest(y=y, score=score, weights=weights)
 
 
-def _spiegelhalter_finalize(a: str, b: str) -> core.FinalizeFn:
+def _spiegelhalter_finalize(a: str, b: str) -> engine.FinalizeFn:
     """z and p-values (``z``, ``p1``, ``p2``) from the main aggregation's sums (one pass over the rows)."""
 
     def build(out: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
@@ -1114,7 +1089,7 @@ def cumulative_differences(
     *,
     weights: str | None = None,
     by: str | Sequence[str] | None = None,
-    invalid: core.InvalidPolicy | None = None,
+    invalid: InvalidPolicy | None = None,
 ) -> Any:
     """Cumulative differences ``C_k`` at each distinct score, per group.
 
@@ -1173,18 +1148,18 @@ def cumulative_differences(
     │ 0.75 ┆ 1   ┆ 0.0                   │
     └──────┴─────┴───────────────────────┘
     """
-    lf, eager = core.to_lazy(frame)
-    keys = core.as_keys(by)
+    lf, eager = engine.to_lazy(frame)
+    keys = engine.as_keys(by)
     if score in keys or y in keys:
         msg = "the label and score columns cannot be group keys (by=)"
         raise ValueError(msg)
     # validation: the Brier score registers exactly the checks of the tests
     checks = [brier(y, score, weights=weights)]
-    policy = core.policy(invalid, eager)
+    policy = engine.policy(invalid, eager)
     if policy == "drop":
-        lf = lf.filter(~core.invalid_mask(lf, checks, keys))
+        lf = lf.filter(~engine.invalid_mask(lf, checks, keys))
     else:
-        validity = core.compute(frame, checks, by, invalid=policy)  # "raise": raises here
+        validity = engine.compute(frame, checks, by, invalid=policy)  # "raise": raises here
     ycol, scol, dcol, cnt, dsum, n_total = "__cf_y", "__cf_s", "__cf_d", "n", "__cf_dsum", "__cf_total"
     y_expr = nw.col(y).cast(F64)
     wcols = [nw.col(weights).cast(F64).alias("__cf_w")] if weights is not None else []

@@ -15,13 +15,13 @@ from typing import Literal
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames import core
+from conformal_frames import engine
 from conformal_frames._validate import check_column, check_positive_int, choice
-from conformal_frames.brownian import with_normal_sf
-from conformal_frames.calibration import binary_row
-from conformal_frames.core import Metric, Query, TableRef, no_weights
+from conformal_frames.engine import Metric, Query, TableRef, no_weights
+from conformal_frames.inputs.binary import binary_row
+from conformal_frames.numerics.brownian import with_normal_sf
+from conformal_frames.numerics.stats import ratio
 from conformal_frames.results import DieboldMarianoTestResult
-from conformal_frames.stats import ratio
 
 __all__ = ["diebold_mariano_test"]
 METHODS = list(__all__)
@@ -61,7 +61,7 @@ def order_row(q: Query, order_by: str) -> str:
     """Row column of the ``order_by`` values; missing and repeated values (within a group) are invalid."""
     col = q.column(order_by)
     q.check(f"column {order_by!r} (order_by=) has missing values", col.is_null())
-    repeated = core.over(col.count(), [*q.keys, order_by]) > 1
+    repeated = engine.over(col.count(), [*q.keys, order_by]) > 1
     q.check(
         f"column {order_by!r} (order_by=) has repeated values within a group in {{rows}}; "
         "each time point may appear once per group",
@@ -70,7 +70,7 @@ def order_row(q: Query, order_by: str) -> str:
     return q.row(("order", order_by), col)
 
 
-def _dm_finalize(stat: nw.Expr) -> core.FinalizeFn:
+def _dm_finalize(stat: nw.Expr) -> engine.FinalizeFn:
     def build(out: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
         z, za, p = ref.name("z"), ref.name("za"), ref.name("p")
         out = out.with_columns(stat.alias(z))
@@ -102,10 +102,10 @@ class DieboldMarianoTest(Metric):
         gamma0 = ratio(q.sum(q.row(("square", c), nw.col(c) ** 2, inputs=[c])), q.n)
         lags: list[nw.Expr] = []
         for k in range(1, self.horizon):
-            lag = q.row(("lag", c, t, k), core.over(nw.col(c).shift(k), q.group, order_by=t), inputs=[c, t])
+            lag = q.row(("lag", c, t, k), engine.over(nw.col(c).shift(k), q.group, order_by=t), inputs=[c, t])
             prod = q.row(("lag_product", c, lag), (nw.col(c) * nw.col(lag)).fill_null(0.0), inputs=[c, lag])
             lags.append(ratio(q.sum(prod), q.n))
-        long_run = gamma0 + 2.0 * core.total(lags) if lags else gamma0
+        long_run = gamma0 + 2.0 * engine.total(lags) if lags else gamma0
         # a negative long-run variance (possible for horizon > 1) falls back to gamma_0
         variance = nw.when(long_run > 0.0).then(long_run).otherwise(gamma0) / q.n
         mean_d = ratio(q.sum(d), q.n)

@@ -1,7 +1,7 @@
 """Conditional coverage: coverage gap across groups, grouped inference, worst slab.
 
 Every metric here works for prediction intervals (``y, lo, hi``) and for
-prediction sets (``y, sets=..., classes=...``, see :mod:`conformal_frames.sets`):
+prediction sets (``y, sets=..., classes=...``, see :mod:`conformal_frames.metrics.sets`):
 a row is *covered* when ``lo <= y <= hi`` or ``y in C``.
 
 - :func:`coverage_gap`: mean ``|coverage_g - (1 - alpha)|`` over the groups
@@ -16,7 +16,7 @@ a row is *covered* when ``lo <= y <= hi`` or ``y in C``.
 - :func:`worst_slab_coverage`: the smallest coverage over slabs
   ``{x : a <= v.x <= b}`` holding at least a fraction ``delta`` of the rows,
   over random directions ``v`` (Cauchois, Gupta and Duchi, 2021): an exact
-  branch-and-bound over the directions (:mod:`conformal_frames._slabs`),
+  branch-and-bound over the directions (:mod:`conformal_frames.numerics.slabs`),
   O(M n) per group plus one O(n log n) sort per direction it cannot rule out.
 """
 
@@ -31,87 +31,34 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
-from conformal_frames._slabs import min_slab_mean as min_slab_mean
-from conformal_frames._slabs import slab_directions, slab_need, worst_slab
 from conformal_frames._validate import (
-    check_column,
     check_columns,
     check_fraction,
     check_positive_int,
     checked,
     choice,
     optional,
-    validate_fields,
 )
-from conformal_frames.core import (
+from conformal_frames.engine import (
     GroupFn,
-    Metric,
     NumpyFn,
     Query,
     TableFn,
     TableRef,
     aggregate,
-    level_row,
     no_weights,
     over,
 )
-from conformal_frames.intervals import covered_row
+from conformal_frames.inputs.levels import level_row
+from conformal_frames.inputs.sets import Label
+from conformal_frames.inputs.target import Target, TargetMetric, target
+from conformal_frames.numerics.slabs import min_slab_mean as min_slab_mean
+from conformal_frames.numerics.slabs import slab_directions, slab_need, worst_slab
+from conformal_frames.numerics.stats import ratio, wilson_interval
 from conformal_frames.results import CoverageTestResult
-from conformal_frames.sets import Label, SetSpec, arrow_lists, set_covered_row, set_spec
-from conformal_frames.stats import ratio, wilson_interval
 
 __all__ = ["coverage_gap", "coverage_test", "worst_slab_coverage"]
 METHODS = list(__all__)
-
-
-# ---------------------------------------------------------------------------
-# what "covered" means: intervals or sets
-# ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Target:
-    """The covered indicator's inputs: ``y`` with ``(lo, hi)`` or with a set."""
-
-    y: str
-    lo: str | None = checked(optional(check_column), None)
-    hi: str | None = checked(optional(check_column), None)
-    sets: SetSpec | None = None
-
-    def __post_init__(self) -> None:
-        validate_fields(self)
-
-    def covered(self, q: Query) -> str:
-        if self.sets is not None:
-            return set_covered_row(q, self.y, self.sets)
-        assert self.lo is not None and self.hi is not None
-        return covered_row(q, self.y, self.lo, self.hi)
-
-
-class TargetMetric(Metric):
-    """A metric of the covered indicator: a pandas list column of dtype object is converted first."""
-
-    target: Target
-
-    def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
-        sets = self.target.sets
-        return arrow_lists(frame, [sets.sets]) if sets is not None and isinstance(sets.sets, str) else frame
-
-
-def _target(y: str, lo: str | None, hi: str | None, sets: Any, classes: Any) -> Target:
-    check_column(y, "y")
-    interval = lo is not None or hi is not None
-    if interval and sets is not None:
-        msg = "pass either lo= and hi= (intervals) or sets= (prediction sets), not both"
-        raise ValueError(msg)
-    if sets is not None:
-        reason = "coverage is compared row by row with the label of each set element"
-        return Target(y=y, sets=set_spec(sets, classes, need_classes=reason))
-    if lo is None or hi is None:
-        msg = "pass lo= and hi= (prediction intervals) or sets= and classes= (prediction sets)"
-        raise ValueError(msg)
-    if classes is not None:
-        msg = "classes= only applies to prediction sets (sets=)"
-        raise ValueError(msg)
-    return Target(y=y, lo=lo, hi=hi)
 
 
 def _names(value: Any, name: str) -> tuple[str, ...]:
@@ -328,7 +275,7 @@ def coverage_gap(
     ('b', 0.5)
     """
     return CoverageGap(
-        target=_target(y, lo, hi, sets, classes),
+        target=target(y, lo, hi, sets, classes),
         groups=_names(groups, "groups"),
         confidence_level=confidence_level,
         weighted=weighted,
@@ -607,7 +554,7 @@ def coverage_test(
     "Conditional validity of inductive conformal predictors", ACML.
     """
     metric = CoverageTest(
-        target=_target(y, lo, hi, sets, classes),
+        target=target(y, lo, hi, sets, classes),
         confidence_level=confidence_level,
         ci_level=ci_level,
         method=method,
@@ -749,7 +696,7 @@ def worst_slab_coverage(
     JMLR 22(81), 1-42.
     """
     return WorstSlab(
-        target=_target(y, lo, hi, sets, classes),
+        target=target(y, lo, hi, sets, classes),
         features=_names(features, "features"),
         delta=delta,
         n_directions=n_directions,

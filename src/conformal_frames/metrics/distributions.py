@@ -9,7 +9,7 @@ A forecast of ``y`` is given as one of
 
 Everything stays lazy on every backend: the Gaussian scores are row
 expressions (the normal tail is the engine's polynomial approximation of the
-Mills ratio, relative accuracy ~1e-14, see :mod:`conformal_frames.brownian`);
+Mills ratio, relative accuracy ~1e-14, see :mod:`conformal_frames.numerics.brownian`);
 an ensemble is turned into one row per member (``explode`` of a list column,
 a union of the member columns otherwise), its members sorted per forecast with
 an ordered window, and aggregated back: ``O(m log m)`` per forecast of ``m``
@@ -33,13 +33,24 @@ from typing import Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames._validate import check_column, check_columns, checked, choice, fail, optional
-from conformal_frames.brownian import _BIG, _phi_c, _t_of
-from conformal_frames.core import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, no_weights, over, total
-from conformal_frames.forecast_inputs import Quantiles, check_quantiles, quantile_rows, value_row
+from conformal_frames._validate import check_column, checked, choice, optional
+from conformal_frames.engine import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, no_weights, over, total
+from conformal_frames.inputs.forecasts import (
+    Ensemble,
+    Quantiles,
+    check_quantiles,
+    check_samples,
+    ensemble,
+    ensemble_rows,
+    gaussian_z,
+    one_forecast,
+    quantile_rows,
+    value_row,
+)
+from conformal_frames.inputs.sets import arrow_lists
+from conformal_frames.numerics.brownian import BIG, phi_c, t_of
+from conformal_frames.numerics.stats import max_of, min_of, ratio
 from conformal_frames.results import PITTestResult
-from conformal_frames.sets import arrow_lists
-from conformal_frames.stats import max_of, min_of, ratio
 
 __all__ = ["crps", "pit_histogram", "pit_test"]
 METHODS = list(__all__)
@@ -49,63 +60,22 @@ _INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-# ---------------------------------------------------------------------------
-# parameter checks
-# ---------------------------------------------------------------------------
-def check_samples(value: Any, name: str = "samples") -> str | tuple[str, ...]:
-    """An ensemble: a list column's name or a list of member column names."""
-    if isinstance(value, str):
-        return value
-    expected = "the name of a list column or a list of member column names"
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        fail(TypeError, name, expected, value)
-    return check_columns(value, name)
-
-
 def _quantiles(value: Any) -> Quantiles | None:
     """``quantiles=`` normalised to sorted ``(level, column)`` pairs (wide form only)."""
     return None if value is None else cast(Quantiles, check_quantiles(value))
-
-
-def _one_forecast(mean: str | None, std: str | None, samples: Any, quantiles: Any = None) -> None:
-    """Exactly one forecast kind: ``mean=`` with ``std=``, ``samples=`` or ``quantiles=``."""
-    gaussian = mean is not None or std is not None
-    if gaussian and (mean is None or std is None):
-        missing = "std=" if std is None else "mean="
-        msg = f"a Gaussian forecast needs both mean= and std= columns; {missing} is missing"
-        raise ValueError(msg)
-    kinds = int(gaussian) + int(samples is not None) + int(quantiles is not None)
-    if kinds > 1:
-        msg = "give one forecast: mean= and std= (Gaussian), samples= (ensemble) or quantiles=, not several"
-        raise ValueError(msg)
-    if kinds == 0:
-        msg = "give a forecast: mean= and std= columns (Gaussian), samples= (an ensemble) or quantiles={level: column}"
-        raise ValueError(msg)
-
-
-# ---------------------------------------------------------------------------
-# Gaussian forecasts: row expressions
-# ---------------------------------------------------------------------------
-def gaussian_z(q: Query, y: str, mean: str, std: str) -> tuple[str, str]:
-    """Row columns ``z = (y - mean) / std`` and ``std``; ``std <= 0`` is invalid."""
-    sd = q.number(std)
-    q.check(f"std column {std!r} has zero or negative values (std must be > 0)", sd <= 0.0, example=sd)
-    sd_row = q.row(("std", std), sd)
-    z = q.row(("gauss_z", y, mean, std), ratio(q.number(y) - q.number(mean), nw.when(sd > 0.0).then(sd)))
-    return z, sd_row
 
 
 def gaussian_tail(q: Query, y: str, mean: str, std: str) -> tuple[str, str, str, str]:
     """Row columns ``z``, ``|z|``, ``Phi_c(|z|)`` and ``std``.
 
     The normal tail is the engine's interpolated Mills ratio (relative error
-    ~1e-14, see :mod:`conformal_frames.brownian`) over row columns, so each
+    ~1e-14, see :mod:`conformal_frames.numerics.brownian`) over row columns, so each
     expression names columns only (SQL engines plan a repeated argument slowly).
     """
     z, sd = gaussian_z(q, y, mean, std)
-    a = q.row(("gauss_abs_z", z), nw.col(z).abs().clip(upper_bound=_BIG), inputs=[z])
-    t = q.row(("gauss_t", a), _t_of(nw.col(a)), inputs=[a])
-    tail = q.row(("gauss_tail", a), _phi_c(nw.col(a), nw.col(t)), inputs=[a, t])
+    a = q.row(("gauss_abs_z", z), nw.col(z).abs().clip(upper_bound=BIG), inputs=[z])
+    t = q.row(("gauss_t", a), t_of(nw.col(a)), inputs=[a])
+    tail = q.row(("gauss_tail", a), phi_c(nw.col(a), nw.col(t)), inputs=[a, t])
     return z, a, tail, sd
 
 
@@ -124,121 +94,6 @@ def gaussian_pit_row(q: Query, y: str, mean: str, std: str) -> str:
     zc, tc = nw.col(z), nw.col(tail)
     pit = nw.when(zc > 0.0).then(1.0 - tc).otherwise(nw.when(zc < 0.0).then(tc).otherwise(nw.lit(0.5)))
     return q.row(("gauss_pit", z), pit, inputs=[z, tail])
-
-
-# ---------------------------------------------------------------------------
-# ensembles: one row per member, sorted per forecast
-# ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Ensemble:
-    """Row columns of an ensemble forecast: ``y`` and the members."""
-
-    y: str
-    #: a list row column, or one row column per member
-    members: str | tuple[str, ...]
-    #: the row column of the forecast's weight (``weights=``), carried to each forecast
-    weight: str | None = None
-
-    @property
-    def width(self) -> int | None:
-        """Number of members when they are columns (``None`` for a list column)."""
-        return None if isinstance(self.members, str) else len(self.members)
-
-
-def _list_members(q: Query, name: str) -> str:
-    col = q.column(name)
-    dtype = q.schema[name]
-    if isinstance(dtype, nw.Array):
-        col = col.cast(nw.List(dtype.inner))
-        inner = dtype.inner
-    elif isinstance(dtype, nw.List):
-        inner = dtype.inner
-    else:
-        msg = (
-            f"samples column {name!r} must be a list column of numbers (polars List/Array, Arrow list, "
-            f"or a pandas column of lists/arrays), found dtype {dtype}; "
-            "alternatively pass the member columns as a list, samples=['x1', 'x2', ...]"
-        )
-        raise TypeError(msg)
-    if not (inner.is_numeric() or inner == nw.Unknown):
-        msg = f"samples column {name!r} must hold numbers, found {inner} members"
-        raise TypeError(msg)
-    q.check(f"samples column {name!r} has missing values", col.is_null())
-    q.check(f"samples column {name!r} has empty ensembles", col.list.len() == 0)
-    q.check(f"samples column {name!r} has missing members", col.list.contains(None))
-    q.check(f"samples column {name!r} has NaN or infinite members", ~col.list.mean().is_finite())
-    return q.row(("samples_list", name), col)
-
-
-def ensemble(q: Query, y: str, samples: str | tuple[str, ...], weight: str | None = None) -> Ensemble:
-    """The ensemble's row columns (inputs checked); ``weight``: a weight row column."""
-    y_row = q.row(("value", y), q.number(y))
-    if isinstance(samples, str):
-        return Ensemble(y_row, _list_members(q, samples), weight)
-    # + 0.0 turns -0.0 into 0.0: pandas (pyarrow dtypes) cannot sort or group a column holding both
-    return Ensemble(y_row, tuple(q.row(("member", s), q.number(s) + 0.0) for s in samples), weight)
-
-
-def _members_long(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: TableRef) -> nw.LazyFrame:
-    """One row per (forecast, distinct member value): ``rid``, ``y``, ``x``, ``c`` (its count).
-
-    A list column is exploded once.  Member columns are stacked (a union of
-    one select per member); their row id is ordered by the group keys, ``y``
-    and every member (and the weight), so that rows that share an id are the
-    same forecast on every engine (a tie of this order is a repeated identical
-    forecast).  With a weight, its column ``w`` is carried along.
-    """
-    rid, x, c = ref.name("rid"), ref.name("x"), ref.name("c")
-    y = (nw.col(ens.y) + 0.0).alias(ref.name("y"))  # -0.0 becomes 0.0 (see below)
-    carried = [ref.name("y")] + ([ref.name("w")] if ens.weight is not None else [])
-    weight = [nw.col(ens.weight).alias(ref.name("w"))] if ens.weight is not None else []
-    if isinstance(ens.members, str):
-        base = rows.select(*keys, y, *weight, nw.col(ens.members).alias(x))
-        base = base.with_row_index(rid, order_by=[*keys, *carried])
-        long = base.explode(x)
-    else:
-        base = rows.select(*keys, y, *weight, *ens.members)
-        base = base.with_row_index(rid, order_by=[*keys, *carried, *ens.members])
-        parts = [base.select(*keys, rid, *carried, nw.col(m).alias(x)) for m in ens.members]
-        long = nw.concat(parts, how="vertical")
-    # + 0.0 turns -0.0 into 0.0: one tie group on every engine (pandas cannot group both)
-    long = long.with_columns(nw.col(x).cast(nw.Float64) + 0.0)
-    ties = long.group_by(*keys, rid, *carried, x).agg(nw.len().alias(c))
-    return ties.with_columns(nw.col(c).cast(nw.Float64))
-
-
-def ensemble_rows(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: TableRef) -> nw.LazyFrame:
-    """Per forecast: ``m`` members, ``abs_dev = sum_i |x_i - y|``, ``spread``, ``below``, ``equal``.
-
-    ``spread = sum_i (2 i - m - 1) x_(i) = (1/2) sum_{i,j} |x_i - x_j|`` over
-    the sorted members; a run of ``c`` tied members after ``s`` smaller ones
-    contributes ``x c (2 s + c - m)``.  ``below``/``equal`` count the members
-    ``< y`` / ``== y``.  Null members are counted in ``nulls``.  With a
-    weight, ``w`` is the forecast's weight.
-    """
-    ties = _members_long(rows, keys, ens, ref)
-    rid, x, c, y = ref.name("rid"), ref.name("x"), ref.name("c"), ref.name("y")
-    end, m = ref.name("end"), ref.name("m")
-    part = [*keys, rid]
-    real = ties.filter(~nw.col(x).is_null())
-    real = real.with_columns(
-        nw.col(c).cum_sum().over(*part, order_by=x).alias(end), nw.col(c).sum().over(*part).alias(m)
-    )
-    xc, yc, cc = nw.col(x), nw.col(y), nw.col(c)
-    start = nw.col(end) - cc
-    real = real.with_columns(
-        ((xc - yc).abs() * cc).alias(ref.name("abs_dev")),
-        (xc * cc * (2.0 * start + cc - nw.col(m))).alias(ref.name("spread")),
-        nw.when(xc < yc).then(cc).otherwise(0.0).alias(ref.name("below")),
-        nw.when(xc == yc).then(cc).otherwise(0.0).alias(ref.name("equal")),
-    )
-    sums = [nw.col(ref.name(k)).sum() for k in ("abs_dev", "spread", "below", "equal")]
-    if ens.weight is not None:  # one value per forecast
-        sums.append(nw.col(ref.name("w")).max())
-    per = real.group_by(*keys, rid).agg(nw.col(c).sum().alias(m), *sums)
-    nulls = ties.with_columns(nw.when(nw.col(x).is_null()).then(nw.col(c)).otherwise(0.0).alias(ref.name("nulls")))
-    nulls = nulls.group_by(*keys, rid).agg(nw.col(ref.name("nulls")).sum())
-    return nulls.join(per, on=[*keys, rid], how="left")
 
 
 def _crps_table(ens: Ensemble, estimator: str) -> TableFn:
@@ -316,7 +171,7 @@ class CRPS(Metric):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _one_forecast(self.mean, self.std, self.samples, self.quantiles)
+        one_forecast(self.mean, self.std, self.samples, self.quantiles)
         if self.estimator == "fair" and isinstance(self.samples, tuple) and len(self.samples) < 2:
             msg = "estimator='fair' needs at least 2 members, got samples=" + repr(list(self.samples))
             raise ValueError(msg)
@@ -635,7 +490,7 @@ class _PITMetric(Metric):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _one_forecast(self.mean, self.std, self.samples, self.quantiles)
+        one_forecast(self.mean, self.std, self.samples, self.quantiles)
 
     def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
         return arrow_lists(frame, [self.samples] if isinstance(self.samples, str) else [])

@@ -50,9 +50,10 @@ from conformal_frames._validate import (
     complement,
     optional,
 )
-from conformal_frames.core import Metric, Query, level_row, total
-from conformal_frames.sets import Label, label_exprs
-from conformal_frames.stats import max_of, ratio
+from conformal_frames.engine import Metric, Query, total
+from conformal_frames.inputs.levels import level_row
+from conformal_frames.inputs.sets import Label, label_exprs
+from conformal_frames.numerics.stats import max_of, ratio
 
 __all__ = ["efficiency_criteria"]
 METHODS = list(__all__)

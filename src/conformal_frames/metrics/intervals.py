@@ -15,7 +15,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
-from conformal_frames.core import (
+from conformal_frames.engine import (
     GroupFn,
     Metric,
     Query,
@@ -23,40 +23,18 @@ from conformal_frames.core import (
     TableRef,
     aggregate,
     indicator,
-    level_row,
     no_weights,
     over,
     stack,
     total,
 )
-from conformal_frames.gauss import grouped_gauss_form
-from conformal_frames.stats import min_of, proportion, ratio, weighted_cut
+from conformal_frames.inputs.intervals import covered_row, interval_bounds, width_row
+from conformal_frames.inputs.levels import level_row
+from conformal_frames.numerics.gauss import grouped_gauss_form
+from conformal_frames.numerics.stats import min_of, proportion, ratio, weighted_cut
 
 __all__ = ["coverage", "cwc", "hsic", "ssc", "ssc_score", "width", "winkler"]
 METHODS = list(__all__)
-
-
-# ---------------------------------------------------------------------------
-# shared row-level statistics
-# ---------------------------------------------------------------------------
-def interval_bounds(q: Query, lo: str, hi: str) -> tuple[nw.Expr, nw.Expr]:
-    """Validated bounds; rows with ``lo > hi`` are invalid."""
-    lo_e, hi_e = q.number(lo), q.number(hi)
-    q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e)
-    return lo_e, hi_e
-
-
-def covered_row(q: Query, y: str, lo: str, hi: str) -> str:
-    """Row column: 1.0 where ``lo <= y <= hi``, else 0.0."""
-    lo_e, hi_e = interval_bounds(q, lo, hi)
-    y_e = q.number(y)
-    return q.row(("covered", y, lo, hi), indicator((lo_e <= y_e) & (y_e <= hi_e)))
-
-
-def width_row(q: Query, lo: str, hi: str) -> str:
-    """Row column: ``hi - lo``."""
-    lo_e, hi_e = interval_bounds(q, lo, hi)
-    return q.row(("width", lo, hi), hi_e - lo_e)
 
 
 # ---------------------------------------------------------------------------
@@ -190,7 +168,7 @@ def _bin_by_starts(cells: nw.LazyFrame, keys: list[str], ref: TableRef, close: n
     A tie group goes to the bin of its start position ``before`` (rows of
     smaller width).  Bin ``k`` of ``_equal_count_bin`` starts at the position
     ``c_k = k * floor(n / M) + min(k, n % M)`` (the cut points of
-    :func:`~conformal_frames.stats.weighted_cut`); ``first<k>`` is the least
+    :func:`~conformal_frames.numerics.stats.weighted_cut`); ``first<k>`` is the least
     group start at or after ``c_k``.  As ``before`` (a row count) strictly
     increases with the width, a width is in bin ``k`` or above exactly when
     its ``before`` reaches ``first<k>``: the bins of the tie groups' starts,
@@ -229,7 +207,7 @@ def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None
     counts depend neither on row order nor on the backend nor on the coverage
     of the rows.  With ``weight`` (a row column; ``covered_col`` is then the
     weighted row ``w c``), positions are weights
-    (:func:`~conformal_frames.stats.weighted_cut`), rows of weight 0 take no
+    (:func:`~conformal_frames.numerics.stats.weighted_cut`), rows of weight 0 take no
     part, ``n<k>`` is the bin's rows and ``w<k>`` its weight.
     """
 
@@ -621,7 +599,7 @@ def hsic(y: str, lo: str, hi: str, *, kernel_sizes: tuple[float, float] = (1.0, 
     ``L_ij = exp(-(c_i - c_j)^2 / k1)`` on the coverage indicator ``c`` and
     ``H = I - 11^T / n``.  Since ``c`` is 0/1, ``trace(L H K H) =
     2 (1 - exp(-1/k1)) c~^T K c~`` with ``c~ = c - mean(c)``, a 1-D Gaussian
-    quadratic form computed by a box expansion (:mod:`conformal_frames.gauss`)
+    quadratic form computed by a box expansion (:mod:`conformal_frames.numerics.gauss`)
     in O(n) memory, never an n x n matrix.  Null for groups of one row.
 
     HSIC needs all rows of a group at once: it collects the width and

@@ -2,7 +2,7 @@
 
 Notation: a group of ``n`` rows (forecasts), observed value ``y``; quantile
 forecasts ``q_tau`` at levels ``tau`` (``quantiles={tau: column}``, see
-:mod:`~conformal_frames.forecast_inputs` for every accepted form and its
+:mod:`~conformal_frames.inputs.forecasts` for every accepted form and its
 checks); central intervals ``(lo_c, hi_c)`` at confidence levels ``c``.  The
 pinball (quantile) loss of one forecast is
 
@@ -28,23 +28,25 @@ from dataclasses import dataclass
 import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import check_boolean, checked, optional
-from conformal_frames.core import Metric, Query, TableRef, Weighting, stack, total
-from conformal_frames.forecast_inputs import (
+from conformal_frames.engine import Metric, Query, TableRef, Weighting, stack, total
+from conformal_frames.inputs.forecasts import (
     Intervals,
+    QuantileLevel,
     Quantiles,
     check_intervals,
     check_level_column,
     check_long_form,
     check_quantiles,
     is_close_level,
-    level_column_row,
+    level_tau,
     nesting_checks,
+    quantile_levels,
     quantile_rows,
     tail_level,
     value_row,
 )
-from conformal_frames.intervals import covered_row, interval_bounds, width_row
-from conformal_frames.stats import ratio, wilson_interval
+from conformal_frames.inputs.intervals import covered_row, interval_bounds, width_row
+from conformal_frames.numerics.stats import ratio, wilson_interval
 
 __all__ = ["interval_coverage", "pinball_loss", "quantile_coverage", "wis"]
 METHODS = list(__all__)
@@ -56,44 +58,15 @@ def _check_quantiles_long(value: object, name: str) -> Quantiles | str:
     return check_quantiles(value, name, long=True)
 
 
-# ---------------------------------------------------------------------------
-# levels: wide (a float per quantile column) or long (the level column)
-# ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Level:
-    """One quantile level of a metric: its quantile row and the level as row / group value."""
-
-    row: str
-    #: the level for row expressions: a float, or the level row's name (long form)
-    tau: float | str
-    #: the level per group (finalize): a float, or the group's level (long form, a by= key)
-    group_tau: float | nw.Expr
-
-
-def _levels(q: Query, quantiles: Quantiles | str, quantile_level: str | None, *, by_key: bool) -> list[_Level]:
-    if isinstance(quantiles, str):
-        assert quantile_level is not None  # checked by check_long_form
-        t = level_column_row(q, quantile_level, by_key=by_key)
-        return [_Level(value_row(q, quantiles), t, q.min(t))]
-    return [_Level(row, tau, tau) for tau, row in quantile_rows(q, quantiles)]
-
-
-def _tau(level: _Level) -> tuple[nw.Expr | float, list[str]]:
-    """The level in a row expression, and the row inputs it needs."""
-    if isinstance(level.tau, str):
-        return nw.col(level.tau), [level.tau]
-    return level.tau, []
-
-
-def pinball_row(q: Query, y: str, level: _Level) -> str:
+def pinball_row(q: Query, y: str, level: QuantileLevel) -> str:
     """Row column ``rho_tau(y, q_tau)`` (the quantile loss of one forecast)."""
-    tau, extra = _tau(level)
+    tau, extra = level_tau(level)
     d = nw.col(y) - nw.col(level.row)
     loss = tau * d.clip(lower_bound=0.0) + (1.0 - tau) * (-d).clip(lower_bound=0.0)
     return q.row(("pinball", y, level.row, level.tau), loss, inputs=[y, level.row, *extra])
 
 
-def _below_row(q: Query, y: str, level: _Level) -> str:
+def _below_row(q: Query, y: str, level: QuantileLevel) -> str:
     """Row column ``1[y <= q_tau]``."""
     return q.row(("below", y, level.row), (nw.col(y) <= nw.col(level.row)).cast(F64), inputs=[y, level.row])
 
@@ -127,7 +100,7 @@ def long_by_level(
     ``<name>_level<k>`` (``""`` for the level's main column); ``per_group``
     names the columns ``<name>_<c>`` common to every level (e.g. ``n_eff``),
     placed before ``n``.  Built by
-    :func:`~conformal_frames.core.stack`: a union of one select per level,
+    :func:`~conformal_frames.engine.stack`: a union of one select per level,
     one unpivot on Spark (where a union would run the query once per level).
     """
     parts = [
@@ -160,7 +133,7 @@ class PinballLoss(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y = value_row(q, self.y)
-        levels = _levels(q, self.quantiles, self.quantile_level, by_key=self.per_level)
+        levels = quantile_levels(q, self.quantiles, self.quantile_level, by_key=self.per_level)
         rows = [pinball_row(q, y, lv) for lv in levels]
         w = q.weighting(self.weights)
         if not self.per_level:  # one row column and one sum, whatever the number of levels
@@ -308,7 +281,7 @@ def pinball_loss(
 # ---------------------------------------------------------------------------
 # weighted interval score
 # ---------------------------------------------------------------------------
-def _wis_pairs(quantiles: Quantiles) -> tuple[str, list[tuple[float, str, str]]]:
+def wis_pairs(quantiles: Quantiles) -> tuple[str, list[tuple[float, str, str]]]:
     """The median column and the ``(tau, lower, upper)`` pairs of a symmetric quantile set."""
     levels = dict(quantiles)
     median = [c for t, c in quantiles if is_close_level(t, 0.5)]
@@ -357,14 +330,14 @@ class WIS(Metric):
             msg = "wis: median= is for intervals=; with quantiles= the median is the level 0.5"
             raise ValueError(msg)
         if self.quantiles is not None:
-            _wis_pairs(self.quantiles)
+            wis_pairs(self.quantiles)
 
     def _components(self, q: Query) -> tuple[str, str, str]:
         """Row columns: dispersion, overprediction, underprediction (each divided by K + 1/2)."""
         y = value_row(q, self.y)
         if self.quantiles is not None:
             quantile_rows(q, self.quantiles)  # the crossing checks
-            median, pairs = _wis_pairs(self.quantiles)
+            median, pairs = wis_pairs(self.quantiles)
         else:
             assert self.intervals is not None and self.median is not None
             for _, lo, hi in self.intervals:
@@ -492,7 +465,7 @@ class QuantileCoverage(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y = value_row(q, self.y)
-        levels = _levels(q, self.quantiles, self.quantile_level, by_key=True)
+        levels = quantile_levels(q, self.quantiles, self.quantile_level, by_key=True)
         w = q.weighting(self.weights)
         out: dict[str, nw.Expr | None] = {}
         deviations = []

@@ -34,9 +34,7 @@ import numpy as np
 
 from conformal_frames._renames import renamed
 from conformal_frames._validate import check_columns, check_level, check_positive_int
-from conformal_frames.calibration import binary_row
-from conformal_frames.conditional import Target, TargetMetric, _target
-from conformal_frames.core import (
+from conformal_frames.engine import (
     Cells,
     InvalidPolicy,
     Metric,
@@ -45,13 +43,15 @@ from conformal_frames.core import (
     TableRef,
     aggregate,
     evaluate_one,
-    level_row,
     no_weights,
     over,
     to_lazy,
 )
-from conformal_frames.sets import Label
-from conformal_frames.stats import ratio
+from conformal_frames.inputs.binary import binary_row
+from conformal_frames.inputs.levels import level_row
+from conformal_frames.inputs.sets import Label
+from conformal_frames.inputs.target import Target, TargetMetric, target
+from conformal_frames.numerics.stats import ratio
 
 __all__ = ["auarc", "auroc", "excess_risk_target_coverage"]
 #: factories that become ``.conformal`` methods (``excess_risk_target_coverage``
@@ -329,7 +329,7 @@ def excess_risk_target_coverage(
 
     A row is *covered* when ``lo <= y <= hi`` (intervals) or ``y`` is in its
     prediction set (``sets=`` and ``classes=``, as in
-    :mod:`conformal_frames.sets`).  A classifier (default
+    :mod:`conformal_frames.metrics.sets`).  A classifier (default
     ``HistGradientBoostingClassifier(random_state=seed)``, or a clone
     of ``model``) learns ``P(covered | features)`` with ``n_splits``-fold
     cross-validation (``KFold(shuffle=True, random_state=seed)``); the
@@ -408,7 +408,7 @@ def excess_risk_target_coverage(
         msg = "excess_risk_target_coverage needs scikit-learn: pip install 'conformal-frames[sklearn]'"
         raise ImportError(msg) from exc
     metric = ExcessRisk(
-        target=_target(y, lo, hi, sets, classes),
+        target=target(y, lo, hi, sets, classes),
         features=check_columns(features, "features"),
         level=check_level(confidence_level),
         model=model,

@@ -1,6 +1,6 @@
 """Calibration through recalibration: smooth ECE, CORP reliability, score decomposition.
 
-Binary setting as in :mod:`conformal_frames.calibration`: a score ``s`` in
+Binary setting as in :mod:`conformal_frames.metrics.calibration`: a score ``s`` in
 ``[0, 1]`` and a label ``y`` in ``{0, 1}`` per row (same checks, same
 invalid-row policy).  The three tools estimate the *recalibration function*
 ``s -> P(y = 1 | s)`` without bins:
@@ -16,7 +16,7 @@ invalid-row policy).  The three tools estimate the *recalibration function*
   miscalibration, discrimination and uncertainty from the same PAV fit.
 
 All three need the ordered rows of a group, which no SQL aggregation gives: a
-per-group numpy step of the engine (:meth:`conformal_frames.core.Query.per_group`).
+per-group numpy step of the engine (:meth:`conformal_frames.engine.Query.per_group`).
 They run on eager frames of every backend and stay lazy on polars LazyFrames
 (``map_batches``); a lazy DuckDB, PySpark or Dask frame raises
 ``NotImplementedError`` naming the backend and asking to collect first.
@@ -33,7 +33,7 @@ import numpy as np
 from scipy.optimize import isotonic_regression
 from scipy.signal import fftconvolve
 
-from conformal_frames import core
+from conformal_frames import engine
 from conformal_frames._validate import (
     check_column,
     check_positive_int,
@@ -42,8 +42,9 @@ from conformal_frames._validate import (
     checked,
     choice,
 )
-from conformal_frames.calibration import binary_row, brier, score_row
-from conformal_frames.core import GroupFn, Metric, Query, no_weights
+from conformal_frames.engine import GroupFn, InvalidPolicy, Metric, Query, no_weights
+from conformal_frames.inputs.binary import binary_row, score_row
+from conformal_frames.metrics.calibration import brier
 
 METHODS = ["smooth_ece", "score_decomposition"]
 #: functions of a frame that become ``.conformal`` methods
@@ -360,7 +361,7 @@ class ScoreDecomposition(Metric):
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         name = self.output_name
-        counts = [c for c in core.RESERVED if c in frame.collect_schema().names()]  # n, n_invalid, n_dropped
+        counts = [c for c in engine.RESERVED if c in frame.collect_schema().names()]  # n, n_invalid, n_dropped
         return frame.select(
             *keys, nw.col(name).alias("score"), *[nw.col(f"{name}_{c}").alias(c) for c in _DECOMPOSITION], *counts
         )
@@ -517,7 +518,7 @@ def corp_reliability(
     ci_level: float = 0.9,
     seed: int = 0,
     by: str | Sequence[str] | None = None,
-    invalid: core.InvalidPolicy | None = None,
+    invalid: InvalidPolicy | None = None,
 ) -> Any:
     """CORP reliability table: isotonic recalibration with a consistency band.
 
@@ -599,13 +600,13 @@ def corp_reliability(
     n_resamples = check_positive_int(n_resamples, "n_resamples", at_least=0)
     ci_level = check_probability(ci_level, "ci_level")
     seed = check_seed(seed)
-    lf, eager = core.to_lazy(frame)
-    keys = core.as_keys(by)
+    lf, eager = engine.to_lazy(frame)
+    keys = engine.as_keys(by)
     clash = [k for k in keys if k in (*_CORP_COLUMNS, y, score)]
     if clash:
         msg = f"group column {clash[0]!r} (by=) is the label or score column, or the name of a column of the corp_reliability table; rename it first"
         raise ValueError(msg)
-    cells = _cell_table(lf, y, score, keys, core.policy(invalid, eager), frame, by)
+    cells = _cell_table(lf, y, score, keys, engine.policy(invalid, eager), frame, by)
     run = _corp_finish(keys, n_resamples, ci_level, seed)
     if eager:
         return run(cells.collect().to_native())
@@ -626,14 +627,14 @@ def corp_reliability(
 
 
 def _cell_table(
-    lf: nw.LazyFrame, y: str, score: str, keys: list[str], policy: core.InvalidPolicy, frame: Any, by: Any
+    lf: nw.LazyFrame, y: str, score: str, keys: list[str], policy: InvalidPolicy, frame: Any, by: Any
 ) -> nw.LazyFrame:
     """Lazy cells (keys, score, n, label sum) after the invalid-row policy, sorted."""
     checks = [brier(y, score)]  # exactly the checks of the binary calibration metrics
     if policy == "drop":
-        lf = lf.filter(~core.invalid_mask(lf, checks, keys))
+        lf = lf.filter(~engine.invalid_mask(lf, checks, keys))
     else:
-        validity = core.compute(frame, checks, by, invalid=policy)  # "raise": raises here
+        validity = engine.compute(frame, checks, by, invalid=policy)  # "raise": raises here
     rows = lf.select(*keys, nw.col(y).cast(F64).alias("__cf_y"), nw.col(score).cast(F64).alias("score"))
     cells = rows.group_by(*keys, "score").agg(nw.len().alias("n"), nw.col("__cf_y").sum().alias("__cf_sy"))
     cells = cells.with_columns(nw.col("n").cast(nw.Int64))

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import complement
-from conformal_frames.brownian import with_normal_sf
-from conformal_frames.core import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, level_row, no_weights, over
-from conformal_frames.intervals import covered_row
+from conformal_frames.engine import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, no_weights, over
+from conformal_frames.inputs.intervals import covered_row
+from conformal_frames.inputs.levels import level_row
+from conformal_frames.numerics.brownian import with_normal_sf
 from conformal_frames.results import ChristoffersenTestResult, KupiecTestResult
 
 __all__ = ["christoffersen_test", "kupiec_test", "longest_miss_run"]

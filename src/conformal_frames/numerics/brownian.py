@@ -237,7 +237,7 @@ kuiper_cdf = brownian_range_cdf
 _MILLS_K = 4.0
 _MILLS_DEGREE = 24
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-_BIG = 1e6  # Phi_c(1e6) = 0 in double precision; avoids inf / inf
+BIG = 1e6  # Phi_c(1e6) = 0 in double precision; avoids inf / inf
 
 
 def _mills_coefficients() -> tuple[float, ...]:
@@ -256,7 +256,7 @@ def _mills_coefficients() -> tuple[float, ...]:
 _MILLS = _mills_coefficients()
 
 
-def _phi_c(a: nw.Expr, t: nw.Expr) -> nw.Expr:
+def phi_c(a: nw.Expr, t: nw.Expr) -> nw.Expr:
     """``Phi_c(a)`` for ``a`` in ``[0, 1e6]``, given ``t = (a - K)/(a + K)``.
 
     Pass column references: both are repeated.
@@ -267,7 +267,7 @@ def _phi_c(a: nw.Expr, t: nw.Expr) -> nw.Expr:
     return (-0.5 * a * a).exp() * _INV_SQRT_2PI * h / (a + _MILLS_K)
 
 
-def _t_of(a: nw.Expr) -> nw.Expr:
+def t_of(a: nw.Expr) -> nw.Expr:
     return (a - _MILLS_K) / (a + _MILLS_K)
 
 
@@ -280,8 +280,8 @@ def normal_sf_expr(z: nw.Expr) -> nw.Expr:
     Null stays null.  On SQL engines :func:`with_normal_sf` (same formula,
     intermediate columns) plans faster.
     """
-    a = z.abs().clip(upper_bound=_BIG)
-    q = _phi_c(a, _t_of(a))
+    a = z.abs().clip(upper_bound=BIG)
+    q = phi_c(a, t_of(a))
     return nw.when(~z.is_null()).then(nw.when(z >= 0.0).then(q).otherwise(1.0 - q))
 
 
@@ -318,8 +318,8 @@ def _sf_expr(x: nw.Expr, theta: nw.Expr, tail: nw.Expr) -> nw.Expr:
 
 
 def _tail_expr(x: nw.Expr, series: tuple[tuple[float, float], ...]) -> nw.Expr:
-    large = x.clip(lower_bound=_SWITCH, upper_bound=_BIG)
-    return nw.sum_horizontal(*[w * _phi_c(m * large, _t_of(m * large)) for m, w in series])
+    large = x.clip(lower_bound=_SWITCH, upper_bound=BIG)
+    return nw.sum_horizontal(*[w * phi_c(m * large, t_of(m * large)) for m, w in series])
 
 
 def max_abs_sf_expr(x: nw.Expr) -> nw.Expr:
@@ -346,9 +346,9 @@ def range_sf_expr(x: nw.Expr) -> nw.Expr:
 def with_normal_sf(frame: Any, z: str, out: str, tmp: str) -> Any:
     """Add column ``out = 1 - Phi(z)``; ``tmp`` prefixes scratch columns (dropped)."""
     a, t = f"{tmp}a", f"{tmp}t"
-    frame = frame.with_columns(nw.col(z).abs().clip(upper_bound=_BIG).alias(a))
-    frame = frame.with_columns(_t_of(nw.col(a)).alias(t))
-    q = _phi_c(nw.col(a), nw.col(t))
+    frame = frame.with_columns(nw.col(z).abs().clip(upper_bound=BIG).alias(a))
+    frame = frame.with_columns(t_of(nw.col(a)).alias(t))
+    q = phi_c(nw.col(a), nw.col(t))
     zc = nw.col(z)
     result = nw.when(~zc.is_null()).then(nw.when(zc >= 0.0).then(q).otherwise(1.0 - q))
     return frame.with_columns(result.alias(out)).drop(a, t)
@@ -361,12 +361,12 @@ def _with_sf(frame: Any, x: str, out: str, tmp: str, theta: nw.Expr, series: tup
     # null through _sf_expr): an all-null column may have no float dtype
     # (pyarrow-backed pandas), and numpy's exp rejects it
     frame = frame.with_columns(nw.col(x).fill_null(1.0).cast(nw.Float64).alias(xf))
-    frame = frame.with_columns(nw.col(xf).clip(lower_bound=_SWITCH, upper_bound=_BIG).alias(xl))
+    frame = frame.with_columns(nw.col(xf).clip(lower_bound=_SWITCH, upper_bound=BIG).alias(xl))
     zs = [f"{tmp}z{i}" for i in range(len(series))]
     ts = [f"{tmp}t{i}" for i in range(len(series))]
     frame = frame.with_columns(*[(m * nw.col(xl)).alias(z) for z, (m, _w) in zip(zs, series)])
-    frame = frame.with_columns(*[_t_of(nw.col(z)).alias(t) for z, t in zip(zs, ts)])
-    tail = nw.sum_horizontal(*[w * _phi_c(nw.col(z), nw.col(t)) for z, t, (_m, w) in zip(zs, ts, series)])
+    frame = frame.with_columns(*[t_of(nw.col(z)).alias(t) for z, t in zip(zs, ts)])
+    tail = nw.sum_horizontal(*[w * phi_c(nw.col(z), nw.col(t)) for z, t, (_m, w) in zip(zs, ts, series)])
     return frame.with_columns(_sf_expr(nw.col(x), theta, tail).alias(out)).drop(xl, xf, *zs, *ts)
 
 

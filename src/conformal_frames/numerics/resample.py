@@ -1,6 +1,6 @@
 """Deterministic Poisson(1) replicate weights from a hash of the row content.
 
-The bootstrap (:mod:`conformal_frames.bootstrap`) needs, for every row and
+The bootstrap (:mod:`conformal_frames.metrics.bootstrap`) needs, for every row and
 every replicate ``b``, a count ``w_b ~ Poisson(1)`` that is the same on every
 backend, for any row order and partitioning.  Narwhals has no hash expression,
 so the counts are computed with Float64 arithmetic on integers below ``2^52``
@@ -50,7 +50,7 @@ from collections.abc import Sequence
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames.core import Query, total
+from conformal_frames.engine import Query, total
 
 __all__ = ["POISSON_MAX", "poisson_thresholds", "replicate_constants", "replicate_weight_rows"]
 
@@ -160,7 +160,7 @@ def _chunks(q: Query, v: str) -> tuple[str, str]:
     return q.row(("boot_e", v), e, inputs=[v, w, code]), q.row(("boot_f", v), f, inputs=[v, w])
 
 
-def _clean(q: Query, column: str) -> str:
+def clean_row(q: Query, column: str) -> str:
     """Row column: the hashed value of ``column`` (Float64, missing/non-finite as 0)."""
     dtype = q.schema[column]
     expr = nw.col(column)
@@ -231,7 +231,7 @@ def replicate_weight_rows(
     columns (no repeated subexpressions), then the count.
     """
     hashed = [block] if block is not None else list(columns)
-    values = [_clean(q, c) for c in hashed]
+    values = [clean_row(q, c) for c in hashed]
     g = _row_hash(q, values, duplicates=block is None)
     g_col = nw.col(g)
     g_hi = q.row(("boot_ghi", g), (g_col / 65536.0).floor(), inputs=[g])

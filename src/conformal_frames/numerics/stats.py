@@ -12,7 +12,7 @@ from scipy.special import ndtri
 from conformal_frames._validate import check_probability
 
 if TYPE_CHECKING:
-    from conformal_frames.core import Weighting
+    from conformal_frames.engine import Weighting
 
 
 def wilson_interval(successes: nw.Expr, n: nw.Expr, confidence: float) -> tuple[nw.Expr, nw.Expr]:
@@ -44,7 +44,7 @@ def proportion(w: Weighting, hits: nw.Expr, ci_level: float) -> dict[str, nw.Exp
     """A (weighted) proportion ``hits / total`` with its Wilson interval.
 
     With weights the interval is taken at Kish's effective sample size
-    (:meth:`~conformal_frames.core.Weighting.binomial`) and ``n_eff`` is an
+    (:meth:`~conformal_frames.engine.Weighting.binomial`) and ``n_eff`` is an
     output too.
     """
     k, n = w.binomial(hits)

@@ -19,13 +19,13 @@ Modules: :mod:`~conformal_frames.report.plan` (which metrics apply),
 :mod:`~conformal_frames.report.tables` (the engine's result as tables),
 :mod:`~conformal_frames.report.summary`, :mod:`~conformal_frames.report.render`
 (text and HTML), :mod:`~conformal_frames.report.model` (:class:`Report`),
-:mod:`~conformal_frames.report.widths` (width quantiles, also used by the plots).
+:mod:`~conformal_frames._widths` (width quantiles, also used by the plots).
 """
 
 from __future__ import annotations
 
+from conformal_frames._widths import WIDTH_HISTOGRAM_BINS, WIDTH_QUANTILES
 from conformal_frames.report.build import report
 from conformal_frames.report.model import Report
-from conformal_frames.report.widths import WIDTH_HISTOGRAM_BINS, WIDTH_QUANTILES
 
 __all__ = ["WIDTH_HISTOGRAM_BINS", "WIDTH_QUANTILES", "Report", "report"]

@@ -7,13 +7,13 @@ from typing import Any, Literal
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames import core
+from conformal_frames import engine
 from conformal_frames._renames import renamed
+from conformal_frames._widths import collect
 from conformal_frames.report import plan as planning
 from conformal_frames.report.model import MAX_ROWS, MAX_SEGMENTS, Report
 from conformal_frames.report.summary import summarize
 from conformal_frames.report.tables import build_tables, invalid_causes, test_description, widths_table
-from conformal_frames.report.widths import collect
 
 
 def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[str]]:
@@ -71,7 +71,7 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[
 
 def _quantiles(options: dict[str, Any]) -> dict[float, str]:
     """``quantiles=`` checked (levels in (0, 1), distinct columns) as a dict."""
-    from conformal_frames.forecast_inputs import check_quantiles
+    from conformal_frames.inputs.forecasts import check_quantiles
 
     value = options["quantiles"]
     return {} if value is None else dict(check_quantiles(value))  # type: ignore[arg-type]
@@ -79,7 +79,7 @@ def _quantiles(options: dict[str, Any]) -> dict[float, str]:
 
 def _intervals(options: dict[str, Any]) -> dict[float, tuple[str, str]]:
     """``intervals=`` checked (levels in (0, 1), (lo, hi) pairs of distinct columns) as a dict."""
-    from conformal_frames.forecast_inputs import check_intervals
+    from conformal_frames.inputs.forecasts import check_intervals
 
     value = options["intervals"]
     return {} if value is None else {lv: (lo, hi) for lv, lo, hi in check_intervals(value)}
@@ -88,7 +88,7 @@ def _intervals(options: dict[str, Any]) -> dict[float, tuple[str, str]]:
 def _evaluate(base: Any, plan: planning.Plan) -> Report:
     families = plan.families()
     metrics = [m for ms in families.values() for m in ms]
-    result = core.compute(base, metrics, plan.keys or None, invalid=plan.invalid)
+    result = engine.compute(base, metrics, plan.keys or None, invalid=plan.invalid)
     wide = nw.maybe_reset_index(collect(result))
     tables = build_tables(wide, plan, families, base.collect_schema())
     if "intervals" in tables:

@@ -15,16 +15,16 @@ from typing import Any
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames import core
+from conformal_frames import engine
 from conformal_frames._validate import check_choice, check_probability
-from conformal_frames.calibration import brier, ece, ks_test, kuiper_test, reliability, spiegelhalter_test
-from conformal_frames.conditional import coverage_test
-from conformal_frames.distributions import crps, pit_histogram, pit_test
-from conformal_frames.intervals import coverage, hsic, ssc, ssc_score, width, winkler
-from conformal_frames.quantiles import _wis_pairs, interval_coverage, pinball_loss, quantile_coverage, wis
-from conformal_frames.recalibration import score_decomposition, smooth_ece
-from conformal_frames.report.widths import collect
-from conformal_frames.sets import empty_rate, set_coverage, set_size, singleton_rate
+from conformal_frames._widths import collect
+from conformal_frames.metrics.calibration import brier, ece, ks_test, kuiper_test, reliability, spiegelhalter_test
+from conformal_frames.metrics.conditional import coverage_test
+from conformal_frames.metrics.distributions import crps, pit_histogram, pit_test
+from conformal_frames.metrics.intervals import coverage, hsic, ssc, ssc_score, width, winkler
+from conformal_frames.metrics.quantiles import interval_coverage, pinball_loss, quantile_coverage, wis, wis_pairs
+from conformal_frames.metrics.recalibration import score_decomposition, smooth_ece
+from conformal_frames.metrics.sets import empty_rate, set_coverage, set_size, singleton_rate
 
 #: the alias of coverage_test's outputs, per family: they become the coverage columns
 COVERAGE_COLUMN = {"intervals": "coverage", "sets": "set_coverage"}
@@ -54,7 +54,7 @@ class Plan:
     n_calibration: int | None
     hsic: bool
     bounded_memory: bool
-    invalid: core.InvalidPolicy | None
+    invalid: engine.InvalidPolicy | None
     test_in_query: bool
     #: forecast columns (the forecast family): ``{level: column}`` and a Gaussian forecast
     quantiles: dict[float, str] | None = None
@@ -97,9 +97,9 @@ class Plan:
         }
         return {k: v for k, v in roles.items() if v is not None}
 
-    def families(self) -> dict[str, list[core.Metric]]:
+    def families(self) -> dict[str, list[engine.Metric]]:
         """The metrics of each family that applies (the display order)."""
-        out: dict[str, list[core.Metric]] = {}
+        out: dict[str, list[engine.Metric]] = {}
         if self.y is not None and self.lo is not None and self.hi is not None:
             out["intervals"] = self._intervals(self.y, self.lo, self.hi)
         if self.sets is not None and self.y is not None:
@@ -121,7 +121,7 @@ class Plan:
             out["forecast"] = self._forecast(self.y)
         return out
 
-    def _forecast(self, y: str) -> list[core.Metric]:
+    def _forecast(self, y: str) -> list[engine.Metric]:
         """Scores of quantile, interval and Gaussian forecasts (the Gaussian ones first, unprefixed).
 
         Gaussian and quantiles: CRPS, PIT test and PIT histogram (a long
@@ -132,7 +132,7 @@ class Plan:
         the long table ``interval_coverage`` (coverage, Wilson interval,
         width, Winkler per level).
         """
-        ms: list[core.Metric] = []
+        ms: list[engine.Metric] = []
         if self.mean is not None and self.std is not None:
             ms += [crps(y, mean=self.mean, std=self.std), pit_test(y, mean=self.mean, std=self.std)]
             ms.append(pit_histogram(y, mean=self.mean, std=self.std, n_bins=self.n_bins, ci_level=self.ci_level))
@@ -153,7 +153,7 @@ class Plan:
             ms.append(interval_coverage(y, intervals=self.intervals, ci_level=self.ci_level))
         return ms
 
-    def _coverage(self, family: str, y: str, **target: Any) -> core.Metric:
+    def _coverage(self, family: str, y: str, **target: Any) -> engine.Metric:
         """coverage_test (with a target, when it runs in the query) or plain coverage."""
         name = COVERAGE_COLUMN[family]
         if self.has_target and self.test_in_query:
@@ -170,7 +170,7 @@ class Plan:
             return coverage(y, target["lo"], target["hi"], ci_level=self.ci_level)
         return set_coverage(y, target["sets"], classes=target["classes"], ci_level=self.ci_level)
 
-    def _intervals(self, y: str, lo: str, hi: str) -> list[core.Metric]:
+    def _intervals(self, y: str, lo: str, hi: str) -> list[engine.Metric]:
         ms = [self._coverage("intervals", y, lo=lo, hi=hi), width(lo, hi)]
         if self.has_target:
             ms.append(winkler(y, lo, hi, confidence_level=self.confidence_level))  # type: ignore[arg-type]
@@ -180,7 +180,7 @@ class Plan:
             ms.append(hsic(y, lo, hi))
         return ms
 
-    def _sets(self, y: str, sets: str) -> list[core.Metric]:
+    def _sets(self, y: str, sets: str) -> list[engine.Metric]:
         classes = self.classes
         assert classes is not None  # filled from the data by the report when not given
         return [
@@ -193,10 +193,10 @@ class Plan:
 
 def has_wis_levels(quantiles: dict[float, str]) -> bool:
     """The levels hold the median and, for every level ``tau``, the level ``1 - tau`` (what WIS needs)."""
-    from conformal_frames.forecast_inputs import check_quantiles
+    from conformal_frames.inputs.forecasts import check_quantiles
 
     try:
-        _wis_pairs(check_quantiles(quantiles))  # type: ignore[arg-type]
+        wis_pairs(check_quantiles(quantiles))  # type: ignore[arg-type]
     except ValueError:
         return False
     return True
@@ -312,9 +312,9 @@ def distinct_labels(frame: Any, y: str) -> list[Any]:
 def as_frame(frame: Any) -> nw.DataFrame | nw.LazyFrame:
     if isinstance(frame, (nw.DataFrame, nw.LazyFrame)):
         return frame
-    core.to_lazy(frame)  # the core's clear TypeError for series and non-frames
+    engine.to_lazy(frame)  # the core's clear TypeError for series and non-frames
     return nw.from_native(frame)
 
 
 def names_of(by: str | Sequence[str] | None) -> list[str]:
-    return core.as_keys(by)
+    return engine.as_keys(by)

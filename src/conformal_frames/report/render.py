@@ -16,8 +16,8 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames._widths import floats
 from conformal_frames.report.summary import plain
-from conformal_frames.report.widths import floats
 
 TITLES = {
     "intervals": "Interval metrics per group",

@@ -14,10 +14,10 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames import core
-from conformal_frames.conditional import benjamini_hochberg, coverage_pvalues, holm
+from conformal_frames import engine
+from conformal_frames._widths import collect, floats, widths_histogram, widths_query
+from conformal_frames.metrics.conditional import benjamini_hochberg, coverage_pvalues, holm
 from conformal_frames.report.plan import COVERAGE_COLUMN, Plan
-from conformal_frames.report.widths import collect, floats, widths_histogram, widths_query
 
 #: the engine's per-group counts of invalid rows, by policy
 INVALID_COUNTS = ("n_invalid", "n_dropped")
@@ -45,7 +45,9 @@ PER_BIN = ("ssc", "reliability", "pit_histogram", "quantile_pit_histogram")
 FORECAST_RENAMES = {"quantile_coverage": "quantile_coverage_mad"}
 
 
-def build_tables(wide: nw.DataFrame, plan: Plan, families: dict[str, list[core.Metric]], schema: Any) -> dict[str, Any]:
+def build_tables(
+    wide: nw.DataFrame, plan: Plan, families: dict[str, list[engine.Metric]], schema: Any
+) -> dict[str, Any]:
     """Family tables (``intervals``, ``ssc``, ``sets``, ``calibration``, ``decomposition``, ``reliability``,
     ``forecast``, ``pit_histogram``, ``quantile_pit_histogram``, ``quantile_coverage``, ``interval_coverage``)."""
     keys = plan.keys
@@ -117,7 +119,7 @@ def _test_from_counts(t: nw.DataFrame, plan: Plan, cov: str) -> nw.DataFrame:
     )
 
 
-def invalid_causes(base: Any, metrics: list[core.Metric], keys: list[str]) -> list[str]:
+def invalid_causes(base: Any, metrics: list[engine.Metric], keys: list[str]) -> list[str]:
     """Each check that rows fail, in the evaluation's own words, with its row count.
 
     One more aggregation over the data, run only when a report has invalid
@@ -125,10 +127,10 @@ def invalid_causes(base: Any, metrics: list[core.Metric], keys: list[str]) -> li
     0 and 1 in 3 rows"``), as an eager evaluation would raise them.
     """
     lf = base.lazy() if isinstance(base, nw.DataFrame) else base
-    q, _ = core._plan(lf.collect_schema(), metrics, keys)  # the checks only: no query to build
+    q, _ = engine.plan._plan(lf.collect_schema(), metrics, keys)  # the checks only: no query to build
     if not q.checks:
         return []
-    sums = collect(core.check_count_query(lf, q))
+    sums = collect(engine.check_count_query(lf, q))
     out = []
     for message, check in q.checks.items():
         count = int(sums.item(0, check.row) or 0)

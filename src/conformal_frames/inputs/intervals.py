@@ -1,0 +1,35 @@
+"""Interval bounds: the one reader of a ``(lo, hi)`` pair and of ``lo <= y <= hi``.
+
+Rows with ``lo > hi`` are invalid (never counted as covered nor as a negative width).
+"""
+
+from __future__ import annotations
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames.engine import Query, indicator
+
+__all__ = ["covered_row", "interval_bounds", "width_row"]
+
+
+# ---------------------------------------------------------------------------
+# shared row-level statistics
+# ---------------------------------------------------------------------------
+def interval_bounds(q: Query, lo: str, hi: str) -> tuple[nw.Expr, nw.Expr]:
+    """Validated bounds; rows with ``lo > hi`` are invalid."""
+    lo_e, hi_e = q.number(lo), q.number(hi)
+    q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e)
+    return lo_e, hi_e
+
+
+def covered_row(q: Query, y: str, lo: str, hi: str) -> str:
+    """Row column: 1.0 where ``lo <= y <= hi``, else 0.0."""
+    lo_e, hi_e = interval_bounds(q, lo, hi)
+    y_e = q.number(y)
+    return q.row(("covered", y, lo, hi), indicator((lo_e <= y_e) & (y_e <= hi_e)))
+
+
+def width_row(q: Query, lo: str, hi: str) -> str:
+    """Row column: ``hi - lo``."""
+    lo_e, hi_e = interval_bounds(q, lo, hi)
+    return q.row(("width", lo, hi), hi_e - lo_e)

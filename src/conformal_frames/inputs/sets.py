@@ -1,0 +1,350 @@
+"""Prediction sets: the one reader of a set column and of a label against it.
+
+A prediction set is a list column of labels (a native list, an Arrow list, or
+a pandas object column of lists, tuples, sets or arrays, converted to an Arrow
+list internally) or one Boolean membership column per class with
+``classes=``.  Without ``classes=`` the labels come from the data (a sub-query
+explodes the lists once).  A list is read as a set: a repeated label counts
+once and a missing (null) element is no label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import narwhals.stable.v2 as nw
+import numpy as np
+
+from conformal_frames._validate import (
+    check_classes,
+    check_sets,
+    checked,
+    optional,
+    validate_fields,
+)
+from conformal_frames.engine import Metric, Query, TableFn, TableRef, aggregate, total
+
+__all__ = [
+    "Label",
+    "SetMetric",
+    "SetSpec",
+    "arrow_lists",
+    "data_label_counts",
+    "label_exprs",
+    "membership_exprs",
+    "set_covered_row",
+    "set_key",
+    "set_spec",
+    "size_indicator",
+    "size_row",
+]
+
+Label = int | str
+
+
+# ---------------------------------------------------------------------------
+# validation of the set representation (at construction, no data needed)
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SetSpec:
+    """A prediction-set representation: a list column or membership columns."""
+
+    sets: str | tuple[str, ...] = checked(check_sets)
+    #: ``None``: a list column whose labels come from the data
+    classes: tuple[Label, ...] | None = checked(optional(check_classes))
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+
+    @property
+    def is_list(self) -> bool:
+        return isinstance(self.sets, str)
+
+    @property
+    def k(self) -> int:
+        assert self.classes is not None
+        return len(self.classes)
+
+
+def set_spec(sets: Any, classes: Any, *, need_classes: str | None = None) -> SetSpec:
+    """Validate ``sets`` / ``classes`` of a set metric factory.
+
+    ``classes`` may be ``None`` with a list column, unless ``need_classes``
+    (the reason, for the error message) says the metric needs them.
+    """
+    sets = check_sets(sets)
+    if classes is None and isinstance(sets, str):
+        if need_classes is not None:
+            msg = f"classes= is required with the list column {sets!r}: {need_classes}"
+            raise ValueError(msg)
+        return SetSpec(sets, None)
+    labels = check_classes(classes)
+    if isinstance(sets, str):
+        return SetSpec(sets, labels)
+    if len(sets) != len(labels):
+        msg = (
+            f"mismatched classes and membership columns: {len(sets)} columns "
+            f"{list(sets)!r} but {len(labels)} classes {list(labels)!r}"
+        )
+        raise ValueError(msg)
+    return SetSpec(sets, labels)
+
+
+def _label_kind_ok(dtype: Any, classes: tuple[Label, ...]) -> bool:
+    if isinstance(classes[0], str):
+        return dtype == nw.String or dtype == nw.Categorical or dtype == nw.Enum
+    return dtype.is_integer() or dtype.is_numeric()
+
+
+# ---------------------------------------------------------------------------
+# row-level expressions shared by set metrics (and conditional coverage)
+# ---------------------------------------------------------------------------
+def membership_exprs(q: Query, spec: SetSpec) -> list[nw.Expr]:
+    """Float64 0/1 expression per class: is class ``k`` in the row's set."""
+    assert spec.classes is not None
+    if spec.is_list:
+        name = spec.sets
+        assert isinstance(name, str)
+        col = q.column(name)
+        dtype = q.schema[name]
+        if not isinstance(dtype, nw.List):
+            msg = (
+                f"set column {name!r} must be a list column of labels, found dtype {dtype}; "
+                "alternatively pass one boolean membership column per class with classes="
+            )
+            raise TypeError(msg)
+        inner_ok = _label_kind_ok(dtype.inner, spec.classes)
+        if isinstance(spec.classes[0], int):  # list.contains needs an integer list for integer labels
+            inner_ok = dtype.inner.is_integer()
+        if not inner_ok:
+            msg = f"set column {name!r} holds {dtype.inner} labels but classes are {list(spec.classes)!r}"
+            raise TypeError(msg)
+        mem = [col.list.contains(c).cast(nw.Float64) for c in spec.classes]
+        q.check(f"set column {name!r} has missing values", col.is_null())
+        q.check(
+            f"set column {name!r} has labels not among classes {list(spec.classes)!r} (or repeated labels)",
+            col.list.len().cast(nw.Float64) != total(mem),
+        )
+        return mem
+    mem = []
+    for name in spec.sets:
+        col = q.column(name)
+        dtype = q.schema[name]
+        if dtype != nw.Boolean:
+            msg = f"membership column {name!r} must be boolean, found dtype {dtype}; cast it (e.g. col == 1) first"
+            raise TypeError(msg)
+        q.check(f"membership column {name!r} has missing values", col.is_null())
+        mem.append(col.cast(nw.Float64))
+    return mem
+
+
+def label_exprs(q: Query, y: str, classes: tuple[Label, ...]) -> list[nw.Expr]:
+    """Float64 0/1 expression per class: ``y == c_k`` (0 where ``y`` is missing).
+
+    ``y`` may also be a group key (``by=`` the label: label-conditional metrics).
+    """
+    col = nw.col(y) if y in q.keys else q.column(y)
+    dtype = q.schema[y]
+    if not _label_kind_ok(dtype, classes):
+        msg = f"label column {y!r} has dtype {dtype} but classes are {list(classes)!r}"
+        raise TypeError(msg)
+    missing = col.is_null()
+    if dtype.is_float():
+        missing = missing | col.is_nan()
+    eq = [(col == c).cast(nw.Float64).fill_null(0.0) for c in classes]
+    q.check(f"label column {y!r} has missing values", missing)
+    q.check(
+        f"label column {y!r} has labels not among classes {list(classes)!r}",
+        (total(eq) == 0.0) & ~missing,
+        example=col.cast(nw.String) if dtype == nw.Categorical or dtype == nw.Enum else col,
+    )
+    return eq
+
+
+def set_key(spec: SetSpec) -> Hashable:
+    return (spec.sets, spec.classes)
+
+
+def size_row(q: Query, spec: SetSpec) -> str:
+    """Row column: the set size ``|C_i|`` (Float64)."""
+    return q.row(("set_size", set_key(spec)), total(membership_exprs(q, spec)))
+
+
+def set_covered_row(q: Query, y: str, spec: SetSpec) -> str:
+    """Row column: 1.0 where the true label is in the set, else 0.0."""
+    mem = membership_exprs(q, spec)
+    assert spec.classes is not None
+    eq = label_exprs(q, y, spec.classes)
+    return q.row(("set_covered", y, set_key(spec)), total([e * m for e, m in zip(eq, mem)]))
+
+
+def size_indicator(q: Query, spec: SetSpec, lo: int, hi: int) -> str:
+    size = total(membership_exprs(q, spec))
+    return q.row(("set_size_in", set_key(spec), lo, hi), ((size >= lo) & (size <= hi)).cast(nw.Float64))
+
+
+# ---------------------------------------------------------------------------
+# pandas columns of Python lists (dtype object)
+# ---------------------------------------------------------------------------
+def _as_list(value: Any) -> list[Any] | bool | None:
+    """The labels of one object cell; ``None`` if missing; ``False`` if not a list."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    try:
+        import pandas as pd
+
+        if value is pd.NA:
+            return None
+    except ImportError:  # pragma: no cover
+        pass
+    return False
+
+
+def _arrow_list(values: list[Any], name: str) -> Any:
+    import pyarrow as pa
+
+    cells = [_as_list(v) for v in values]
+    bad = [i for i, c in enumerate(cells) if c is False]
+    if bad:
+        example = values[bad[0]]
+        rows = f"{len(bad)} row{'s' if len(bad) != 1 else ''}"
+        msg = (
+            f"set column {name!r} (dtype object) holds values that are not lists of labels in {rows}, "
+            f"e.g. {example!r} ({type(example).__name__}); expected lists, tuples, sets or numpy arrays"
+        )
+        raise TypeError(msg)
+    try:
+        arr = pa.array(cells)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        msg = f"set column {name!r} mixes label types ({exc}); use labels of one kind (all integers or all strings)"
+        raise TypeError(msg) from exc
+    if pa.types.is_null(arr.type):
+        arr = pa.array(cells, type=pa.list_(pa.null()))
+    return arr
+
+
+def arrow_lists(frame: nw.LazyFrame, names: Sequence[str]) -> nw.LazyFrame:
+    """Pandas ``object`` columns of Python lists (``names``) as Arrow list columns.
+
+    Tuples, sets and numpy arrays are lists too; missing cells stay missing.
+    Returns a new frame (the caller's frame is not modified); other backends
+    and other dtypes pass through.
+    """
+    if not frame.implementation.is_pandas_like():
+        return frame
+    schema = frame.collect_schema()
+    todo = [n for n in names if n in schema and schema[n] == nw.Object]
+    if not todo:
+        return frame
+    import pandas as pd
+
+    native = frame.to_native()
+    new = {
+        n: pd.Series(pd.arrays.ArrowExtensionArray(_arrow_list(native[n].tolist(), n)), index=native.index)
+        for n in todo
+    }
+    return nw.from_native(native.assign(**new)).lazy()
+
+
+# ---------------------------------------------------------------------------
+# list columns without classes: labels from the data (one explode sub-query)
+# ---------------------------------------------------------------------------
+def _list_column(q: Query, name: str) -> nw.Expr:
+    """The list column ``name``, checked to be a list column."""
+    col = q.column(name)
+    dtype = q.schema[name]
+    if not isinstance(dtype, nw.List):
+        msg = (
+            f"set column {name!r} must be a list column of labels, found dtype {dtype}; "
+            "alternatively pass one boolean membership column per class with classes="
+        )
+        raise TypeError(msg)
+    q.check(f"set column {name!r} has missing values", col.is_null())
+    return col
+
+
+def _same_kind(label: Any, inner: Any) -> bool:
+    if inner == nw.Unknown:  # e.g. every list empty
+        return True
+    strings = (nw.String, nw.Categorical, nw.Enum)
+    return any(label == t for t in strings) == any(inner == t for t in strings) and (
+        label.is_numeric() == inner.is_numeric()
+    )
+
+
+def _data_label_row(q: Query, y: str, inner: Any) -> str:
+    """Row column of the true label, compared with the list elements."""
+    col = nw.col(y) if y in q.keys else q.column(y)
+    dtype = q.schema[y]
+    if not _same_kind(dtype, inner):
+        msg = f"label column {y!r} has dtype {dtype} but the sets hold {inner} labels"
+        raise TypeError(msg)
+    missing = col.is_null() | col.is_nan() if dtype.is_float() else col.is_null()
+    q.check(f"label column {y!r} has missing values", missing)
+    if dtype == nw.Categorical or dtype == nw.Enum:
+        col = col.cast(nw.String)
+    return q.row(("set_label", y), col)
+
+
+def _explode_table(lst: str, order: str, label: str | None, weight: str | None = None) -> TableFn:
+    """Per group: rows whose set holds the label, distinct labels, singletons, non-empty sets.
+
+    Each row gets an id (unique; its order does not matter), the lists are
+    exploded once, null elements dropped, and the elements counted per row,
+    then per group.  Rows with an empty set have no element and only count in
+    the main aggregation's ``n``.  With ``weight`` (a row column), every
+    per-row count is multiplied by the row's weight before the group sums.
+    """
+
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        e, o, y, rid, hit, d, one, ne = (ref.name(x) for x in ("e", "o", "y", "rid", "hit", "d", "one", "ne"))
+        wt = ref.name("w")
+        cols: list[nw.Expr | str] = [*keys, nw.col(lst).alias(e), nw.col(order).alias(o)]
+        cols += [nw.col(label).alias(y)] if label else []
+        cols += [nw.col(weight).alias(wt)] if weight else []
+        r = rows.select(*cols).with_row_index(rid, order_by=[o]).explode(e).filter(~nw.col(e).is_null())
+        aggs = [nw.col(e).n_unique().alias(d), *([nw.col(wt).max()] if weight else [])]
+        if label:
+            r = r.with_columns((nw.col(e) == nw.col(y)).cast(nw.Float64).fill_null(0.0).alias(hit))
+            aggs.append(nw.col(hit).max().alias(hit))
+        per = r.group_by(*keys, rid).agg(*aggs)
+        per = per.with_columns(nw.col(d).cast(nw.Float64), (nw.col(d) == 1).cast(nw.Float64).alias(one))
+        if weight:
+            per = per.with_columns(*[(nw.col(c) * nw.col(wt)).alias(c) for c in (d, one, *([hit] if label else []))])
+        count = nw.col(wt).sum().alias(ne) if weight else nw.len().alias(ne)
+        sums = [nw.col(d).sum(), nw.col(one).sum(), count, *([nw.col(hit).sum()] if label else [])]
+        out = aggregate(per, keys, sums)
+        return out.with_columns(nw.col(ne).cast(nw.Float64))
+
+    return build
+
+
+def data_label_counts(q: Query, spec: SetSpec, y: str | None, weight: str | None = None) -> dict[str, nw.Expr]:
+    """Per-group sums of a list column without classes: ``hits`` (with ``y``),
+    ``size`` (distinct labels), ``singletons`` and ``nonempty`` rows (each row
+    counted with its ``weight``, a row column, when given)."""
+    assert isinstance(spec.sets, str)
+    col = _list_column(q, spec.sets)
+    lst = q.row(("set_list", spec.sets), col)
+    order = q.row(("set_len", spec.sets), col.list.len().cast(nw.Float64))
+    label = _data_label_row(q, y, q.schema[spec.sets].inner) if y is not None else None
+    t = q.table(("set_explode", lst, label, weight), _explode_table(lst, order, label, weight))
+    names = {"size": "d", "singletons": "one", "nonempty": "ne", **({"hits": "hit"} if label else {})}
+    return {k: t.col(v).fill_null(0.0) for k, v in names.items()}
+
+
+class SetMetric(Metric):
+    """A metric of prediction sets: a pandas list column of dtype object is converted first."""
+
+    spec: SetSpec
+
+    def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
+        return arrow_lists(frame, [self.spec.sets] if isinstance(self.spec.sets, str) else [])
