@@ -861,7 +861,7 @@ def test_docs_page_lists_every_case() -> None:
 # ---------------------------------------------------------------------------
 def _report_untested(constructor: Any) -> None:
     """One invalid row: eager raises; lazy (and invalid="null") names the untested group."""
-    from conformal_frames.report import report
+    from conformal_frames.reporting import report
 
     frame = constructor(replaced("y", None, row=1))
     before = _snapshot(frame)

@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from conformal_frames import plots  # noqa: E402  # noqa: E402
-from conformal_frames.report import report  # noqa: E402
+from conformal_frames.reporting import report  # noqa: E402
 
 
 def _fifty(n: int = 6000, seed: int = 0) -> dict[str, np.ndarray]:

@@ -345,7 +345,7 @@ def test_report_has_smooth_ece_and_the_decomposition_where_they_run():
     import polars as pl
     from polars.testing import assert_frame_equal
 
-    from conformal_frames.report import report
+    from conformal_frames.reporting import report
 
     d = random_binary(3, n=400)
     rep = report(pl.DataFrame(d).lazy(), y="y", score="s", by="g")

@@ -11,7 +11,7 @@ from scipy.stats import binom, false_discovery_control
 
 import conformal_frames as cf
 from conformal_frames.metrics.conditional import holm
-from conformal_frames.report import Report, report
+from conformal_frames.reporting import Report, report
 
 
 def _data(n_per: int = 200, seed: int = 0) -> dict[str, list]:
@@ -298,7 +298,7 @@ def test_bounded_memory_mode() -> None:
     """No SSC; width quantiles from 512-bin histograms, within one bin of the exact ones."""
     import polars as pl
 
-    from conformal_frames.report import WIDTH_HISTOGRAM_BINS
+    from conformal_frames.reporting import WIDTH_HISTOGRAM_BINS
 
     rng = np.random.default_rng(7)
     n = 20_000

@@ -14,8 +14,9 @@ Metric families (one module each): :mod:`~conformal_frames.metrics.intervals`,
 
 from __future__ import annotations
 
+from typing import Any
+
 from conformal_frames.engine import Metric, evaluate
-from conformal_frames.merge import finalize, merge_summaries, rolling, summarize
 from conformal_frames.metrics.bootstrap import bootstrap, bootstrap_difference
 from conformal_frames.metrics.calibration import (
     brier,
@@ -46,6 +47,7 @@ from conformal_frames.metrics.recalibration import corp_reliability, score_decom
 from conformal_frames.metrics.sequential import christoffersen_test, kupiec_test, longest_miss_run
 from conformal_frames.metrics.sets import empty_rate, set_coverage, set_size, set_ssc, set_ssc_score, singleton_rate
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
+from conformal_frames.reporting import Report, report
 from conformal_frames.results import (
     ChristoffersenTestResult,
     CoverageTestResult,
@@ -57,8 +59,20 @@ from conformal_frames.results import (
     SpiegelhalterTestResult,
     TestResult,
 )
+from conformal_frames.summaries import finalize, merge_summaries, rolling, summarize
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """``cf.plots``: imported on first use (matplotlib stays an optional extra)."""
+    if name == "plots":
+        import importlib
+
+        return importlib.import_module("conformal_frames.plots")
+    msg = f"module 'conformal_frames' has no attribute {name!r}"
+    raise AttributeError(msg)
+
 
 __all__ = [
     "ChristoffersenTestResult",
@@ -70,6 +84,7 @@ __all__ = [
     "KupiecTestResult",
     "Metric",
     "PITTestResult",
+    "Report",
     "SpiegelhalterTestResult",
     "TestResult",
     "auarc",
@@ -113,6 +128,7 @@ __all__ = [
     "pit_test",
     "quantile_coverage",
     "reliability",
+    "report",
     "rolling",
     "score_decomposition",
     "set_coverage",

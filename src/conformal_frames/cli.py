@@ -259,7 +259,7 @@ def _flag(role: str) -> str:
 
 def _check_arguments(args: argparse.Namespace, schema: Any, by: list[str]) -> None:
     """Roles and columns, in the CLI's own words (before any work is done)."""
-    from conformal_frames.report import plan
+    from conformal_frames.reporting import plan
 
     try:
         forecast = {"quantiles": args.quantiles, "intervals": args.intervals, "mean": args.mean, "std": args.std}
@@ -294,7 +294,7 @@ def _text_columns_hint(schema: Any, args: argparse.Namespace, fmt: str) -> str:
 def _evaluate(args: argparse.Namespace, lf: Any, fmt: str, by: list[str], bounded: bool) -> Any:
     import narwhals.stable.v2 as nw
 
-    from conformal_frames.report import report
+    from conformal_frames.reporting import report
 
     try:
         return report(
@@ -332,7 +332,7 @@ def _evaluate(args: argparse.Namespace, lf: Any, fmt: str, by: list[str], bounde
 
 
 def _groups_text(groups: list[dict[str, Any]], limit: int = 5) -> str:
-    from conformal_frames.report.render import label
+    from conformal_frames.reporting.render import label
 
     names = "; ".join(label(g["group"]) for g in groups[:limit])
     return names + (f"; and {len(groups) - limit:,} more" if len(groups) > limit else "")
@@ -340,7 +340,7 @@ def _groups_text(groups: list[dict[str, Any]], limit: int = 5) -> str:
 
 def _verdict(rep: Any, args: argparse.Namespace) -> int:
     """The exit code, with one ``conformal-frames: error:`` line when it is not 0."""
-    from conformal_frames.report.render import plural
+    from conformal_frames.reporting.render import plural
 
     s = rep.summary
     untested, bad = s.get("untested") or [], s.get("invalid_rows", 0)
@@ -401,7 +401,7 @@ def _run_report(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from conformal_frames.demo import demo_data
-    from conformal_frames.report import report
+    from conformal_frames.reporting import report
 
     data = demo_data(n=args.rows, seed=args.seed)
     try:

@@ -3,7 +3,7 @@
 Every metric factory of the families (``METHODS`` of each module) becomes a
 method with the factory's own parameters plus ``by=`` and ``invalid=``, its
 full docstring and a true signature (``inspect.signature``, ``help()``).
-Functions of a frame (``FRAME_METHODS``, and :func:`~conformal_frames.report.report`)
+Functions of a frame (``FRAME_METHODS``, and :func:`~conformal_frames.reporting.report`)
 become methods that pass the namespace's frame.  For IDEs and type checkers
 the methods are spelled out in ``namespace.pyi``, generated from this module by
 ``python -m conformal_frames._stub`` and checked against it by the tests.
@@ -30,7 +30,7 @@ from conformal_frames.metrics import (
     sequential,
     sets,
 )
-from conformal_frames.report import report
+from conformal_frames.reporting import report
 
 __all__ = ["ConformalNamespace", "add_metrics", "conformal", "register_accessors"]
 

@@ -12,7 +12,7 @@ from conformal_frames.metrics.comparison import Loss
 from conformal_frames.metrics.distributions import Estimator
 from conformal_frames.metrics.recalibration import ScoringRule
 from conformal_frames.metrics.sets import Label
-from conformal_frames.report.build import Report
+from conformal_frames.reporting.build import Report
 
 __all__ = ["ConformalNamespace", "add_metrics", "conformal", "register_accessors"]
 

@@ -3,7 +3,7 @@
 Every function takes a frame (any backend narwhals supports) and either the
 column names of the raw data (``y=``, ``lo=``, ``hi=``, ...), in which case the
 needed aggregates are computed with the library first, or an already
-aggregated table (a :class:`~conformal_frames.report.Report` table, or the
+aggregated table (a :class:`~conformal_frames.reporting.Report` table, or the
 output of the matching metric).  Each accepts ``ax=`` (an existing matplotlib
 Axes) and returns the Axes it drew on (``ax.figure`` is the Figure).  Only
 aggregated tables are collected, never the raw rows.
@@ -676,7 +676,7 @@ def _report_coverage_table(rep: Any) -> nw.DataFrame | None:
 
 
 def report_figures(rep: Any) -> dict[str, Any]:
-    """All applicable plots of a :class:`~conformal_frames.report.Report`.
+    """All applicable plots of a :class:`~conformal_frames.reporting.Report`.
 
     At most ``rep.max_segments`` segments per plot, the same ones in every
     plot (the lowest by the under-coverage test).  With a column of levels,

@@ -9,8 +9,8 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._widths import floats
-from conformal_frames.report.plan import COVERAGE_COLUMN
-from conformal_frames.report.tables import INVALID_COUNTS, PER_BIN, PER_LEVEL
+from conformal_frames.reporting.plan import COVERAGE_COLUMN
+from conformal_frames.reporting.tables import INVALID_COUNTS, PER_BIN, PER_LEVEL
 
 
 def plain(v: Any) -> Any:

@@ -14,9 +14,9 @@ from typing import Any
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames.report import render
-from conformal_frames.report.summary import main_family, plain
-from conformal_frames.report.tables import PER_BIN, PER_LEVEL
+from conformal_frames.reporting import render
+from conformal_frames.reporting.summary import main_family, plain
+from conformal_frames.reporting.tables import PER_BIN, PER_LEVEL
 
 #: groups shown in text and HTML tables by default (``Report.max_rows``)
 MAX_ROWS = 50
@@ -30,7 +30,7 @@ _PER_LEVEL = PER_LEVEL
 
 @dataclass
 class Report:
-    """The result of :func:`~conformal_frames.report.report`.
+    """The result of :func:`~conformal_frames.reporting.report`.
 
     Attributes
     ----------

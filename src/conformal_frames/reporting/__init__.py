@@ -15,17 +15,17 @@ are the metrics' own long tables).  Only aggregated tables (one row per
 group, or per group and bin) are collected: the raw rows never leave the
 engine, so a report over a lazily scanned file larger than memory works.
 
-Modules: :mod:`~conformal_frames.report.plan` (which metrics apply),
-:mod:`~conformal_frames.report.tables` (the engine's result as tables),
-:mod:`~conformal_frames.report.summary`, :mod:`~conformal_frames.report.render`
-(text and HTML), :mod:`~conformal_frames.report.model` (:class:`Report`),
+Modules: :mod:`~conformal_frames.reporting.plan` (which metrics apply),
+:mod:`~conformal_frames.reporting.tables` (the engine's result as tables),
+:mod:`~conformal_frames.reporting.summary`, :mod:`~conformal_frames.reporting.render`
+(text and HTML), :mod:`~conformal_frames.reporting.model` (:class:`Report`),
 :mod:`~conformal_frames._widths` (width quantiles, also used by the plots).
 """
 
 from __future__ import annotations
 
 from conformal_frames._widths import WIDTH_HISTOGRAM_BINS, WIDTH_QUANTILES
-from conformal_frames.report.build import report
-from conformal_frames.report.model import Report
+from conformal_frames.reporting.build import report
+from conformal_frames.reporting.model import Report
 
 __all__ = ["WIDTH_HISTOGRAM_BINS", "WIDTH_QUANTILES", "Report", "report"]

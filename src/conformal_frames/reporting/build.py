@@ -10,10 +10,10 @@ import narwhals.stable.v2 as nw
 from conformal_frames import engine
 from conformal_frames._renames import renamed
 from conformal_frames._widths import collect
-from conformal_frames.report import plan as planning
-from conformal_frames.report.model import MAX_ROWS, MAX_SEGMENTS, Report
-from conformal_frames.report.summary import summarize
-from conformal_frames.report.tables import build_tables, invalid_causes, test_description, widths_table
+from conformal_frames.reporting import plan as planning
+from conformal_frames.reporting.model import MAX_ROWS, MAX_SEGMENTS, Report
+from conformal_frames.reporting.summary import summarize
+from conformal_frames.reporting.tables import build_tables, invalid_causes, test_description, widths_table
 
 
 def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[str]]:
@@ -231,7 +231,7 @@ def report(
     Examples
     --------
     >>> import polars as pl
-    >>> from conformal_frames.report import report
+    >>> from conformal_frames.reporting import report
     >>> df = pl.DataFrame({"seg": ["a"] * 50 + ["b"] * 50,
     ...                    "y": [0.5] * 100,
     ...                    "lo": [0.0] * 50 + [0.0] * 30 + [0.6] * 20,

@@ -17,7 +17,7 @@ import numpy as np
 from conformal_frames import engine
 from conformal_frames._widths import collect, floats, widths_histogram, widths_query
 from conformal_frames.metrics.conditional import benjamini_hochberg, coverage_pvalues, holm
-from conformal_frames.report.plan import COVERAGE_COLUMN, Plan
+from conformal_frames.reporting.plan import COVERAGE_COLUMN, Plan
 
 #: the engine's per-group counts of invalid rows, by policy
 INVALID_COUNTS = ("n_invalid", "n_dropped")

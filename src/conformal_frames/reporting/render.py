@@ -4,7 +4,7 @@ Tables longer than ``max_rows`` groups show the groups that matter most (the
 significantly under-covered ones, the untested ones, then the lowest
 coverage relative to the target; calibration: the largest ECE), in key
 order, followed by a line counting what was left out.  The full tables stay
-available from the :class:`~conformal_frames.report.Report`.
+available from the :class:`~conformal_frames.reporting.Report`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._widths import floats
-from conformal_frames.report.summary import plain
+from conformal_frames.reporting.summary import plain
 
 TITLES = {
     "intervals": "Interval metrics per group",

@@ -212,7 +212,7 @@ def summarize(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPoli
 
     One row per group (and, for ``ks_test``, ``kuiper_test`` and ``auroc``,
     one row per group and distinct score) with the columns described in
-    :mod:`conformal_frames.merge` (schema version 1).  Summaries of several
+    :mod:`conformal_frames.summaries` (schema version 1).  Summaries of several
     frames (days, partitions, Spark executors) concatenate; :func:`finalize`
     merges their rows into any coarser grouping and finalizes the metrics
     exactly as :func:`~conformal_frames.evaluate` on the rows would.
