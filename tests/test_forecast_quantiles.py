@@ -199,9 +199,7 @@ def _oracle_wide(
         out |= {at: cov, f"{at}_ci_low": low, f"{at}_ci_high": high, f"{at}_deviation": cov - t}
         devs.append(abs(cov - t))
     out["quantile_coverage"] = float(np.mean(devs))
-    bounds = [
-        (c, np.asarray(data[lo])[rows], np.asarray(data[hi])[rows]) for c, (lo, hi) in sorted(intervals.items())
-    ]
+    bounds = [(c, np.asarray(data[lo])[rows], np.asarray(data[hi])[rows]) for c, (lo, hi) in sorted(intervals.items())]
     for c, lo, hi in bounds:
         cov = float(np.mean((lo <= y) & (y <= hi)))
         low, high = of.wilson(cov * len(y), len(y))
@@ -252,7 +250,7 @@ def test_metrics_match_oracles_every_backend(constructor) -> None:
         "n",
     ]
     assert long["confidence_level"].tolist() == [0.8, 0.9] * 4
-    for i, row in long.iterrows():
+    for _, row in long.iterrows():
         rows = np.flatnonzero(np.asarray(data["g"]) == row["g"])
         expected = _oracle_wide(data, rows, *sets)
         at = f"interval_coverage_level{level_name(row['confidence_level'])}"
@@ -291,7 +289,7 @@ def test_quantile_coverage_long_table(constructor) -> None:
         "n",
     ]
     assert long["quantile_level"].tolist() == list(of.LEVELS) * 4
-    for i, row in long.iterrows():
+    for _, row in long.iterrows():
         rows = np.flatnonzero(np.asarray(data["g"]) == row["g"])
         expected = _oracle_wide(data, rows)
         at = f"quantile_coverage_level{level_name(row['quantile_level'])}"
