@@ -228,7 +228,7 @@ def check_oracles(out: pd.DataFrame, data: dict[str, Any]) -> None:
         pit = norm.cdf((y - d["mu"]) / d["sd"])
         bins = np.minimum(np.floor(pit * 4), 3)
         for b in range(4):
-            assert_close(out[f"pit_gauss_bin{b}_frequency"][i], avg(bins == b), what="pit frequency")
+            assert_close(out[f"pit_gauss_bin{b}"][i], avg(bins == b), what="pit frequency")
             assert out[f"pit_gauss_bin{b}_n"][i] == np.sum((bins == b) & (w > 0))
         half = float(ndtri(0.975)) * np.sqrt(0.25 * 0.75 / n_eff)
         assert_close(
