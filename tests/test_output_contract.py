@@ -275,3 +275,20 @@ def test_wide_reliability_bins_are_the_frequencies(constructor: Any) -> None:
         assert_close(row["frequency"], at[f"reliability_bin{m}"], what="frequency")
         assert_close(row["frequency_ci_low"], at[f"reliability_bin{m}_ci_low"], what="ci_low")
         assert row["n"] == at[f"reliability_bin{m}_n"]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_pandas_paths_give_the_same_count_dtypes(monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
+    # eager pandas runs on polars when it can (engine._pandas_polars); both paths return the same frame
+    import pandas as pd
+
+    from conformal_frames.engine import _pandas_polars
+
+    monkeypatch.setattr(_pandas_polars, "ENABLED", fast)
+    metrics = [CALLS[name]() for name in ("ssc", "interval_coverage", "reliability", "coverage_gap", "set_ssc")]
+    out = cf.evaluate(pd.DataFrame(DATA), *metrics, by="g", invalid="null")
+    counts = [c for c in out.columns if _is_count(c) and c not in ("n", "n_invalid")]
+    assert len(counts) == 2 + 1 + 3 + 2 + 4
+    assert {str(out[c].dtype) for c in counts} == {"Int64"}
+    assert out.loc[2, counts].isna().all() and out.loc[:1, counts].notna().all(axis=None)
+    assert out["n"].dtype == np.int64
