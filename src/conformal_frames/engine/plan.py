@@ -30,6 +30,7 @@ __all__ = [
     "check_counts",
     "compile_query",
     "complete_query",
+    "declared_dtypes",
     "has_invalid",
     "invalid_mask",
     "policy",
