@@ -292,3 +292,29 @@ def test_pandas_paths_give_the_same_count_dtypes(monkeypatch: pytest.MonkeyPatch
     assert {str(out[c].dtype) for c in counts} == {"Int64"}
     assert out.loc[2, counts].isna().all() and out.loc[:1, counts].notna().all(axis=None)
     assert out["n"].dtype == np.int64
+
+
+FRAME_CALLS: dict[str, Callable[[Any], Any]] = {
+    "corp_reliability": lambda f: cf.corp_reliability(f, "label", "score", n_resamples=5, by="g"),
+    "cumulative_differences": lambda f: cf.cumulative_differences(f, "label", "score", by="g"),
+    "excess_risk_target_coverage": lambda f: cf.excess_risk_target_coverage(
+        f, "y", "lo", "hi", features=["x1", "x2"], confidence_level=0.9, by="g"
+    ),
+}
+
+
+def test_every_frame_function_is_in_the_catalogue() -> None:
+    from conformal_frames.namespace import FRAME_FUNCTIONS
+
+    assert set(FRAME_CALLS) == set(FRAME_FUNCTIONS) - {"report"}
+
+
+@pytest.mark.parametrize("name", sorted(FRAME_CALLS))
+def test_frame_functions_count_in_integers(constructor: Any, name: str) -> None:
+    try:
+        out = FRAME_CALLS[name](constructor({k: v[:BAD] for k, v in DATA.items()}))
+    except NotImplementedError as exc:
+        pytest.skip(str(exc))
+    frame = nw.from_native(out)
+    frame = frame.collect() if isinstance(frame, nw.LazyFrame) else frame
+    assert frame.schema["n"].is_integer(), frame.schema["n"]
