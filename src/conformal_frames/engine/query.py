@@ -248,6 +248,8 @@ class Query:
     cells: dict[Hashable, Cells] = field(default_factory=dict)
     #: number of window expressions registered with :meth:`over`
     windows: int = 0
+    #: output column -> its declared dtype (:meth:`Metric.output_dtypes`); the others are Float64
+    output_dtypes: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -622,6 +624,16 @@ class Metric:
     def outputs(self, built: Mapping[str, nw.Expr | None]) -> dict[str, nw.Expr | None]:
         base = self.output_name
         return {(f"{base}_{s}" if s else base): e for s, e in built.items()}
+
+    def output_dtypes(self, built: Mapping[str, nw.Expr | None]) -> dict[str, Any]:
+        """The outputs (column names) of a declared dtype; the others are Float64.
+
+        Default: a count of rows (suffix ``n`` or ``..._n``) is Int64 (see the
+        output contract in ``docs/conventions.md``).  A metric with another
+        integer output (e.g. a number of groups) extends this.
+        """
+        named = self.outputs(built)
+        return {c: nw.Int64 for s, c in zip(built, named) if s == "n" or s.endswith("_n")}
 
     def output_names(self, schema: Mapping[str, Any], keys: Sequence[str] = ()) -> list[str]:
         """The wide output columns of this metric in :func:`evaluate`, in order.

@@ -473,7 +473,13 @@ def _reliability_table(y: str, s: str, b: str, n_bins: int, w: tuple[str, str] |
     return build
 
 
-_RELIABILITY_COLUMNS = ("mean_score", "frequency", "frequency_ci_low", "frequency_ci_high")
+#: long-table column -> wide suffix after ``<name>_bin<m>`` (the bin's observed frequency is ``<name>_bin<m>``)
+_RELIABILITY_COLUMNS = {
+    "mean_score": "_mean_score",
+    "frequency": "",
+    "frequency_ci_low": "_ci_low",
+    "frequency_ci_high": "_ci_high",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -508,9 +514,9 @@ class Reliability(Metric):
                 k_ci = ratio(k, n) * n_ci
             low, high = wilson_interval(k_ci, n_ci, self.ci_level)
             out[f"bin{m}_mean_score"] = ratio(tot, n)
-            out[f"bin{m}_frequency"] = ratio(k, n)
-            out[f"bin{m}_frequency_ci_low"] = nw.when(n > 0).then(low)
-            out[f"bin{m}_frequency_ci_high"] = nw.when(n > 0).then(high)
+            out[f"bin{m}"] = ratio(k, n)
+            out[f"bin{m}_ci_low"] = nw.when(n > 0).then(low)
+            out[f"bin{m}_ci_high"] = nw.when(n > 0).then(high)
             out[f"bin{m}_n"] = rows
         return out
 
@@ -519,7 +525,7 @@ class Reliability(Metric):
         parts = [
             {
                 "bin": nw.lit(m, nw.Int64),
-                **{c: nw.col(f"{name}_bin{m}_{c}") for c in _RELIABILITY_COLUMNS},
+                **{c: nw.col(f"{name}_bin{m}{x}") for c, x in _RELIABILITY_COLUMNS.items()},
                 "n": nw.col(f"{name}_bin{m}_n").cast(nw.Int64),
             }
             for m in range(self.n_bins)
@@ -543,8 +549,9 @@ def reliability(
     ``mean_score``, the observed ``frequency`` of ``y = 1``, its Wilson
     interval at confidence ``ci_level`` (``frequency_ci_low`` /
     ``frequency_ci_high``) and ``n`` (rows in the bin).  Empty bins are absent
-    rows.  Inside ``evaluate`` the bins are wide columns
-    ``reliability_bin0_mean_score``, ..., ``reliability_bin0_n``, ...
+    rows.  Inside ``evaluate`` the bins are wide columns: ``reliability_bin<m>``
+    (the frequency, like ``ssc_bin<m>``), ``reliability_bin<m>_ci_low``,
+    ``..._ci_high``, ``..._mean_score`` and ``..._n`` (null for an empty bin).
 
     Parameters
     ----------

@@ -206,6 +206,10 @@ class CoverageGap(TargetMetric):
         out["groups"] = groups
         return out
 
+    def output_dtypes(self, built: Mapping[str, nw.Expr | None]) -> dict[str, Any]:
+        """Counts are Int64: ``worst_n`` and the number of groups ``groups``."""
+        return {**super().output_dtypes(built), f"{self.output_name}_groups": nw.Int64}
+
 
 def coverage_gap(
     y: str,
