@@ -128,7 +128,7 @@ def _plan(q: Query) -> _Plan:
         if not _is_check(row_key.get(row)):
             aggs[_stat_name(how, canon[row])] = (internal, how)
     cells: dict[str, tuple[str, dict[str, str]]] = {}
-    for spec in q.cells.values():
+    for spec in q.cell_tables.values():
         cell_id = _stat_name("cell", canon[spec.order])[len("cf_cell_") :]
         sums = cells.setdefault(cell_id, (spec.order, {}))[1]
         sums.update({_stat_name("sum", canon[r]): r for r in spec.sums})
@@ -142,7 +142,7 @@ def _refusal(metric: Metric, probe: Query) -> str | None:
         why = "needs every row of a group at once"
     elif probe.windows:
         why = "ranks or orders the rows of a group"
-    elif any(key not in probe.cells for key in probe.tables):
+    elif any(key not in probe.cell_tables for key in probe.tables):
         why = "aggregates the rows of a group a second time, e.g. per quantile bin or stratum"
     else:
         return None
@@ -443,7 +443,7 @@ def _merged(lf: nw.LazyFrame, q: Query, plan: _Plan, policy: InvalidPolicy) -> n
 
 def _merged_cells(lf: nw.LazyFrame, q: Query, plan: _Plan, table_key: Hashable) -> nw.LazyFrame:
     """The cell rows of one table as the row frame its function reads."""
-    spec: Cells | None = q.cells.get(table_key)
+    spec: Cells | None = q.cell_tables.get(table_key)
     assert spec is not None  # refused otherwise
     cell_id = next(cid for cid, (order, _) in plan.cells.items() if order == spec.order)
     sums = plan.cells[cell_id][1]
