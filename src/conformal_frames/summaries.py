@@ -53,26 +53,6 @@ _VERSION, _INPUTS, _CELL, _ORDER = "cf_version", "cf_inputs", "cf_cell", "cf_ord
 _MISSING = "__cf_missing"
 F64 = nw.Float64
 
-#: metric class -> the mergeable alternative named when summarize refuses it
-_ALTERNATIVES: dict[str, str] = {
-    "ECE": "ece with strategy='uniform' and n_bins <= 32",
-    "MCE": "mce with strategy='uniform' and n_bins <= 32",
-    "TopLabelECE": "ece / mce with strategy='uniform' on the top-label score",
-    "ClasswiseECE": "ece with strategy='uniform' per class column",
-    "Reliability": "ece / mce with strategy='uniform' and n_bins <= 32",
-    "SSC": "coverage by= a width band column you define (fixed edges)",
-    "SSCScore": "coverage by= a width band column you define (fixed edges)",
-    "HSIC": "coverage and width",
-    "AUARC": "auroc",
-    "WorstSlab": "coverage by= the slab columns you care about",
-    "ExcessRisk": "coverage and auroc",
-    "CoverageGap": "coverage by= the group column",
-    "SmoothECE": "ece with strategy='uniform'",
-    "ScoreDecomposition": "brier (its decomposition needs the ordered rows of a group)",
-    "ChristoffersenTest": "kupiec_test (misses merge; transitions across rows do not)",
-    "LongestMissRun": "kupiec_test (misses merge; runs across rows do not)",
-}
-
 
 # ---------------------------------------------------------------------------
 # stable names of statistics
@@ -146,7 +126,7 @@ def _refusal(metric: Metric, probe: Query) -> str | None:
         why = "aggregates the rows of a group a second time, e.g. per quantile bin or stratum"
     else:
         return None
-    alternative = _ALTERNATIVES.get(type(metric).__name__, "evaluate it on the rows")
+    alternative = metric.mergeable_alternative or "evaluate it on the rows"
     return f"{metric.output_name}: {why} (mergeable alternative: {alternative})"
 
 

@@ -639,6 +639,11 @@ class Metric:
     long: ClassVar[bool] = False
     #: result class of a test (kind "test"), built by :meth:`test_result`
     result: ClassVar[type[TestResult]] = TestResult
+    #: for a metric :func:`~conformal_frames.summarize` refuses (its statistics
+    #: do not merge exactly: per-group numpy steps, ordered windows, tables
+    #: not built with :meth:`Query.cells`), the mergeable metric its error
+    #: names instead, e.g. ``"auroc"``; ``None``: "evaluate it on the rows"
+    mergeable_alternative: ClassVar[str | None] = None
 
     def __post_init__(self) -> None:
         validate_fields(self)  # the same checks as the factories

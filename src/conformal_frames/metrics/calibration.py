@@ -289,6 +289,7 @@ class ECE(Metric):
     strategy: Strategy = "uniform"
     weights: str | None = None
     default_name = "ece"
+    mergeable_alternative = "ece with strategy='uniform' and n_bins <= 32"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         prec, w = score_precision(q, self.score), q.weighting(self.weights)
@@ -358,6 +359,7 @@ class MCE(Metric):
     strategy: Strategy = "uniform"
     weights: str | None = None
     default_name = "mce"
+    mergeable_alternative = "mce with strategy='uniform' and n_bins <= 32"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s, prec = binary_row(q, self.y), score_row(q, self.score), score_precision(q, self.score)
@@ -497,6 +499,7 @@ class Reliability(Metric):
     ci_level: float = 0.95
     weights: str | None = None
     default_name = "reliability"
+    mergeable_alternative = "ece / mce with strategy='uniform' and n_bins <= 32"
     kind = "table"
     long = True
 
@@ -622,6 +625,7 @@ class TopLabelECE(Metric):
     weighted: bool = False
     weights: str | None = None
     default_name = "top_label_ece"
+    mergeable_alternative = "ece / mce with strategy='uniform' on the top-label score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         p_rows = [score_row(q, p) for p in self.probs]
@@ -723,6 +727,7 @@ class ClasswiseECE(Metric):
     strategy: Strategy = "uniform"
     weights: str | None = None
     default_name = "classwise_ece"
+    mergeable_alternative = "ece with strategy='uniform' per class column"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights)

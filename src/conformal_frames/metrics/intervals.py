@@ -281,6 +281,7 @@ class SSC(Metric):
     n_bins: int = 3
     weights: str | None = None
     default_name = "ssc"
+    mergeable_alternative = "coverage by= a width band column you define (fixed edges)"
     kind = "table"
     long = True
 
@@ -372,6 +373,7 @@ class SSCScore(Metric):
     n_bins: int = 3
     weights: str | None = None
     default_name = "ssc_score"
+    mergeable_alternative = "coverage by= a width band column you define (fixed edges)"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.n_bins, self.weights)]
@@ -583,6 +585,7 @@ class HSIC(Metric):
     hi: str
     kernel_sizes: tuple[float, float] = (1.0, 1.0)
     default_name = "hsic"
+    mergeable_alternative = "coverage and width"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = width_row(q, self.lo, self.hi)

@@ -170,6 +170,7 @@ class AUARC(Metric):
     y: str
     score: str
     default_name = "auarc"
+    mergeable_alternative = "auroc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         c, s = _inputs(q, self.y, self.score)
@@ -429,6 +430,7 @@ class ExcessRisk(TargetMetric):
     seed: int
     grouped: bool
     default_name = "excess_risk_target_coverage"
+    mergeable_alternative = "coverage and auroc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         cover = self.target.covered(q)

@@ -254,6 +254,7 @@ class SmoothECE(Metric):
     y: str
     score: str
     default_name = "smooth_ece"
+    mergeable_alternative = "ece with strategy='uniform'"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s = binary_row(q, self.y), score_row(q, self.score)
@@ -343,6 +344,7 @@ class ScoreDecomposition(Metric):
     scoring_rule: str = checked(_check_rule, "brier")  # "brier" or "log"
     weights: str | None = None
     default_name = "score_decomposition"
+    mergeable_alternative = "brier (its decomposition needs the ordered rows of a group)"
     kind = "table"
     long = True
 
