@@ -147,6 +147,47 @@ def test_summarize_refuses_metrics_that_do_not_merge(metric: cf.Metric, named: s
         cf.summarize(frame, cf.coverage("y", "lo", "hi"), metric, by="seg")
 
 
+def test_mergeability_is_declared_on_the_class() -> None:
+    """``q.cells`` tables merge; a refused metric's error names its class's ``mergeable_alternative``."""
+    from dataclasses import dataclass
+
+    from conformal_frames.engine import Query, TableRef, aggregate, running_total
+
+    @dataclass(frozen=True, kw_only=True)
+    class Rows(cf.Metric):
+        score: str
+        default_name = "rows"
+        mergeable_alternative = "coverage"
+
+        def build(self, q: Query) -> dict[str, nw.Expr | None]:
+            s = q.row(("value", self.score), q.number(self.score))
+            one = q.row(("one",), nw.lit(1.0))
+            return {"": self.table(q, s, one)}
+
+        def table(self, q: Query, s: str, one: str) -> nw.Expr:
+            def fn(cells: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+                return aggregate(cells, keys, [nw.col(running_total(one)).max().alias(ref.name("n"))])
+
+            return q.cells(("rows", s), fn, order=s, sums=(one,)).col("n")
+
+    @dataclass(frozen=True, kw_only=True)
+    class Unsorted(Rows):
+        default_name = "unsorted"
+
+        def table(self, q: Query, s: str, one: str) -> nw.Expr:
+            def fn(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+                return aggregate(rows, keys, [nw.col(one).sum().alias(ref.name("n"))])
+
+            return q.table(("unsorted", s), fn).col("n")
+
+    frame = pl.DataFrame(_data())
+    stats = cf.summarize(frame, Rows(score="score"), by="seg")
+    out = cf.finalize(stats, Rows(score="score"), by="seg")
+    assert out["rows"].to_list() == out["n"].cast(pl.Float64).to_list()
+    with pytest.raises(ValueError, match=r"unsorted: .*second time.*mergeable alternative: coverage\)"):
+        cf.summarize(frame, Unsorted(score="score"), by="seg")
+
+
 def test_bad_arguments() -> None:
     frame = pl.DataFrame(_data())
     stats = cf.summarize(frame, cf.coverage("y", "lo", "hi"), by=["day", "seg"])
