@@ -351,3 +351,26 @@ def test_dropped_group_does_not_void_the_merged_groups(constructor: Any) -> None
     _compare(cf.finalize(stats, *metrics, by="seg"), expected, ["seg"])
     merged = cf.merge_summaries(stats, by="seg")
     _compare(cf.finalize(merged, *metrics, by="seg"), expected, ["seg"])
+
+
+@pytest.mark.parametrize("keys", [[], ["g"]])
+def test_ordered_cells_sum_ties_then_run_in_order(constructor: Any, keys: list[str]) -> None:
+    """``engine.ordered_cells``: ties summed first, running totals in ``order`` whatever the row order."""
+    from conformal_frames.engine import ordered_cells, running_total
+
+    data = {
+        "g": ["a", "b", "a", "a", "b", "a"],
+        "s": [0.5, 0.1, 0.2, 0.5, 0.1, 0.9],
+        "one": [1.0] * 6,
+        "x": [1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+    }
+    lf = nw.from_native(constructor(data)).lazy()
+    cells = ordered_cells(lf, keys, "s", ["one", "x"], running=["x"])
+    out = to_pandas(cells.sort(*keys, "s")).to_dict("list")
+    if keys:
+        expected = {"g": ["a", "a", "a", "b"], "s": [0.2, 0.5, 0.9, 0.1], "one": [1.0, 2.0, 1.0, 2.0]}
+        expected |= {"x": [4.0, 9.0, 32.0, 18.0], running_total("x"): [4.0, 13.0, 45.0, 18.0]}
+    else:
+        expected = {"s": [0.1, 0.2, 0.5, 0.9], "one": [2.0, 1.0, 2.0, 1.0], "x": [18.0, 4.0, 9.0, 32.0]}
+        expected[running_total("x")] = [18.0, 22.0, 31.0, 63.0]
+    assert out == expected
