@@ -34,7 +34,19 @@ import narwhals.stable.v2 as nw
 from conformal_frames import engine
 from conformal_frames._renames import renamed
 from conformal_frames._validate import check_classes, check_columns
-from conformal_frames.engine import InvalidPolicy, Metric, Query, TableRef, Weighting, aggregate, indicator, over, total
+from conformal_frames.engine import (
+    InvalidPolicy,
+    Metric,
+    Query,
+    TableRef,
+    Weighting,
+    aggregate,
+    indicator,
+    ordered_cells,
+    over,
+    running_total,
+    total,
+)
 from conformal_frames.inputs.binary import Precision, binary_row, score_precision, score_row
 from conformal_frames.inputs.sets import Label, label_exprs
 from conformal_frames.numerics.brownian import (
@@ -277,6 +289,7 @@ class ECE(Metric):
     strategy: Strategy = "uniform"
     weights: str | None = None
     default_name = "ece"
+    mergeable_alternative = "ece with strategy='uniform' and n_bins <= 32"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         prec, w = score_precision(q, self.score), q.weighting(self.weights)
@@ -346,6 +359,7 @@ class MCE(Metric):
     strategy: Strategy = "uniform"
     weights: str | None = None
     default_name = "mce"
+    mergeable_alternative = "mce with strategy='uniform' and n_bins <= 32"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s, prec = binary_row(q, self.y), score_row(q, self.score), score_precision(q, self.score)
@@ -491,6 +505,7 @@ class Reliability(Metric):
     ci_level: float = 0.95
     weights: str | None = None
     default_name = "reliability"
+    mergeable_alternative = "ece / mce with strategy='uniform' and n_bins <= 32"
     kind = "table"
     long = True
 
@@ -617,6 +632,7 @@ class TopLabelECE(Metric):
     weighted: bool = False
     weights: str | None = None
     default_name = "top_label_ece"
+    mergeable_alternative = "ece / mce with strategy='uniform' on the top-label score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         p_rows = [score_row(q, p) for p in self.probs]
@@ -718,6 +734,7 @@ class ClasswiseECE(Metric):
     strategy: Strategy = "uniform"
     weights: str | None = None
     default_name = "classwise_ece"
+    mergeable_alternative = "ece with strategy='uniform' per class column"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights)
@@ -798,20 +815,18 @@ def _null_or_inf(dev: nw.Expr, scale: nw.Expr) -> nw.Expr:
     return nw.when(scale > 0.0).then(dev / scale).otherwise(degenerate)
 
 
-def _cumulative_table(d: str, v: str, s: str, wanted: set[str]) -> engine.TableFn:
+def _cumulative_table(d: str, v: str, wanted: set[str]) -> engine.TableFn:
     """Per group: KS and Kuiper statistics and the p-values of the ``wanted`` tests.
 
-    Rows are aggregated per distinct score first (``sum(y - s)``), then an
-    ordered cumulative sum gives ``n C_k`` at each distinct score.  ``wanted``
-    is filled by the metrics' ``build`` before the query runs.
+    From the ordered cells (:meth:`~conformal_frames.engine.Query.cells`): the
+    running total of ``sum(y - s)`` is ``n C_k`` at each distinct score.
+    ``wanted`` is filled by the metrics' ``build`` before the query runs.
     """
 
-    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        dd, vv, c, ca = (ref.name(x) for x in ("d", "v", "c", "ca"))
+    def build(cells: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        c, ca = running_total(d), ref.name("ca")
         cmax, cmin, camax, vsum = (ref.name(x) for x in ("cmax", "cmin", "camax", "vsum"))
         ks, ku, ks_p, ku_p = (ref.name(x) for x in ("ks", "ku", "ks_p", "ku_p"))
-        cells = rows.group_by(*keys, s).agg(nw.col(d).sum().alias(dd), nw.col(v).sum().alias(vv))
-        cells = cells.with_columns(over(nw.col(dd).cum_sum(), keys, order_by=s).alias(c))
         cells = cells.with_columns(nw.col(c).abs().alias(ca))
         out = aggregate(
             cells,
@@ -820,7 +835,7 @@ def _cumulative_table(d: str, v: str, s: str, wanted: set[str]) -> engine.TableF
                 nw.col(c).max().alias(cmax),
                 nw.col(c).min().alias(cmin),
                 nw.col(ca).max().alias(camax),
-                nw.col(vv).sum().alias(vsum),
+                nw.col(v).sum().alias(vsum),
             ],
         )
         scale = nw.col(vsum).clip(lower_bound=0.0).sqrt()
@@ -850,7 +865,7 @@ def _cumulative(q: Query, y: str, score: str, test: str, weights: str | None = N
     key = ("cumulative", y_row, s_row) if w.row is None else ("cumulative", y_row, s_row, w.row)
     wanted: set[str] = q.shared(key, set)
     wanted.add(test)
-    return q.table(key, _cumulative_table(d, v, s_row, wanted), cells=engine.Cells(s_row, (d, v)))
+    return q.cells(key, _cumulative_table(d, v, wanted), order=s_row, sums=(d, v), running=(d,))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1074,18 +1089,16 @@ def _difference_cells(rows: nw.LazyFrame, keys: list[str], weighted: bool, names
     the weight column ``__cf_w``.
     """
     scol, dcol, cnt, dsum, n_total = names
-    total_of = nw.col(cnt).sum()
-    aggs = [nw.len().alias(cnt), nw.col(dcol).sum().alias(dsum)]
+    size = cnt
     if weighted:
-        wcol = "__cf_w"
-        rows = rows.filter(nw.col(wcol) > 0.0).with_columns(nw.col(dcol) * nw.col(wcol))
-        total_of = nw.col(wcol).sum()
-        aggs.append(nw.col(wcol).sum())
-    cells = rows.group_by(*keys, scol).agg(*aggs)
-    cells = cells.with_columns(nw.col(cnt).cast(nw.Int64))
+        size = "__cf_w"
+        rows = rows.filter(nw.col(size) > 0.0).with_columns(nw.col(dcol) * nw.col(size))
+    rows = rows.with_columns(nw.lit(1.0).alias(cnt))
+    cells = ordered_cells(rows, keys, scol, list(dict.fromkeys([cnt, dcol, size])), running=[dcol])
     return cells.with_columns(
-        over(nw.col(dsum).cum_sum(), keys, order_by=scol).alias(dsum),
-        over(total_of, keys).cast(F64).alias(n_total),
+        nw.col(cnt).cast(nw.Int64),
+        nw.col(running_total(dcol)).alias(dsum),
+        over(nw.col(size).sum(), keys).alias(n_total),
     )
 
 

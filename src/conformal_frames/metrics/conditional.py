@@ -185,6 +185,7 @@ class CoverageGap(TargetMetric):
     weighted: bool = False
     weights: str | None = None
     default_name = "coverage_gap"
+    mergeable_alternative = "coverage by= the group column"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights)
@@ -610,6 +611,7 @@ class WorstSlab(TargetMetric):
     n_directions: int = 1000
     seed: int = 0
     default_name = "worst_slab_coverage"
+    mergeable_alternative = "coverage by= the slab columns you care about"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         feats = [q.row(("value", f), q.number(f)) for f in self.features]

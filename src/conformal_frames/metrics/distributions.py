@@ -34,7 +34,19 @@ from typing import Any, Literal, cast
 import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import check_column, checked, choice, optional
-from conformal_frames.engine import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, no_weights, over, total
+from conformal_frames.engine import (
+    FinalizeFn,
+    Metric,
+    Query,
+    TableFn,
+    TableRef,
+    aggregate,
+    no_weights,
+    ordered_cells,
+    over,
+    running_total,
+    total,
+)
 from conformal_frames.inputs.forecasts import (
     Ensemble,
     Quantiles,
@@ -424,12 +436,11 @@ def _ks_table(source: PITSource, seed: int) -> TableFn:
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
         frame = source.values(rows, keys, ref, seed)
-        u, c, end, tot, d = (ref.name(x) for x in ("u", "c", "end", "tot", "d"))
+        u, c, tot, d = (ref.name(x) for x in ("u", "c", "tot", "d"))
+        end = running_total(c)
         bad = aggregate(frame, keys, [nw.col(ref.name("bad")).sum()])
-        ties = frame.group_by(*keys, u).agg(nw.len().alias(c)).with_columns(nw.col(c).cast(nw.Float64))
-        ties = ties.with_columns(
-            over(nw.col(c).cum_sum(), keys, order_by=u).alias(end), over(nw.col(c).sum(), keys).alias(tot)
-        )
+        ties = ordered_cells(frame.with_columns(nw.lit(1.0).alias(c)), keys, u, [c], running=[c])
+        ties = ties.with_columns(over(nw.col(c).sum(), keys).alias(tot))
         above = nw.col(end) / nw.col(tot) - nw.col(u)
         below = nw.col(u) - (nw.col(end) - nw.col(c)) / nw.col(tot)
         ties = ties.with_columns(nw.max_horizontal(above, below).alias(d))
