@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import narwhals.stable.v2 as nw
 import numpy as np
@@ -31,9 +31,14 @@ __all__ = [
     "SetMetric",
     "SetSpec",
     "arrow_lists",
+    "data_covered_row",
     "data_label_counts",
+    "data_rows",
+    "data_size_row",
     "label_exprs",
     "membership_exprs",
+    "prepared",
+    "row_names",
     "set_covered_row",
     "set_key",
     "set_spec",
@@ -341,10 +346,161 @@ def data_label_counts(q: Query, spec: SetSpec, y: str | None, weight: str | None
     return {k: t.col(v).fill_null(0.0) for k, v in names.items()}
 
 
+# ---------------------------------------------------------------------------
+# list columns without classes, row by row: the set's size and "y in the set"
+# ---------------------------------------------------------------------------
+def row_names(lst: str, y: str | None) -> tuple[str, str]:
+    """Frame columns that :func:`data_rows` adds: the set size and ``y in set`` (Float64)."""
+    return f"__cf_set_size[{lst}]", f"__cf_set_in[{lst}][{y}]"
+
+
+def _normalized(frame: nw.LazyFrame, lst: str, y: str | None) -> tuple[nw.LazyFrame, str, str | None] | None:
+    """The list column and ``y`` as comparable columns (``None`` when build will refuse them)."""
+    schema = frame.collect_schema()
+    dtype = schema.get(lst)
+    if not isinstance(dtype, nw.List) or (
+        y is not None and (y not in schema or not _same_kind(schema[y], dtype.inner))
+    ):
+        return None
+    lt, yt = "__cf_set_list", "__cf_set_label"
+    strings = (nw.String, nw.Categorical, nw.Enum)
+    inner, label = dtype.inner, schema[y] if y is not None else None
+    if any(inner == t for t in strings[1:]):
+        lcol = nw.col(lst).cast(nw.List(nw.String))
+    elif y is not None and label is not None and label.is_numeric() and label != inner:
+        lcol = nw.col(lst).cast(nw.List(nw.Float64))
+    else:
+        lcol = nw.col(lst)
+    cols = [lcol.alias(lt)]
+    if y is not None and label is not None:
+        ycol = nw.col(y)
+        if any(label == t for t in strings[1:]):
+            ycol = ycol.cast(nw.String)
+        elif label.is_numeric() and label != inner:
+            ycol = ycol.cast(nw.Float64)
+        cols.append(ycol.alias(yt))
+    return frame.with_columns(*cols), lt, (yt if y is not None else None)
+
+
+def _arrow_rows(lists: Any, labels: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct non-null labels per row and ``label in set`` (0/1) of an Arrow list array."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    parents = np.asarray(pc.list_parent_indices(lists), dtype=np.int64)
+    flat = pc.list_flatten(lists)
+    keep = np.asarray(flat.is_valid(), dtype=bool)
+    pairs = pd.DataFrame({"p": parents[keep], "v": flat.filter(pa.array(keep)).to_pandas()}).drop_duplicates()
+    size = np.bincount(pairs["p"].to_numpy(), minlength=n).astype(float)
+    if labels is None:
+        return size, np.zeros(n)
+    right = pd.Series(np.asarray(labels, dtype=object)[pairs["p"].to_numpy()])
+    hit = (pd.Series(pairs["v"].to_numpy(dtype=object)) == right).fillna(False).to_numpy(dtype=bool)
+    return size, (np.bincount(pairs["p"].to_numpy()[hit], minlength=n) > 0).astype(float)
+
+
+def _native_rows(frame: nw.LazyFrame, lt: str, yt: str | None, size: str, inside: str) -> nw.LazyFrame:
+    """Add ``size`` and ``inside`` with the backend's own list functions (narwhals has no list-in-column)."""
+    impl, native = frame.implementation, frame.to_native()
+    if impl.is_polars():
+        import polars as pl
+
+        exprs = [pl.col(lt).list.drop_nulls().list.n_unique().cast(pl.Float64).alias(size)]
+        if yt is not None:
+            exprs.append(pl.col(lt).list.contains(pl.col(yt), nulls_equal=False).cast(pl.Float64).alias(inside))
+        return nw.from_native(native.with_columns(exprs))
+    if impl.is_duckdb():
+        import duckdb
+
+        lcol = duckdb.ColumnExpression(lt)
+        d = duckdb.FunctionExpression("len", duckdb.FunctionExpression("list_distinct", lcol))
+        exprs = [duckdb.StarExpression(), d.cast(duckdb.sqltype("DOUBLE")).alias(size)]
+        if yt is not None:
+            hit = duckdb.FunctionExpression("list_contains", lcol, duckdb.ColumnExpression(yt))
+            exprs.append(hit.cast(duckdb.sqltype("DOUBLE")).alias(inside))
+        return nw.from_native(native.select(*exprs))
+    if impl.is_spark_like():
+        from pyspark.sql import functions as F  # noqa: N812
+
+        cols = {size: F.size(F.array_distinct(F.array_compact(F.col(lt)))).cast("double")}
+        if yt is not None:
+            cols[inside] = F.array_contains(F.col(lt), F.col(yt)).cast("double")
+        return nw.from_native(native.withColumns(cols))
+    if impl.is_pandas() or impl.is_pyarrow():
+        import pyarrow as pa
+
+        table = native if impl.is_pyarrow() else None
+        lists = table.column(lt) if table is not None else pa.array(native[lt])
+        labels = None
+        if yt is not None:
+            labels = table.column(yt).to_pylist() if table is not None else native[yt].astype(object).tolist()
+        n = len(native)
+        sz, hit = _arrow_rows(lists, labels, n)
+        if table is not None:
+            out = table.append_column(size, pa.array(sz)).append_column(inside, pa.array(hit))
+            return nw.from_native(out).lazy()
+        return nw.from_native(native.assign(**{size: sz, inside: hit})).lazy()
+    msg = (
+        f"a list column without classes= needs the {impl} backend's list functions, which are not supported; "
+        "pass classes= (the possible labels) or collect the data to pandas or polars first"
+    )
+    raise NotImplementedError(msg)
+
+
+def data_rows(frame: nw.LazyFrame, lst: str, y: str | None) -> nw.LazyFrame:
+    """Add the columns of :func:`row_names`: each row's number of distinct labels and
+    (with ``y``) 1.0 where ``y`` is among them.
+
+    Returns ``frame`` unchanged when the columns are not a list column and a
+    label of the same kind: the metric's build then refuses them with the
+    message of every set metric.
+    """
+    ready = _normalized(frame, lst, y)
+    if ready is None:
+        return frame
+    normalized, lt, yt = ready
+    size, inside = row_names(lst, y)
+    out = _native_rows(normalized, lt, yt, size, inside)
+    return out.drop(lt, *([yt] if yt is not None else []))
+
+
+def data_size_row(q: Query, spec: SetSpec) -> str:
+    """Row column of the set size of a list column without classes (checked; see :func:`data_rows`)."""
+    assert isinstance(spec.sets, str)
+    _list_column(q, spec.sets)
+    return q.row(("set_size_data", spec.sets), q.column(row_names(spec.sets, None)[0]).fill_null(0.0))
+
+
+def data_covered_row(q: Query, y: str, spec: SetSpec) -> str:
+    """Row column: 1.0 where ``y`` is in the row's list (no classes; see :func:`data_rows`)."""
+    assert isinstance(spec.sets, str)
+    _list_column(q, spec.sets)
+    _data_label_row(q, y, q.schema[spec.sets].inner)
+    name = row_names(spec.sets, y)[1]
+    return q.row(("set_covered_data", y, spec.sets), q.column(name).fill_null(0.0))
+
+
+def prepared(frame: nw.LazyFrame, spec: SetSpec, y: str | None) -> nw.LazyFrame:
+    """The frame a set reader needs: Arrow lists for pandas object columns, and
+    without classes the per-row columns of :func:`data_rows`."""
+    if not isinstance(spec.sets, str):
+        return frame
+    frame = arrow_lists(frame, [spec.sets])
+    return data_rows(frame, spec.sets, y) if spec.classes is None else frame
+
+
 class SetMetric(Metric):
     """A metric of prediction sets: a pandas list column of dtype object is converted first."""
 
     spec: SetSpec
 
+    #: reads the sets row by row (without classes: the columns of :func:`data_rows`)
+    row_level: ClassVar[bool] = False
+
     def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
+        if self.row_level:
+            return prepared(frame, self.spec, getattr(self, "y", None))
         return arrow_lists(frame, [self.spec.sets] if isinstance(self.spec.sets, str) else [])

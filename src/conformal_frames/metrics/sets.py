@@ -41,12 +41,14 @@ from conformal_frames._validate import (
     checked,
     optional,
 )
-from conformal_frames.engine import Query, stack
+from conformal_frames.engine import Query, indicator, stack
 from conformal_frames.inputs.sets import (
     Label,
     SetMetric,
     SetSpec,
+    data_covered_row,
     data_label_counts,
+    data_size_row,
     set_covered_row,
     set_key,
     set_spec,
@@ -281,30 +283,51 @@ def empty_rate(
 # ---------------------------------------------------------------------------
 # size-stratified coverage
 # ---------------------------------------------------------------------------
-def size_strata(k: int, n_bins: int | None) -> list[tuple[int, int]]:
-    """Contiguous ranges ``(min, max)`` of set sizes ``0..k``.
+#: strata of set sizes without classes: sizes 0 .. n_bins - 2, then ">= n_bins - 1"
+DATA_SSC_BINS = 4
 
-    ``None``: one stratum per size.  An integer: ``range(k + 1)`` split into
-    ``n_bins`` contiguous chunks whose lengths differ by at most one (the
-    first ``(k + 1) % n_bins`` chunks are one longer), as the baseline does.
+
+def size_strata(k: int | None, n_bins: int | None) -> list[tuple[int, int | None]]:
+    """Contiguous ranges ``(min, max)`` of set sizes (``max`` ``None``: no upper end).
+
+    With ``k`` classes, the sizes ``0..k``: ``None``: one stratum per size; an
+    integer: ``range(k + 1)`` split into ``n_bins`` contiguous chunks whose
+    lengths differ by at most one (the first ``(k + 1) % n_bins`` chunks are
+    one longer), as the baseline does.  Without classes (``k`` ``None``, the
+    largest size unknown before the data is read): one stratum per size
+    ``0..n_bins - 2`` and a last one of the sizes ``>= n_bins - 1``
+    (``n_bins`` default :data:`DATA_SSC_BINS`).
     """
+    if k is None:
+        nb = DATA_SSC_BINS if n_bins is None else n_bins
+        return [(s, s) for s in range(nb - 1)] + [(nb - 1, None)]
     sizes = np.arange(k + 1)
     if n_bins is None:
         return [(int(s), int(s)) for s in sizes]
     return [(int(c[0]), int(c[-1])) for c in np.array_split(sizes, n_bins)]
 
 
-_SSC_NEEDS = "the strata are the possible set sizes 0..K of K classes"
-
-
-def _check_set_bins(n_bins: Any, k: int) -> int | None:
+def _check_set_bins(n_bins: Any, spec: SetSpec) -> int | None:
     if n_bins is None:
         return None
     nb = check_bins(n_bins)
+    if spec.classes is None:
+        return nb
+    k = spec.k
     if nb > k + 1:
         msg = f"n_bins={nb} exceeds the {k + 1} possible set sizes (0..{k}) of {k} classes"
         raise ValueError(msg)
     return nb
+
+
+def _stratum(q: Query, spec: SetSpec, lo: int, hi: int | None) -> str:
+    """Row column: 1.0 where the set size is in ``[lo, hi]`` (``hi`` ``None``: ``>= lo``)."""
+    if spec.classes is not None:
+        assert hi is not None
+        return size_indicator(q, spec, lo, hi)
+    size = data_size_row(q, spec)
+    inside = nw.col(size) >= lo if hi is None else (nw.col(size) >= lo) & (nw.col(size) <= hi)
+    return q.row(("set_size_in_data", spec.sets, lo, hi), indicator(inside), inputs=[size])
 
 
 def _ssc_strata(
@@ -312,16 +335,21 @@ def _ssc_strata(
 ) -> list[tuple[nw.Expr, nw.Expr]]:
     """(coverage, rows) of each stratum; with weights, the weighted coverage and the rows of positive weight."""
     w = q.weighting(weights)
-    covered = set_covered_row(q, y, spec)
+    covered = set_covered_row(q, y, spec) if spec.classes is not None else data_covered_row(q, y, spec)
     out = []
-    for lo, hi in size_strata(spec.k, n_bins):
-        inside = size_indicator(q, spec, lo, hi)
+    for lo, hi in size_strata(spec.k if spec.classes is not None else None, n_bins):
+        inside = _stratum(q, spec, lo, hi)
         hits = q.row(
             ("set_ssc_hits", y, set_key(spec), lo, hi), nw.col(inside) * nw.col(covered), inputs=[inside, covered]
         )
         weight = w.sum(inside)  # registered first: the unweighted query of 0.2, unchanged
         out.append((ratio(w.sum(hits), weight), w.count(inside)))
     return out
+
+
+def _largest(column: str, lo: int) -> nw.Expr:
+    """The open stratum's largest size (``lo`` where it has no row: such strata are left out)."""
+    return nw.col(column).fill_null(float(lo)).cast(nw.Int64)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -333,24 +361,35 @@ class SetSSC(SetMetric):
     default_name = "set_ssc"
     kind = "table"
     long = True
+    row_level = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         out: dict[str, nw.Expr | None] = {}
         for b, (cov, rows) in enumerate(_ssc_strata(q, self.y, self.spec, self.n_bins, self.weights)):
             out[f"bin{b}"] = cov
             out[f"bin{b}_n"] = rows
+        if self.spec.classes is None:  # the open last stratum: its largest size in the data
+            lo, _ = self._strata()[-1]
+            inside, size = _stratum(q, self.spec, lo, None), data_size_row(q, self.spec)
+            biggest = q.row(
+                ("set_size_max_data", inside), nw.when(nw.col(inside) > 0.0).then(nw.col(size)), inputs=[inside, size]
+            )
+            out[f"bin{len(out) // 2 - 1}_size_max"] = q.weighting(self.weights).max(biggest)
         return out
+
+    def _strata(self) -> list[tuple[int, int | None]]:
+        return size_strata(self.spec.k if self.spec.classes is not None else None, self.n_bins)
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         name = self.output_name
         parts = [
             {
                 "size_min": nw.lit(lo, nw.Int64),
-                "size_max": nw.lit(hi, nw.Int64),
+                "size_max": nw.lit(hi, nw.Int64) if hi is not None else _largest(f"{name}_bin{b}_size_max", lo),
                 name: nw.col(f"{name}_bin{b}"),
                 "n": nw.col(f"{name}_bin{b}_n").cast(nw.Int64),
             }
-            for b, (lo, hi) in enumerate(size_strata(self.spec.k, self.n_bins))
+            for b, (lo, hi) in enumerate(self._strata())
         ]
         return stack(frame, keys, parts).filter(nw.col("n") > 0).sort(*keys, "size_min")
 
@@ -418,8 +457,8 @@ def set_ssc(
     │ 3        ┆ 4        ┆ 0.666667 ┆ 3   │
     └──────────┴──────────┴──────────┴─────┘
     """
-    spec = set_spec(sets, classes, need_classes=_SSC_NEEDS)
-    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k), weights=weights)
+    spec = set_spec(sets, classes)
+    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec), weights=weights)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -429,6 +468,7 @@ class SetSSCScore(SetMetric):
     n_bins: int | None = checked(optional(check_bins), None)
     weights: str | None = None
     default_name = "set_ssc_score"
+    row_level = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         return {"": min_of(*[cov for cov, _ in _ssc_strata(q, self.y, self.spec, self.n_bins, self.weights)])}
@@ -481,5 +521,5 @@ def set_ssc_score(
     >>> round(df.conformal.set_ssc_score("y", "s", classes=[0, 1, 2, 3], n_bins=2), 8)
     0.66666667
     """
-    spec = set_spec(sets, classes, need_classes=_SSC_NEEDS)
-    return SetSSCScore(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k), weights=weights)
+    spec = set_spec(sets, classes)
+    return SetSSCScore(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec), weights=weights)
