@@ -73,17 +73,10 @@ class SetSpec:
         return len(self.classes)
 
 
-def set_spec(sets: Any, classes: Any, *, need_classes: str | None = None) -> SetSpec:
-    """Validate ``sets`` / ``classes`` of a set metric factory.
-
-    ``classes`` may be ``None`` with a list column, unless ``need_classes``
-    (the reason, for the error message) says the metric needs them.
-    """
+def set_spec(sets: Any, classes: Any) -> SetSpec:
+    """Validate ``sets`` / ``classes`` of a set metric factory (``classes`` may be ``None`` with a list column)."""
     sets = check_sets(sets)
     if classes is None and isinstance(sets, str):
-        if need_classes is not None:
-            msg = f"classes= is required with the list column {sets!r}: {need_classes}"
-            raise ValueError(msg)
         return SetSpec(sets, None)
     labels = check_classes(classes)
     if isinstance(sets, str):
@@ -423,7 +416,7 @@ def _native_rows(frame: nw.LazyFrame, lt: str, yt: str | None, size: str, inside
             exprs.append(hit.cast(duckdb.sqltype("DOUBLE")).alias(inside))
         return nw.from_native(native.select(*exprs))
     if impl.is_spark_like():
-        from pyspark.sql import functions as F  # noqa: N812
+        from pyspark.sql import functions as F
 
         cols = {size: F.size(F.array_distinct(F.array_compact(F.col(lt)))).cast("double")}
         if yt is not None:
