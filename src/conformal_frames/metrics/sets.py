@@ -8,18 +8,24 @@ A prediction set is given either as
   with ``classes=`` giving each column's label, in the same order (required).
 
 With ``classes=``, every label (true labels and set members) is checked to be
-a known class, and the possible set sizes ``0..K`` are known (:func:`set_ssc`
-needs them).  Membership of the true label is then computed row by row as
-``sum_k 1[y == c_k] * 1[c_k in C]``: no list explode, no Python loop over rows.
+a known class, and the possible set sizes ``0..K`` are known.  Membership of
+the true label is then computed row by row as ``sum_k 1[y == c_k] * 1[c_k in
+C]``: no list explode, no Python loop over rows.
 
-Without ``classes=`` (list columns only: :func:`set_coverage`,
-:func:`set_size`, :func:`singleton_rate`, :func:`empty_rate`), the labels come
-from the data: a sub-query explodes the lists once and counts, per group, the
-rows whose set holds the true label and the distinct labels of each set.  A
+Without ``classes=`` (list columns only), the labels come from the data.  A
 list is read as a set: a repeated label counts once and a missing (null)
-element is no label.  A pandas column of Python lists (dtype ``object``:
-lists, tuples, sets or numpy arrays) is converted to an Arrow list column
-internally (the caller's frame is not modified).
+element is no label.  :func:`set_coverage`, :func:`set_size`,
+:func:`singleton_rate` and :func:`empty_rate` count per group in a sub-query
+that explodes the lists once; :func:`set_ssc`, :func:`set_ssc_score` and the
+metrics of a covered indicator (``coverage_test``, ``coverage_gap``, ...)
+read each row's set size and ``y in set`` with the backend's own list
+functions (polars, DuckDB, PySpark; pyarrow compute for pandas and pyarrow).
+Without classes the size strata of :func:`set_ssc` cannot be the sizes
+``0..K``: they are the sizes ``0 .. n_bins - 2`` and ``>= n_bins - 1``
+(default ``n_bins=4``), so the output columns never depend on the data.  A
+pandas column of Python lists (dtype ``object``: lists, tuples, sets or numpy
+arrays) is converted to an Arrow list column internally (the caller's frame
+is not modified).
 
 Invalid rows (an error on eager input; null metrics and ``n_invalid`` on lazy
 input): a missing true label or set; with ``classes=``, a true label not among
@@ -408,8 +414,13 @@ def set_ssc(
     Rows are grouped by set size: with ``n_bins=None`` one stratum per size
     ``0..K`` (``K = len(classes)``); with an integer, the sizes ``0..K`` are cut
     into ``n_bins`` contiguous ranges of (near) equal length, the first
-    ``(K + 1) % n_bins`` one size longer.  Coverage is reported per stratum.
-    **Strata without rows are absent** (the baseline reports them as NaN).
+    ``(K + 1) % n_bins`` one size longer.  Without ``classes`` (a list column
+    whose labels come from the data) ``K`` is unknown before the data is
+    read: one stratum per size ``0 .. n_bins - 2`` and a last one of the
+    sizes ``>= n_bins - 1`` (default ``n_bins=4``); its ``size_max`` is the
+    largest size in the group (wide: ``set_ssc_bin{last}_size_max``).
+    Coverage is reported per stratum.  **Strata without rows are absent**
+    (the baseline reports them as NaN).
 
     A direct call returns a long table: group keys, ``size_min``, ``size_max``,
     the coverage column and ``n`` (rows in the stratum).  Inside ``evaluate`` the
@@ -421,12 +432,15 @@ def set_ssc(
         Column of true labels.
     sets : str or list of str
         A list column of labels, or one boolean membership column per class.
-    classes : list of int or str
+    classes : list of int or str, optional
         The possible labels ``c_1..c_K`` (they fix the sizes ``0..K``); with
-        membership columns, the label of each column, in order.
+        membership columns (required), the label of each column, in order.
+        Without them (a list column), the strata are the sizes ``0 ..
+        n_bins - 2`` and ``>= n_bins - 1``.
     n_bins : int, optional
-        ``None``: one stratum per size; an integer: that many contiguous
-        ranges of sizes.
+        With ``classes``: ``None``, one stratum per size; an integer, that
+        many contiguous ranges of sizes.  Without: the number of strata
+        (default 4: sizes 0, 1, 2 and ``>= 3``).
     weights : str, optional
         Column of non-negative row weights: each stratum's weighted coverage;
         its ``n`` counts the stratum's rows of positive weight (see the
@@ -493,12 +507,15 @@ def set_ssc_score(
         Column of true labels.
     sets : str or list of str
         A list column of labels, or one boolean membership column per class.
-    classes : list of int or str
+    classes : list of int or str, optional
         The possible labels ``c_1..c_K`` (they fix the sizes ``0..K``); with
-        membership columns, the label of each column, in order.
+        membership columns (required), the label of each column, in order.
+        Without them (a list column), the strata are the sizes ``0 ..
+        n_bins - 2`` and ``>= n_bins - 1``.
     n_bins : int, optional
-        ``None``: one stratum per size; an integer: that many contiguous
-        ranges of sizes.
+        With ``classes``: ``None``, one stratum per size; an integer, that
+        many contiguous ranges of sizes.  Without: the number of strata
+        (default 4: sizes 0, 1, 2 and ``>= 3``).
     weights : str, optional
         Column of non-negative row weights: each stratum's weighted coverage;
         its ``n`` counts the stratum's rows of positive weight (see the
