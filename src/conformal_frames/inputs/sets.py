@@ -395,50 +395,69 @@ def _arrow_rows(lists: Any, labels: Any, n: int) -> tuple[np.ndarray, np.ndarray
     return size, (np.bincount(pairs["p"].to_numpy()[hit], minlength=n) > 0).astype(float)
 
 
+def _polars_rows(native: Any, lt: str, yt: str | None, size: str, inside: str) -> Any:
+    import polars as pl
+
+    exprs = [pl.col(lt).list.drop_nulls().list.n_unique().cast(pl.Float64).alias(size)]
+    if yt is not None:
+        exprs.append(pl.col(lt).list.contains(pl.col(yt), nulls_equal=False).cast(pl.Float64).alias(inside))
+    return native.with_columns(exprs)
+
+
+def _duckdb_rows(native: Any, lt: str, yt: str | None, size: str, inside: str) -> Any:
+    import duckdb
+
+    lcol, double = duckdb.ColumnExpression(lt), duckdb.sqltype("DOUBLE")
+    distinct = duckdb.FunctionExpression("len", duckdb.FunctionExpression("list_distinct", lcol))
+    exprs = [duckdb.StarExpression(), distinct.cast(double).alias(size)]
+    if yt is not None:
+        hit = duckdb.FunctionExpression("list_contains", lcol, duckdb.ColumnExpression(yt))
+        exprs.append(hit.cast(double).alias(inside))
+    return native.select(*exprs)
+
+
+def _spark_rows(native: Any, lt: str, yt: str | None, size: str, inside: str) -> Any:
+    from pyspark.sql import functions as F
+
+    cols = {size: F.size(F.array_distinct(F.array_compact(F.col(lt)))).cast("double")}
+    if yt is not None:
+        cols[inside] = F.array_contains(F.col(lt), F.col(yt)).cast("double")
+    return native.withColumns(cols)
+
+
+def _arrow_backed_rows(native: Any, lt: str, yt: str | None, size: str, inside: str) -> Any:
+    """pandas (an Arrow list column) or a pyarrow Table: pyarrow compute and numpy."""
+    import pyarrow as pa
+
+    table = native if isinstance(native, pa.Table) else None
+    lists = table.column(lt) if table is not None else pa.array(native[lt])
+    labels = None
+    if yt is not None:
+        labels = table.column(yt).to_pylist() if table is not None else native[yt].astype(object).tolist()
+    sizes, hits = _arrow_rows(lists, labels, len(native))
+    new = {size: sizes, **({inside: hits} if yt is not None else {})}
+    if table is None:
+        return native.assign(**new)
+    for name, values in new.items():
+        table = table.append_column(name, pa.array(values))
+    return table
+
+
 def _native_rows(frame: nw.LazyFrame, lt: str, yt: str | None, size: str, inside: str) -> nw.LazyFrame:
     """Add ``size`` and ``inside`` with the backend's own list functions (narwhals has no list-in-column)."""
     impl, native = frame.implementation, frame.to_native()
     if impl.is_polars():
-        import polars as pl
-
-        exprs = [pl.col(lt).list.drop_nulls().list.n_unique().cast(pl.Float64).alias(size)]
-        if yt is not None:
-            exprs.append(pl.col(lt).list.contains(pl.col(yt), nulls_equal=False).cast(pl.Float64).alias(inside))
-        return nw.from_native(native.with_columns(exprs))
+        return nw.from_native(_polars_rows(native, lt, yt, size, inside))
     if impl.is_duckdb():
-        import duckdb
-
-        lcol = duckdb.ColumnExpression(lt)
-        d = duckdb.FunctionExpression("len", duckdb.FunctionExpression("list_distinct", lcol))
-        exprs = [duckdb.StarExpression(), d.cast(duckdb.sqltype("DOUBLE")).alias(size)]
-        if yt is not None:
-            hit = duckdb.FunctionExpression("list_contains", lcol, duckdb.ColumnExpression(yt))
-            exprs.append(hit.cast(duckdb.sqltype("DOUBLE")).alias(inside))
-        return nw.from_native(native.select(*exprs))
-    if impl.is_spark_like():
-        from pyspark.sql import functions as F
-
-        cols = {size: F.size(F.array_distinct(F.array_compact(F.col(lt)))).cast("double")}
-        if yt is not None:
-            cols[inside] = F.array_contains(F.col(lt), F.col(yt)).cast("double")
-        return nw.from_native(native.withColumns(cols))
+        return nw.from_native(_duckdb_rows(native, lt, yt, size, inside))
+    if impl.is_pyspark() or impl.is_pyspark_connect():
+        return nw.from_native(_spark_rows(native, lt, yt, size, inside))
     if impl.is_pandas() or impl.is_pyarrow():
-        import pyarrow as pa
-
-        table = native if impl.is_pyarrow() else None
-        lists = table.column(lt) if table is not None else pa.array(native[lt])
-        labels = None
-        if yt is not None:
-            labels = table.column(yt).to_pylist() if table is not None else native[yt].astype(object).tolist()
-        n = len(native)
-        sz, hit = _arrow_rows(lists, labels, n)
-        if table is not None:
-            out = table.append_column(size, pa.array(sz)).append_column(inside, pa.array(hit))
-            return nw.from_native(out).lazy()
-        return nw.from_native(native.assign(**{size: sz, inside: hit})).lazy()
+        return nw.from_native(_arrow_backed_rows(native, lt, yt, size, inside)).lazy()
     msg = (
-        f"a list column without classes= needs the {impl} backend's list functions, which are not supported; "
-        "pass classes= (the possible labels) or collect the data to pandas or polars first"
+        f"a list column without classes= is read with the backend's own list functions, "
+        f"which conformal-frames does not call on {impl}; pass classes= (the possible labels) "
+        "or collect the data to pandas or polars first"
     )
     raise NotImplementedError(msg)
 
