@@ -3,16 +3,17 @@
 A prediction set is a list column of labels (a native list, an Arrow list, or
 a pandas object column of lists, tuples, sets or arrays, converted to an Arrow
 list internally) or one Boolean membership column per class with
-``classes=``.  Without ``classes=`` the labels come from the data (a sub-query
-explodes the lists once).  A list is read as a set: a repeated label counts
-once and a missing (null) element is no label.
+``classes=``.  Without ``classes=`` the labels come from the data: each row's
+set size and whether ``y`` is in the set are read with the backend's own list
+functions before the query (:func:`data_rows`).  A list is read as a set: a
+repeated label counts once and a missing (null) element is no label.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import narwhals.stable.v2 as nw
 import numpy as np
@@ -24,17 +25,14 @@ from conformal_frames._validate import (
     optional,
     validate_fields,
 )
-from conformal_frames.engine import Metric, Query, TableFn, TableRef, aggregate, total
+from conformal_frames.engine import Metric, Query, indicator, total
 
 __all__ = [
     "Label",
     "SetMetric",
     "SetSpec",
     "arrow_lists",
-    "data_covered_row",
-    "data_label_counts",
     "data_rows",
-    "data_size_row",
     "label_exprs",
     "membership_exprs",
     "prepared",
@@ -167,18 +165,28 @@ def set_key(spec: SetSpec) -> Hashable:
 
 def size_row(q: Query, spec: SetSpec) -> str:
     """Row column: the set size ``|C_i|`` (Float64)."""
+    if spec.classes is None:
+        return _data_size_row(q, spec)
     return q.row(("set_size", set_key(spec)), total(membership_exprs(q, spec)))
 
 
 def set_covered_row(q: Query, y: str, spec: SetSpec) -> str:
     """Row column: 1.0 where the true label is in the set, else 0.0."""
+    if spec.classes is None:
+        return _data_covered_row(q, y, spec)
     mem = membership_exprs(q, spec)
     assert spec.classes is not None
     eq = label_exprs(q, y, spec.classes)
     return q.row(("set_covered", y, set_key(spec)), total([e * m for e, m in zip(eq, mem)]))
 
 
-def size_indicator(q: Query, spec: SetSpec, lo: int, hi: int) -> str:
+def size_indicator(q: Query, spec: SetSpec, lo: int, hi: int | None) -> str:
+    """Row column: 1.0 where the set size is in ``[lo, hi]`` (``hi`` ``None``: ``>= lo``)."""
+    if spec.classes is None:
+        data = nw.col(size_row(q, spec))
+        inside = data >= lo if hi is None else (data >= lo) & (data <= hi)
+        return q.row(("set_size_in", set_key(spec), lo, hi), indicator(inside), inputs=[size_row(q, spec)])
+    assert hi is not None
     size = total(membership_exprs(q, spec))
     return q.row(("set_size_in", set_key(spec), lo, hi), ((size >= lo) & (size <= hi)).cast(nw.Float64))
 
@@ -253,7 +261,7 @@ def arrow_lists(frame: nw.LazyFrame, names: Sequence[str]) -> nw.LazyFrame:
 
 
 # ---------------------------------------------------------------------------
-# list columns without classes: labels from the data (one explode sub-query)
+# list columns without classes: the checks of the list and of the label
 # ---------------------------------------------------------------------------
 def _list_column(q: Query, name: str) -> nw.Expr:
     """The list column ``name``, checked to be a list column."""
@@ -290,53 +298,6 @@ def _data_label_row(q: Query, y: str, inner: Any) -> str:
     if dtype == nw.Categorical or dtype == nw.Enum:
         col = col.cast(nw.String)
     return q.row(("set_label", y), col)
-
-
-def _explode_table(lst: str, order: str, label: str | None, weight: str | None = None) -> TableFn:
-    """Per group: rows whose set holds the label, distinct labels, singletons, non-empty sets.
-
-    Each row gets an id (unique; its order does not matter), the lists are
-    exploded once, null elements dropped, and the elements counted per row,
-    then per group.  Rows with an empty set have no element and only count in
-    the main aggregation's ``n``.  With ``weight`` (a row column), every
-    per-row count is multiplied by the row's weight before the group sums.
-    """
-
-    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        e, o, y, rid, hit, d, one, ne = (ref.name(x) for x in ("e", "o", "y", "rid", "hit", "d", "one", "ne"))
-        wt = ref.name("w")
-        cols: list[nw.Expr | str] = [*keys, nw.col(lst).alias(e), nw.col(order).alias(o)]
-        cols += [nw.col(label).alias(y)] if label else []
-        cols += [nw.col(weight).alias(wt)] if weight else []
-        r = rows.select(*cols).with_row_index(rid, order_by=[o]).explode(e).filter(~nw.col(e).is_null())
-        aggs = [nw.col(e).n_unique().alias(d), *([nw.col(wt).max()] if weight else [])]
-        if label:
-            r = r.with_columns((nw.col(e) == nw.col(y)).cast(nw.Float64).fill_null(0.0).alias(hit))
-            aggs.append(nw.col(hit).max().alias(hit))
-        per = r.group_by(*keys, rid).agg(*aggs)
-        per = per.with_columns(nw.col(d).cast(nw.Float64), (nw.col(d) == 1).cast(nw.Float64).alias(one))
-        if weight:
-            per = per.with_columns(*[(nw.col(c) * nw.col(wt)).alias(c) for c in (d, one, *([hit] if label else []))])
-        count = nw.col(wt).sum().alias(ne) if weight else nw.len().alias(ne)
-        sums = [nw.col(d).sum(), nw.col(one).sum(), count, *([nw.col(hit).sum()] if label else [])]
-        out = aggregate(per, keys, sums)
-        return out.with_columns(nw.col(ne).cast(nw.Float64))
-
-    return build
-
-
-def data_label_counts(q: Query, spec: SetSpec, y: str | None, weight: str | None = None) -> dict[str, nw.Expr]:
-    """Per-group sums of a list column without classes: ``hits`` (with ``y``),
-    ``size`` (distinct labels), ``singletons`` and ``nonempty`` rows (each row
-    counted with its ``weight``, a row column, when given)."""
-    assert isinstance(spec.sets, str)
-    col = _list_column(q, spec.sets)
-    lst = q.row(("set_list", spec.sets), col)
-    order = q.row(("set_len", spec.sets), col.list.len().cast(nw.Float64))
-    label = _data_label_row(q, y, q.schema[spec.sets].inner) if y is not None else None
-    t = q.table(("set_explode", lst, label, weight), _explode_table(lst, order, label, weight))
-    names = {"size": "d", "singletons": "one", "nonempty": "ne", **({"hits": "hit"} if label else {})}
-    return {k: t.col(v).fill_null(0.0) for k, v in names.items()}
 
 
 # ---------------------------------------------------------------------------
@@ -479,14 +440,14 @@ def data_rows(frame: nw.LazyFrame, lst: str, y: str | None) -> nw.LazyFrame:
     return out.drop(lt, *([yt] if yt is not None else []))
 
 
-def data_size_row(q: Query, spec: SetSpec) -> str:
+def _data_size_row(q: Query, spec: SetSpec) -> str:
     """Row column of the set size of a list column without classes (checked; see :func:`data_rows`)."""
     assert isinstance(spec.sets, str)
     _list_column(q, spec.sets)
     return q.row(("set_size_data", spec.sets), q.column(row_names(spec.sets, None)[0]).fill_null(0.0))
 
 
-def data_covered_row(q: Query, y: str, spec: SetSpec) -> str:
+def _data_covered_row(q: Query, y: str, spec: SetSpec) -> str:
     """Row column: 1.0 where ``y`` is in the row's list (no classes; see :func:`data_rows`)."""
     assert isinstance(spec.sets, str)
     _list_column(q, spec.sets)
@@ -505,14 +466,10 @@ def prepared(frame: nw.LazyFrame, spec: SetSpec, y: str | None) -> nw.LazyFrame:
 
 
 class SetMetric(Metric):
-    """A metric of prediction sets: a pandas list column of dtype object is converted first."""
+    """A metric of prediction sets: a pandas list column of dtype object is converted
+    first; without classes the per-row columns of :func:`data_rows` are added."""
 
     spec: SetSpec
 
-    #: reads the sets row by row (without classes: the columns of :func:`data_rows`)
-    row_level: ClassVar[bool] = False
-
     def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
-        if self.row_level:
-            return prepared(frame, self.spec, getattr(self, "y", None))
-        return arrow_lists(frame, [self.spec.sets] if isinstance(self.spec.sets, str) else [])
+        return prepared(frame, self.spec, getattr(self, "y", None))

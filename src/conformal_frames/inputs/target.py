@@ -10,7 +10,7 @@ import narwhals.stable.v2 as nw
 from conformal_frames._validate import check_column, checked, optional, validate_fields
 from conformal_frames.engine import Metric, Query
 from conformal_frames.inputs.intervals import covered_row
-from conformal_frames.inputs.sets import SetSpec, data_covered_row, prepared, set_covered_row, set_spec
+from conformal_frames.inputs.sets import SetSpec, prepared, set_covered_row, set_spec
 
 __all__ = ["Target", "TargetMetric", "target"]
 
@@ -31,8 +31,6 @@ class Target:
         validate_fields(self)
 
     def covered(self, q: Query) -> str:
-        if self.sets is not None and self.sets.classes is None:
-            return data_covered_row(q, self.y, self.sets)
         if self.sets is not None:
             return set_covered_row(q, self.y, self.sets)
         assert self.lo is not None and self.hi is not None

@@ -14,12 +14,10 @@ C]``: no list explode, no Python loop over rows.
 
 Without ``classes=`` (list columns only), the labels come from the data.  A
 list is read as a set: a repeated label counts once and a missing (null)
-element is no label.  :func:`set_coverage`, :func:`set_size`,
-:func:`singleton_rate` and :func:`empty_rate` count per group in a sub-query
-that explodes the lists once; :func:`set_ssc`, :func:`set_ssc_score` and the
-metrics of a covered indicator (``coverage_test``, ``coverage_gap``, ...)
-read each row's set size and ``y in set`` with the backend's own list
-functions (polars, DuckDB, PySpark; pyarrow compute for pandas and pyarrow).
+element is no label.  Each row's set size and whether ``y`` is in its set are
+read with the backend's own list functions (polars, DuckDB, PySpark; pyarrow
+compute for pandas and pyarrow), then every metric is the same sum as with
+``classes=``.
 Without classes the size strata of :func:`set_ssc` cannot be the sizes
 ``0..K``: they are the sizes ``0 .. n_bins - 2`` and ``>= n_bins - 1``
 (default ``n_bins=4``), so the output columns never depend on the data.  A
@@ -47,14 +45,11 @@ from conformal_frames._validate import (
     checked,
     optional,
 )
-from conformal_frames.engine import Query, indicator, stack
+from conformal_frames.engine import Query, stack
 from conformal_frames.inputs.sets import (
     Label,
     SetMetric,
     SetSpec,
-    data_covered_row,
-    data_label_counts,
-    data_size_row,
     set_covered_row,
     set_key,
     set_spec,
@@ -80,11 +75,7 @@ class SetCoverage(SetMetric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights)
-        if self.spec.classes is None:
-            k = data_label_counts(q, self.spec, self.y, w.row)["hits"]
-        else:
-            k = w.sum(set_covered_row(q, self.y, self.spec))
-        return proportion(w, k, self.ci_level)
+        return proportion(w, w.sum(set_covered_row(q, self.y, self.spec)), self.ci_level)
 
 
 @renamed(ci="ci_level")
@@ -147,8 +138,6 @@ class SetSize(SetMetric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights)
-        if self.spec.classes is None:
-            return {"": ratio(data_label_counts(q, self.spec, None, w.row)["size"], w.total)}
         return {"": ratio(w.sum(size_row(q, self.spec)), w.total)}
 
 
@@ -197,10 +186,6 @@ class SizeRate(SetMetric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights)
-        if self.spec.classes is None:
-            counts = data_label_counts(q, self.spec, None, w.row)
-            hits = counts["singletons"] if self.size == 1 else w.total - counts["nonempty"]
-            return {"": ratio(hits, w.total)}
         return {"": ratio(w.sum(size_indicator(q, self.spec, self.size, self.size)), w.total)}
 
 
@@ -326,25 +311,15 @@ def _check_set_bins(n_bins: Any, spec: SetSpec) -> int | None:
     return nb
 
 
-def _stratum(q: Query, spec: SetSpec, lo: int, hi: int | None) -> str:
-    """Row column: 1.0 where the set size is in ``[lo, hi]`` (``hi`` ``None``: ``>= lo``)."""
-    if spec.classes is not None:
-        assert hi is not None
-        return size_indicator(q, spec, lo, hi)
-    size = data_size_row(q, spec)
-    inside = nw.col(size) >= lo if hi is None else (nw.col(size) >= lo) & (nw.col(size) <= hi)
-    return q.row(("set_size_in_data", spec.sets, lo, hi), indicator(inside), inputs=[size])
-
-
 def _ssc_strata(
     q: Query, y: str, spec: SetSpec, n_bins: int | None, weights: str | None
 ) -> list[tuple[nw.Expr, nw.Expr]]:
     """(coverage, rows) of each stratum; with weights, the weighted coverage and the rows of positive weight."""
     w = q.weighting(weights)
-    covered = set_covered_row(q, y, spec) if spec.classes is not None else data_covered_row(q, y, spec)
+    covered = set_covered_row(q, y, spec)
     out = []
     for lo, hi in size_strata(spec.k if spec.classes is not None else None, n_bins):
-        inside = _stratum(q, spec, lo, hi)
+        inside = size_indicator(q, spec, lo, hi)
         hits = q.row(
             ("set_ssc_hits", y, set_key(spec), lo, hi), nw.col(inside) * nw.col(covered), inputs=[inside, covered]
         )
@@ -367,7 +342,6 @@ class SetSSC(SetMetric):
     default_name = "set_ssc"
     kind = "table"
     long = True
-    row_level = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         out: dict[str, nw.Expr | None] = {}
@@ -376,7 +350,7 @@ class SetSSC(SetMetric):
             out[f"bin{b}_n"] = rows
         if self.spec.classes is None:  # the open last stratum: its largest size in the data
             lo, _ = self._strata()[-1]
-            inside, size = _stratum(q, self.spec, lo, None), data_size_row(q, self.spec)
+            inside, size = size_indicator(q, self.spec, lo, None), size_row(q, self.spec)
             biggest = q.row(
                 ("set_size_max_data", inside), nw.when(nw.col(inside) > 0.0).then(nw.col(size)), inputs=[inside, size]
             )
@@ -482,7 +456,6 @@ class SetSSCScore(SetMetric):
     n_bins: int | None = checked(optional(check_bins), None)
     weights: str | None = None
     default_name = "set_ssc_score"
-    row_level = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         return {"": min_of(*[cov for cov, _ in _ssc_strata(q, self.y, self.spec, self.n_bins, self.weights)])}
