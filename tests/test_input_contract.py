@@ -270,8 +270,16 @@ def test_a_level_column_equals_the_float(constructor: Any) -> None:
         cf.coverage_gap("y", sets="s", groups="g", confidence_level=0.8).alias("gap"),
         cf.coverage_gap("y", sets="s", groups="g", confidence_level="lv").alias("gap_col"),
     ]
+    if not constructor.lazy or constructor.id == "polars[lazy]":  # p-values: eager frames and polars
+        metrics += [
+            cf.coverage_test("y", sets="s", confidence_level=0.8).alias("test"),
+            cf.coverage_test("y", sets="s", confidence_level="lv").alias("test_col"),
+        ]
     out = to_pandas(cf.evaluate(native, *metrics, by="lv"))
     assert_close(out["gap_col"], out["gap"], rtol=1e-12, what=constructor.id)
+    if "test" in out.columns:
+        assert_close(out["test_col_pvalue"], out["test_pvalue"], rtol=1e-12, what=constructor.id)
+        assert_close(out["test_col"], out["test"], rtol=1e-12, what=constructor.id)
 
 
 @pytest.mark.parametrize("kind", ["int", "float", "bool"])
