@@ -31,8 +31,11 @@ LISTS = [[c for c, inside in zip(CLASSES, row) if inside] for row in DATA["m"]]
 X = np.random.default_rng(3).random(len(LISTS))
 
 
+W = np.random.default_rng(4).uniform(0.0, 2.0, len(LISTS))
+
+
 def _base(sets: Any) -> dict[str, Any]:
-    return {"g": list(DATA["g"]), "x": X, "y": DATA["y"].astype(np.int64), "s": sets}
+    return {"g": list(DATA["g"]), "x": X, "w": W, "y": DATA["y"].astype(np.int64), "s": sets}
 
 
 def _pandas_object(cells: list[Any]) -> pd.DataFrame:
@@ -143,6 +146,41 @@ def test_every_form_gives_the_same_values(form: str, with_classes: bool) -> None
     assert {c for c in ref.columns if c.startswith("set_ssc_bin")} <= set(out.columns)
     assert_close(out[same].to_numpy(dtype=float), ref[same].to_numpy(dtype=float), rtol=1e-12, what=form)
     assert out["coverage_gap_worst_g"].tolist() == ref["coverage_gap_worst_g"].tolist()
+
+
+def _weighted(sets: Any, classes: list[int] | None) -> list[cf.Metric]:
+    c: dict[str, Any] = {"classes": classes, "weights": "w"}
+    return [
+        cf.set_coverage("y", sets, **c),
+        cf.set_size(sets, **c),
+        cf.singleton_rate(sets, **c),
+        cf.empty_rate(sets, **c),
+        cf.set_ssc("y", sets, **c),
+        cf.coverage_gap("y", sets=sets, groups="g", confidence_level=0.8, **c),
+    ]
+
+
+@pytest.mark.parametrize(("form", "with_classes"), _cases())
+def test_every_form_gives_the_same_weighted_values(form: str, with_classes: bool) -> None:
+    sets, classes = FORMS[form][1], CLASSES if with_classes else None
+    out = _run(form, with_classes, LISTS, *_weighted(sets, classes))
+    ref = to_pandas(cf.evaluate(_polars(LISTS), *_weighted("s", CLASSES)))
+    cols = [c for c in ref.columns if c not in ("n_invalid", "coverage_gap_worst_g")]
+    assert_close(out[cols].to_numpy(dtype=float), ref[cols].to_numpy(dtype=float), rtol=1e-12, what=form)
+
+
+@pytest.mark.parametrize(("form", "with_classes"), [c for c in _cases() if FORMS[c.values[0]][3]])
+def test_summaries_of_every_form_equal_the_evaluation(form: str, with_classes: bool) -> None:
+    sets, classes = FORMS[form][1], CLASSES if with_classes else None
+    metrics = [cf.set_coverage("y", sets, classes=classes), cf.set_ssc_score("y", sets, classes=classes)]
+    frame = FORMS[form][0](LISTS)
+    merged = to_pandas(cf.finalize(cf.summarize(frame, *metrics, by="g"), *metrics))
+    ref = _reference()
+    assert_close(
+        merged[["set_coverage", "set_ssc_score"]].to_numpy(),
+        ref[["set_coverage", "set_ssc_score"]].to_numpy(),
+        rtol=1e-12,
+    )
 
 
 @pytest.mark.parametrize(("form", "with_classes"), _cases())
