@@ -286,8 +286,8 @@ def _same_kind(label: Any, inner: Any) -> bool:
     )
 
 
-def _data_label_row(q: Query, y: str, inner: Any) -> str:
-    """Row column of the true label, compared with the list elements."""
+def _check_data_label(q: Query, y: str, inner: Any) -> None:
+    """The true label is of the list elements' kind (number/string) and not missing."""
     col = nw.col(y) if y in q.keys else q.column(y)
     dtype = q.schema[y]
     if not _same_kind(dtype, inner):
@@ -295,9 +295,6 @@ def _data_label_row(q: Query, y: str, inner: Any) -> str:
         raise TypeError(msg)
     missing = col.is_null() | col.is_nan() if dtype.is_float() else col.is_null()
     q.check(f"label column {y!r} has missing values", missing)
-    if dtype == nw.Categorical or dtype == nw.Enum:
-        col = col.cast(nw.String)
-    return q.row(("set_label", y), col)
 
 
 # ---------------------------------------------------------------------------
@@ -361,7 +358,7 @@ def _polars_rows(native: Any, lt: str, yt: str | None, size: str, inside: str) -
 
     exprs = [pl.col(lt).list.drop_nulls().list.n_unique().cast(pl.Float64).alias(size)]
     if yt is not None:
-        exprs.append(pl.col(lt).list.contains(pl.col(yt), nulls_equal=False).cast(pl.Float64).alias(inside))
+        exprs.append(pl.col(lt).list.contains(pl.col(yt)).cast(pl.Float64).alias(inside))
     return native.with_columns(exprs)
 
 
@@ -451,7 +448,7 @@ def _data_covered_row(q: Query, y: str, spec: SetSpec) -> str:
     """Row column: 1.0 where ``y`` is in the row's list (no classes; see :func:`data_rows`)."""
     assert isinstance(spec.sets, str)
     _list_column(q, spec.sets)
-    _data_label_row(q, y, q.schema[spec.sets].inner)
+    _check_data_label(q, y, q.schema[spec.sets].inner)
     name = row_names(spec.sets, y)[1]
     return q.row(("set_covered_data", y, spec.sets), q.column(name).fill_null(0.0))
 
