@@ -212,6 +212,18 @@ def test_every_eager_form_gives_the_same_worst_slab(form: str, with_classes: boo
     assert_close(out["worst_slab_coverage"], ref["worst_slab_coverage"], rtol=1e-12, what=form)
 
 
+@pytest.mark.parametrize(("form", "with_classes"), [c for c in _cases() if FORMS[c.values[0]][3]])
+def test_every_eager_form_gives_the_same_excess_risk(form: str, with_classes: bool) -> None:
+    pytest.importorskip("sklearn")
+    from sklearn.linear_model import LogisticRegression
+
+    sets, classes = FORMS[form][1], CLASSES if with_classes else None
+    options: dict[str, Any] = {"features": ["x"], "confidence_level": 0.8, "model": LogisticRegression(), "n_splits": 3}
+    out = cf.excess_risk_target_coverage(FORMS[form][0](LISTS), "y", sets=sets, classes=classes, **options)
+    ref = cf.excess_risk_target_coverage(_polars(LISTS), "y", sets="s", classes=CLASSES, **options)
+    assert out == pytest.approx(ref, rel=1e-12)
+
+
 @pytest.mark.parametrize(  # report(sets=) takes a list column
     ("form", "with_classes"), [c for c in _cases() if FORMS[c.values[0]][3] and FORMS[c.values[0]][1] == "s"]
 )
