@@ -428,11 +428,14 @@ def data_rows(frame: nw.LazyFrame, lst: str, y: str | None) -> nw.LazyFrame:
     label of the same kind: the metric's build then refuses them with the
     message of every set metric.
     """
-    ready = _normalized(frame, lst, y)
+    size, inside = row_names(lst, y)
+    names = frame.collect_schema().names()
+    if size in names and (y is None or inside in names):  # another metric of the call added them
+        return frame
+    ready = _normalized(frame.drop(*[c for c in (size, inside) if c in names]), lst, y)
     if ready is None:
         return frame
     normalized, lt, yt = ready
-    size, inside = row_names(lst, y)
     out = _native_rows(normalized, lt, yt, size, inside)
     return out.drop(lt, *([yt] if yt is not None else []))
 
