@@ -117,12 +117,9 @@ def test_bad_object_cells_are_named():
         mixed.conformal.set_size("s")
 
 
-def test_metrics_that_need_classes_say_so():
-    with pytest.raises(ValueError, match=r"classes= is required with the list column 's': the strata"):
-        cf.set_ssc("y", "s")
-    with pytest.raises(ValueError, match=r"classes= is required with the list column 's'"):
-        cf.set_ssc_score("y", "s")
-    with pytest.raises(ValueError, match=r"classes= is required with the list column 's'"):
-        cf.coverage_test("y", sets="s", confidence_level=0.9)
+def test_only_membership_columns_need_classes():
+    frame = pd.DataFrame({"y": [2, 8, 3, 1], "s": [[2], [8, 1], [], [1]]})
+    assert frame.conformal.set_ssc_score("y", "s") == 0.0
+    assert frame.conformal.coverage_test("y", sets="s", confidence_level=0.9).statistic == 0.75
     with pytest.raises(ValueError, match="classes= is required"):
         cf.set_size(["m0", "m1"])  # membership columns always need their labels

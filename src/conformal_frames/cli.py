@@ -521,7 +521,7 @@ def _column_options(p: argparse.ArgumentParser) -> None:
     cols.add_argument(
         "--classes",
         metavar="LABELS",
-        help="comma-separated class labels of the prediction sets (default: the distinct values of --y); "
+        help="comma-separated class labels of the prediction sets (default: the labels come from the sets); "
         "integers when every label parses as one",
     )
     cols.add_argument(

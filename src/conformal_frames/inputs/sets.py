@@ -3,9 +3,10 @@
 A prediction set is a list column of labels (a native list, an Arrow list, or
 a pandas object column of lists, tuples, sets or arrays, converted to an Arrow
 list internally) or one Boolean membership column per class with
-``classes=``.  Without ``classes=`` the labels come from the data (a sub-query
-explodes the lists once).  A list is read as a set: a repeated label counts
-once and a missing (null) element is no label.
+``classes=``.  Without ``classes=`` the labels come from the data: each row's
+set size and whether ``y`` is in the set are read with the backend's own list
+functions before the query (:func:`data_rows`).  A list is read as a set: a
+repeated label counts once and a missing (null) element is no label.
 """
 
 from __future__ import annotations
@@ -24,16 +25,18 @@ from conformal_frames._validate import (
     optional,
     validate_fields,
 )
-from conformal_frames.engine import Metric, Query, TableFn, TableRef, aggregate, total
+from conformal_frames.engine import Metric, Query, indicator, total
 
 __all__ = [
     "Label",
     "SetMetric",
     "SetSpec",
     "arrow_lists",
-    "data_label_counts",
+    "data_rows",
     "label_exprs",
     "membership_exprs",
+    "prepared",
+    "row_names",
     "set_covered_row",
     "set_key",
     "set_spec",
@@ -68,17 +71,10 @@ class SetSpec:
         return len(self.classes)
 
 
-def set_spec(sets: Any, classes: Any, *, need_classes: str | None = None) -> SetSpec:
-    """Validate ``sets`` / ``classes`` of a set metric factory.
-
-    ``classes`` may be ``None`` with a list column, unless ``need_classes``
-    (the reason, for the error message) says the metric needs them.
-    """
+def set_spec(sets: Any, classes: Any) -> SetSpec:
+    """Validate ``sets`` / ``classes`` of a set metric factory (``classes`` may be ``None`` with a list column)."""
     sets = check_sets(sets)
     if classes is None and isinstance(sets, str):
-        if need_classes is not None:
-            msg = f"classes= is required with the list column {sets!r}: {need_classes}"
-            raise ValueError(msg)
         return SetSpec(sets, None)
     labels = check_classes(classes)
     if isinstance(sets, str):
@@ -169,18 +165,28 @@ def set_key(spec: SetSpec) -> Hashable:
 
 def size_row(q: Query, spec: SetSpec) -> str:
     """Row column: the set size ``|C_i|`` (Float64)."""
+    if spec.classes is None:
+        return _data_size_row(q, spec)
     return q.row(("set_size", set_key(spec)), total(membership_exprs(q, spec)))
 
 
 def set_covered_row(q: Query, y: str, spec: SetSpec) -> str:
     """Row column: 1.0 where the true label is in the set, else 0.0."""
+    if spec.classes is None:
+        return _data_covered_row(q, y, spec)
     mem = membership_exprs(q, spec)
     assert spec.classes is not None
     eq = label_exprs(q, y, spec.classes)
     return q.row(("set_covered", y, set_key(spec)), total([e * m for e, m in zip(eq, mem)]))
 
 
-def size_indicator(q: Query, spec: SetSpec, lo: int, hi: int) -> str:
+def size_indicator(q: Query, spec: SetSpec, lo: int, hi: int | None) -> str:
+    """Row column: 1.0 where the set size is in ``[lo, hi]`` (``hi`` ``None``: ``>= lo``)."""
+    if spec.classes is None:
+        data = nw.col(size_row(q, spec))
+        inside = data >= lo if hi is None else (data >= lo) & (data <= hi)
+        return q.row(("set_size_in", set_key(spec), lo, hi), indicator(inside), inputs=[size_row(q, spec)])
+    assert hi is not None
     size = total(membership_exprs(q, spec))
     return q.row(("set_size_in", set_key(spec), lo, hi), ((size >= lo) & (size <= hi)).cast(nw.Float64))
 
@@ -255,7 +261,7 @@ def arrow_lists(frame: nw.LazyFrame, names: Sequence[str]) -> nw.LazyFrame:
 
 
 # ---------------------------------------------------------------------------
-# list columns without classes: labels from the data (one explode sub-query)
+# list columns without classes: the checks of the list and of the label
 # ---------------------------------------------------------------------------
 def _list_column(q: Query, name: str) -> nw.Expr:
     """The list column ``name``, checked to be a list column."""
@@ -280,8 +286,8 @@ def _same_kind(label: Any, inner: Any) -> bool:
     )
 
 
-def _data_label_row(q: Query, y: str, inner: Any) -> str:
-    """Row column of the true label, compared with the list elements."""
+def _check_data_label(q: Query, y: str, inner: Any) -> None:
+    """The true label is of the list elements' kind (number/string) and not missing."""
     col = nw.col(y) if y in q.keys else q.column(y)
     dtype = q.schema[y]
     if not _same_kind(dtype, inner):
@@ -289,62 +295,181 @@ def _data_label_row(q: Query, y: str, inner: Any) -> str:
         raise TypeError(msg)
     missing = col.is_null() | col.is_nan() if dtype.is_float() else col.is_null()
     q.check(f"label column {y!r} has missing values", missing)
-    if dtype == nw.Categorical or dtype == nw.Enum:
-        col = col.cast(nw.String)
-    return q.row(("set_label", y), col)
 
 
-def _explode_table(lst: str, order: str, label: str | None, weight: str | None = None) -> TableFn:
-    """Per group: rows whose set holds the label, distinct labels, singletons, non-empty sets.
+# ---------------------------------------------------------------------------
+# list columns without classes, row by row: the set's size and "y in the set"
+# ---------------------------------------------------------------------------
+def row_names(lst: str, y: str | None) -> tuple[str, str]:
+    """Frame columns that :func:`data_rows` adds: the set size and ``y in set`` (Float64)."""
+    return f"__cf_set_size[{lst}]", f"__cf_set_in[{lst}][{y}]"
 
-    Each row gets an id (unique; its order does not matter), the lists are
-    exploded once, null elements dropped, and the elements counted per row,
-    then per group.  Rows with an empty set have no element and only count in
-    the main aggregation's ``n``.  With ``weight`` (a row column), every
-    per-row count is multiplied by the row's weight before the group sums.
+
+def _normalized(frame: nw.LazyFrame, lst: str, y: str | None) -> tuple[nw.LazyFrame, str, str | None] | None:
+    """The list column and ``y`` as comparable columns (``None`` when build will refuse them)."""
+    schema = frame.collect_schema()
+    dtype = schema.get(lst)
+    if not isinstance(dtype, nw.List) or (
+        y is not None and (y not in schema or not _same_kind(schema[y], dtype.inner))
+    ):
+        return None
+    lt, yt = "__cf_set_list", "__cf_set_label"
+    strings = (nw.String, nw.Categorical, nw.Enum)
+    inner, label = dtype.inner, schema[y] if y is not None else None
+    if any(inner == t for t in strings[1:]):
+        lcol = nw.col(lst).cast(nw.List(nw.String))
+    elif y is not None and label is not None and label.is_numeric() and label != inner:
+        lcol = nw.col(lst).cast(nw.List(nw.Float64))
+    else:
+        lcol = nw.col(lst)
+    cols = [lcol.alias(lt)]
+    if y is not None and label is not None:
+        ycol = nw.col(y)
+        if any(label == t for t in strings[1:]):
+            ycol = ycol.cast(nw.String)
+        elif label.is_numeric() and label != inner:
+            ycol = ycol.cast(nw.Float64)
+        cols.append(ycol.alias(yt))
+    return frame.with_columns(*cols), lt, (yt if y is not None else None)
+
+
+def _arrow_rows(lists: Any, labels: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct non-null labels per row and ``label in set`` (0/1) of an Arrow list array."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    parents = np.asarray(pc.list_parent_indices(lists), dtype=np.int64)
+    flat = pc.list_flatten(lists)
+    keep = np.asarray(flat.is_valid(), dtype=bool)
+    pairs = pd.DataFrame({"p": parents[keep], "v": flat.filter(pa.array(keep)).to_pandas()}).drop_duplicates()
+    size = np.bincount(pairs["p"].to_numpy(), minlength=n).astype(float)
+    if labels is None:
+        return size, np.zeros(n)
+    right = pd.Series(np.asarray(labels, dtype=object)[pairs["p"].to_numpy()])
+    hit = (pd.Series(pairs["v"].to_numpy(dtype=object)) == right).fillna(False).to_numpy(dtype=bool)
+    return size, (np.bincount(pairs["p"].to_numpy()[hit], minlength=n) > 0).astype(float)
+
+
+def _polars_rows(native: Any, lt: str, yt: str | None, size: str, inside: str) -> Any:
+    import polars as pl
+
+    exprs = [pl.col(lt).list.drop_nulls().list.n_unique().cast(pl.Float64).alias(size)]
+    if yt is not None:
+        exprs.append(pl.col(lt).list.contains(pl.col(yt)).cast(pl.Float64).alias(inside))
+    return native.with_columns(exprs)
+
+
+def _duckdb_rows(native: Any, lt: str, yt: str | None, size: str, inside: str) -> Any:
+    import duckdb
+
+    lcol, double = duckdb.ColumnExpression(lt), duckdb.sqltype("DOUBLE")
+    distinct = duckdb.FunctionExpression("len", duckdb.FunctionExpression("list_distinct", lcol))
+    exprs = [duckdb.StarExpression(), distinct.cast(double).alias(size)]
+    if yt is not None:
+        hit = duckdb.FunctionExpression("list_contains", lcol, duckdb.ColumnExpression(yt))
+        exprs.append(hit.cast(double).alias(inside))
+    return native.select(*exprs)
+
+
+def _spark_rows(native: Any, lt: str, yt: str | None, size: str, inside: str) -> Any:
+    from pyspark.sql import functions as F
+
+    cols = {size: F.size(F.array_distinct(F.array_compact(F.col(lt)))).cast("double")}
+    if yt is not None:
+        cols[inside] = F.array_contains(F.col(lt), F.col(yt)).cast("double")
+    return native.withColumns(cols)
+
+
+def _arrow_backed_rows(native: Any, lt: str, yt: str | None, size: str, inside: str) -> Any:
+    """pandas (an Arrow list column) or a pyarrow Table: pyarrow compute and numpy."""
+    import pyarrow as pa
+
+    table = native if isinstance(native, pa.Table) else None
+    lists = table.column(lt) if table is not None else pa.array(native[lt])
+    labels = None
+    if yt is not None:
+        labels = table.column(yt).to_pylist() if table is not None else native[yt].astype(object).tolist()
+    sizes, hits = _arrow_rows(lists, labels, len(native))
+    new = {size: sizes, **({inside: hits} if yt is not None else {})}
+    if table is None:
+        return native.assign(**new)
+    for name, values in new.items():
+        table = table.append_column(name, pa.array(values))
+    return table
+
+
+def _native_rows(frame: nw.LazyFrame, lt: str, yt: str | None, size: str, inside: str) -> nw.LazyFrame:
+    """Add ``size`` and ``inside`` with the backend's own list functions (narwhals has no list-in-column)."""
+    impl, native = frame.implementation, frame.to_native()
+    if impl.is_polars():
+        return nw.from_native(_polars_rows(native, lt, yt, size, inside))
+    if impl.is_duckdb():
+        return nw.from_native(_duckdb_rows(native, lt, yt, size, inside))
+    if impl.is_pyspark() or impl.is_pyspark_connect():
+        return nw.from_native(_spark_rows(native, lt, yt, size, inside))
+    if impl.is_pandas() or impl.is_pyarrow():
+        return nw.from_native(_arrow_backed_rows(native, lt, yt, size, inside)).lazy()
+    msg = (
+        f"a list column without classes= is read with the backend's own list functions, "
+        f"which conformal-frames does not call on {impl}; pass classes= (the possible labels) "
+        "or collect the data to pandas or polars first"
+    )
+    raise NotImplementedError(msg)
+
+
+def data_rows(frame: nw.LazyFrame, lst: str, y: str | None) -> nw.LazyFrame:
+    """Add the columns of :func:`row_names`: each row's number of distinct labels and
+    (with ``y``) 1.0 where ``y`` is among them.
+
+    Returns ``frame`` unchanged when the columns are not a list column and a
+    label of the same kind: the metric's build then refuses them with the
+    message of every set metric.
     """
-
-    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        e, o, y, rid, hit, d, one, ne = (ref.name(x) for x in ("e", "o", "y", "rid", "hit", "d", "one", "ne"))
-        wt = ref.name("w")
-        cols: list[nw.Expr | str] = [*keys, nw.col(lst).alias(e), nw.col(order).alias(o)]
-        cols += [nw.col(label).alias(y)] if label else []
-        cols += [nw.col(weight).alias(wt)] if weight else []
-        r = rows.select(*cols).with_row_index(rid, order_by=[o]).explode(e).filter(~nw.col(e).is_null())
-        aggs = [nw.col(e).n_unique().alias(d), *([nw.col(wt).max()] if weight else [])]
-        if label:
-            r = r.with_columns((nw.col(e) == nw.col(y)).cast(nw.Float64).fill_null(0.0).alias(hit))
-            aggs.append(nw.col(hit).max().alias(hit))
-        per = r.group_by(*keys, rid).agg(*aggs)
-        per = per.with_columns(nw.col(d).cast(nw.Float64), (nw.col(d) == 1).cast(nw.Float64).alias(one))
-        if weight:
-            per = per.with_columns(*[(nw.col(c) * nw.col(wt)).alias(c) for c in (d, one, *([hit] if label else []))])
-        count = nw.col(wt).sum().alias(ne) if weight else nw.len().alias(ne)
-        sums = [nw.col(d).sum(), nw.col(one).sum(), count, *([nw.col(hit).sum()] if label else [])]
-        out = aggregate(per, keys, sums)
-        return out.with_columns(nw.col(ne).cast(nw.Float64))
-
-    return build
+    size, inside = row_names(lst, y)
+    names = frame.collect_schema().names()
+    if size in names and (y is None or inside in names):  # another metric of the call added them
+        return frame
+    ready = _normalized(frame.drop(*[c for c in (size, inside) if c in names]), lst, y)
+    if ready is None:
+        return frame
+    normalized, lt, yt = ready
+    out = _native_rows(normalized, lt, yt, size, inside)
+    return out.drop(lt, *([yt] if yt is not None else []))
 
 
-def data_label_counts(q: Query, spec: SetSpec, y: str | None, weight: str | None = None) -> dict[str, nw.Expr]:
-    """Per-group sums of a list column without classes: ``hits`` (with ``y``),
-    ``size`` (distinct labels), ``singletons`` and ``nonempty`` rows (each row
-    counted with its ``weight``, a row column, when given)."""
+def _data_size_row(q: Query, spec: SetSpec) -> str:
+    """Row column of the set size of a list column without classes (checked; see :func:`data_rows`)."""
     assert isinstance(spec.sets, str)
-    col = _list_column(q, spec.sets)
-    lst = q.row(("set_list", spec.sets), col)
-    order = q.row(("set_len", spec.sets), col.list.len().cast(nw.Float64))
-    label = _data_label_row(q, y, q.schema[spec.sets].inner) if y is not None else None
-    t = q.table(("set_explode", lst, label, weight), _explode_table(lst, order, label, weight))
-    names = {"size": "d", "singletons": "one", "nonempty": "ne", **({"hits": "hit"} if label else {})}
-    return {k: t.col(v).fill_null(0.0) for k, v in names.items()}
+    _list_column(q, spec.sets)
+    return q.row(("set_size_data", spec.sets), q.column(row_names(spec.sets, None)[0]).fill_null(0.0))
+
+
+def _data_covered_row(q: Query, y: str, spec: SetSpec) -> str:
+    """Row column: 1.0 where ``y`` is in the row's list (no classes; see :func:`data_rows`)."""
+    assert isinstance(spec.sets, str)
+    _list_column(q, spec.sets)
+    _check_data_label(q, y, q.schema[spec.sets].inner)
+    name = row_names(spec.sets, y)[1]
+    return q.row(("set_covered_data", y, spec.sets), q.column(name).fill_null(0.0))
+
+
+def prepared(frame: nw.LazyFrame, spec: SetSpec, y: str | None) -> nw.LazyFrame:
+    """The frame a set reader needs: Arrow lists for pandas object columns, and
+    without classes the per-row columns of :func:`data_rows`."""
+    if not isinstance(spec.sets, str):
+        return frame
+    frame = arrow_lists(frame, [spec.sets])
+    return data_rows(frame, spec.sets, y) if spec.classes is None else frame
 
 
 class SetMetric(Metric):
-    """A metric of prediction sets: a pandas list column of dtype object is converted first."""
+    """A metric of prediction sets: a pandas list column of dtype object is converted
+    first; without classes the per-row columns of :func:`data_rows` are added."""
 
     spec: SetSpec
 
     def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
-        return arrow_lists(frame, [self.spec.sets] if isinstance(self.spec.sets, str) else [])
+        return prepared(frame, self.spec, getattr(self, "y", None))

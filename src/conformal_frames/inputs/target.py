@@ -10,7 +10,7 @@ import narwhals.stable.v2 as nw
 from conformal_frames._validate import check_column, checked, optional, validate_fields
 from conformal_frames.engine import Metric, Query
 from conformal_frames.inputs.intervals import covered_row
-from conformal_frames.inputs.sets import SetSpec, arrow_lists, set_covered_row, set_spec
+from conformal_frames.inputs.sets import SetSpec, prepared, set_covered_row, set_spec
 
 __all__ = ["Target", "TargetMetric", "target"]
 
@@ -38,13 +38,14 @@ class Target:
 
 
 class TargetMetric(Metric):
-    """A metric of the covered indicator: a pandas list column of dtype object is converted first."""
+    """A metric of the covered indicator: a pandas list column of dtype object is
+    converted first; without classes, ``y in set`` is computed row by row."""
 
     target: Target
 
     def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
         sets = self.target.sets
-        return arrow_lists(frame, [sets.sets]) if sets is not None and isinstance(sets.sets, str) else frame
+        return prepared(frame, sets, self.target.y) if sets is not None else frame
 
 
 def target(y: str, lo: str | None, hi: str | None, sets: Any, classes: Any) -> Target:
@@ -54,10 +55,9 @@ def target(y: str, lo: str | None, hi: str | None, sets: Any, classes: Any) -> T
         msg = "pass either lo= and hi= (intervals) or sets= (prediction sets), not both"
         raise ValueError(msg)
     if sets is not None:
-        reason = "coverage is compared row by row with the label of each set element"
-        return Target(y=y, sets=set_spec(sets, classes, need_classes=reason))
+        return Target(y=y, sets=set_spec(sets, classes))
     if lo is None or hi is None:
-        msg = "pass lo= and hi= (prediction intervals) or sets= and classes= (prediction sets)"
+        msg = "pass lo= and hi= (prediction intervals) or sets= (prediction sets)"
         raise ValueError(msg)
     if classes is not None:
         msg = "classes= only applies to prediction sets (sets=)"

@@ -1,7 +1,8 @@
 """Conditional coverage: coverage gap across groups, grouped inference, worst slab.
 
 Every metric here works for prediction intervals (``y, lo, hi``) and for
-prediction sets (``y, sets=..., classes=...``, see :mod:`conformal_frames.metrics.sets`):
+prediction sets (``y, sets=...``, ``classes=`` optional with a list column,
+see :mod:`conformal_frames.metrics.sets`):
 a row is *covered* when ``lo <= y <= hi`` or ``y in C``.
 
 - :func:`coverage_gap`: mean ``|coverage_g - (1 - alpha)|`` over the groups
@@ -241,8 +242,8 @@ def coverage_gap(
     Parameters
     ----------
     y, lo, hi : str
-        Observed value and interval bounds; or ``y`` with ``sets=``/``classes=``
-        for prediction sets.
+        Observed value and interval bounds; or ``y`` with ``sets=`` (and
+        ``classes=``, optional with a list column) for prediction sets.
     groups : str or list of str
         The columns defining the groups whose coverages are compared.
     confidence_level : float or str
@@ -503,7 +504,8 @@ def coverage_test(
     sets : str or list of str, optional
         Prediction sets instead of intervals (with ``y`` the true label).
     classes : list of int or str, optional
-        The labels of the sets (required with ``sets=``).
+        The possible labels of the sets; required with membership columns
+        only (a list column without them: ``y`` in the row's list).
     confidence_level : float or str
         The target coverage ``t`` tested, in (0, 1); or the
         name of a ``by=`` column holding each group's level.
@@ -668,7 +670,8 @@ def worst_slab_coverage(
     sets : str or list of str, optional
         Prediction sets instead of intervals (with ``y`` the true label).
     classes : list of int or str, optional
-        The labels of the sets (required with ``sets=``).
+        The possible labels of the sets; required with membership columns
+        only (a list column without them: ``y`` in the row's list).
     features : str or list of str
         Numeric feature columns spanning the space of slabs.
     delta : float, default 0.1

@@ -327,7 +327,7 @@ def excess_risk_target_coverage(
     """Excess risk of the target coverage (ERT) of Braun et al. (2025).
 
     A row is *covered* when ``lo <= y <= hi`` (intervals) or ``y`` is in its
-    prediction set (``sets=`` and ``classes=``, as in
+    prediction set (``sets=``, ``classes=`` optional with a list column, as in
     :mod:`conformal_frames.metrics.sets`).  A classifier (default
     ``HistGradientBoostingClassifier(random_state=seed)``, or a clone
     of ``model``) learns ``P(covered | features)`` with ``n_splits``-fold

@@ -8,18 +8,22 @@ A prediction set is given either as
   with ``classes=`` giving each column's label, in the same order (required).
 
 With ``classes=``, every label (true labels and set members) is checked to be
-a known class, and the possible set sizes ``0..K`` are known (:func:`set_ssc`
-needs them).  Membership of the true label is then computed row by row as
-``sum_k 1[y == c_k] * 1[c_k in C]``: no list explode, no Python loop over rows.
+a known class, and the possible set sizes ``0..K`` are known.  Membership of
+the true label is then computed row by row as ``sum_k 1[y == c_k] * 1[c_k in
+C]``: no list explode, no Python loop over rows.
 
-Without ``classes=`` (list columns only: :func:`set_coverage`,
-:func:`set_size`, :func:`singleton_rate`, :func:`empty_rate`), the labels come
-from the data: a sub-query explodes the lists once and counts, per group, the
-rows whose set holds the true label and the distinct labels of each set.  A
+Without ``classes=`` (list columns only), the labels come from the data.  A
 list is read as a set: a repeated label counts once and a missing (null)
-element is no label.  A pandas column of Python lists (dtype ``object``:
-lists, tuples, sets or numpy arrays) is converted to an Arrow list column
-internally (the caller's frame is not modified).
+element is no label.  Each row's set size and whether ``y`` is in its set are
+read with the backend's own list functions (polars, DuckDB, PySpark; pyarrow
+compute for pandas and pyarrow), then every metric is the same sum as with
+``classes=``.
+Without classes the size strata of :func:`set_ssc` cannot be the sizes
+``0..K``: they are the sizes ``0 .. n_bins - 2`` and ``>= n_bins - 1``
+(default ``n_bins=4``), so the output columns never depend on the data.  A
+pandas column of Python lists (dtype ``object``: lists, tuples, sets or numpy
+arrays) is converted to an Arrow list column internally (the caller's frame
+is not modified).
 
 Invalid rows (an error on eager input; null metrics and ``n_invalid`` on lazy
 input): a missing true label or set; with ``classes=``, a true label not among
@@ -46,7 +50,6 @@ from conformal_frames.inputs.sets import (
     Label,
     SetMetric,
     SetSpec,
-    data_label_counts,
     set_covered_row,
     set_key,
     set_spec,
@@ -72,11 +75,7 @@ class SetCoverage(SetMetric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights)
-        if self.spec.classes is None:
-            k = data_label_counts(q, self.spec, self.y, w.row)["hits"]
-        else:
-            k = w.sum(set_covered_row(q, self.y, self.spec))
-        return proportion(w, k, self.ci_level)
+        return proportion(w, w.sum(set_covered_row(q, self.y, self.spec)), self.ci_level)
 
 
 @renamed(ci="ci_level")
@@ -139,8 +138,6 @@ class SetSize(SetMetric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights)
-        if self.spec.classes is None:
-            return {"": ratio(data_label_counts(q, self.spec, None, w.row)["size"], w.total)}
         return {"": ratio(w.sum(size_row(q, self.spec)), w.total)}
 
 
@@ -189,10 +186,6 @@ class SizeRate(SetMetric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights)
-        if self.spec.classes is None:
-            counts = data_label_counts(q, self.spec, None, w.row)
-            hits = counts["singletons"] if self.size == 1 else w.total - counts["nonempty"]
-            return {"": ratio(hits, w.total)}
         return {"": ratio(w.sum(size_indicator(q, self.spec, self.size, self.size)), w.total)}
 
 
@@ -281,26 +274,37 @@ def empty_rate(
 # ---------------------------------------------------------------------------
 # size-stratified coverage
 # ---------------------------------------------------------------------------
-def size_strata(k: int, n_bins: int | None) -> list[tuple[int, int]]:
-    """Contiguous ranges ``(min, max)`` of set sizes ``0..k``.
+#: strata of set sizes without classes: sizes 0 .. n_bins - 2, then ">= n_bins - 1"
+DATA_SSC_BINS = 4
 
-    ``None``: one stratum per size.  An integer: ``range(k + 1)`` split into
-    ``n_bins`` contiguous chunks whose lengths differ by at most one (the
-    first ``(k + 1) % n_bins`` chunks are one longer), as the baseline does.
+
+def size_strata(k: int | None, n_bins: int | None) -> list[tuple[int, int | None]]:
+    """Contiguous ranges ``(min, max)`` of set sizes (``max`` ``None``: no upper end).
+
+    With ``k`` classes, the sizes ``0..k``: ``None``: one stratum per size; an
+    integer: ``range(k + 1)`` split into ``n_bins`` contiguous chunks whose
+    lengths differ by at most one (the first ``(k + 1) % n_bins`` chunks are
+    one longer), as the baseline does.  Without classes (``k`` ``None``, the
+    largest size unknown before the data is read): one stratum per size
+    ``0..n_bins - 2`` and a last one of the sizes ``>= n_bins - 1``
+    (``n_bins`` default :data:`DATA_SSC_BINS`).
     """
+    if k is None:
+        nb = DATA_SSC_BINS if n_bins is None else n_bins
+        return [(s, s) for s in range(nb - 1)] + [(nb - 1, None)]
     sizes = np.arange(k + 1)
     if n_bins is None:
         return [(int(s), int(s)) for s in sizes]
     return [(int(c[0]), int(c[-1])) for c in np.array_split(sizes, n_bins)]
 
 
-_SSC_NEEDS = "the strata are the possible set sizes 0..K of K classes"
-
-
-def _check_set_bins(n_bins: Any, k: int) -> int | None:
+def _check_set_bins(n_bins: Any, spec: SetSpec) -> int | None:
     if n_bins is None:
         return None
     nb = check_bins(n_bins)
+    if spec.classes is None:
+        return nb
+    k = spec.k
     if nb > k + 1:
         msg = f"n_bins={nb} exceeds the {k + 1} possible set sizes (0..{k}) of {k} classes"
         raise ValueError(msg)
@@ -314,7 +318,7 @@ def _ssc_strata(
     w = q.weighting(weights)
     covered = set_covered_row(q, y, spec)
     out = []
-    for lo, hi in size_strata(spec.k, n_bins):
+    for lo, hi in size_strata(spec.k if spec.classes is not None else None, n_bins):
         inside = size_indicator(q, spec, lo, hi)
         hits = q.row(
             ("set_ssc_hits", y, set_key(spec), lo, hi), nw.col(inside) * nw.col(covered), inputs=[inside, covered]
@@ -322,6 +326,11 @@ def _ssc_strata(
         weight = w.sum(inside)  # registered first: the unweighted query of 0.2, unchanged
         out.append((ratio(w.sum(hits), weight), w.count(inside)))
     return out
+
+
+def _largest(column: str, lo: int) -> nw.Expr:
+    """The open stratum's largest size (``lo`` where it has no row: such strata are left out)."""
+    return nw.col(column).fill_null(float(lo)).cast(nw.Int64)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -339,18 +348,28 @@ class SetSSC(SetMetric):
         for b, (cov, rows) in enumerate(_ssc_strata(q, self.y, self.spec, self.n_bins, self.weights)):
             out[f"bin{b}"] = cov
             out[f"bin{b}_n"] = rows
+        if self.spec.classes is None:  # the open last stratum: its largest size in the data
+            lo, _ = self._strata()[-1]
+            inside, size = size_indicator(q, self.spec, lo, None), size_row(q, self.spec)
+            biggest = q.row(
+                ("set_size_max_data", inside), nw.when(nw.col(inside) > 0.0).then(nw.col(size)), inputs=[inside, size]
+            )
+            out[f"bin{len(out) // 2 - 1}_size_max"] = q.weighting(self.weights).max(biggest)
         return out
+
+    def _strata(self) -> list[tuple[int, int | None]]:
+        return size_strata(self.spec.k if self.spec.classes is not None else None, self.n_bins)
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         name = self.output_name
         parts = [
             {
                 "size_min": nw.lit(lo, nw.Int64),
-                "size_max": nw.lit(hi, nw.Int64),
+                "size_max": nw.lit(hi, nw.Int64) if hi is not None else _largest(f"{name}_bin{b}_size_max", lo),
                 name: nw.col(f"{name}_bin{b}"),
                 "n": nw.col(f"{name}_bin{b}_n").cast(nw.Int64),
             }
-            for b, (lo, hi) in enumerate(size_strata(self.spec.k, self.n_bins))
+            for b, (lo, hi) in enumerate(self._strata())
         ]
         return stack(frame, keys, parts).filter(nw.col("n") > 0).sort(*keys, "size_min")
 
@@ -369,8 +388,13 @@ def set_ssc(
     Rows are grouped by set size: with ``n_bins=None`` one stratum per size
     ``0..K`` (``K = len(classes)``); with an integer, the sizes ``0..K`` are cut
     into ``n_bins`` contiguous ranges of (near) equal length, the first
-    ``(K + 1) % n_bins`` one size longer.  Coverage is reported per stratum.
-    **Strata without rows are absent** (the baseline reports them as NaN).
+    ``(K + 1) % n_bins`` one size longer.  Without ``classes`` (a list column
+    whose labels come from the data) ``K`` is unknown before the data is
+    read: one stratum per size ``0 .. n_bins - 2`` and a last one of the
+    sizes ``>= n_bins - 1`` (default ``n_bins=4``); its ``size_max`` is the
+    largest size in the group (wide: ``set_ssc_bin{last}_size_max``).
+    Coverage is reported per stratum.  **Strata without rows are absent**
+    (the baseline reports them as NaN).
 
     A direct call returns a long table: group keys, ``size_min``, ``size_max``,
     the coverage column and ``n`` (rows in the stratum).  Inside ``evaluate`` the
@@ -382,12 +406,15 @@ def set_ssc(
         Column of true labels.
     sets : str or list of str
         A list column of labels, or one boolean membership column per class.
-    classes : list of int or str
+    classes : list of int or str, optional
         The possible labels ``c_1..c_K`` (they fix the sizes ``0..K``); with
-        membership columns, the label of each column, in order.
+        membership columns (required), the label of each column, in order.
+        Without them (a list column), the strata are the sizes ``0 ..
+        n_bins - 2`` and ``>= n_bins - 1``.
     n_bins : int, optional
-        ``None``: one stratum per size; an integer: that many contiguous
-        ranges of sizes.
+        With ``classes``: ``None``, one stratum per size; an integer, that
+        many contiguous ranges of sizes.  Without: the number of strata
+        (default 4: sizes 0, 1, 2 and ``>= 3``).
     weights : str, optional
         Column of non-negative row weights: each stratum's weighted coverage;
         its ``n`` counts the stratum's rows of positive weight (see the
@@ -418,8 +445,8 @@ def set_ssc(
     │ 3        ┆ 4        ┆ 0.666667 ┆ 3   │
     └──────────┴──────────┴──────────┴─────┘
     """
-    spec = set_spec(sets, classes, need_classes=_SSC_NEEDS)
-    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k), weights=weights)
+    spec = set_spec(sets, classes)
+    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec), weights=weights)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -453,12 +480,15 @@ def set_ssc_score(
         Column of true labels.
     sets : str or list of str
         A list column of labels, or one boolean membership column per class.
-    classes : list of int or str
+    classes : list of int or str, optional
         The possible labels ``c_1..c_K`` (they fix the sizes ``0..K``); with
-        membership columns, the label of each column, in order.
+        membership columns (required), the label of each column, in order.
+        Without them (a list column), the strata are the sizes ``0 ..
+        n_bins - 2`` and ``>= n_bins - 1``.
     n_bins : int, optional
-        ``None``: one stratum per size; an integer: that many contiguous
-        ranges of sizes.
+        With ``classes``: ``None``, one stratum per size; an integer, that
+        many contiguous ranges of sizes.  Without: the number of strata
+        (default 4: sizes 0, 1, 2 and ``>= 3``).
     weights : str, optional
         Column of non-negative row weights: each stratum's weighted coverage;
         its ``n`` counts the stratum's rows of positive weight (see the
@@ -481,5 +511,5 @@ def set_ssc_score(
     >>> round(df.conformal.set_ssc_score("y", "s", classes=[0, 1, 2, 3], n_bins=2), 8)
     0.66666667
     """
-    spec = set_spec(sets, classes, need_classes=_SSC_NEEDS)
-    return SetSSCScore(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k), weights=weights)
+    spec = set_spec(sets, classes)
+    return SetSSCScore(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec), weights=weights)

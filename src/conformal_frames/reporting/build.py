@@ -32,9 +32,7 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[
         msg = f"confidence_level column {level!r} is also in by=; give it only as confidence_level="
         raise ValueError(msg)
     notes: list[str] = []
-    classes = o["classes"]
-    if o["sets"] is not None and classes is None:  # coverage_test and set_ssc need them
-        classes = planning.distinct_labels(base, o["y"])
+    classes = o["classes"]  # None: the labels come from the sets
     if o["bounded_memory"]:
         if o["hsic"]:
             msg = "hsic=True needs all rows of each group; it cannot run with bounded_memory=True"
@@ -85,9 +83,19 @@ def _intervals(options: dict[str, Any]) -> dict[float, tuple[str, str]]:
     return {} if value is None else {lv: (lo, hi) for lv, lo, hi in check_intervals(value)}
 
 
+def _prepared(base: Any, metrics: list[engine.Metric]) -> Any:
+    """``base`` as the metrics read it (e.g. a pandas column of Python lists as an
+    Arrow list): the schema the tables and the invalid-row causes are planned on."""
+    lf, eager = engine.to_lazy(base)
+    for m in metrics:
+        lf = m.prepare(lf)
+    return lf.collect() if eager else lf
+
+
 def _evaluate(base: Any, plan: planning.Plan) -> Report:
     families = plan.families()
     metrics = [m for ms in families.values() for m in ms]
+    base = _prepared(base, metrics)
     result = engine.compute(base, metrics, plan.keys or None, invalid=plan.invalid)
     wide = nw.maybe_reset_index(collect(result))
     tables = build_tables(wide, plan, families, base.collect_schema())
@@ -159,11 +167,14 @@ def report(
         The 0/1 outcome of ``score`` when the frame also holds an interval
         target in ``y`` (one frame, two families).  Default: ``y``.
     sets : str, optional
-        List column of predicted labels, with ``y`` the true label:
-        prediction-set metrics.
+        List column of predicted labels (any form of
+        :mod:`~conformal_frames.metrics.sets`: a native or Arrow list, or a
+        pandas column of lists, tuples, sets or arrays), with ``y`` the true
+        label: prediction-set metrics.
     classes : list, optional
-        The possible labels of the prediction sets (default: the distinct
-        values of ``y``).
+        The possible labels of the prediction sets (then every true label and
+        set member is checked to be one of them); default: the labels come
+        from the sets.
     by : str or list of str, optional
         Group columns.
     confidence_level : float or str, optional

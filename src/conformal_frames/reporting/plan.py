@@ -181,8 +181,7 @@ class Plan:
         return ms
 
     def _sets(self, y: str, sets: str) -> list[engine.Metric]:
-        classes = self.classes
-        assert classes is not None  # filled from the data by the report when not given
+        classes = self.classes  # None: the labels come from the sets
         return [
             self._coverage("sets", y, sets=sets, classes=classes),
             set_size(sets, classes=classes),
@@ -303,10 +302,6 @@ def level_values(frame: Any, level: str) -> list[float]:
         )
         raise ValueError(msg)
     return sorted(float(v) for v in values)
-
-
-def distinct_labels(frame: Any, y: str) -> list[Any]:
-    return sorted(collect(frame.select(nw.col(y)).unique().drop_nulls()).get_column(y).to_list())
 
 
 def as_frame(frame: Any) -> nw.DataFrame | nw.LazyFrame:
