@@ -41,7 +41,7 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import numpy as np
 
-__all__ = ["ENABLED", "applies", "back", "twin"]
+__all__ = ["ENABLED", "applies", "back", "polars_errors", "twin"]
 
 #: tests set this to ``False`` to compare with the pandas path
 ENABLED = True
@@ -57,6 +57,19 @@ def _pandas_major() -> int:
     import pandas as pd
 
     return int(pd.__version__.split(".")[0])
+
+
+@functools.cache
+def polars_errors() -> tuple[type[BaseException], ...]:
+    """What polars (or pyarrow, converting) raises on a column or an operation it cannot handle."""
+    import polars as pl
+
+    errors: tuple[type[BaseException], ...] = (pl.exceptions.PolarsError, pl.exceptions.PanicException)
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - depends on the environment
+        return errors
+    return (*errors, pa.ArrowException)
 
 
 def applies(frame: nw.LazyFrame) -> bool:
@@ -98,7 +111,7 @@ def twin(
         return None
     try:
         converted = pl.DataFrame([pl.Series(c, s, nan_to_null=True) for c, s in series.items()])
-    except Exception:  # anything pyarrow or polars refuses: the pandas path
+    except (*polars_errors(), TypeError, ValueError, OverflowError):  # refused by polars or pyarrow: the pandas path
         return None
     result = nw.from_native(converted, eager_only=True)
     if any(result.schema[c] != schema[c] for c in series) or any(result[k].null_count() for k in keys):

@@ -42,6 +42,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._validate import validate_fields
+from conformal_frames.errors import ColumnNotFoundError
 from conformal_frames.results import TestResult
 
 __all__ = [
@@ -75,7 +76,6 @@ _DROPPED = "__cf_dropped"
 _N = "__cf_n"
 _GID = "__cf_gid"
 _VALID = "__cf_valid"
-_OWN_MESSAGE = "conformal-frames: "
 #: columns every evaluation may add next to the metrics' outputs
 RESERVED = ("n", "n_invalid", "n_dropped")
 #: integers beyond this lose precision when cast to Float64
@@ -214,9 +214,11 @@ def _did_you_mean(name: str, names: Iterable[Any]) -> str:
     return f"; did you mean {folded[close[0]]!r}?" if close else ""
 
 
-def _not_found(what: str, name: str, schema: Iterable[Any], role: str = "") -> ValueError:
+def _not_found(what: str, name: str, schema: Iterable[Any], role: str = "") -> ColumnNotFoundError:
     available = ", ".join(repr(c) for c in schema)
-    return ValueError(f"{what} {name!r}{role} not found; available columns: {available}{_did_you_mean(name, schema)}")
+    return ColumnNotFoundError(
+        f"{what} {name!r}{role} not found; available columns: {available}{_did_you_mean(name, schema)}"
+    )
 
 
 @dataclass
