@@ -109,9 +109,10 @@ def twin(
     series = {c: native[c] for c in [*keys, *inputs]}
     if not all(_exact(s, c in keys) for c, s in series.items()):
         return None
+    refused: tuple[type[BaseException], ...] = (*polars_errors(), TypeError, ValueError, OverflowError)
     try:
         converted = pl.DataFrame([pl.Series(c, s, nan_to_null=True) for c, s in series.items()])
-    except (*polars_errors(), TypeError, ValueError, OverflowError):  # refused by polars or pyarrow: the pandas path
+    except refused:  # by polars or pyarrow: the pandas path
         return None
     result = nw.from_native(converted, eager_only=True)
     if any(result.schema[c] != schema[c] for c in series) or any(result[k].null_count() for k in keys):

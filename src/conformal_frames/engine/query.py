@@ -258,6 +258,8 @@ class Query:
     #: aggregated column counting the invalid rows of each group (0 = valid);
     #: a numpy step may take it as an input
     invalid: ClassVar[str] = _INVALID
+    #: aggregated column of the row count (:attr:`n`); a numpy step may take it as an input
+    count: ClassVar[str] = _N
 
     # -- inputs -----------------------------------------------------------
     def column(self, name: str) -> nw.Expr:

@@ -19,7 +19,7 @@ All three need the ordered rows of a group, which no SQL aggregation gives: a
 per-group numpy step of the engine (:meth:`conformal_frames.engine.Query.per_group`).
 They run on eager frames of every backend and stay lazy on polars LazyFrames
 (``map_batches``); a lazy DuckDB, PySpark or Dask frame raises
-``NotImplementedError`` naming the backend and asking to collect first.
+``BackendLimitError`` (a ``NotImplementedError``) naming the backend and asking to collect first.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from conformal_frames._validate import (
     choice,
 )
 from conformal_frames.engine import GroupFn, InvalidPolicy, Metric, Query, no_weights
+from conformal_frames.errors import BackendLimitError
 from conformal_frames.inputs.binary import binary_inputs, binary_row, score_row
 
 METHODS = ["smooth_ece", "score_decomposition"]
@@ -622,7 +623,7 @@ def corp_reliability(
         f"corp_reliability (isotonic regression of each group's distinct scores) cannot stay lazy on the {backend} "
         "backend; collect the frame first (e.g. .collect() / .toPandas()) and pass the eager frame, or use polars"
     )
-    raise NotImplementedError(msg)
+    raise BackendLimitError(msg, backend=backend)
 
 
 def _cell_table(lf: nw.LazyFrame, y: str, score: str, keys: list[str], policy: InvalidPolicy) -> nw.LazyFrame:
