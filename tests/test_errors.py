@@ -121,3 +121,28 @@ def test_corp_on_a_lazy_backend_is_a_backend_limit(constructor: Any) -> None:
     with pytest.raises(cf.BackendLimitError) as info:
         cf.corp_reliability(frame, "y", "s")
     assert info.value.backend == constructor.id
+
+
+def test_a_narwhals_backend_runtime_error_becomes_a_backend_limit() -> None:
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    # narwhals' Dask backend words this limit as a RuntimeError ("Objects are not co-aligned")
+    frame = dd.from_pandas(
+        pd.DataFrame({"cls": [0, 1, 2, 1], "p0": [0.5] * 4, "p1": [0.3] * 4, "p2": [0.2] * 4}), npartitions=2
+    )
+    metric = cf.efficiency_criteria("cls", ["p0", "p1", "p2"], classes=[0, 1, 2], confidence_level=0.8)
+    with pytest.raises(cf.BackendLimitError, match="efficiency.*the dask backend cannot run") as info:
+        cf.evaluate(frame, metric)
+    assert info.value.backend == "dask"
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_an_error_of_our_own_code_is_not_a_backend_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: Any, q: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(intervals.Coverage, "build", broken)
+    frame = {"y_bug": [1.0, 2.0], "lo": [0.0, 0.0], "hi": [2.0, 1.0]}
+    pl = pytest.importorskip("polars")
+    with pytest.raises(RuntimeError, match="^a bug$"):
+        cf.evaluate(pl.DataFrame(frame), cf.coverage("y_bug", "lo", "hi"))

@@ -36,7 +36,9 @@ def compute(
             return compiled.finish(eager=eager)
     except BackendLimitError:
         raise
-    except NotImplementedError as exc:
+    except (NotImplementedError, RuntimeError) as exc:
+        if not isinstance(exc, NotImplementedError) and not _raised_by_narwhals(exc):
+            raise  # a real failure, not a backend limitation
         # an operation the backend (through narwhals) cannot run: say which
         # metrics were asked for and the way out, keep the original reason
         backend = _backend(lf)
@@ -46,6 +48,14 @@ def compute(
             f"({exc}); collect the data to pandas or polars first, or use polars"
         )
         raise BackendLimitError(msg, backend=backend) from exc
+
+
+def _raised_by_narwhals(exc: BaseException) -> bool:
+    """Whether narwhals raised ``exc`` itself (its backends word their limits as RuntimeError, e.g. Dask's)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).startswith("narwhals")
 
 
 def _pandas_by_polars(
