@@ -26,7 +26,7 @@ polars query is the compiled query of an eager polars frame
 on small frames costs little more than on polars.
 
 The outputs are computed with their own dtypes (``keep_dtypes`` of
-:func:`conformal_frames.engine.complete_query`): pandas keeps an integer output
+:meth:`conformal_frames.engine.Plan.complete`): pandas keeps an integer output
 (e.g. ``quantile_coverage_n``) int64 unless a group is invalid, where polars
 would make it Float64.
 """

@@ -181,7 +181,7 @@ class _Row:
 
 @dataclass
 class _Check:
-    #: column of the check's row count in the frame :func:`check_counts` returns
+    #: column of the check's row count in the frame :meth:`~conformal_frames.engine.Plan.check_counts` returns
     row: str
     bad: nw.Expr
     #: the offending value shown in the error (rows where ``bad``), if any
@@ -370,7 +370,7 @@ class Query:
         """
         if message not in self.checks:
             # the main aggregation counts the rows failing any check; the
-            # count of each check is computed when one fails (check_counts)
+            # count of each check is computed when one fails (Plan.check_counts)
             number = len(self.checks)
             shown = nw.when(bad).then(example) if example is not None else None
             self.checks[message] = _Check(f"__cf_c{number}", bad, shown)
