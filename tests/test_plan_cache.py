@@ -124,7 +124,7 @@ def test_a_nested_call_of_the_same_query_restores_the_outer_frame() -> None:
     lf = cf.engine.to_lazy(outer)[0]
     with _plan_cache.bound(outer, lf, METRICS, ["g"], "raise", cf.engine.compile_query, reusable=True) as compiled:
         _assert_same(cf.evaluate(inner, *METRICS, by="g"), _uncached(inner))  # the same cached query
-        got = cf.engine.execute._finish(compiled, ["g"], True, "polars")
+        got = compiled.finish(eager=True)
     _assert_same(nw.to_native(got), _uncached(outer))
     (plan,) = _plan_cache._PLANS.values()
     assert plan.frame is None

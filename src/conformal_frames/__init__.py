@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformal_frames.engine import Metric, evaluate
+from conformal_frames.errors import BackendLimitError, ColumnNotFoundError, InvalidRowsError
 from conformal_frames.metrics.bootstrap import bootstrap, bootstrap_difference
 from conformal_frames.metrics.calibration import (
     brier,
@@ -75,10 +76,13 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "BackendLimitError",
     "ChristoffersenTestResult",
+    "ColumnNotFoundError",
     "ConformalNamespace",
     "CoverageTestResult",
     "DieboldMarianoTestResult",
+    "InvalidRowsError",
     "KSTestResult",
     "KuiperTestResult",
     "KupiecTestResult",

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import sys
 import threading
 import time
@@ -182,7 +181,7 @@ def _scan(args: argparse.Namespace) -> tuple[Any, str]:
                 decimal_comma=args.decimal_comma,
             )
         lf.collect_schema()
-    except Exception as exc:  # polars raises many kinds on bad files
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError, ValueError) as exc:  # bad files
         _fail(f"cannot read {path!r} as {fmt}: {_one_line(exc)}", EXIT_IO)
     return lf, fmt
 
@@ -293,7 +292,9 @@ def _text_columns_hint(schema: Any, args: argparse.Namespace, fmt: str) -> str:
 
 def _evaluate(args: argparse.Namespace, lf: Any, fmt: str, by: list[str], bounded: bool) -> Any:
     import narwhals.stable.v2 as nw
+    import polars as pl
 
+    from conformal_frames.errors import InvalidRowsError
     from conformal_frames.reporting import report
 
     try:
@@ -322,13 +323,10 @@ def _evaluate(args: argparse.Namespace, lf: Any, fmt: str, by: list[str], bounde
             std=args.std,
         )
     except (ValueError, TypeError) as exc:
-        rows = args.invalid == "raise" and re.search(r" in \d[\d,]* rows?\b", str(exc)) is not None
-        code = EXIT_INVALID_ROWS if rows else EXIT_USAGE  # "... in 3 rows": the data, not the options
+        code = EXIT_INVALID_ROWS if isinstance(exc, InvalidRowsError) else EXIT_USAGE  # the data, not the options
         _fail(_one_line(exc) + _text_columns_hint(nw.from_native(lf).collect_schema(), args, fmt), code)
-    except Exception as exc:
-        if type(exc).__module__.startswith("polars"):  # e.g. a malformed row deep in a CSV
-            _fail(f"cannot read {args.file!r}: {_one_line(exc)}", EXIT_IO)
-        raise
+    except pl.exceptions.PolarsError as exc:  # e.g. a malformed row deep in a CSV
+        _fail(f"cannot read {args.file!r}: {_one_line(exc)}", EXIT_IO)
 
 
 def _groups_text(groups: list[dict[str, Any]], limit: int = 5) -> str:

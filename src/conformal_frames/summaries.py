@@ -35,22 +35,14 @@ from typing import Any, cast
 import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
-from conformal_frames.engine import (
-    Cells,
-    InvalidPolicy,
-    Metric,
-    Query,
-)
-from conformal_frames.engine import execute as _execute  # TODO(0.3 groundwork): the Plan's phases
-from conformal_frames.engine import plan as _eplan
-from conformal_frames.engine.query import _DROPPED, _INVALID, _N, _Check
+from conformal_frames.engine import Cells, InvalidPolicy, Metric, Plan, Query
+from conformal_frames.errors import ColumnNotFoundError
 
 __all__ = ["SCHEMA_VERSION", "finalize", "merge_summaries", "rolling", "summarize"]
 
 #: version of the summary frame's column schema (see the module docstring)
 SCHEMA_VERSION = 1
 _VERSION, _INPUTS, _CELL, _ORDER = "cf_version", "cf_inputs", "cf_cell", "cf_order"
-_MISSING = "__cf_missing"
 F64 = nw.Float64
 
 
@@ -148,17 +140,15 @@ def _check_mergeable(schema: Any, keys: list[str], metrics: Sequence[Metric]) ->
 # summarize
 # ---------------------------------------------------------------------------
 def _group_part(
-    table: nw.LazyFrame, q: Query, plan: _Plan, policy: InvalidPolicy, cell_cols: list[str]
+    table: nw.LazyFrame, eplan: Plan, plan: _Plan, policy: InvalidPolicy, cell_cols: list[str]
 ) -> nw.LazyFrame:
-    extra = {"null": [(_INVALID, "n_invalid")], "drop": [(_DROPPED, "n_dropped")], "raise": []}[policy]
     return table.select(
-        *[nw.col(ik).alias(k) for k, ik in zip(q.keys, q.group)],
+        *eplan.key_columns(),
         nw.lit(SCHEMA_VERSION).cast(nw.Int64).alias(_VERSION),
         nw.lit(json.dumps(plan.inputs)).alias(_INPUTS),
         nw.lit(None, nw.String).alias(_CELL),
         nw.lit(None, F64).alias(_ORDER),
-        nw.col(_N).cast(nw.Int64).alias("n"),
-        *[nw.col(i).cast(nw.Int64).alias(p) for i, p in extra],
+        *eplan.count_columns(policy),
         *[nw.col(internal).cast(F64).alias(name) for name, (internal, _) in plan.aggs.items()],
         *[nw.lit(None, F64).alias(c) for c in cell_cols if c not in plan.aggs],
     )
@@ -238,26 +228,24 @@ def summarize(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPoli
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
     schema = lf.collect_schema()
-    _eplan._check_keys(schema, keys)
     _check_summary_keys(keys)
-    q = Query(schema=schema, keys=keys)
-    _eplan._key_checks(q)
     if not metrics:
         msg = "summarize() needs at least one metric, e.g. cf.summarize(df, cf.coverage('y', 'lo', 'hi'), by='day')"
         raise ValueError(msg)
-    _eplan._build_outputs(q, metrics)
+    eplan = Plan.of(schema, metrics, keys, caller="summarize")
+    q = eplan.query
     _check_mergeable(schema, keys, metrics)
     plan = _plan(q)
-    rows, table = _eplan._aggregated(lf, q, policy)
+    rows, table = eplan.aggregate(lf, policy)
     if eager:  # one pass: collect the group rows, raise on invalid rows, go on lazily
         collected = table.collect()
         if policy == "raise" and engine.has_invalid(collected):
-            _eplan._raise_checks(engine.check_counts(lf, q), q)
+            eplan.raise_failed(eplan.check_counts(lf))
         table = collected.lazy()
     elif policy == "raise" and q.checks:  # asked for: run the checks now (the summary stays lazy)
-        _eplan._raise_checks(engine.check_counts(lf, q), q)
+        eplan.raise_failed(eplan.check_counts(lf))
     cell_cols = sorted({name for _, sums in plan.cells.values() for name in sums})
-    out = _group_part(table, q, plan, policy, cell_cols)
+    out = _group_part(table, eplan, plan, policy, cell_cols)
     columns = out.collect_schema().names()
     parts = [out, *[_cell_part(rows, q, plan, cid, policy, columns) for cid in plan.cells]]
     result = nw.concat(parts, how="vertical") if len(parts) > 1 else out
@@ -366,18 +354,16 @@ def finalize(stats: Any, *metrics: Metric, by: Any = None) -> Any:
     """
     lf, eager, keys, schema, summary_keys = _open_summary(stats, by, "finalize")
     inputs = _inputs_schema(lf)
-    q = Query(schema={**inputs, **{k: schema[k] for k in summary_keys}}, keys=keys)
     try:
-        outputs = _eplan._build_outputs(q, metrics)
-    except ValueError as exc:
-        if " not found; available columns" not in str(exc):
-            raise
+        eplan = Plan.of({**inputs, **{k: schema[k] for k in summary_keys}}, metrics, keys, caller="finalize")
+    except ColumnNotFoundError as exc:
         asked = ", ".join(m.output_name for m in metrics if isinstance(m, Metric))
         msg = (
             f"finalize: the summary has no statistics of {asked} on these inputs ({exc}; "
             f"the summary's inputs: {sorted(inputs)!r}); summarize with these metrics first"
         )
         raise ValueError(msg) from exc
+    q = eplan.query
     _check_mergeable(q.schema, keys, metrics)
     plan = _plan(q)
     policy: InvalidPolicy = "null" if "n_invalid" in schema else "drop" if "n_dropped" in schema else "raise"
@@ -388,37 +374,22 @@ def finalize(stats: Any, *metrics: Metric, by: Any = None) -> Any:
         asked = ", ".join(m.output_name for m in metrics)
         msg = f"finalize: the summary has no statistics {missing!r} of {asked}; summarize with these metrics first"
         raise ValueError(msg)
-    table = _merged(lf, q, plan, policy)
+    table = _merged(lf, eplan, plan, policy)
     tables = [fn(_merged_cells(lf, q, plan, key), q.group, ref) for key, (fn, ref) in q.tables.items()]
-    compiled = engine.complete_query(q, outputs, table, tables, table, policy)
-    return nw.to_native(_execute._finish(compiled, keys, eager, _eplan._backend(lf)))
+    return nw.to_native(eplan.complete(table, tables, table, policy).finish(eager=eager))
 
 
-def _merged(lf: nw.LazyFrame, q: Query, plan: _Plan, policy: InvalidPolicy) -> nw.LazyFrame:
-    """The group rows added up per ``q.group``: the engine's aggregated table."""
+def _merged(lf: nw.LazyFrame, eplan: Plan, plan: _Plan, policy: InvalidPolicy) -> nw.LazyFrame:
+    """The group rows added up per group: the engine's aggregated table."""
     group_rows = lf.filter(nw.col(_CELL).is_null())
     needed = list(plan.aggs)
     missing = nw.sum_horizontal(*[nw.col(c).is_null().cast(F64) for c in needed]) if needed else nw.lit(0.0)
     # a group whose rows were all dropped (invalid="drop") has n = 0 and no statistics: it adds nothing
     missing = nw.when(nw.col("n") > 0).then(missing).otherwise(0.0)
-    frame = group_rows.select(
-        *[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)],
-        nw.col("n").cast(F64).alias(_N),
-        (nw.col("n_invalid").cast(F64) if policy == "null" else nw.lit(0.0)).alias(_INVALID),
-        *([nw.col("n_dropped").cast(F64).alias(_DROPPED)] if policy == "drop" else []),
-        (missing > 0).cast(F64).alias(_MISSING),
-        *[nw.col(c) for c in needed],
-    )
-    aggs = [nw.col(_N).sum(), nw.col(_INVALID).sum(), nw.col(_MISSING).sum()]
-    aggs += [nw.col(_DROPPED).sum()] if policy == "drop" else []
-    aggs += [getattr(nw.col(name), how)().alias(internal) for name, (internal, how) in plan.aggs.items()]
-    table = engine.aggregate(frame, q.group, aggs)
+    aggs = [getattr(nw.col(name), how)().alias(internal) for name, (internal, how) in plan.aggs.items()]
     # the rows were checked by summarize; what remains: summary rows without a needed statistic
-    q.checks.clear()
-    q.examples.clear()
     message = "summary rows without the statistics these metrics need (summarized with other metrics?)"
-    q.checks[message] = _Check(_MISSING, nw.lit(False))
-    return table.with_columns((nw.col(_INVALID) + nw.col(_MISSING)).alias(_INVALID))
+    return eplan.aggregate_counted(group_rows, policy, aggs, carry=needed, unmet=missing > 0, message=message)
 
 
 def _merged_cells(lf: nw.LazyFrame, q: Query, plan: _Plan, table_key: Hashable) -> nw.LazyFrame:

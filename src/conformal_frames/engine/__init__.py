@@ -5,8 +5,9 @@ The surface other layers use (nothing private crosses this boundary):
 - :mod:`~conformal_frames.engine.query`: what a metric registers (:class:`Query`,
   :class:`Weighting`, :class:`TableRef`, :class:`Cells`, :class:`Metric`) and
   the expression helpers shared by every family;
-- :mod:`~conformal_frames.engine.plan`: the plan of one evaluation (keys,
-  checks, the invalid-row policy, compilation);
+- :mod:`~conformal_frames.engine.plan`: the :class:`Plan` of one evaluation,
+  whose phases are its methods (keys and checks, the main aggregation under
+  the invalid-row policy, completion, raising), and :class:`Compiled`;
 - :mod:`~conformal_frames.engine.execute`: running a plan (:func:`evaluate`).
 """
 
@@ -15,15 +16,13 @@ from __future__ import annotations
 from conformal_frames.engine.execute import compute, evaluate, evaluate_one
 from conformal_frames.engine.plan import (
     Compiled,
+    Plan,
     as_keys,
-    check_count_query,
-    check_counts,
     compile_query,
-    complete_query,
     has_invalid,
-    invalid_mask,
     policy,
     to_lazy,
+    worded,
 )
 from conformal_frames.engine.query import (
     RESERVED,
@@ -56,22 +55,19 @@ __all__ = [
     "InvalidPolicy",
     "Metric",
     "NumpyFn",
+    "Plan",
     "Query",
     "TableFn",
     "TableRef",
     "Weighting",
     "aggregate",
     "as_keys",
-    "check_count_query",
-    "check_counts",
     "compile_query",
-    "complete_query",
     "compute",
     "evaluate",
     "evaluate_one",
     "has_invalid",
     "indicator",
-    "invalid_mask",
     "no_weights",
     "ordered_cells",
     "over",
@@ -80,4 +76,5 @@ __all__ = [
     "stack",
     "to_lazy",
     "total",
+    "worded",
 ]

@@ -26,7 +26,7 @@ polars query is the compiled query of an eager polars frame
 on small frames costs little more than on polars.
 
 The outputs are computed with their own dtypes (``keep_dtypes`` of
-:func:`conformal_frames.engine.complete_query`): pandas keeps an integer output
+:meth:`conformal_frames.engine.Plan.complete`): pandas keeps an integer output
 (e.g. ``quantile_coverage_n``) int64 unless a group is invalid (then the
 nullable ``Int64``), as the pandas path does.
 """
@@ -41,7 +41,7 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import numpy as np
 
-__all__ = ["ENABLED", "applies", "back", "twin"]
+__all__ = ["ENABLED", "applies", "back", "polars_errors", "twin"]
 
 #: tests set this to ``False`` to compare with the pandas path
 ENABLED = True
@@ -57,6 +57,19 @@ def _pandas_major() -> int:
     import pandas as pd
 
     return int(pd.__version__.split(".")[0])
+
+
+@functools.cache
+def polars_errors() -> tuple[type[BaseException], ...]:
+    """What polars (or pyarrow, converting) raises on a column or an operation it cannot handle."""
+    import polars as pl
+
+    errors: tuple[type[BaseException], ...] = (pl.exceptions.PolarsError, pl.exceptions.PanicException)
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - depends on the environment
+        return errors
+    return (*errors, pa.ArrowException)
 
 
 def applies(frame: nw.LazyFrame) -> bool:
@@ -96,9 +109,10 @@ def twin(
     series = {c: native[c] for c in [*keys, *inputs]}
     if not all(_exact(s, c in keys) for c, s in series.items()):
         return None
+    refused: tuple[type[BaseException], ...] = (*polars_errors(), TypeError, ValueError, OverflowError)
     try:
         converted = pl.DataFrame([pl.Series(c, s, nan_to_null=True) for c, s in series.items()])
-    except Exception:  # anything pyarrow or polars refuses: the pandas path
+    except refused:  # by polars or pyarrow: the pandas path
         return None
     result = nw.from_native(converted, eager_only=True)
     if any(result.schema[c] != schema[c] for c in series) or any(result[k].null_count() for k in keys):

@@ -1,15 +1,18 @@
-"""The plan of one evaluation: keys, checks, the invalid-row policy, compilation."""
+"""The plan of one evaluation (:class:`Plan`): keys, checks, the invalid-row
+policy, the main aggregation, completion and raising; :class:`Compiled`, a
+plan over a frame, finishes it (numpy steps, the result's columns)."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames.engine._steps import group_apply, numpy_apply, polars_lazy
 from conformal_frames.engine.query import (
     _DROPPED,
     _INVALID,
@@ -19,23 +22,29 @@ from conformal_frames.engine.query import (
     InvalidPolicy,
     Metric,
     Query,
+    _Check,
+    _GroupStep,
     _not_found,
+    _NumpyStep,
     aggregate,
     indicator,
 )
+from conformal_frames.errors import BackendLimitError, InvalidRowsError
 
 __all__ = [
     "Compiled",
+    "Plan",
     "as_keys",
-    "check_counts",
     "compile_query",
-    "complete_query",
     "declared_dtypes",
     "has_invalid",
-    "invalid_mask",
     "policy",
     "to_lazy",
+    "worded",
 ]
+
+#: a summary row without a statistic the metrics need (:meth:`Plan.aggregate_counted`)
+_UNMET = "__cf_unmet"
 
 
 # ---------------------------------------------------------------------------
@@ -86,11 +95,6 @@ def to_lazy(frame: Any) -> tuple[nw.LazyFrame, bool]:
     return nw_frame, False
 
 
-# the 0.1 private names, still used by modules outside the engine
-_as_keys = as_keys
-_to_lazy = to_lazy
-
-
 def _check_column_names(columns: list[Any]) -> None:
     odd = [c for c in columns if not isinstance(c, str)]
     if odd:
@@ -105,6 +109,21 @@ def _check_column_names(columns: list[Any]) -> None:
     if repeated:
         msg = f"the frame has duplicate column names {repeated!r}; rename them first"
         raise ValueError(msg)
+
+
+def _backend(lf: nw.LazyFrame) -> str:
+    return str(lf.implementation).split(".")[-1].lower()
+
+
+def policy(invalid: Any, eager: bool) -> InvalidPolicy:
+    """The invalid-row policy: ``invalid`` checked, or the default for the input (raise if eager, else null)."""
+    if invalid is None:
+        return "raise" if eager else "null"
+    if invalid in ("raise", "drop", "null"):
+        chosen: InvalidPolicy = invalid
+        return chosen
+    msg = f"invalid= must be 'raise', 'drop' or 'null', got {invalid!r}"
+    raise (TypeError if not isinstance(invalid, str) else ValueError)(msg)
 
 
 def _check_keys(schema: Mapping[str, Any], keys: list[str]) -> None:
@@ -130,93 +149,6 @@ def _key_checks(q: Query) -> None:
         q.check(f"group column {k!r} (by=) has {what} values in {{rows}}; fill or drop them first", bad)
 
 
-def _backend(lf: nw.LazyFrame) -> str:
-    return str(lf.implementation).split(".")[-1].lower()
-
-
-def invalid_mask(lf: nw.LazyFrame, metrics: Sequence[Metric], keys: Sequence[str]) -> nw.Expr:
-    """A boolean expression over ``lf``'s columns: the row fails a check of ``metrics``.
-
-    For functions of a frame that apply ``invalid="drop"`` themselves
-    (:func:`~conformal_frames.metrics.calibration.cumulative_differences`).
-    """
-    q = Query(schema=lf.collect_schema(), keys=list(keys))
-    _key_checks(q)
-    _build_outputs(q, metrics)
-    bad = [c.bad for c in q.checks.values()]
-    return nw.any_horizontal(*bad, ignore_nulls=True) if bad else nw.lit(False)
-
-
-def policy(invalid: Any, eager: bool) -> InvalidPolicy:
-    """The invalid-row policy: ``invalid`` checked, or the default for the input."""
-    return _policy(invalid, eager)
-
-
-def _policy(invalid: Any, eager: bool) -> InvalidPolicy:
-    if invalid is None:
-        return "raise" if eager else "null"
-    if invalid in ("raise", "drop", "null"):
-        policy: InvalidPolicy = invalid
-        return policy
-    msg = f"invalid= must be 'raise', 'drop' or 'null', got {invalid!r}"
-    raise (TypeError if not isinstance(invalid, str) else ValueError)(msg)
-
-
-# ---------------------------------------------------------------------------
-# compilation
-# ---------------------------------------------------------------------------
-@dataclass
-class Compiled:
-    """One compiled evaluation: the lazy aggregated table and what made it."""
-
-    #: one row per group: internal keys, outputs, ``n``, invalid counts
-    table: nw.LazyFrame
-    query: Query
-    #: output column names, in order
-    names: list[str]
-    #: the row-level frame (internal keys and row columns), for per-group steps
-    rows: nw.LazyFrame
-    policy: InvalidPolicy
-    #: the rows failing each check (:func:`check_counts`), computed when asked;
-    #: ``None``: the table itself has a column per check (a finalized summary)
-    counts: Callable[[], nw.DataFrame] | None = None
-
-
-def check_count_query(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
-    """One row: the number of rows of ``lf`` failing each check of ``q`` (column
-    ``check.row``) and the smallest offending value (``q.examples[message]``).
-
-    A pass of its own, run only when a check fails (or when asked for on lazy
-    input); the main aggregation counts the rows failing any check.
-    """
-    marks = [c.bad.cast(nw.Float64).alias(c.row) for c in q.checks.values()]
-    shown = [c.example.alias(q.examples[m]) for m, c in q.checks.items() if c.example is not None]
-    sums = [nw.col(c.row).sum() for c in q.checks.values()] + [nw.col(e).min() for e in q.examples.values()]
-    return lf.select(*marks, *shown).select(*sums)
-
-
-def check_counts(lf: nw.LazyFrame, q: Query) -> nw.DataFrame:
-    """:func:`check_count_query`, collected."""
-    return check_count_query(lf, q).collect()
-
-
-def _rows_frame(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
-    layers: dict[int, list[nw.Expr]] = {}
-    for r in q.rows.values():
-        layers.setdefault(r.level, []).append(r.expr.alias(r.name))
-    rows = lf.select(*[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)], *layers.get(0, []))
-    for level in sorted(layers):
-        if level > 0:
-            rows = rows.with_columns(*layers[level])
-    return rows
-
-
-def _join(left: nw.LazyFrame, right: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-    if keys:
-        return left.join(right, on=keys, how="left")
-    return left.join(right, how="cross")
-
-
 def _build_outputs(q: Query, metrics: Sequence[Metric]) -> dict[str, nw.Expr | None]:
     outputs: dict[str, nw.Expr | None] = {}
     for m in metrics:
@@ -239,37 +171,296 @@ def _build_outputs(q: Query, metrics: Sequence[Metric]) -> dict[str, nw.Expr | N
     return outputs
 
 
-def _aggregated(lf: nw.LazyFrame, q: Query, policy: InvalidPolicy) -> tuple[nw.LazyFrame, nw.LazyFrame]:
-    """The row frame and the main aggregation (with ``_INVALID``/``_DROPPED``).
+def _rows_frame(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
+    layers: dict[int, list[nw.Expr]] = {}
+    for r in q.rows.values():
+        layers.setdefault(r.level, []).append(r.expr.alias(r.name))
+    rows = lf.select(*[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)], *layers.get(0, []))
+    for level in sorted(layers):
+        if level > 0:
+            rows = rows.with_columns(*layers[level])
+    return rows
 
-    ``_INVALID`` counts the rows failing at least one check: validation of
-    every input rides in the one aggregation (:func:`check_counts` tells which
-    checks fail, when one does).
+
+def _join(left: nw.LazyFrame, right: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
+    if keys:
+        return left.join(right, on=keys, how="left")
+    return left.join(right, how="cross")
+
+
+def worded(message: str, count: int) -> str:
+    """A check's ``message`` with its row count: ``"... in 3 rows"`` (or ``{rows}`` filled in)."""
+    rows = f"{count} row{'s' if count != 1 else ''}"
+    return message.replace("{rows}", rows) if "{rows}" in message else f"{message} in {rows}"
+
+
+def _present(value: Any) -> bool:
+    """Not null, not NaN, not a missing-value sentinel such as ``pd.NA``."""
+    if value is None:
+        return False
+    try:
+        return bool(value == value)
+    except TypeError:  # pd.NA: "boolean value of NA is ambiguous"
+        return False
+
+
+def _smallest(values: list[Any]) -> Any:
+    """The smallest offending value (``None`` when none is available)."""
+    found = [v for v in values if _present(v)]
+    if not found:
+        return None
+    value = min(found)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value
+
+
+#: public count column -> internal column, after ``n``, for each policy
+_POLICY_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "raise": [],
+    "null": [("n_invalid", _INVALID)],
+    "drop": [("n_dropped", _DROPPED)],
+}
+
+
+# ---------------------------------------------------------------------------
+# the plan
+# ---------------------------------------------------------------------------
+@dataclass
+class Plan:
+    """The plan of one evaluation: its :class:`Query` (keys, rows, statistics,
+    checks) and the metrics' outputs.  Its phases are its methods:
+
+    :meth:`of` (key checks, the metrics built), :meth:`aggregate` (row frame and
+    main aggregation under the invalid-row policy), :meth:`complete` (tables,
+    finalize expressions, sort; a :class:`Compiled` whose
+    :meth:`~Compiled.finish` runs the numpy steps and raises on invalid rows),
+    :meth:`apply_policy` (the policy for functions of a frame),
+    :meth:`check_counts` and :meth:`raise_failed`.
     """
-    bad = [c.bad for c in q.checks.values()]
-    anybad = nw.any_horizontal(*bad, ignore_nulls=True) if bad else nw.lit(False)
-    if policy == "null" or (policy == "raise" and bad):
-        q.row(_INVALID, indicator(anybad))
-    counts = None
-    if policy == "drop":
-        flag = anybad
-        flagged = lf.with_columns(flag.alias(_DROPPED))
-        ikeys = [nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)]
-        marks = flagged.select(*ikeys, nw.col(_DROPPED).cast(nw.Float64))
-        counts = aggregate(marks, q.group, [nw.col(_DROPPED).sum()])
-        lf = flagged.filter(~nw.col(_DROPPED)).drop(_DROPPED)
-    rows = _rows_frame(lf, q)
-    aggs = [nw.len().alias(_N), *[e.alias(n) for n, e in q.aggs.values()]]
-    if _INVALID in q.rows:
-        aggs.append(nw.col(q.rows[_INVALID].name).sum().alias(_INVALID))
-    table = aggregate(rows, q.group, aggs)
-    if policy == "raise" and not bad:
-        table = table.with_columns(nw.lit(0.0).alias(_INVALID))
-    if counts is not None:
-        # every group of the input, also one whose rows were all dropped
-        table = _join(counts, table.with_columns(nw.lit(0.0).alias(_INVALID)), q.group)
-        table = table.with_columns(nw.col(_N).fill_null(0), nw.col(_INVALID).fill_null(0.0))
-    return rows, table
+
+    query: Query
+    #: output name -> expression over the aggregated table (``None``: made by a numpy step)
+    outputs: dict[str, nw.Expr | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, schema: Mapping[str, Any], metrics: Sequence[Metric], keys: list[str], *, caller: str = "evaluate"
+    ) -> Plan:
+        """The metrics' statistics registered on a new :class:`Query` of ``schema`` (keys checked)."""
+        if not metrics:
+            msg = f"{caller}() needs at least one metric, e.g. cf.{caller}(df, cf.coverage('y', 'lo', 'hi'))"
+            raise ValueError(msg)
+        plan = cls.inputs(schema, keys)
+        plan.outputs.update(_build_outputs(plan.query, metrics))
+        return plan
+
+    @classmethod
+    def inputs(cls, schema: Mapping[str, Any], keys: list[str], read: Callable[[Query], Any] | None = None) -> Plan:
+        """A plan of checks only: the keys' and those of the inputs ``read(query)`` registers.
+
+        For functions of a frame that read their columns with the input
+        readers (e.g. ``binary_row``, ``score_row``) and apply the policy
+        themselves (:meth:`apply_policy`); no metric is built.
+        """
+        _check_keys(schema, keys)
+        q = Query(schema=schema, keys=keys)
+        _key_checks(q)
+        if read is not None:
+            read(q)
+        return cls(q)
+
+    # -- the invalid-row policy ---------------------------------------------
+    def invalid_mask(self) -> nw.Expr:
+        """A boolean expression over the input columns: the row fails a check."""
+        bad = [c.bad for c in self.query.checks.values()]
+        return nw.any_horizontal(*bad, ignore_nulls=True) if bad else nw.lit(False)
+
+    def apply_policy(self, lf: nw.LazyFrame, policy: InvalidPolicy) -> tuple[nw.LazyFrame, nw.LazyFrame | None]:
+        """The policy for a function of a frame: the rows to use and, under
+        ``"null"``, the invalid rows per group (the keys and ``n_invalid``).
+
+        ``"raise"`` counts the failing rows now (one pass) and raises an
+        :class:`~conformal_frames.errors.InvalidRowsError`; ``"drop"`` leaves
+        the invalid rows out.
+        """
+        if policy == "raise":
+            if self.query.checks:
+                self.raise_failed(self.check_counts(lf))
+            return lf, None
+        if policy == "drop":
+            return lf.filter(~self.invalid_mask()), None
+        q = self.query
+        flagged = lf.select(
+            *[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)],
+            self.invalid_mask().cast(nw.Float64).alias(_INVALID),
+        )
+        table = aggregate(flagged, q.group, [nw.col(_INVALID).sum()])
+        return lf, table.select(*self.key_columns(), nw.col(_INVALID).alias("n_invalid"))
+
+    def aggregate(self, lf: nw.LazyFrame, policy: InvalidPolicy) -> tuple[nw.LazyFrame, nw.LazyFrame]:
+        """The row frame and the main aggregation (with the invalid / dropped counts).
+
+        The invalid count is the rows failing at least one check: validation
+        of every input rides in the one aggregation (:meth:`check_counts`
+        tells which checks fail, when one does).
+        """
+        q = self.query
+        bad = [c.bad for c in q.checks.values()]
+        anybad = self.invalid_mask()
+        if policy == "null" or (policy == "raise" and bad):
+            q.row(_INVALID, indicator(anybad))
+        counts = None
+        if policy == "drop":
+            flagged = lf.with_columns(anybad.alias(_DROPPED))
+            ikeys = [nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)]
+            marks = flagged.select(*ikeys, nw.col(_DROPPED).cast(nw.Float64))
+            counts = aggregate(marks, q.group, [nw.col(_DROPPED).sum()])
+            lf = flagged.filter(~nw.col(_DROPPED)).drop(_DROPPED)
+        rows = _rows_frame(lf, q)
+        aggs = [nw.len().alias(_N), *[e.alias(n) for n, e in q.aggs.values()]]
+        if _INVALID in q.rows:
+            aggs.append(nw.col(q.rows[_INVALID].name).sum().alias(_INVALID))
+        table = aggregate(rows, q.group, aggs)
+        if policy == "raise" and not bad:
+            table = table.with_columns(nw.lit(0.0).alias(_INVALID))
+        if counts is not None:
+            # every group of the input, also one whose rows were all dropped
+            table = _join(counts, table.with_columns(nw.lit(0.0).alias(_INVALID)), q.group)
+            table = table.with_columns(nw.col(_N).fill_null(0), nw.col(_INVALID).fill_null(0.0))
+        return rows, table
+
+    def aggregate_counted(
+        self,
+        frame: nw.LazyFrame,
+        policy: InvalidPolicy,
+        aggs: Sequence[nw.Expr],
+        *,
+        carry: Sequence[str],
+        unmet: nw.Expr,
+        message: str,
+    ) -> nw.LazyFrame:
+        """The main aggregation from rows that carry their counts (e.g. summary rows).
+
+        ``frame`` has the public keys, ``n`` and the policy's count column
+        (``n_invalid`` / ``n_dropped``) and the statistics ``carry`` that
+        ``aggs`` aggregate into the internal columns the outputs read.  Its rows were checked
+        when counted: the one check left is ``unmet`` (a row without what
+        the metrics need), worded by ``message``.
+        """
+        q = self.query
+        f64 = nw.Float64
+        rows = frame.select(
+            *[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)],
+            nw.col("n").cast(f64).alias(_N),
+            (nw.col("n_invalid").cast(f64) if policy == "null" else nw.lit(0.0)).alias(_INVALID),
+            *([nw.col("n_dropped").cast(f64).alias(_DROPPED)] if policy == "drop" else []),
+            unmet.cast(f64).alias(_UNMET),
+            *[nw.col(c) for c in carry],
+        )
+        sums = [nw.col(_N).sum(), nw.col(_INVALID).sum(), nw.col(_UNMET).sum()]
+        sums += [nw.col(_DROPPED).sum()] if policy == "drop" else []
+        table = aggregate(rows, q.group, [*sums, *aggs])
+        q.checks.clear()
+        q.examples.clear()
+        q.checks[message] = _Check(_UNMET, nw.lit(False))
+        return table.with_columns((nw.col(_INVALID) + nw.col(_UNMET)).alias(_INVALID))
+
+    # -- checks ---------------------------------------------------------------
+    def check_count_query(self, lf: nw.LazyFrame) -> nw.LazyFrame:
+        """One row: the number of rows of ``lf`` failing each check (column
+        ``check.row``) and the smallest offending value.
+
+        A pass of its own, run only when a check fails (or when asked for on
+        lazy input); the main aggregation counts the rows failing any check.
+        """
+        q = self.query
+        marks = [c.bad.cast(nw.Float64).alias(c.row) for c in q.checks.values()]
+        shown = [c.example.alias(q.examples[m]) for m, c in q.checks.items() if c.example is not None]
+        sums = [nw.col(c.row).sum() for c in q.checks.values()] + [nw.col(e).min() for e in q.examples.values()]
+        return lf.select(*marks, *shown).select(*sums)
+
+    def check_counts(self, lf: nw.LazyFrame) -> nw.DataFrame:
+        """:meth:`check_count_query`, collected."""
+        return self.check_count_query(lf).collect()
+
+    def causes(self, counts: nw.DataFrame) -> dict[str, int]:
+        """Each failing check in the evaluation's own words -> its row count (``counts``: :meth:`check_counts`)."""
+        out = {}
+        for message, check in self.query.checks.items():
+            count = int(np.nansum(counts.get_column(check.row).to_numpy().astype(float)))
+            if count:
+                out[worded(message, count)] = count
+        return out
+
+    def raise_failed(self, counts: nw.DataFrame) -> None:
+        """Raise :class:`~conformal_frames.errors.InvalidRowsError` naming the first failing check, if any."""
+        causes = self.causes(counts)
+        if not causes:
+            return
+        q = self.query
+        first = next(iter(causes))
+        message = next(m for m in q.checks if worded(m, causes[first]) == first)
+        example = _smallest(counts.get_column(q.examples[message]).to_list()) if message in q.examples else None
+        text = first + (f", e.g. {example!r}" if example is not None else "")
+        raise InvalidRowsError(text, counts=causes, example=example)
+
+    # -- completion -------------------------------------------------------------
+    def compile(self, lf: nw.LazyFrame, policy: InvalidPolicy, *, keep_dtypes: bool = False) -> Compiled:
+        """The plan over the frame ``lf`` (any frame with the columns the plan uses), as one lazy query."""
+        rows, table = self.aggregate(lf, policy)
+        tables = [fn(rows, self.query.group, ref) for fn, ref in self.query.tables.values()]
+        compiled = self.complete(table, tables, rows, policy, keep_dtypes=keep_dtypes)
+        compiled.counts = functools.partial(self.check_counts, lf)
+        return compiled
+
+    def complete(
+        self,
+        table: nw.LazyFrame,
+        tables: Sequence[nw.LazyFrame],
+        rows: nw.LazyFrame,
+        policy: InvalidPolicy,
+        *,
+        keep_dtypes: bool = False,
+    ) -> Compiled:
+        """The aggregated ``table`` joined with the ``tables``, finalized (outputs, sort).
+
+        The outputs of an invalid group are null Float64 values, which makes
+        every output Float64 on engines with a common supertype;
+        ``keep_dtypes`` keeps each output's own dtype instead (see
+        :mod:`conformal_frames.engine._pandas_polars`).  An output of a declared
+        dtype (``q.output_dtypes``, e.g. an Int64 count) is cast to it; on
+        pandas after collecting (:func:`declared_dtypes`).
+        """
+        q = self.query
+        for sub in tables:
+            table = _join(table, sub, q.group)
+        for finalize, fref in q.finalizers.values():
+            table = finalize(table, fref)
+        exprs = {k: v for k, v in self.outputs.items() if v is not None}
+        if exprs:
+            # the mask once as a column: every expression node costs query-building time
+            table = table.with_columns(((nw.col(_INVALID) == 0) & (nw.col(_N) > 0)).alias(_VALID))
+            valid = nw.col(_VALID)
+            null = None if keep_dtypes else nw.lit(None, nw.Float64)
+            final = {k: nw.when(valid).then(e).otherwise(null) for k, e in exprs.items()}
+            if not _cast_after_collect(table):
+                final |= {k: final[k].cast(t) for k, t in q.output_dtypes.items() if k in final}
+            table = table.with_columns(*[e.alias(k) for k, e in final.items()])
+        if q.group:
+            table = table.sort(*q.group, nulls_last=True)
+        return Compiled(table=table, plan=self, names=list(self.outputs), rows=rows, policy=policy)
+
+    def count_columns(self, policy: InvalidPolicy) -> list[nw.Expr]:
+        """``n`` and the policy's count column (``n_invalid`` / ``n_dropped``) of an aggregated table, Int64."""
+        return [
+            nw.col(_N).cast(nw.Int64).alias("n"),
+            *[nw.col(i).cast(nw.Int64).alias(p) for p, i in _POLICY_COLUMNS[policy]],
+        ]
+
+    def key_columns(self) -> list[nw.Expr]:
+        """The group keys of an aggregated table, under their own names."""
+        return [nw.col(ik).alias(k) for k, ik in zip(self.query.keys, self.query.group)]
 
 
 def compile_query(
@@ -280,68 +471,8 @@ def compile_query(
     invalid: InvalidPolicy = "null",
     keep_dtypes: bool = False,
 ) -> Compiled:
-    """Compile ``metrics`` into one lazy query (see the module docstring and :func:`complete_query`)."""
-    q, outputs = _plan(lf.collect_schema(), metrics, keys)
-    return _assemble(lf, q, outputs, invalid, keep_dtypes=keep_dtypes)
-
-
-def _plan(schema: Mapping[str, Any], metrics: Sequence[Metric], keys: list[str]) -> tuple[Query, dict[str, Any]]:
-    """The metrics' statistics registered on a new :class:`Query` of ``schema``, and their outputs."""
-    if not metrics:
-        msg = "evaluate() needs at least one metric, e.g. cf.evaluate(df, cf.coverage('y', 'lo', 'hi'))"
-        raise ValueError(msg)
-    _check_keys(schema, keys)
-    q = Query(schema=schema, keys=keys)
-    _key_checks(q)
-    return q, _build_outputs(q, metrics)
-
-
-def _assemble(
-    lf: nw.LazyFrame, q: Query, outputs: dict[str, Any], invalid: InvalidPolicy, *, keep_dtypes: bool = False
-) -> Compiled:
-    """The planned query ``q`` over the frame ``lf`` (any frame with the columns ``q`` uses)."""
-    rows, table = _aggregated(lf, q, invalid)
-    tables = [fn(rows, q.group, ref) for fn, ref in q.tables.values()]
-    compiled = complete_query(q, outputs, table, tables, rows, invalid, keep_dtypes=keep_dtypes)
-    compiled.counts = functools.partial(check_counts, lf, q)
-    return compiled
-
-
-def complete_query(
-    q: Query,
-    outputs: dict[str, nw.Expr | None],
-    table: nw.LazyFrame,
-    tables: Sequence[nw.LazyFrame],
-    rows: nw.LazyFrame,
-    invalid: InvalidPolicy,
-    *,
-    keep_dtypes: bool = False,
-) -> Compiled:
-    """The aggregated ``table`` joined with the ``tables``, finalized (outputs, sort).
-
-    The outputs of an invalid group are null Float64 values, which makes every
-    output Float64 on engines with a common supertype; ``keep_dtypes`` keeps
-    each output's own dtype instead (see :mod:`conformal_frames.engine._pandas_polars`).
-    An output of a declared dtype (``q.output_dtypes``, e.g. an Int64 count)
-    is cast to it; on pandas after collecting (:func:`declared_dtypes`).
-    """
-    for sub in tables:
-        table = _join(table, sub, q.group)
-    for finalize, fref in q.finalizers.values():
-        table = finalize(table, fref)
-    exprs = {k: v for k, v in outputs.items() if v is not None}
-    if exprs:
-        # the mask once as a column: every expression node costs query-building time
-        table = table.with_columns(((nw.col(_INVALID) == 0) & (nw.col(_N) > 0)).alias(_VALID))
-        valid = nw.col(_VALID)
-        null = None if keep_dtypes else nw.lit(None, nw.Float64)
-        final = {k: nw.when(valid).then(e).otherwise(null) for k, e in exprs.items()}
-        if not _cast_after_collect(table):
-            final |= {k: final[k].cast(t) for k, t in q.output_dtypes.items() if k in final}
-        table = table.with_columns(*[e.alias(k) for k, e in final.items()])
-    if q.group:
-        table = table.sort(*q.group, nulls_last=True)
-    return Compiled(table=table, query=q, names=list(outputs), rows=rows, policy=invalid)
+    """``Plan.of(lf's schema, metrics, keys).compile(lf, invalid)``: the callback of the plan caches."""
+    return Plan.of(lf.collect_schema(), metrics, keys).compile(lf, invalid, keep_dtypes=keep_dtypes)
 
 
 def _cast_after_collect(table: nw.LazyFrame) -> bool:
@@ -352,7 +483,7 @@ def _cast_after_collect(table: nw.LazyFrame) -> bool:
 def declared_dtypes(frame: nw.DataFrame, q: Query) -> nw.DataFrame:
     """The collected result ``frame`` with the outputs of a declared dtype cast to it.
 
-    Only pandas-like frames need it (elsewhere :func:`complete_query` casts):
+    Only pandas-like frames need it (elsewhere :meth:`Plan.complete` casts):
     an integer output with nulls takes pandas' nullable dtype of its backend
     (``Int64`` for numpy columns, ``int64[pyarrow]`` for Arrow ones).
     """
@@ -376,50 +507,80 @@ def has_invalid(table: nw.DataFrame) -> bool:
     return bool(np.nansum(table.get_column(_INVALID).to_numpy().astype(float)) > 0)
 
 
-def _failed(c: Compiled, table: nw.LazyFrame | nw.DataFrame) -> nw.DataFrame:
-    """The per-check counts of an evaluation (``table``: its aggregated table)."""
-    if c.counts is not None:
-        return c.counts()
-    if isinstance(table, nw.DataFrame):
-        return table
-    return table.select(*[ch.row for ch in c.query.checks.values()], *c.query.examples.values()).collect()
+@dataclass
+class Compiled:
+    """One compiled evaluation: the lazy aggregated table and the plan that made it."""
 
+    #: one row per group: internal keys, outputs, ``n``, invalid counts
+    table: nw.LazyFrame
+    plan: Plan
+    #: output column names, in order
+    names: list[str]
+    #: the row-level frame (internal keys and row columns), for per-group steps
+    rows: nw.LazyFrame
+    policy: InvalidPolicy
+    #: the rows failing each check (:meth:`Plan.check_counts`), computed when asked;
+    #: ``None``: the table itself has a column per check (:meth:`Plan.aggregate_counted`)
+    counts: Callable[[], nw.DataFrame] | None = None
 
-def _raise_checks(frame: nw.DataFrame, q: Query) -> None:
-    for message, check in q.checks.items():
-        count = int(np.nansum(frame.get_column(check.row).to_numpy().astype(float)))
-        if count:
-            rows = f"{count} row{'s' if count != 1 else ''}"
-            text = message.replace("{rows}", rows) if "{rows}" in message else f"{message} in {rows}"
-            if message in q.examples:
-                text += _example(frame.get_column(q.examples[message]).to_list())
-            raise ValueError(text)
+    @property
+    def query(self) -> Query:
+        return self.plan.query
 
+    def _failed(self, table: nw.LazyFrame | nw.DataFrame) -> nw.DataFrame:
+        """The per-check counts (``table``: the aggregated table, collected or not)."""
+        if self.counts is not None:
+            return self.counts()
+        if isinstance(table, nw.DataFrame):
+            return table
+        return table.select(*[ch.row for ch in self.query.checks.values()], *self.query.examples.values()).collect()
 
-def _present(value: Any) -> bool:
-    """Not null, not NaN, not a missing-value sentinel such as ``pd.NA``."""
-    if value is None:
-        return False
-    try:
-        return bool(value == value)
-    except TypeError:  # pd.NA: "boolean value of NA is ambiguous"
-        return False
+    def finish(self, *, eager: bool) -> nw.DataFrame | nw.LazyFrame:
+        """The result: keys, outputs (numpy and per-group steps run), ``n`` and the policy's count.
 
+        Under ``"raise"``, invalid rows raise :class:`~conformal_frames.errors.InvalidRowsError`
+        (on lazy input when called: the metrics stay lazy).  Steps on a lazy
+        frame other than polars raise :class:`~conformal_frames.errors.BackendLimitError`.
+        """
+        q, table = self.query, self.table
+        final_cols: list[nw.Expr | str] = [*self.plan.key_columns(), *self.names, *self.plan.count_columns(self.policy)]
+        frame = None
+        if self.policy == "raise":
+            if not eager:  # asked for: run the checks now (the metrics stay lazy)
+                self.plan.raise_failed(self._failed(table))
+            else:
+                frame = table.collect()
+                if has_invalid(frame):
+                    self.plan.raise_failed(self._failed(frame))
+        if eager:
+            frame = table.collect() if frame is None else frame
+            frame = numpy_apply(group_apply(frame, self.rows, q), q)
+            return nw.maybe_reset_index(declared_dtypes(frame.select(*final_cols), q))
+        if not (q.group_steps or q.numpy_steps):
+            return table.select(*final_cols)
+        if table.implementation.is_polars():
+            return self._polars_lazy(final_cols)
+        backend = _backend(table)
+        steps: list[_GroupStep | _NumpyStep] = [*q.group_steps.values(), *q.numpy_steps]
+        what = "; ".join(sorted({s.what for s in steps}))
+        msg = (
+            f"{what} cannot stay lazy on the {backend} backend; collect the frame first "
+            "(e.g. .collect() / .toPandas()) and evaluate the eager frame, or use polars"
+        )
+        raise BackendLimitError(msg, backend=backend)
 
-def _example(values: list[Any]) -> str:
-    """``", e.g. <smallest offending value>"`` ('' when none is available)."""
-    found = [v for v in values if _present(v)]
-    if not found:
-        return ""
-    value = min(found)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return f", e.g. {value!r}"
+    def _polars_lazy(self, final_cols: list[nw.Expr | str]) -> nw.LazyFrame:
+        """Numpy steps on a polars LazyFrame, kept lazy with ``map_batches``."""
+        q = self.query
 
+        def run(frame: nw.DataFrame) -> nw.DataFrame:
+            return numpy_apply(group_apply(frame, self.rows, q), q).select(*final_cols)
 
-#: internal column -> public column added after ``n`` for each policy
-_POLICY_COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "raise": [],
-    "null": [(_INVALID, "n_invalid")],
-    "drop": [(_DROPPED, "n_dropped")],
-}
+        return polars_lazy(
+            self.table,
+            run,
+            keys=dict(zip(q.keys, q.group)),
+            names=self.names,
+            booleans={k for s in q.numpy_steps for k in s.boolean},
+            counts=["n", *[p for p, _ in _POLICY_COLUMNS[self.policy]]],
+        )

@@ -42,6 +42,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._validate import validate_fields
+from conformal_frames.errors import ColumnNotFoundError
 from conformal_frames.results import TestResult
 
 __all__ = [
@@ -77,7 +78,6 @@ _DROPPED = "__cf_dropped"
 _N = "__cf_n"
 _GID = "__cf_gid"
 _VALID = "__cf_valid"
-_OWN_MESSAGE = "conformal-frames: "
 #: columns every evaluation may add next to the metrics' outputs
 RESERVED = ("n", "n_invalid", "n_dropped")
 #: integers beyond this lose precision when cast to Float64
@@ -209,7 +209,7 @@ class _Row:
 
 @dataclass
 class _Check:
-    #: column of the check's row count in the frame :func:`check_counts` returns
+    #: column of the check's row count in the frame :meth:`~conformal_frames.engine.Plan.check_counts` returns
     row: str
     bad: nw.Expr
     #: the offending value shown in the error (rows where ``bad``), if any
@@ -242,9 +242,11 @@ def _did_you_mean(name: str, names: Iterable[Any]) -> str:
     return f"; did you mean {folded[close[0]]!r}?" if close else ""
 
 
-def _not_found(what: str, name: str, schema: Iterable[Any], role: str = "") -> ValueError:
+def _not_found(what: str, name: str, schema: Iterable[Any], role: str = "") -> ColumnNotFoundError:
     available = ", ".join(repr(c) for c in schema)
-    return ValueError(f"{what} {name!r}{role} not found; available columns: {available}{_did_you_mean(name, schema)}")
+    return ColumnNotFoundError(
+        f"{what} {name!r}{role} not found; available columns: {available}{_did_you_mean(name, schema)}"
+    )
 
 
 @dataclass
@@ -286,6 +288,8 @@ class Query:
     #: aggregated column counting the invalid rows of each group (0 = valid);
     #: a numpy step may take it as an input
     invalid: ClassVar[str] = _INVALID
+    #: aggregated column of the row count (:attr:`n`); a numpy step may take it as an input
+    count: ClassVar[str] = _N
 
     # -- inputs -----------------------------------------------------------
     def column(self, name: str) -> nw.Expr:
@@ -396,7 +400,7 @@ class Query:
         """
         if message not in self.checks:
             # the main aggregation counts the rows failing any check; the
-            # count of each check is computed when one fails (check_counts)
+            # count of each check is computed when one fails (Plan.check_counts)
             number = len(self.checks)
             shown = nw.when(bad).then(example) if example is not None else None
             self.checks[message] = _Check(f"__cf_c{number}", bad, shown)

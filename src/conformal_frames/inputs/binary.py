@@ -6,9 +6,10 @@ from typing import Literal
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames.engine import Query
+from conformal_frames._validate import FIELD_CHECKS
+from conformal_frames.engine import Plan, Query
 
-__all__ = ["Precision", "binary_row", "score_precision", "score_row"]
+__all__ = ["Precision", "binary_inputs", "binary_row", "score_precision", "score_row"]
 
 F64 = nw.Float64
 Precision = Literal["float64", "float32"]
@@ -37,3 +38,21 @@ def score_precision(q: Query, *names: str) -> Precision:
     """``"float32"`` when any of the score columns is single precision."""
     single = any(name in q.schema and q.schema[name] == nw.Float32 for name in names)
     return "float32" if single else "float64"
+
+
+def binary_inputs(lf: nw.LazyFrame, y: str, score: str, keys: list[str], *, weights: str | None = None) -> Plan:
+    """The checks of a 0/1 label, a score (and weights) grouped by ``keys``: those of the binary calibration metrics.
+
+    For functions of a frame, which apply the invalid-row policy with
+    :meth:`~conformal_frames.engine.Plan.apply_policy`.  The column names
+    are checked as the metrics' fields are.
+    """
+    for field, value in (("y", y), ("score", score), ("weights", weights)):
+        FIELD_CHECKS[field](value, field)
+
+    def read(q: Query) -> None:
+        binary_row(q, y)
+        score_row(q, score)
+        q.weighting(weights)
+
+    return Plan.inputs(lf.collect_schema(), keys, read)

@@ -47,7 +47,7 @@ from conformal_frames.engine import (
     running_total,
     total,
 )
-from conformal_frames.inputs.binary import Precision, binary_row, score_precision, score_row
+from conformal_frames.inputs.binary import Precision, binary_inputs, binary_row, score_precision, score_row
 from conformal_frames.inputs.sets import Label, label_exprs
 from conformal_frames.numerics.brownian import (
     brownian_max_abs_cdf,
@@ -1173,13 +1173,8 @@ def cumulative_differences(
     if score in keys or y in keys:
         msg = "the label and score columns cannot be group keys (by=)"
         raise ValueError(msg)
-    # validation: the Brier score registers exactly the checks of the tests
-    checks = [brier(y, score, weights=weights)]
     policy = engine.policy(invalid, eager)
-    if policy == "drop":
-        lf = lf.filter(~engine.invalid_mask(lf, checks, keys))
-    else:
-        validity = engine.compute(frame, checks, by, invalid=policy)  # "raise": raises here
+    lf, validity = binary_inputs(lf, y, score, keys, weights=weights).apply_policy(lf, policy)  # "raise": raises here
     ycol, scol, dcol, cnt, dsum, n_total = "__cf_y", "__cf_s", "__cf_d", "n", "__cf_dsum", "__cf_total"
     y_expr = nw.col(y).cast(F64)
     wcols = [nw.col(weights).cast(F64).alias("__cf_w")] if weights is not None else []
@@ -1190,7 +1185,8 @@ def cumulative_differences(
     if policy != "null":
         out = cells.select(*keys, nw.col(scol).alias(score), cnt, value).sort(*keys, score)
         return nw.to_native(nw.maybe_reset_index(out.collect()) if eager else out)
-    ok = validity.lazy().select(*keys, nw.col("n_invalid").alias("__cf_n_invalid"))
+    assert validity is not None
+    ok = validity.select(*keys, nw.col("n_invalid").alias("__cf_n_invalid"))
     cells = cells.join(ok, on=keys, how="left") if keys else cells.join(ok, how="cross")
     valid = nw.col("__cf_n_invalid") == 0
     out = cells.select(

@@ -407,8 +407,7 @@ class CoverageTest(TargetMetric):
         w = q.weighting(self.weights)
         if w.row is None:
             k_name = q.agg("sum", covered)
-            n_name = q.agg("sum", q.row(("ones", covered), nw.col(covered) * 0.0 + 1.0, inputs=[covered]))
-            return k_name, n_name, ratio(nw.col(k_name), q.n), {}
+            return k_name, q.count, ratio(nw.col(k_name), q.n), {}
         hits = w.sum(covered)
         k_eff, n_eff = w.binomial(hits)
 

@@ -19,7 +19,7 @@ All three need the ordered rows of a group, which no SQL aggregation gives: a
 per-group numpy step of the engine (:meth:`conformal_frames.engine.Query.per_group`).
 They run on eager frames of every backend and stay lazy on polars LazyFrames
 (``map_batches``); a lazy DuckDB, PySpark or Dask frame raises
-``NotImplementedError`` naming the backend and asking to collect first.
+``BackendLimitError`` (a ``NotImplementedError``) naming the backend and asking to collect first.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from conformal_frames._validate import (
     choice,
 )
 from conformal_frames.engine import GroupFn, InvalidPolicy, Metric, Query, no_weights
-from conformal_frames.inputs.binary import binary_row, score_row
-from conformal_frames.metrics.calibration import brier
+from conformal_frames.errors import BackendLimitError
+from conformal_frames.inputs.binary import binary_inputs, binary_row, score_row
 
 METHODS = ["smooth_ece", "score_decomposition"]
 #: functions of a frame that become ``.conformal`` methods
@@ -608,7 +608,7 @@ def corp_reliability(
     if clash:
         msg = f"group column {clash[0]!r} (by=) is the label or score column, or the name of a column of the corp_reliability table; rename it first"
         raise ValueError(msg)
-    cells = _cell_table(lf, y, score, keys, engine.policy(invalid, eager), frame, by)
+    cells = _cell_table(lf, y, score, keys, engine.policy(invalid, eager))
     run = _corp_finish(keys, n_resamples, ci_level, seed)
     if eager:
         return run(cells.collect().to_native())
@@ -625,23 +625,18 @@ def corp_reliability(
         f"corp_reliability (isotonic regression of each group's distinct scores) cannot stay lazy on the {backend} "
         "backend; collect the frame first (e.g. .collect() / .toPandas()) and pass the eager frame, or use polars"
     )
-    raise NotImplementedError(msg)
+    raise BackendLimitError(msg, backend=backend)
 
 
-def _cell_table(
-    lf: nw.LazyFrame, y: str, score: str, keys: list[str], policy: InvalidPolicy, frame: Any, by: Any
-) -> nw.LazyFrame:
+def _cell_table(lf: nw.LazyFrame, y: str, score: str, keys: list[str], policy: InvalidPolicy) -> nw.LazyFrame:
     """Lazy cells (keys, score, n, label sum) after the invalid-row policy, sorted."""
-    checks = [brier(y, score)]  # exactly the checks of the binary calibration metrics
-    if policy == "drop":
-        lf = lf.filter(~engine.invalid_mask(lf, checks, keys))
-    else:
-        validity = engine.compute(frame, checks, by, invalid=policy)  # "raise": raises here
+    # exactly the checks of the binary calibration metrics; "raise": raises here
+    lf, validity = binary_inputs(lf, y, score, keys).apply_policy(lf, policy)
     y_sum = nw.col(y).cast(F64).alias("__cf_sy")
     rows = lf.select(*keys, y_sum, nw.col(score).cast(F64).alias("score"), nw.lit(1.0).alias("n"))
     cells = engine.ordered_cells(rows, keys, "score", ["n", "__cf_sy"]).with_columns(nw.col("n").cast(nw.Int64))
-    if policy == "null":
-        ok = validity.lazy().select(*keys, nw.col("n_invalid").alias("__cf_n_invalid"))
+    if validity is not None:  # policy "null"
+        ok = validity.select(*keys, nw.col("n_invalid").alias("__cf_n_invalid"))
         cells = cells.join(ok, on=keys, how="left") if keys else cells.join(ok, how="cross")
         bad = nw.col("__cf_n_invalid").fill_null(1) > 0  # a null key is an invalid group too
         cells = cells.with_columns(

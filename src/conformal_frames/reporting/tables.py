@@ -127,17 +127,10 @@ def invalid_causes(base: Any, metrics: list[engine.Metric], keys: list[str]) -> 
     0 and 1 in 3 rows"``), as an eager evaluation would raise them.
     """
     lf = base.lazy() if isinstance(base, nw.DataFrame) else base
-    q, _ = engine.plan._plan(lf.collect_schema(), metrics, keys)  # the checks only: no query to build
-    if not q.checks:
+    plan = engine.Plan.of(lf.collect_schema(), metrics, keys)  # the checks only: no query to build
+    if not plan.query.checks:
         return []
-    sums = collect(engine.check_count_query(lf, q))
-    out = []
-    for message, check in q.checks.items():
-        count = int(sums.item(0, check.row) or 0)
-        if count:
-            rows = f"{count} row{'s' if count != 1 else ''}"
-            out.append(message.replace("{rows}", rows) if "{rows}" in message else f"{message} in {rows}")
-    return out
+    return list(plan.causes(collect(plan.check_count_query(lf))))
 
 
 def test_description(plan: Plan) -> str:

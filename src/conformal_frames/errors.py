@@ -1,0 +1,61 @@
+"""Typed errors: catch them by type, never by their text.
+
+Both subclass the built-in error they refine, so ``except ValueError`` and
+``except NotImplementedError`` keep working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["BackendLimitError", "ColumnNotFoundError", "InvalidRowsError"]
+
+
+class InvalidRowsError(ValueError):
+    """Rows fail a check of the metrics' inputs under ``invalid="raise"``.
+
+    The message names the first failing check, its row count and, when
+    available, the smallest offending value (``"..., e.g. 7"``).
+
+    Attributes
+    ----------
+    counts : dict of str to int
+        Every failing check, in the evaluation's own words (e.g. ``"column
+        'y' has labels other than 0 and 1 in 3 rows"``), and its row count.
+    example : object or None
+        The smallest offending value of the first failing check (``None``
+        when the check shows none).
+    """
+
+    def __init__(self, message: str, *, counts: Mapping[str, int] | None = None, example: Any = None) -> None:
+        super().__init__(message)
+        self.counts: dict[str, int] = dict(counts or {})
+        self.example = example
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self),), self.__dict__)
+
+
+class BackendLimitError(NotImplementedError):
+    """The backend cannot run an operation the metrics need (or cannot run it lazily).
+
+    The message names the backend and the way out (collect the frame to
+    pandas or polars, or use polars).
+
+    Attributes
+    ----------
+    backend : str
+        The backend, e.g. ``"duckdb"``, ``"pyspark"``.
+    """
+
+    def __init__(self, message: str, *, backend: str = "") -> None:
+        super().__init__(message)
+        self.backend = backend
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self),), self.__dict__)
+
+
+class ColumnNotFoundError(ValueError):
+    """A column a metric (or ``by=``) names is not in the frame; the message lists the available ones."""
