@@ -47,15 +47,18 @@ class Coverage(Metric):
     hi: str
     ci_level: float = 0.95
     weights: str | None = None
+    counts: str | None = None
     default_name = "coverage"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         return proportion(w, w.sum(covered_row(q, self.y, self.lo, self.hi)), self.ci_level)
 
 
 @renamed(ci="ci_level")
-def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95, weights: str | None = None) -> Coverage:
+def coverage(
+    y: str, lo: str, hi: str, *, ci_level: float = 0.95, weights: str | None = None, counts: str | None = None
+) -> Coverage:
     """Empirical coverage of prediction intervals, with a Wilson interval.
 
     ``coverage = (1/n) * sum_i 1[lo_i <= y_i <= hi_i]`` (both bounds
@@ -74,6 +77,10 @@ def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95, weights: str |
         ``sum_i w_i 1[...] / sum_i w_i``, its Wilson interval at Kish's
         effective sample size, and an extra output ``coverage_n_eff``
         (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -95,7 +102,7 @@ def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95, weights: str |
     E. B. Wilson (1927), "Probable inference, the law of succession, and
     statistical inference", JASA 22(158), 209-212.
     """
-    return Coverage(y=y, lo=lo, hi=hi, ci_level=ci_level, weights=weights)
+    return Coverage(y=y, lo=lo, hi=hi, ci_level=ci_level, weights=weights, counts=counts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,14 +110,15 @@ class Width(Metric):
     lo: str
     hi: str
     weights: str | None = None
+    counts: str | None = None
     default_name = "width"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         return {"": ratio(w.sum(width_row(q, self.lo, self.hi)), w.total)}
 
 
-def width(lo: str, hi: str, *, weights: str | None = None) -> Width:
+def width(lo: str, hi: str, *, weights: str | None = None, counts: str | None = None) -> Width:
     """Mean interval width ``(1/n) * sum_i (hi_i - lo_i)``.
 
     Rows with ``lo > hi`` are invalid (the numpy baseline takes ``|hi - lo|``
@@ -123,6 +131,10 @@ def width(lo: str, hi: str, *, weights: str | None = None) -> Width:
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -140,7 +152,7 @@ def width(lo: str, hi: str, *, weights: str | None = None) -> Width:
     >>> df.conformal.width("lo", "hi")
     2.0
     """
-    return Width(lo=lo, hi=hi, weights=weights)
+    return Width(lo=lo, hi=hi, weights=weights, counts=counts)
 
 
 # ---------------------------------------------------------------------------
@@ -194,7 +206,9 @@ def _bin_by_starts(cells: nw.LazyFrame, keys: list[str], ref: TableRef, close: n
     return cells.with_columns(total(reached).alias(b))
 
 
-def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None = None) -> TableFn:
+def _ssc_table(
+    width_col: str, covered_col: str, n_bins: int, weight: str | None = None, counts: str | None = None
+) -> TableFn:
     """Sub-query: per group, rows and covered rows of each equal-count width bin.
 
     Distinct widths are sorted; a distinct width starts a new tie group unless
@@ -208,7 +222,8 @@ def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None
     of the rows.  With ``weight`` (a row column; ``covered_col`` is then the
     weighted row ``w c``), positions are weights
     (:func:`~conformal_frames.numerics.stats.weighted_cut`), rows of weight 0 take no
-    part, ``n<k>`` is the bin's rows and ``w<k>`` its weight.
+    part, ``n<k>`` is the bin's rows (the sum of their ``counts``, if any) and
+    ``w<k>`` its weight.
     """
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
@@ -220,7 +235,7 @@ def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None
         size = [nw.len().alias(cnt)]
         if weight is not None:
             rows = rows.filter(nw.col(weight) > 0.0)
-            size = [nw.col(weight).sum().alias(cnt), nw.len().alias(rc)]
+            size = [nw.col(weight).sum().alias(cnt), (nw.len() if counts is None else nw.col(counts).sum()).alias(rc)]
         # one row per distinct width (the only aggregation), then ordered windows
         cells = rows.group_by(*keys, width_col).agg(*size, nw.col(covered_col).sum().alias(hit))
         cells = cells.with_columns(nw.col(cnt).cast(nw.Float64), *([nw.col(rc).cast(nw.Float64)] if weight else []))
@@ -253,7 +268,7 @@ def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None
 
 
 def _ssc_bins(
-    q: Query, y: str, lo: str, hi: str, n_bins: int, weights: str | None = None
+    q: Query, y: str, lo: str, hi: str, n_bins: int, weights: str | None = None, counts: str | None = None
 ) -> list[tuple[nw.Expr, nw.Expr]]:
     """(coverage, rows) expressions of each width bin; coverage null when empty.
 
@@ -261,13 +276,13 @@ def _ssc_bins(
     """
     w = width_row(q, lo, hi)
     c = covered_row(q, y, lo, hi)
-    if weights is None:
+    if weights is None and counts is None:
         t = q.table(("ssc", w, c, n_bins), _ssc_table(w, c, n_bins))
         return [(ratio(t.col(f"k{b}"), t.col(f"n{b}")), t.col(f"n{b}")) for b in range(n_bins)]
-    wt = q.weighting(weights)
+    wt = q.weighting(weights, counts=counts)
     assert wt.row is not None
     wc = wt.of(c)
-    t = q.table(("ssc", w, wc, n_bins, wt.row), _ssc_table(w, wc, n_bins, wt.row))
+    t = q.table(("ssc", w, wc, n_bins, wt.row), _ssc_table(w, wc, n_bins, wt.row, wt.counts))
     return [(ratio(t.col(f"k{b}"), t.col(f"w{b}")), t.col(f"n{b}")) for b in range(n_bins)]
 
 
@@ -278,13 +293,14 @@ class SSC(Metric):
     hi: str
     n_bins: int = 3
     weights: str | None = None
+    counts: str | None = None
     default_name = "ssc"
     kind = "table"
     long = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         out: dict[str, nw.Expr | None] = {}
-        for b, (cov, rows) in enumerate(_ssc_bins(q, self.y, self.lo, self.hi, self.n_bins, self.weights)):
+        for b, (cov, rows) in enumerate(_ssc_bins(q, self.y, self.lo, self.hi, self.n_bins, self.weights, self.counts)):
             out[f"bin{b}"] = cov
             out[f"bin{b}_n"] = rows
         return out
@@ -303,7 +319,7 @@ class SSC(Metric):
 
 
 @renamed(num_bins="n_bins")
-def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None) -> SSC:
+def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None, counts: str | None = None) -> SSC:
     """Size-stratified coverage: coverage within equal-count bins of width.
 
     Rows are sorted by width ``w = hi - lo`` and split into ``n_bins`` bins
@@ -329,6 +345,10 @@ def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None
         (integer weights bin as repeated rows), each bin's coverage is
         weighted and its ``n`` counts rows of positive weight (see the
         docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -359,7 +379,7 @@ def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None
     prediction and distribution-free uncertainty quantification",
     arXiv:2107.07511.
     """
-    return SSC(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights)
+    return SSC(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights, counts=counts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -369,15 +389,18 @@ class SSCScore(Metric):
     hi: str
     n_bins: int = 3
     weights: str | None = None
+    counts: str | None = None
     default_name = "ssc_score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.n_bins, self.weights)]
+        covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.n_bins, self.weights, self.counts)]
         return {"": min_of(*covs)}
 
 
 @renamed(num_bins="n_bins")
-def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None) -> SSCScore:
+def ssc_score(
+    y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None, counts: str | None = None
+) -> SSCScore:
     """Minimum size-stratified coverage over the non-empty width bins.
 
     See :func:`ssc` for the bins.
@@ -394,6 +417,10 @@ def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None 
         (integer weights bin as repeated rows), each bin's coverage is
         weighted and its ``n`` counts rows of positive weight (see the
         docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -412,7 +439,7 @@ def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None 
     >>> round(df.conformal.ssc_score("y", "lo", "hi", n_bins=2), 4)
     0.6667
     """
-    return SSCScore(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights)
+    return SSCScore(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights, counts=counts)
 
 
 # ---------------------------------------------------------------------------
@@ -425,6 +452,7 @@ class Winkler(Metric):
     hi: str
     confidence_level: float | str
     weights: str | None = None
+    counts: str | None = None
     default_name = "winkler"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
@@ -435,11 +463,13 @@ class Winkler(Metric):
         level = self.confidence_level
         alpha = 1.0 - nw.col(str(level)).cast(nw.Float64) if level_row(q, level) else 1.0 - float(level)
         score = q.row(("winkler", self.y, self.lo, self.hi, level), (hi_e - lo_e) + (2.0 / alpha) * miss)
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         return {"": ratio(w.sum(score), w.total)}
 
 
-def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str, weights: str | None = None) -> Winkler:
+def winkler(
+    y: str, lo: str, hi: str, *, confidence_level: float | str, weights: str | None = None, counts: str | None = None
+) -> Winkler:
     """Mean Winkler interval score (lower is better).
 
     ``(1/n) sum_i [w_i + (2/alpha) ((lo_i - y_i)^+ + (y_i - hi_i)^+)]`` with
@@ -456,6 +486,10 @@ def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str, weights:
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -480,7 +514,7 @@ def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str, weights:
     "Strictly proper scoring rules, prediction, and estimation", JASA 102,
     359-378 (section 6.2).
     """
-    return Winkler(y=y, lo=lo, hi=hi, confidence_level=confidence_level, weights=weights)
+    return Winkler(y=y, lo=lo, hi=hi, confidence_level=confidence_level, weights=weights, counts=counts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -491,10 +525,11 @@ class CWC(Metric):
     eta: float
     confidence_level: float | str
     weights: str | None = None
+    counts: str | None = None
     default_name = "cwc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         cov = ratio(w.sum(covered_row(q, self.y, self.lo, self.hi)), w.total)
         mean_w = ratio(w.sum(width_row(q, self.lo, self.hi)), w.total)
         y_row = q.row(("value", self.y), q.number(self.y))
@@ -505,7 +540,16 @@ class CWC(Metric):
         return {"": (1.0 - ratio(mean_w, span)) * penalty}
 
 
-def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str, weights: str | None = None) -> CWC:
+def cwc(
+    y: str,
+    lo: str,
+    hi: str,
+    *,
+    eta: float,
+    confidence_level: float | str,
+    weights: str | None = None,
+    counts: str | None = None,
+) -> CWC:
     """Coverage width-based criterion (higher is better).
 
     ``(1 - mean(w) / (max(y) - min(y))) * exp(-eta * (coverage - confidence_level)^2)``.
@@ -525,6 +569,10 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str, 
         Column of non-negative row weights: coverage and mean width are
         weighted means, the range of ``y`` is taken over the rows of positive
         weight (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -550,6 +598,7 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str, 
         eta=eta,
         confidence_level=confidence_level,
         weights=weights,
+        counts=counts,
     )
 
 

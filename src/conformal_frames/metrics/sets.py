@@ -68,10 +68,11 @@ class SetCoverage(SetMetric):
     spec: SetSpec
     ci_level: float = 0.95
     weights: str | None = None
+    counts: str | None = None
     default_name = "set_coverage"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         if self.spec.classes is None:
             k = data_label_counts(q, self.spec, self.y, w.row)["hits"]
         else:
@@ -87,6 +88,7 @@ def set_coverage(
     classes: Sequence[Label] | None = None,
     ci_level: float = 0.95,
     weights: str | None = None,
+    counts: str | None = None,
 ) -> SetCoverage:
     """Empirical coverage of prediction sets, with a Wilson interval.
 
@@ -111,6 +113,10 @@ def set_coverage(
         Wilson interval at Kish's effective sample size and an extra output
         ``set_coverage_n_eff`` (see the docs page
         "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -128,24 +134,29 @@ def set_coverage(
     >>> df.conformal.set_coverage("y", "s", classes=["a", "b", "c"])
     0.6666666666666666
     """
-    return SetCoverage(y=y, spec=set_spec(sets, classes), ci_level=ci_level, weights=weights)
+    return SetCoverage(y=y, spec=set_spec(sets, classes), ci_level=ci_level, weights=weights, counts=counts)
 
 
 @dataclass(frozen=True, kw_only=True)
 class SetSize(SetMetric):
     spec: SetSpec
     weights: str | None = None
+    counts: str | None = None
     default_name = "set_size"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         if self.spec.classes is None:
             return {"": ratio(data_label_counts(q, self.spec, None, w.row)["size"], w.total)}
         return {"": ratio(w.sum(size_row(q, self.spec)), w.total)}
 
 
 def set_size(
-    sets: str | Sequence[str], *, classes: Sequence[Label] | None = None, weights: str | None = None
+    sets: str | Sequence[str],
+    *,
+    classes: Sequence[Label] | None = None,
+    weights: str | None = None,
+    counts: str | None = None,
 ) -> SetSize:
     """Mean prediction-set size ``(1/n) * sum_i |C_i|``.
 
@@ -160,6 +171,10 @@ def set_size(
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -177,7 +192,7 @@ def set_size(
     >>> df.conformal.set_size(["c0", "c1"], classes=[0, 1])
     1.0
     """
-    return SetSize(spec=set_spec(sets, classes), weights=weights)
+    return SetSize(spec=set_spec(sets, classes), weights=weights, counts=counts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,10 +200,11 @@ class SizeRate(SetMetric):
     spec: SetSpec
     size: int
     weights: str | None = None
+    counts: str | None = None
     default_name = "size_rate"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         if self.spec.classes is None:
             counts = data_label_counts(q, self.spec, None, w.row)
             hits = counts["singletons"] if self.size == 1 else w.total - counts["nonempty"]
@@ -207,7 +223,11 @@ class EmptyRate(SizeRate):
 
 
 def singleton_rate(
-    sets: str | Sequence[str], *, classes: Sequence[Label] | None = None, weights: str | None = None
+    sets: str | Sequence[str],
+    *,
+    classes: Sequence[Label] | None = None,
+    weights: str | None = None,
+    counts: str | None = None,
 ) -> SizeRate:
     """Fraction of prediction sets with exactly one label.
 
@@ -222,6 +242,10 @@ def singleton_rate(
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -239,11 +263,15 @@ def singleton_rate(
     >>> df.conformal.singleton_rate(["c0", "c1"], classes=[0, 1])
     0.5
     """
-    return SingletonRate(spec=set_spec(sets, classes), size=1, weights=weights)
+    return SingletonRate(spec=set_spec(sets, classes), size=1, weights=weights, counts=counts)
 
 
 def empty_rate(
-    sets: str | Sequence[str], *, classes: Sequence[Label] | None = None, weights: str | None = None
+    sets: str | Sequence[str],
+    *,
+    classes: Sequence[Label] | None = None,
+    weights: str | None = None,
+    counts: str | None = None,
 ) -> SizeRate:
     """Fraction of empty prediction sets.
 
@@ -258,6 +286,10 @@ def empty_rate(
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -275,7 +307,7 @@ def empty_rate(
     >>> df.conformal.empty_rate(["c0", "c1"], classes=[0, 1])
     0.25
     """
-    return EmptyRate(spec=set_spec(sets, classes), size=0, weights=weights)
+    return EmptyRate(spec=set_spec(sets, classes), size=0, weights=weights, counts=counts)
 
 
 # ---------------------------------------------------------------------------
@@ -308,10 +340,10 @@ def _check_set_bins(n_bins: Any, k: int) -> int | None:
 
 
 def _ssc_strata(
-    q: Query, y: str, spec: SetSpec, n_bins: int | None, weights: str | None
+    q: Query, y: str, spec: SetSpec, n_bins: int | None, weights: str | None, counts: str | None = None
 ) -> list[tuple[nw.Expr, nw.Expr]]:
     """(coverage, rows) of each stratum; with weights, the weighted coverage and the rows of positive weight."""
-    w = q.weighting(weights)
+    w = q.weighting(weights, counts=counts)
     covered = set_covered_row(q, y, spec)
     out = []
     for lo, hi in size_strata(spec.k, n_bins):
@@ -330,13 +362,14 @@ class SetSSC(SetMetric):
     spec: SetSpec
     n_bins: int | None = checked(optional(check_bins), None)
     weights: str | None = None
+    counts: str | None = None
     default_name = "set_ssc"
     kind = "table"
     long = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         out: dict[str, nw.Expr | None] = {}
-        for b, (cov, rows) in enumerate(_ssc_strata(q, self.y, self.spec, self.n_bins, self.weights)):
+        for b, (cov, rows) in enumerate(_ssc_strata(q, self.y, self.spec, self.n_bins, self.weights, self.counts)):
             out[f"bin{b}"] = cov
             out[f"bin{b}_n"] = rows
         return out
@@ -363,6 +396,7 @@ def set_ssc(
     classes: Sequence[Label] | None = None,
     n_bins: int | None = None,
     weights: str | None = None,
+    counts: str | None = None,
 ) -> SetSSC:
     """Size-stratified coverage of prediction sets.
 
@@ -392,6 +426,10 @@ def set_ssc(
         Column of non-negative row weights: each stratum's weighted coverage;
         its ``n`` counts the stratum's rows of positive weight (see the
         docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -419,7 +457,7 @@ def set_ssc(
     └──────────┴──────────┴──────────┴─────┘
     """
     spec = set_spec(sets, classes, need_classes=_SSC_NEEDS)
-    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k), weights=weights)
+    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k), weights=weights, counts=counts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -428,10 +466,13 @@ class SetSSCScore(SetMetric):
     spec: SetSpec
     n_bins: int | None = checked(optional(check_bins), None)
     weights: str | None = None
+    counts: str | None = None
     default_name = "set_ssc_score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        return {"": min_of(*[cov for cov, _ in _ssc_strata(q, self.y, self.spec, self.n_bins, self.weights)])}
+        return {
+            "": min_of(*[cov for cov, _ in _ssc_strata(q, self.y, self.spec, self.n_bins, self.weights, self.counts)])
+        }
 
 
 @renamed(num_bins="n_bins")
@@ -442,6 +483,7 @@ def set_ssc_score(
     classes: Sequence[Label] | None = None,
     n_bins: int | None = None,
     weights: str | None = None,
+    counts: str | None = None,
 ) -> SetSSCScore:
     """Minimum size-stratified coverage over the strata that have rows.
 
@@ -463,6 +505,10 @@ def set_ssc_score(
         Column of non-negative row weights: each stratum's weighted coverage;
         its ``n`` counts the stratum's rows of positive weight (see the
         docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -482,4 +528,4 @@ def set_ssc_score(
     0.66666667
     """
     spec = set_spec(sets, classes, need_classes=_SSC_NEEDS)
-    return SetSSCScore(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k), weights=weights)
+    return SetSSCScore(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec.k), weights=weights, counts=counts)
