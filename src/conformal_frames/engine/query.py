@@ -481,10 +481,11 @@ class Query:
         missing = expr.is_null() if dtype.is_integer() else expr.is_null() | ~(value.abs() < _INF)
         self.check(f"{what} missing (null/NaN) or infinite values", missing)
         self.check(f"{what} negative values", expr < 0, example=expr)
-        big = expr > _EXACT_INT
+        big = expr > _EXACT_INT if dtype.is_integer() else (expr > _EXACT_INT) & (expr < _INF)
         self.check(f"{what} integers beyond 2^53, which Float64 cannot hold exactly", big)
         if not dtype.is_integer():
-            self.check(f"{what} non-integer values", value.round(0) != value, example=expr)
+            fraction = (value.round(0) != value) & (value.abs() < _INF)  # NaN is missing, not a fraction
+            self.check(f"{what} non-integer values", fraction, example=expr)
         row = self.row(("counts", counts), nw.when(~big).then(expr).cast(nw.Float64))
         if self.count_row not in (None, row):
             msg = "every metric of one evaluation takes the same counts= column (the group's n counts its rows)"
