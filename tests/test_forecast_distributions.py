@@ -343,7 +343,7 @@ def test_gaussian_pit_matches_oracle(constructor):
     out = to_pandas(cf.evaluate(frame, *metrics, by="g"))
     for row, idx in zip(out.itertuples(index=False), group_dict(d["g"]).values()):
         row = row._asdict()
-        freq = [row[f"pit_histogram_bin{k}_frequency"] for k in range(4)]
+        freq = [row[f"pit_histogram_bin{k}"] for k in range(4)]
         assert_close(freq, histogram_oracle(pit[idx], 4), rtol=1e-15, what=str(idx))
         assert_close([row["pit_histogram_band_low"], row["pit_histogram_band_high"]], band_oracle(len(idx), 4))
         assert_close([row["pit_test"], row["pit_test_pvalue"]], ks_oracle(pit[idx]), rtol=1e-12)
@@ -358,7 +358,7 @@ def test_ensemble_pit_matches_oracle(constructor):
     pit_cols = ensemble_pit(d, 7, d["g"], "columns")
     for row, idx in zip(out.itertuples(index=False), group_dict(d["g"]).values()):
         row = row._asdict()
-        freq = [row[f"pit_histogram_bin{k}_frequency"] for k in range(5)]
+        freq = [row[f"pit_histogram_bin{k}"] for k in range(5)]
         assert_close(freq, histogram_oracle(pit_list[idx], 5), rtol=1e-15)
         assert_close([row["pit_test"], row["pit_test_pvalue"]], ks_oracle(pit_cols[idx]), rtol=1e-12)
 
@@ -502,7 +502,7 @@ def test_quantile_crps_and_pit_match_oracle(constructor):
     pit = quantile_pit(d, 5, d["g"])
     for row, idx in zip(out.itertuples(index=False), group_dict(d["g"]).values()):
         row = row._asdict()
-        freq = [row[f"pit_histogram_bin{k}_frequency"] for k in range(4)]
+        freq = [row[f"pit_histogram_bin{k}"] for k in range(4)]
         assert_close(freq, histogram_oracle(pit[idx], 4), rtol=1e-15)
         assert_close([row["pit_test"], row["pit_test_pvalue"]], ks_oracle(pit[idx]), rtol=1e-12)
 
@@ -552,7 +552,7 @@ def test_pit_histogram_plot():
     np.testing.assert_allclose(heights, expected, rtol=1e-15)
     table = cf.pit_histogram("y", samples="ens", n_bins=4)
     long = cf.evaluate(df, table, by="g")
-    assert "pit_histogram_bin3_frequency" in long.columns
+    assert "pit_histogram_bin3" in long.columns
     ax = plots.pit_histogram(df.conformal.pit_histogram("y", samples="ens", n_bins=4, by="g"), by="g")
     assert [t.get_text() for t in ax.get_legend().get_texts()][1:-1] == sorted(set(d["g"]))
     with pytest.raises(ValueError, match="missing column"):

@@ -21,6 +21,7 @@ from conformal_frames.inputs.forecasts import (
     intervals_as_quantiles,
     quantile_rows,
 )
+from conformal_frames.inputs.levels import level_name
 from conformal_frames.numerics.stats import ratio
 
 
@@ -186,30 +187,25 @@ def _oracle_wide(
     out: dict[str, float] = {}
     per_level = [of.pinball(y, qs[t], t) for t in levels]
     out["pinball_loss"] = float(np.mean(per_level))
-    out |= {f"pinball_loss_level{k}": v for k, v in enumerate(per_level)}
+    out |= {f"pinball_loss_level{level_name(t)}": v for t, v in zip(levels, per_level)}
     # WIS: the central intervals (alpha = 2 tau) of the quantile set and its median
     pairs = [(2 * t, qs[t], qs[u]) for t in levels for u in levels if t < 0.5 and abs(t + u - 1) < 1e-12]
     out |= of.wis(y, qs[0.5], pairs)
     devs = []
-    for k, t in enumerate(levels):
+    for t in levels:
         cov = float(np.mean(y <= qs[t]))
         low, high = of.wilson(cov * len(y), len(y))
-        out |= {f"quantile_coverage_level{k}": cov, f"quantile_coverage_level{k}_ci_low": low}
-        out |= {f"quantile_coverage_level{k}_ci_high": high, f"quantile_coverage_level{k}_deviation": cov - t}
+        at = f"quantile_coverage_level{level_name(t)}"
+        out |= {at: cov, f"{at}_ci_low": low, f"{at}_ci_high": high, f"{at}_deviation": cov - t}
         devs.append(abs(cov - t))
     out["quantile_coverage"] = float(np.mean(devs))
-    bounds = [
-        (1 - c, np.asarray(data[lo])[rows], np.asarray(data[hi])[rows]) for c, (lo, hi) in sorted(intervals.items())
-    ]
-    for k, (alpha, lo, hi) in enumerate(bounds):
+    bounds = [(c, np.asarray(data[lo])[rows], np.asarray(data[hi])[rows]) for c, (lo, hi) in sorted(intervals.items())]
+    for c, lo, hi in bounds:
         cov = float(np.mean((lo <= y) & (y <= hi)))
         low, high = of.wilson(cov * len(y), len(y))
-        out |= {f"interval_coverage_level{k}": cov, f"interval_coverage_level{k}_ci_low": low}
-        out |= {
-            f"interval_coverage_level{k}_ci_high": high,
-            f"interval_coverage_level{k}_width": float(np.mean(hi - lo)),
-        }
-        out[f"interval_coverage_level{k}_winkler"] = float(np.mean(of.interval_score(y, lo, hi, alpha)))
+        at = f"interval_coverage_level{level_name(c)}"
+        out |= {at: cov, f"{at}_ci_low": low, f"{at}_ci_high": high, f"{at}_width": float(np.mean(hi - lo))}
+        out[f"{at}_winkler"] = float(np.mean(of.interval_score(y, lo, hi, 1 - c)))
     return out
 
 
@@ -254,13 +250,13 @@ def test_metrics_match_oracles_every_backend(constructor) -> None:
         "n",
     ]
     assert long["confidence_level"].tolist() == [0.8, 0.9] * 4
-    for i, row in long.iterrows():
+    for _, row in long.iterrows():
         rows = np.flatnonzero(np.asarray(data["g"]) == row["g"])
         expected = _oracle_wide(data, rows, *sets)
-        k = i % 2
-        assert_close(row["coverage"], expected[f"interval_coverage_level{k}"], what="coverage")
-        assert_close(row["winkler"], expected[f"interval_coverage_level{k}_winkler"], what="winkler")
-        assert_close(row["width"], expected[f"interval_coverage_level{k}_width"], what="width")
+        at = f"interval_coverage_level{level_name(row['confidence_level'])}"
+        assert_close(row["coverage"], expected[at], what="coverage")
+        assert_close(row["winkler"], expected[f"{at}_winkler"], what="winkler")
+        assert_close(row["width"], expected[f"{at}_width"], what="width")
         assert row["n"] == len(rows)
 
 
@@ -293,21 +289,21 @@ def test_quantile_coverage_long_table(constructor) -> None:
         "n",
     ]
     assert long["quantile_level"].tolist() == list(of.LEVELS) * 4
-    for i, row in long.iterrows():
+    for _, row in long.iterrows():
         rows = np.flatnonzero(np.asarray(data["g"]) == row["g"])
         expected = _oracle_wide(data, rows)
-        k = i % len(of.LEVELS)
+        at = f"quantile_coverage_level{level_name(row['quantile_level'])}"
         for column, suffix in [
             ("coverage", ""),
             ("coverage_ci_low", "_ci_low"),
             ("coverage_ci_high", "_ci_high"),
             ("deviation", "_deviation"),
         ]:
-            assert_close(row[column], expected[f"quantile_coverage_level{k}{suffix}"], what=column)
+            assert_close(row[column], expected[f"{at}{suffix}"], what=column)
     per_level = to_pandas(cf.conformal(constructor(data)).pinball_loss("y", quantiles=QUANTILES, per_level=True))
     assert list(per_level.columns) == ["quantile_level", "pinball_loss", "n"]
     expected = _oracle_wide(data, np.arange(len(data["y"])))
-    assert_close(per_level["pinball_loss"], [expected[f"pinball_loss_level{k}"] for k in range(len(of.LEVELS))])
+    assert_close(per_level["pinball_loss"], [expected[f"pinball_loss_level{level_name(t)}"] for t in of.LEVELS])
 
 
 def test_eager_ungrouped_calls_return_floats(eager_constructor) -> None:

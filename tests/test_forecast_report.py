@@ -235,8 +235,8 @@ def test_nesting_checks_every_backend(constructor) -> None:
         lo8, hi8 = np.asarray(NESTED["lo80"])[rows], np.asarray(NESTED["hi80"])[rows]
         lo9, hi9 = np.asarray(NESTED["lo90"])[rows], np.asarray(NESTED["hi90"])[rows]
         yy = y[rows]
-        assert out["interval_coverage_level0"].iloc[i] == pytest.approx(np.mean((lo8 <= yy) & (yy <= hi8)), rel=1e-12)
-        assert out["interval_coverage_level1_winkler"].iloc[i] == pytest.approx(
+        assert out["interval_coverage_level80"].iloc[i] == pytest.approx(np.mean((lo8 <= yy) & (yy <= hi8)), rel=1e-12)
+        assert out["interval_coverage_level90_winkler"].iloc[i] == pytest.approx(
             np.mean(of.interval_score(yy, lo9, hi9, 0.1)), rel=1e-12
         )
         expected = of.wis(yy, np.asarray(NESTED["m"])[rows], [(0.2, lo8, hi8), (0.1, lo9, hi9)])
@@ -254,7 +254,7 @@ def test_nesting_checks_raise_and_null(eager_constructor) -> None:
         )
     nulls = to_pandas(cf.evaluate(frame, cf.interval_coverage("y", intervals=NESTED_INTERVALS), by="g", invalid="null"))
     assert nulls["n_invalid"].tolist() == [1, 1]
-    assert nulls["interval_coverage_level0"].isna().all()
+    assert nulls["interval_coverage_level80"].isna().all()
     # nested rows with equal bounds are valid
     same = {k: v for k, v in NESTED.items()}
     same["lo90"], same["hi90"] = same["lo80"], same["hi80"]

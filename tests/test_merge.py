@@ -147,6 +147,47 @@ def test_summarize_refuses_metrics_that_do_not_merge(metric: cf.Metric, named: s
         cf.summarize(frame, cf.coverage("y", "lo", "hi"), metric, by="seg")
 
 
+def test_mergeability_is_declared_on_the_class() -> None:
+    """``q.cells`` tables merge; a refused metric's error names its class's ``mergeable_alternative``."""
+    from dataclasses import dataclass
+
+    from conformal_frames.engine import Query, TableRef, aggregate, running_total
+
+    @dataclass(frozen=True, kw_only=True)
+    class Rows(cf.Metric):
+        score: str
+        default_name = "rows"
+        mergeable_alternative = "coverage"
+
+        def build(self, q: Query) -> dict[str, nw.Expr | None]:
+            s = q.row(("value", self.score), q.number(self.score))
+            one = q.row(("one",), nw.lit(1.0))
+            return {"": self.table(q, s, one)}
+
+        def table(self, q: Query, s: str, one: str) -> nw.Expr:
+            def fn(cells: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+                return aggregate(cells, keys, [nw.col(running_total(one)).max().alias(ref.name("n"))])
+
+            return q.cells(("rows", s), fn, order=s, sums=(one,)).col("n")
+
+    @dataclass(frozen=True, kw_only=True)
+    class Unsorted(Rows):
+        default_name = "unsorted"
+
+        def table(self, q: Query, s: str, one: str) -> nw.Expr:
+            def fn(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+                return aggregate(rows, keys, [nw.col(one).sum().alias(ref.name("n"))])
+
+            return q.table(("unsorted", s), fn).col("n")
+
+    frame = pl.DataFrame(_data())
+    stats = cf.summarize(frame, Rows(score="score"), by="seg")
+    out = cf.finalize(stats, Rows(score="score"), by="seg")
+    assert out["rows"].to_list() == out["n"].cast(pl.Float64).to_list()
+    with pytest.raises(ValueError, match=r"unsorted: .*second time.*mergeable alternative: coverage\)"):
+        cf.summarize(frame, Unsorted(score="score"), by="seg")
+
+
 def test_bad_arguments() -> None:
     frame = pl.DataFrame(_data())
     stats = cf.summarize(frame, cf.coverage("y", "lo", "hi"), by=["day", "seg"])
@@ -310,3 +351,26 @@ def test_dropped_group_does_not_void_the_merged_groups(constructor: Any) -> None
     _compare(cf.finalize(stats, *metrics, by="seg"), expected, ["seg"])
     merged = cf.merge_summaries(stats, by="seg")
     _compare(cf.finalize(merged, *metrics, by="seg"), expected, ["seg"])
+
+
+@pytest.mark.parametrize("keys", [[], ["g"]])
+def test_ordered_cells_sum_ties_then_run_in_order(constructor: Any, keys: list[str]) -> None:
+    """``engine.ordered_cells``: ties summed first, running totals in ``order`` whatever the row order."""
+    from conformal_frames.engine import ordered_cells, running_total
+
+    data = {
+        "g": ["a", "b", "a", "a", "b", "a"],
+        "s": [0.5, 0.1, 0.2, 0.5, 0.1, 0.9],
+        "one": [1.0] * 6,
+        "x": [1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+    }
+    lf = nw.from_native(constructor(data)).lazy()
+    cells = ordered_cells(lf, keys, "s", ["one", "x"], running=["x"])
+    out = to_pandas(cells.sort(*keys, "s")).to_dict("list")
+    if keys:
+        expected = {"g": ["a", "a", "a", "b"], "s": [0.2, 0.5, 0.9, 0.1], "one": [1.0, 2.0, 1.0, 2.0]}
+        expected |= {"x": [4.0, 9.0, 32.0, 18.0], running_total("x"): [4.0, 13.0, 45.0, 18.0]}
+    else:
+        expected = {"s": [0.1, 0.2, 0.5, 0.9], "one": [2.0, 1.0, 2.0, 1.0], "x": [18.0, 4.0, 9.0, 32.0]}
+        expected[running_total("x")] = [18.0, 22.0, 31.0, 63.0]
+    assert out == expected

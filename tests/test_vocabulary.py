@@ -37,6 +37,18 @@ RENAMES: list[tuple[Any, tuple[Any, ...], str, Any, str]] = [
     (cf.auroc, (), "confidence", "s", "score"),
     (cf.auarc, (), "correct", "c", "y"),
     (cf.auarc, (), "confidence", "s", "score"),
+    *[
+        (cf.report, (pl.DataFrame({"y": [1.0]}),), old, value, new)
+        for old, value, new in [
+            ("label", "y", "y"),
+            ("prediction_set", "s", "sets"),
+            ("level", 0.9, "confidence_level"),
+            ("num_bins", 2, "n_bins"),
+            ("ssc_bins", 2, "ssc_n_bins"),
+            ("ci", 0.9, "ci_level"),
+            ("alpha", 0.1, "significance"),
+        ]
+    ],
     (cf.excess_risk_target_coverage, (pd.DataFrame({"y": [1.0]}), "y", "lo", "hi"), "random_state", 1, "seed"),
 ]
 

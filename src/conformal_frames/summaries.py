@@ -53,26 +53,6 @@ _VERSION, _INPUTS, _CELL, _ORDER = "cf_version", "cf_inputs", "cf_cell", "cf_ord
 _MISSING = "__cf_missing"
 F64 = nw.Float64
 
-#: metric class -> the mergeable alternative named when summarize refuses it
-_ALTERNATIVES: dict[str, str] = {
-    "ECE": "ece with strategy='uniform' and n_bins <= 32",
-    "MCE": "mce with strategy='uniform' and n_bins <= 32",
-    "TopLabelECE": "ece / mce with strategy='uniform' on the top-label score",
-    "ClasswiseECE": "ece with strategy='uniform' per class column",
-    "Reliability": "ece / mce with strategy='uniform' and n_bins <= 32",
-    "SSC": "coverage by= a width band column you define (fixed edges)",
-    "SSCScore": "coverage by= a width band column you define (fixed edges)",
-    "HSIC": "coverage and width",
-    "AUARC": "auroc",
-    "WorstSlab": "coverage by= the slab columns you care about",
-    "ExcessRisk": "coverage and auroc",
-    "CoverageGap": "coverage by= the group column",
-    "SmoothECE": "ece with strategy='uniform'",
-    "ScoreDecomposition": "brier (its decomposition needs the ordered rows of a group)",
-    "ChristoffersenTest": "kupiec_test (misses merge; transitions across rows do not)",
-    "LongestMissRun": "kupiec_test (misses merge; runs across rows do not)",
-}
-
 
 # ---------------------------------------------------------------------------
 # stable names of statistics
@@ -128,7 +108,7 @@ def _plan(q: Query) -> _Plan:
         if not _is_check(row_key.get(row)):
             aggs[_stat_name(how, canon[row])] = (internal, how)
     cells: dict[str, tuple[str, dict[str, str]]] = {}
-    for spec in q.cells.values():
+    for spec in q.cell_tables.values():
         cell_id = _stat_name("cell", canon[spec.order])[len("cf_cell_") :]
         sums = cells.setdefault(cell_id, (spec.order, {}))[1]
         sums.update({_stat_name("sum", canon[r]): r for r in spec.sums})
@@ -142,11 +122,11 @@ def _refusal(metric: Metric, probe: Query) -> str | None:
         why = "needs every row of a group at once"
     elif probe.windows:
         why = "ranks or orders the rows of a group"
-    elif any(key not in probe.cells for key in probe.tables):
+    elif any(key not in probe.cell_tables for key in probe.tables):
         why = "aggregates the rows of a group a second time, e.g. per quantile bin or stratum"
     else:
         return None
-    alternative = _ALTERNATIVES.get(type(metric).__name__, "evaluate it on the rows")
+    alternative = metric.mergeable_alternative or "evaluate it on the rows"
     return f"{metric.output_name}: {why} (mergeable alternative: {alternative})"
 
 
@@ -443,7 +423,7 @@ def _merged(lf: nw.LazyFrame, q: Query, plan: _Plan, policy: InvalidPolicy) -> n
 
 def _merged_cells(lf: nw.LazyFrame, q: Query, plan: _Plan, table_key: Hashable) -> nw.LazyFrame:
     """The cell rows of one table as the row frame its function reads."""
-    spec: Cells | None = q.cells.get(table_key)
+    spec: Cells | None = q.cell_tables.get(table_key)
     assert spec is not None  # refused otherwise
     cell_id = next(cid for cid, (order, _) in plan.cells.items() if order == spec.order)
     sums = plan.cells[cell_id][1]

@@ -27,8 +27,8 @@ on small frames costs little more than on polars.
 
 The outputs are computed with their own dtypes (``keep_dtypes`` of
 :func:`conformal_frames.engine.complete_query`): pandas keeps an integer output
-(e.g. ``quantile_coverage_n``) int64 unless a group is invalid, where polars
-would make it Float64.
+(e.g. ``quantile_coverage_n``) int64 unless a group is invalid (then the
+nullable ``Int64``), as the pandas path does.
 """
 
 from __future__ import annotations
@@ -111,10 +111,11 @@ def _output(column: Any, dtype: Any) -> Any:
 
     ``None`` when the column is already right (Float64) or cannot be made
     right: see :func:`back`.  An integer output (e.g. a count) stays int64
-    unless a group is invalid (then float64 with NaN).
+    unless a group is invalid (then pandas' nullable ``Int64``, as
+    :func:`~conformal_frames.engine.plan.declared_dtypes`).
     """
     if dtype.is_integer():
-        return column.astype(np.float64) if column.isna().any() else column.astype(np.int64)
+        return column.astype("Int64") if column.isna().any() else column.astype(np.int64)
     return None
 
 

@@ -20,6 +20,7 @@ from conformal_frames.engine.plan import (
     _raise_checks,
     as_keys,
     compile_query,
+    declared_dtypes,
     has_invalid,
     to_lazy,
 )
@@ -111,7 +112,7 @@ def _finish(c: Compiled, keys: list[str], eager: bool, backend: str) -> nw.DataF
         frame = table.collect() if c.policy != "raise" else frame
         frame = _group_apply(frame, c.rows, q)
         frame = _numpy_apply(frame, q)
-        return nw.maybe_reset_index(frame.select(*final_cols))
+        return nw.maybe_reset_index(declared_dtypes(frame.select(*final_cols), q))
     if q.group_steps or q.numpy_steps:
         if table.implementation.is_polars():
             return _polars_lazy_steps(c, keys, final_cols)

@@ -30,6 +30,7 @@ __all__ = [
     "check_counts",
     "compile_query",
     "complete_query",
+    "declared_dtypes",
     "has_invalid",
     "invalid_mask",
     "policy",
@@ -222,7 +223,9 @@ def _build_outputs(q: Query, metrics: Sequence[Metric]) -> dict[str, nw.Expr | N
         if not isinstance(m, Metric):
             msg = f"expected metric objects such as cf.coverage(...), got {m!r}"
             raise TypeError(msg)
-        for name, expr in m.outputs(m.build(q)).items():
+        built = m.build(q)
+        q.output_dtypes.update(m.output_dtypes(built))
+        for name, expr in m.outputs(built).items():
             if name in q.keys:
                 msg = (
                     f"group column {name!r} (by=) has the name of an output column of {m.output_name}; "
@@ -326,6 +329,8 @@ def complete_query(
     The outputs of an invalid group are null Float64 values, which makes every
     output Float64 on engines with a common supertype; ``keep_dtypes`` keeps
     each output's own dtype instead (see :mod:`conformal_frames.engine._pandas_polars`).
+    An output of a declared dtype (``q.output_dtypes``, e.g. an Int64 count)
+    is cast to it; on pandas after collecting (:func:`declared_dtypes`).
     """
     for sub in tables:
         table = _join(table, sub, q.group)
@@ -337,10 +342,40 @@ def complete_query(
         table = table.with_columns(((nw.col(_INVALID) == 0) & (nw.col(_N) > 0)).alias(_VALID))
         valid = nw.col(_VALID)
         null = None if keep_dtypes else nw.lit(None, nw.Float64)
-        table = table.with_columns(*[nw.when(valid).then(e).otherwise(null).alias(k) for k, e in exprs.items()])
+        final = {k: nw.when(valid).then(e).otherwise(null) for k, e in exprs.items()}
+        if not _cast_after_collect(table):
+            final |= {k: final[k].cast(t) for k, t in q.output_dtypes.items() if k in final}
+        table = table.with_columns(*[e.alias(k) for k, e in final.items()])
     if q.group:
         table = table.sort(*q.group, nulls_last=True)
     return Compiled(table=table, query=q, names=list(outputs), rows=rows, policy=invalid)
+
+
+def _cast_after_collect(table: nw.LazyFrame) -> bool:
+    """Whether declared dtypes are set after collecting (pandas-like: a numpy int64 cannot hold a null)."""
+    return table.implementation.is_pandas_like() or table.implementation.is_dask()
+
+
+def declared_dtypes(frame: nw.DataFrame, q: Query) -> nw.DataFrame:
+    """The collected result ``frame`` with the outputs of a declared dtype cast to it.
+
+    Only pandas-like frames need it (elsewhere :func:`complete_query` casts):
+    an integer output with nulls takes pandas' nullable dtype of its backend
+    (``Int64`` for numpy columns, ``int64[pyarrow]`` for Arrow ones).
+    """
+    if not frame.implementation.is_pandas_like():
+        return frame
+    cast = {k: t for k, t in q.output_dtypes.items() if k in frame.columns and frame.schema[k] != t}
+    if not cast:
+        return frame
+    native = frame.to_native().copy(deep=False)
+    for k, t in cast.items():
+        column = native[k]
+        if t.is_integer() and isinstance(column.dtype, np.dtype) and column.isna().any():
+            native[k] = column.astype("Int64")
+        else:
+            native[k] = frame.get_column(k).cast(t).to_native()
+    return nw.from_native(native, eager_only=True)
 
 
 def has_invalid(table: nw.DataFrame) -> bool:

@@ -59,7 +59,9 @@ __all__ = [
     "indicator",
     "no_counts",
     "no_weights",
+    "ordered_cells",
     "over",
+    "running_total",
     "stack",
     "total",
 ]
@@ -162,15 +164,41 @@ FinalizeFn = Callable[[nw.LazyFrame, TableRef], nw.LazyFrame]
 class Cells:
     """A table that reads the rows only through per-(group, ``order``) sums.
 
-    Declared with :meth:`Query.table` (``cells=``): the table function groups
-    the rows by ``(keys, order)`` and sums the row columns ``sums`` first, so
-    it gives the same result on rows that are already such sums (one row per
-    cell, or several to be added).  That makes the table mergeable: see
+    Recorded by :meth:`Query.cells`: its table function groups the rows by
+    ``(keys, order)`` and sums the row columns ``sums`` first, so it gives the
+    same result on rows that are already such sums (one row per cell, or
+    several to be added).  That makes the table mergeable: see
     :func:`conformal_frames.summarize`.
     """
 
     order: str
     sums: tuple[str, ...]
+
+
+def running_total(column: str) -> str:
+    """The name :func:`ordered_cells` gives the running total of the sum ``column``."""
+    return f"{column}_cum"
+
+
+def ordered_cells(
+    rows: nw.LazyFrame, keys: Sequence[str], order: str, sums: Sequence[str], *, running: Sequence[str] = ()
+) -> nw.LazyFrame:
+    """One row per (group, distinct ``order`` value): the sums of the columns ``sums``.
+
+    The sums are Float64 (a column of ones counts rows).  For each column of
+    ``running`` (some of ``sums``), :func:`running_total` names its running
+    total: the cumulative sum of the cells over the group ordered by
+    ``order``, ties aggregated first (a tie counts whole, at its value).  The
+    cast is its own step before the ordered window: on pandas,
+    ``cast(...).cum_sum().over(order_by=...)`` ignores ``order_by``.
+    """
+    cells = rows.group_by(*keys, order).agg(*[nw.col(c).sum() for c in sums])
+    cells = cells.with_columns(*[nw.col(c).cast(nw.Float64) for c in sums])
+    if not running:
+        return cells
+    return cells.with_columns(
+        *[over(nw.col(c).cum_sum(), keys, order_by=order).alias(running_total(c)) for c in running]
+    )
 
 
 @dataclass
@@ -246,9 +274,11 @@ class Query:
     #: state shared between the builds of one query (see :meth:`shared`)
     state: dict[Hashable, Any] = field(default_factory=dict)
     #: table key -> its cells (tables that read the rows through per-cell sums)
-    cells: dict[Hashable, Cells] = field(default_factory=dict)
+    cell_tables: dict[Hashable, Cells] = field(default_factory=dict)
     #: number of window expressions registered with :meth:`over`
     windows: int = 0
+    #: output column -> its declared dtype (:meth:`Metric.output_dtypes`); the others are Float64
+    output_dtypes: dict[str, Any] = field(default_factory=dict)
     #: the row column of the ``counts=`` of the query's metrics (see :meth:`counted`): ``n`` sums it
     count_row: str | None = None
 
@@ -376,7 +406,7 @@ class Query:
             if shown is not None:
                 self.examples[message] = f"__cf_e{number}"
 
-    def table(self, key: Hashable, fn: TableFn, *, cells: Cells | None = None) -> TableRef:
+    def table(self, key: Hashable, fn: TableFn) -> TableRef:
         """A sub-query ``fn(rows, keys, ref)`` over the row-level frame.
 
         It returns the group ``keys`` plus columns named ``ref.name(...)``,
@@ -385,15 +415,41 @@ class Query:
         main-aggregation statistics (:meth:`sum` ...) plus finalize
         expressions where the math allows: a table is a second pass over the
         rows, and polars caches the shared row frame in memory when a query
-        uses it twice (streaming then holds the whole input).  ``cells``
-        declares that ``fn`` reads the rows only through per-cell sums
-        (:class:`Cells`): the table is then mergeable.
+        uses it twice (streaming then holds the whole input).  A table that
+        sorts the rows by a column is :meth:`cells` (mergeable).
         """
         if key not in self.tables:
             self.tables[key] = (fn, TableRef(f"__cf_t{len(self.tables)}_"))
-            if cells is not None:
-                self.cells[key] = cells
         return self.tables[key][1]
+
+    def cells(
+        self,
+        key: Hashable,
+        fn: TableFn,
+        *,
+        order: str,
+        sums: Sequence[str],
+        running: Sequence[str] | None = None,
+    ) -> TableRef:
+        """A sort-based table: ``fn(cells, keys, ref)`` over the ordered cells of the rows.
+
+        ``cells`` is :func:`ordered_cells` of the rows: one row per (group,
+        distinct value of the row column ``order``) with the cell sums of the
+        row columns ``sums`` (under their own names) and the running totals
+        of ``running`` (default: all of ``sums``), named by
+        :func:`running_total`.  ``fn`` aggregates them to one row per group,
+        columns named ``ref.name(...)`` as for :meth:`table`.  The table is
+        mergeable by construction (:class:`Cells`): :func:`~conformal_frames.summarize`
+        keeps the cells and finalize sums them again.
+        """
+        sums = tuple(sums)
+        cum = sums if running is None else tuple(running)
+
+        def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+            return fn(ordered_cells(rows, keys, order, sums, running=cum), keys, ref)
+
+        self.cell_tables.setdefault(key, Cells(order, sums))
+        return self.table(key, build)
 
     def shared(self, key: Hashable, factory: Callable[[], T]) -> T:
         """State shared by the builds of one query, created once by ``factory``.
@@ -690,6 +746,11 @@ class Metric:
     long: ClassVar[bool] = False
     #: result class of a test (kind "test"), built by :meth:`test_result`
     result: ClassVar[type[TestResult]] = TestResult
+    #: for a metric :func:`~conformal_frames.summarize` refuses (its statistics
+    #: do not merge exactly: per-group numpy steps, ordered windows, tables
+    #: not built with :meth:`Query.cells`), the mergeable metric its error
+    #: names instead, e.g. ``"auroc"``; ``None``: "evaluate it on the rows"
+    mergeable_alternative: ClassVar[str | None] = None
 
     def __post_init__(self) -> None:
         validate_fields(self)  # the same checks as the factories
@@ -727,6 +788,16 @@ class Metric:
     def outputs(self, built: Mapping[str, nw.Expr | None]) -> dict[str, nw.Expr | None]:
         base = self.output_name
         return {(f"{base}_{s}" if s else base): e for s, e in built.items()}
+
+    def output_dtypes(self, built: Mapping[str, nw.Expr | None]) -> dict[str, Any]:
+        """The outputs (column names) of a declared dtype; the others are Float64.
+
+        Default: a count of rows (suffix ``n`` or ``..._n``) is Int64 (see the
+        output contract in ``docs/conventions.md``).  A metric with another
+        integer output (e.g. a number of groups) extends this.
+        """
+        named = self.outputs(built)
+        return {c: nw.Int64 for s, c in zip(built, named) if s == "n" or s.endswith("_n")}
 
     def output_names(self, schema: Mapping[str, Any], keys: Sequence[str] = ()) -> list[str]:
         """The wide output columns of this metric in :func:`evaluate`, in order.

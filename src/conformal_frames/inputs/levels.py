@@ -11,7 +11,45 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames.engine import Query
 
-__all__ = ["level_column_row", "level_row"]
+__all__ = ["level_column_row", "level_name", "level_row"]
+
+
+def level_name(level: float) -> str:
+    """The name of a level in output columns: its percentage, ``_`` for the decimal point.
+
+    ``0.9 -> "90"``, ``0.975 -> "97_5"``, ``0.05 -> "5"``, ``0.005 -> "0_5"``.
+    Per-level wide outputs are ``<name>_level<level_name(level)>...``, so a
+    level's columns keep their names whatever other levels are present.  The
+    digits are those of the shortest decimal that prints the float (Python's
+    ``repr``, never in exponent form), moved two places: distinct levels get
+    distinct names, with no dot (Spark reads it as a field access) and no minus.
+
+    Parameters
+    ----------
+    level : float
+        A level in (0, 1).
+
+    Returns
+    -------
+    str
+        The percentage, digits and ``_`` only.
+
+    Examples
+    --------
+    >>> from conformal_frames.inputs.levels import level_name
+    >>> [level_name(t) for t in (0.1, 0.5, 0.9, 0.975, 0.025, 0.001)]
+    ['10', '50', '90', '97_5', '2_5', '0_1']
+    """
+    import numpy as np
+
+    value = float(level)
+    if not 0.0 < value < 1.0:
+        msg = f"a level must be in (0, 1), got {level!r}"
+        raise ValueError(msg)
+    digits = np.format_float_positional(value, unique=True, trim="-").split(".")[1]
+    digits = digits.ljust(2, "0")
+    whole, frac = digits[:2].lstrip("0") or "0", digits[2:]
+    return f"{whole}_{frac}" if frac else whole
 
 
 def level_column_row(q: Query, column: str, *, param: str = "quantile_level", by_key: bool = False) -> str:

@@ -34,7 +34,19 @@ import narwhals.stable.v2 as nw
 from conformal_frames import engine
 from conformal_frames._renames import renamed
 from conformal_frames._validate import check_classes, check_columns
-from conformal_frames.engine import InvalidPolicy, Metric, Query, TableRef, Weighting, aggregate, indicator, over, total
+from conformal_frames.engine import (
+    InvalidPolicy,
+    Metric,
+    Query,
+    TableRef,
+    Weighting,
+    aggregate,
+    indicator,
+    ordered_cells,
+    over,
+    running_total,
+    total,
+)
 from conformal_frames.inputs.binary import Precision, binary_row, score_precision, score_row
 from conformal_frames.inputs.sets import Label, label_exprs
 from conformal_frames.numerics.brownian import (
@@ -278,6 +290,7 @@ class ECE(Metric):
     weights: str | None = None
     counts: str | None = None
     default_name = "ece"
+    mergeable_alternative = "ece with strategy='uniform' and n_bins <= 32"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         prec, w = score_precision(q, self.score), q.weighting(self.weights, counts=self.counts)
@@ -360,6 +373,7 @@ class MCE(Metric):
     weights: str | None = None
     counts: str | None = None
     default_name = "mce"
+    mergeable_alternative = "mce with strategy='uniform' and n_bins <= 32"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s, prec = binary_row(q, self.y), score_row(q, self.score), score_precision(q, self.score)
@@ -504,7 +518,13 @@ def _reliability_table(
     return build
 
 
-_RELIABILITY_COLUMNS = ("mean_score", "frequency", "frequency_ci_low", "frequency_ci_high")
+#: long-table column -> wide suffix after ``<name>_bin<m>`` (the bin's observed frequency is ``<name>_bin<m>``)
+_RELIABILITY_COLUMNS = {
+    "mean_score": "_mean_score",
+    "frequency": "",
+    "frequency_ci_low": "_ci_low",
+    "frequency_ci_high": "_ci_high",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -517,6 +537,7 @@ class Reliability(Metric):
     weights: str | None = None
     counts: str | None = None
     default_name = "reliability"
+    mergeable_alternative = "ece / mce with strategy='uniform' and n_bins <= 32"
     kind = "table"
     long = True
 
@@ -540,9 +561,9 @@ class Reliability(Metric):
                 k_ci = ratio(k, n) * n_ci
             low, high = wilson_interval(k_ci, n_ci, self.ci_level)
             out[f"bin{m}_mean_score"] = ratio(tot, n)
-            out[f"bin{m}_frequency"] = ratio(k, n)
-            out[f"bin{m}_frequency_ci_low"] = nw.when(n > 0).then(low)
-            out[f"bin{m}_frequency_ci_high"] = nw.when(n > 0).then(high)
+            out[f"bin{m}"] = ratio(k, n)
+            out[f"bin{m}_ci_low"] = nw.when(n > 0).then(low)
+            out[f"bin{m}_ci_high"] = nw.when(n > 0).then(high)
             out[f"bin{m}_n"] = rows
         return out
 
@@ -551,7 +572,7 @@ class Reliability(Metric):
         parts = [
             {
                 "bin": nw.lit(m, nw.Int64),
-                **{c: nw.col(f"{name}_bin{m}_{c}") for c in _RELIABILITY_COLUMNS},
+                **{c: nw.col(f"{name}_bin{m}{x}") for c, x in _RELIABILITY_COLUMNS.items()},
                 "n": nw.col(f"{name}_bin{m}_n").cast(nw.Int64),
             }
             for m in range(self.n_bins)
@@ -576,8 +597,9 @@ def reliability(
     ``mean_score``, the observed ``frequency`` of ``y = 1``, its Wilson
     interval at confidence ``ci_level`` (``frequency_ci_low`` /
     ``frequency_ci_high``) and ``n`` (rows in the bin).  Empty bins are absent
-    rows.  Inside ``evaluate`` the bins are wide columns
-    ``reliability_bin0_mean_score``, ..., ``reliability_bin0_n``, ...
+    rows.  Inside ``evaluate`` the bins are wide columns: ``reliability_bin<m>``
+    (the frequency, like ``ssc_bin<m>``), ``reliability_bin<m>_ci_low``,
+    ``..._ci_high``, ``..._mean_score`` and ``..._n`` (null for an empty bin).
 
     Parameters
     ----------
@@ -649,6 +671,7 @@ class TopLabelECE(Metric):
     weights: str | None = None
     counts: str | None = None
     default_name = "top_label_ece"
+    mergeable_alternative = "ece / mce with strategy='uniform' on the top-label score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         p_rows = [score_row(q, p) for p in self.probs]
@@ -757,6 +780,7 @@ class ClasswiseECE(Metric):
     weights: str | None = None
     counts: str | None = None
     default_name = "classwise_ece"
+    mergeable_alternative = "ece with strategy='uniform' per class column"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights, counts=self.counts)
@@ -844,20 +868,18 @@ def _null_or_inf(dev: nw.Expr, scale: nw.Expr) -> nw.Expr:
     return nw.when(scale > 0.0).then(dev / scale).otherwise(degenerate)
 
 
-def _cumulative_table(d: str, v: str, s: str, wanted: set[str]) -> engine.TableFn:
+def _cumulative_table(d: str, v: str, wanted: set[str]) -> engine.TableFn:
     """Per group: KS and Kuiper statistics and the p-values of the ``wanted`` tests.
 
-    Rows are aggregated per distinct score first (``sum(y - s)``), then an
-    ordered cumulative sum gives ``n C_k`` at each distinct score.  ``wanted``
-    is filled by the metrics' ``build`` before the query runs.
+    From the ordered cells (:meth:`~conformal_frames.engine.Query.cells`): the
+    running total of ``sum(y - s)`` is ``n C_k`` at each distinct score.
+    ``wanted`` is filled by the metrics' ``build`` before the query runs.
     """
 
-    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        dd, vv, c, ca = (ref.name(x) for x in ("d", "v", "c", "ca"))
+    def build(cells: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        c, ca = running_total(d), ref.name("ca")
         cmax, cmin, camax, vsum = (ref.name(x) for x in ("cmax", "cmin", "camax", "vsum"))
         ks, ku, ks_p, ku_p = (ref.name(x) for x in ("ks", "ku", "ks_p", "ku_p"))
-        cells = rows.group_by(*keys, s).agg(nw.col(d).sum().alias(dd), nw.col(v).sum().alias(vv))
-        cells = cells.with_columns(over(nw.col(dd).cum_sum(), keys, order_by=s).alias(c))
         cells = cells.with_columns(nw.col(c).abs().alias(ca))
         out = aggregate(
             cells,
@@ -866,7 +888,7 @@ def _cumulative_table(d: str, v: str, s: str, wanted: set[str]) -> engine.TableF
                 nw.col(c).max().alias(cmax),
                 nw.col(c).min().alias(cmin),
                 nw.col(ca).max().alias(camax),
-                nw.col(vv).sum().alias(vsum),
+                nw.col(v).sum().alias(vsum),
             ],
         )
         scale = nw.col(vsum).clip(lower_bound=0.0).sqrt()
@@ -898,7 +920,7 @@ def _cumulative(
     key = ("cumulative", y_row, s_row) if w.row is None else ("cumulative", y_row, s_row, w.row)
     wanted: set[str] = q.shared(key, set)
     wanted.add(test)
-    return q.table(key, _cumulative_table(d, v, s_row, wanted), cells=engine.Cells(s_row, (d, v)))
+    return q.cells(key, _cumulative_table(d, v, wanted), order=s_row, sums=(d, v), running=(d,))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1141,19 +1163,16 @@ def _difference_cells(
     the weight column ``__cf_w``; ``counted``, the counts ``__cf_k`` (``n`` sums them).
     """
     scol, dcol, cnt, dsum, n_total = names
-    total_of = nw.col(cnt).sum()
-    size = nw.col("__cf_k").sum() if counted else nw.len()
-    aggs = [size.alias(cnt), nw.col(dcol).sum().alias(dsum)]
+    size = cnt
     if weighted:
-        wcol = "__cf_w"
-        rows = rows.filter(nw.col(wcol) > 0.0).with_columns(nw.col(dcol) * nw.col(wcol))
-        total_of = nw.col(wcol).sum()
-        aggs.append(nw.col(wcol).sum())
-    cells = rows.group_by(*keys, scol).agg(*aggs)
-    cells = cells.with_columns(nw.col(cnt).cast(nw.Int64))
+        size = "__cf_w"
+        rows = rows.filter(nw.col(size) > 0.0).with_columns(nw.col(dcol) * nw.col(size))
+    rows = rows.with_columns((nw.col("__cf_k") if counted else nw.lit(1.0)).alias(cnt))
+    cells = ordered_cells(rows, keys, scol, list(dict.fromkeys([cnt, dcol, size])), running=[dcol])
     return cells.with_columns(
-        over(nw.col(dsum).cum_sum(), keys, order_by=scol).alias(dsum),
-        over(total_of, keys).cast(F64).alias(n_total),
+        nw.col(cnt).cast(nw.Int64),
+        nw.col(running_total(dcol)).alias(dsum),
+        over(nw.col(size).sum(), keys).alias(n_total),
     )
 
 

@@ -187,6 +187,7 @@ class CoverageGap(TargetMetric):
     weights: str | None = None
     counts: str | None = None
     default_name = "coverage_gap"
+    mergeable_alternative = "coverage by= the group column"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights, counts=self.counts)
@@ -209,6 +210,10 @@ class CoverageGap(TargetMetric):
         out["worst_n"] = t.col("worst_n")
         out["groups"] = groups
         return out
+
+    def output_dtypes(self, built: Mapping[str, nw.Expr | None]) -> dict[str, Any]:
+        """Counts are Int64: ``worst_n`` and the number of groups ``groups``."""
+        return {**super().output_dtypes(built), f"{self.output_name}_groups": nw.Int64}
 
 
 def coverage_gap(
@@ -623,6 +628,7 @@ class WorstSlab(TargetMetric):
     n_directions: int = 1000
     seed: int = 0
     default_name = "worst_slab_coverage"
+    mergeable_alternative = "coverage by= the slab columns you care about"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         feats = [q.row(("value", f), q.number(f)) for f in self.features]

@@ -43,7 +43,9 @@ from conformal_frames.engine import (
     aggregate,
     no_counts,
     no_weights,
+    ordered_cells,
     over,
+    running_total,
     total,
 )
 from conformal_frames.inputs.forecasts import (
@@ -442,12 +444,11 @@ def _ks_table(source: PITSource, seed: int) -> TableFn:
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
         frame = source.values(rows, keys, ref, seed)
-        u, c, end, tot, d = (ref.name(x) for x in ("u", "c", "end", "tot", "d"))
+        u, c, tot, d = (ref.name(x) for x in ("u", "c", "tot", "d"))
+        end = running_total(c)
         bad = aggregate(frame, keys, [nw.col(ref.name("bad")).sum()])
-        ties = frame.group_by(*keys, u).agg(nw.len().alias(c)).with_columns(nw.col(c).cast(nw.Float64))
-        ties = ties.with_columns(
-            over(nw.col(c).cum_sum(), keys, order_by=u).alias(end), over(nw.col(c).sum(), keys).alias(tot)
-        )
+        ties = ordered_cells(frame.with_columns(nw.lit(1.0).alias(c)), keys, u, [c], running=[c])
+        ties = ties.with_columns(over(nw.col(c).sum(), keys).alias(tot))
         above = nw.col(end) / nw.col(tot) - nw.col(u)
         below = nw.col(u) - (nw.col(end) - nw.col(c)) / nw.col(tot)
         ties = ties.with_columns(nw.max_horizontal(above, below).alias(d))
@@ -539,7 +540,7 @@ class PITHistogram(_PITMetric):
         for k in range(self.n_bins):
             count = t.col(f"n{k}").fill_null(0.0)
             mass = t.col(f"w{k}").fill_null(0.0) if w.weighted else count
-            out[f"bin{k}_frequency"] = nw.when(ok).then(ratio(mass, w.total))
+            out[f"bin{k}"] = nw.when(ok).then(ratio(mass, w.total))
             out[f"bin{k}_n"] = nw.when(ok).then(count)
         out["band_low"] = nw.when(ok).then((p - half).clip(lower_bound=0.0))
         out["band_high"] = nw.when(ok).then((p + half).clip(upper_bound=1.0))
@@ -555,7 +556,7 @@ class PITHistogram(_PITMetric):
                 nw.lit(k, nw.Int64).alias("bin"),
                 nw.lit(k / b, nw.Float64).alias("bin_low"),
                 nw.lit((k + 1) / b, nw.Float64).alias("bin_high"),
-                nw.col(f"{name}_bin{k}_frequency").alias("frequency"),
+                nw.col(f"{name}_bin{k}").alias("frequency"),
                 nw.col(f"{name}_band_low").alias("band_low"),
                 nw.col(f"{name}_band_high").alias("band_high"),
                 *([nw.col(f"{name}_n_eff").alias("n_eff")] if self.weights is not None else []),
@@ -644,7 +645,7 @@ def pit_histogram(
     outside it has a frequency whose Wilson interval excludes ``1/B``).  A
     calibrated forecast has a flat histogram; a U shape means too narrow
     forecasts, a hump too wide ones.  Empty bins are rows with ``n = 0``.
-    Inside ``evaluate`` the wide columns are ``pit_histogram_bin<k>_frequency``,
+    Inside ``evaluate`` the wide columns are ``pit_histogram_bin<k>`` (the frequency),
     ``pit_histogram_bin<k>_n``, ``pit_histogram_band_low`` and ``pit_histogram_band_high``.
 
     Parameters

@@ -24,7 +24,9 @@ from conformal_frames.engine import (
     aggregate,
     indicator,
     no_weights,
+    ordered_cells,
     over,
+    running_total,
     stack,
     total,
 )
@@ -232,17 +234,17 @@ def _ssc_table(
         )
         rc = ref.name("rc")
         w = nw.col(width_col)
-        size = [nw.len().alias(cnt)]
+        rows = rows.with_columns((nw.lit(1.0) if counts is None else nw.col(counts)).alias(rc))
         if weight is not None:
             rows = rows.filter(nw.col(weight) > 0.0)
-            size = [nw.col(weight).sum().alias(cnt), (nw.len() if counts is None else nw.col(counts).sum()).alias(rc)]
         # one row per distinct width (the only aggregation), then ordered windows
-        cells = rows.group_by(*keys, width_col).agg(*size, nw.col(covered_col).sum().alias(hit))
-        cells = cells.with_columns(nw.col(cnt).cast(nw.Float64), *([nw.col(rc).cast(nw.Float64)] if weight else []))
+        size = (rc,) if weight is None else (weight, rc)
+        cells = ordered_cells(rows, keys, width_col, (*size, covered_col), running=size[:1])
+        cells = cells.rename({size[0]: cnt, covered_col: hit})
         cells = cells.with_columns(
             over(w.shift(1), keys, order_by=width_col).alias(prev),
             over(w.abs().max(), keys).alias(scale),
-            (over(nw.col(cnt).cum_sum(), keys, order_by=width_col) - nw.col(cnt)).alias(before),
+            (nw.col(running_total(size[0])) - nw.col(cnt)).alias(before),
             over(nw.col(cnt).sum(), keys).alias(n),
         )
         # a tie group starts where the gap to the previous width is not close
@@ -295,6 +297,7 @@ class SSC(Metric):
     weights: str | None = None
     counts: str | None = None
     default_name = "ssc"
+    mergeable_alternative = "coverage by= a width band column you define (fixed edges)"
     kind = "table"
     long = True
 
@@ -391,6 +394,7 @@ class SSCScore(Metric):
     weights: str | None = None
     counts: str | None = None
     default_name = "ssc_score"
+    mergeable_alternative = "coverage by= a width band column you define (fixed edges)"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.n_bins, self.weights, self.counts)]
@@ -630,6 +634,7 @@ class HSIC(Metric):
     hi: str
     kernel_sizes: tuple[float, float] = (1.0, 1.0)
     default_name = "hsic"
+    mergeable_alternative = "coverage and width"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = width_row(q, self.lo, self.hi)

@@ -15,9 +15,11 @@ out with ``invalid="drop"``.
 Per-level results (``per_level=True`` and :func:`interval_coverage`) are long
 tables, one row per group and level, with the level in a column
 ``quantile_level`` or ``confidence_level``.  Inside
-:func:`~conformal_frames.evaluate` they are wide columns ``<name>_level<k>``,
-``<name>_level<k>_<stat>`` (``k`` = 0, 1, ... in increasing level) and
-``<name>_n``.
+:func:`~conformal_frames.evaluate` they are wide columns ``<name>_level<p>``,
+``<name>_level<p>_<stat>`` (``p`` the level's name,
+:func:`~conformal_frames.inputs.levels.level_name`: ``90`` for 0.9,
+``97_5`` for 0.975; in the long form, where the level is a ``by=`` key,
+``<name>_level``) and ``<name>_n``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from conformal_frames.inputs.forecasts import (
     value_row,
 )
 from conformal_frames.inputs.intervals import covered_row, interval_bounds, width_row
+from conformal_frames.inputs.levels import level_name
 from conformal_frames.numerics.stats import ratio, wilson_interval
 
 __all__ = ["interval_coverage", "pinball_loss", "quantile_coverage", "wis"]
@@ -85,6 +88,11 @@ def group_rows(frame: nw.LazyFrame, name: str) -> nw.Expr:
     return nw.col(f"{name}_n").cast(nw.Int64).alias("n")
 
 
+def level_suffix(level: float | str) -> str:
+    """``level<p>`` of a level's wide columns (:func:`level_name`); ``level`` in the long form."""
+    return "level" if isinstance(level, str) else f"level{level_name(level)}"
+
+
 def long_by_level(
     frame: nw.LazyFrame,
     keys: list[str],
@@ -97,7 +105,7 @@ def long_by_level(
     """The wide per-level columns of ``name`` as one row per group and level.
 
     ``stats`` maps a long-table column to the wide suffix after
-    ``<name>_level<k>`` (``""`` for the level's main column); ``per_group``
+    ``<name>_level<p>`` (``""`` for the level's main column); ``per_group``
     names the columns ``<name>_<c>`` common to every level (e.g. ``n_eff``),
     placed before ``n``.  Built by
     :func:`~conformal_frames.engine.stack`: a union of one select per level,
@@ -106,11 +114,11 @@ def long_by_level(
     parts = [
         {
             level_column: nw.lit(level, F64),
-            **{s: nw.col(f"{name}_level{k}{'_' + suffix if suffix else ''}").cast(F64) for s, suffix in stats.items()},
+            **{s: nw.col(f"{name}_{level_suffix(level)}{'_' + x if x else ''}").cast(F64) for s, x in stats.items()},
             **{c: nw.col(f"{name}_{c}").cast(F64) for c in per_group},
             "n": group_rows(frame, name),
         }
-        for k, level in enumerate(levels)
+        for level in levels
     ]
     return stack(frame, keys, parts).sort(*keys, level_column)
 
@@ -141,7 +149,7 @@ class PinballLoss(Metric):
             mean = q.row(("pinball_mean", y, *rows), total(nw.col(r) for r in rows) / float(len(rows)), inputs=rows)
             return {"": ratio(w.sum(mean), w.total)}
         out: dict[str, nw.Expr | None] = {"": ratio(total(w.sum(r) for r in rows), w.total * float(len(rows)))}
-        out.update({f"level{k}": ratio(w.sum(r), w.total) for k, r in enumerate(rows)})
+        out.update({level_suffix(lv.tau): ratio(w.sum(r), w.total) for lv, r in zip(levels, rows)})
         out["n"] = q.n
         return out
 
@@ -170,7 +178,7 @@ def _to_long(
     if isinstance(levels, str):  # long form: one level per group, the group's own key
         return frame.select(
             *keys,
-            *[nw.col(f"{name}_level0{'_' + s if s else ''}").alias(c) for c, s in stats.items()],
+            *[nw.col(f"{name}_level{'_' + s if s else ''}").alias(c) for c, s in stats.items()],
             *[nw.col(f"{name}_{c}").alias(c) for c in per_group],
             group_rows(frame, name),
         ).sort(*keys)
@@ -237,7 +245,7 @@ def pinball_loss(
     per_level : bool, default False
         A direct call returns the long table: group keys, ``quantile_level``,
         ``pinball_loss`` and ``n``, one row per level (in ``evaluate``: wide
-        columns ``pinball_loss_level<k>`` next to the mean).
+        columns ``pinball_loss_level<p>`` next to the mean, ``p`` = 10 for 0.1).
     weights : str, optional
         Column of non-negative row weights: every mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (per level: scikit-learn's
@@ -495,9 +503,8 @@ class QuantileCoverage(Metric):
             cov = ratio(hits[k], w.total)
             deviations.append((cov - lv.group_tau).abs())
             if self.per_level:
-                low, high = bounds[k]
-                out |= {f"level{k}": cov, f"level{k}_ci_low": low, f"level{k}_ci_high": high}
-                out[f"level{k}_deviation"] = cov - lv.group_tau
+                low, high, at = *bounds[k], level_suffix(lv.tau)
+                out |= {at: cov, f"{at}_ci_low": low, f"{at}_ci_high": high, f"{at}_deviation": cov - lv.group_tau}
         summary: dict[str, nw.Expr | None] = {"": total(deviations) / float(len(deviations))}
         if w.weighted:
             out["n_eff"] = w.n_eff
@@ -551,7 +558,8 @@ def quantile_coverage(
         long form the level is the group's own key).  ``False``: the summary
         only (a float on an eager frame without ``by=``).  In ``evaluate``
         the summary is the column ``quantile_coverage``, the levels are wide
-        columns ``quantile_coverage_level<k>``, ``..._level<k>_ci_low``, ...
+        columns ``quantile_coverage_level<p>``, ``..._level<p>_ci_low``, ...
+        (``p`` the level's name: ``90`` for 0.9, see the conventions page)
     ci_level : float, default 0.95
         Confidence level of the Wilson intervals.
     weights : str, optional
@@ -646,9 +654,10 @@ class IntervalCoverage(Metric):
             miss = (nw.col(lo_r) - nw.col(y)).clip(lower_bound=0.0) + (nw.col(y) - nw.col(hi_r)).clip(lower_bound=0.0)
             score = (nw.col(hi_r) - nw.col(lo_r)) + (2.0 / (1.0 - level)) * miss
             winkler = q.row(("winkler_rows", y, lo, hi, level), score, inputs=[y, lo_r, hi_r])
-            out |= {f"level{k}": ratio(hits, w.total), f"level{k}_ci_low": low, f"level{k}_ci_high": high}
-            out[f"level{k}_width"] = ratio(w.sum(width_row(q, lo, hi)), w.total)
-            out[f"level{k}_winkler"] = ratio(w.sum(winkler), w.total)
+            at = level_suffix(level)
+            out |= {at: ratio(hits, w.total), f"{at}_ci_low": low, f"{at}_ci_high": high}
+            out[f"{at}_width"] = ratio(w.sum(width_row(q, lo, hi)), w.total)
+            out[f"{at}_winkler"] = ratio(w.sum(winkler), w.total)
         if w.weighted:
             out["n_eff"] = w.n_eff
         out["n"] = q.n
@@ -709,7 +718,7 @@ def interval_coverage(
         ``coverage_ci_low``, ``coverage_ci_high``, ``width``, ``winkler`` and
         ``n``, one row per group and level (a frame of the caller's type, lazy
         in, lazy out).  Inside :func:`~conformal_frames.evaluate`: wide
-        columns ``interval_coverage_level<k>``, ``..._level<k>_width``, ...
+        columns ``interval_coverage_level<p>``, ``..._level<p>_width``, ... (``p`` = 90 for 0.9)
 
     Examples
     --------

@@ -35,7 +35,6 @@ import numpy as np
 from conformal_frames._renames import renamed
 from conformal_frames._validate import check_columns, check_level, check_positive_int
 from conformal_frames.engine import (
-    Cells,
     InvalidPolicy,
     Metric,
     Query,
@@ -44,7 +43,7 @@ from conformal_frames.engine import (
     aggregate,
     evaluate_one,
     no_weights,
-    over,
+    running_total,
     to_lazy,
 )
 from conformal_frames.inputs.binary import binary_row
@@ -86,12 +85,12 @@ class AUROC(Metric):
         w = q.weighting(self.weights, counts=self.counts)
         one = q.row(("one",), nw.lit(1.0)) if w.row is None else w.row
         wc = w.of(c)
-        t = q.table(("auroc", wc, s), _mann_whitney_table(wc, one, s), cells=Cells(s, (wc, one)))
+        t = q.cells(("auroc", wc, s), _mann_whitney_table(wc, one), order=s, sums=(wc, one))
         n1 = w.sum(c)
         return {"": ratio(t.col("u"), n1 * (w.total - n1))}
 
 
-def _mann_whitney_table(c: str, one: str, s: str) -> TableFn:
+def _mann_whitney_table(c: str, one: str) -> TableFn:
     """Per group: the Mann-Whitney ``U`` from per-(group, distinct score) counts.
 
     With ``p_k`` correct and ``m_k`` incorrect rows at the ``k``-th distinct
@@ -100,12 +99,11 @@ def _mann_whitney_table(c: str, one: str, s: str) -> TableFn:
     halves, exact in Float64 (the correctly rounded ``U``).
     """
 
-    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        p, m, below, u = (ref.name(x) for x in ("p", "m", "below", "u"))
-        cells = rows.group_by(*keys, s).agg(nw.col(c).sum().alias(p), nw.col(one).sum().alias(m))
-        cells = cells.with_columns((nw.col(m) - nw.col(p)).alias(m))
-        cells = cells.with_columns(over(nw.col(m).cum_sum(), keys, order_by=s).alias(below))
-        cells = cells.with_columns((nw.col(p) * (nw.col(below) - 0.5 * nw.col(m))).alias(u))
+    def build(cells: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        p, m, u = nw.col(c), nw.col(one) - nw.col(c), ref.name("u")
+        # M_k + m_k = the incorrect rows at scores up to the k-th
+        upto = nw.col(running_total(one)) - nw.col(running_total(c))
+        cells = cells.with_columns((p * (upto - 0.5 * m)).alias(u))
         return aggregate(cells, keys, [nw.col(u).sum().alias(u)])
 
     return build
@@ -177,6 +175,7 @@ class AUARC(Metric):
     y: str
     score: str
     default_name = "auarc"
+    mergeable_alternative = "auroc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         c, s = _inputs(q, self.y, self.score)
@@ -436,6 +435,7 @@ class ExcessRisk(TargetMetric):
     seed: int
     grouped: bool
     default_name = "excess_risk_target_coverage"
+    mergeable_alternative = "coverage and auroc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         cover = self.target.covered(q)

@@ -254,6 +254,7 @@ class SmoothECE(Metric):
     y: str
     score: str
     default_name = "smooth_ece"
+    mergeable_alternative = "ece with strategy='uniform'"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s = binary_row(q, self.y), score_row(q, self.score)
@@ -344,6 +345,7 @@ class ScoreDecomposition(Metric):
     weights: str | None = None
     counts: str | None = None
     default_name = "score_decomposition"
+    mergeable_alternative = "brier (its decomposition needs the ordered rows of a group)"
     kind = "table"
     long = True
 
@@ -640,9 +642,9 @@ def _cell_table(
         lf = lf.filter(~engine.invalid_mask(lf, checks, keys))
     else:
         validity = engine.compute(frame, checks, by, invalid=policy)  # "raise": raises here
-    rows = lf.select(*keys, nw.col(y).cast(F64).alias("__cf_y"), nw.col(score).cast(F64).alias("score"))
-    cells = rows.group_by(*keys, "score").agg(nw.len().alias("n"), nw.col("__cf_y").sum().alias("__cf_sy"))
-    cells = cells.with_columns(nw.col("n").cast(nw.Int64))
+    y_sum = nw.col(y).cast(F64).alias("__cf_sy")
+    rows = lf.select(*keys, y_sum, nw.col(score).cast(F64).alias("score"), nw.lit(1.0).alias("n"))
+    cells = engine.ordered_cells(rows, keys, "score", ["n", "__cf_sy"]).with_columns(nw.col("n").cast(nw.Int64))
     if policy == "null":
         ok = validity.lazy().select(*keys, nw.col("n_invalid").alias("__cf_n_invalid"))
         cells = cells.join(ok, on=keys, how="left") if keys else cells.join(ok, how="cross")

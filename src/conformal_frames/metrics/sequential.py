@@ -194,6 +194,7 @@ class ChristoffersenTest(Metric):
     confidence_level: float | str
     order_by: str
     default_name = "christoffersen_test"
+    mergeable_alternative = "kupiec_test (misses merge; transitions across rows do not)"
     kind = "test"
     result = ChristoffersenTestResult
 
@@ -299,6 +300,7 @@ class LongestMissRun(Metric):
     hi: str
     order_by: str
     default_name = "longest_miss_run"
+    mergeable_alternative = "kupiec_test (misses merge; runs across rows do not)"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         miss, order = miss_row(q, self.y, self.lo, self.hi), order_row(q, self.order_by)

@@ -82,10 +82,27 @@ def _out(values: np.ndarray, scalar: bool) -> Any:
     return float(values) if scalar else values
 
 
-def _max_abs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(cdf, sf) of sup |B| on [0, 1], elementwise (NaN stays NaN)."""
+def _ranges(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` clipped to the range of each series: small-``x`` (theta) and large-``x`` (tail); NaN stays in range."""
     small = np.clip(np.where(np.isnan(x), 1.0, x), _TINY, _SWITCH)
     large = np.clip(np.where(np.isnan(x), _SWITCH, x), _SWITCH, None)
+    return small, large
+
+
+def _cdf_sf(x: np.ndarray, theta: np.ndarray, tail: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cdf, sf) from the theta series (the cdf for small ``x``) and the tail series (the sf for large ``x``)."""
+    use_tail = x >= _SWITCH
+    cdf = np.where(use_tail, 1.0 - tail, theta)
+    sf = np.where(use_tail, tail, 1.0 - theta)
+    cdf = np.where(x <= _TINY, 0.0, cdf)
+    sf = np.where(x <= _TINY, 1.0, sf)
+    nan = np.isnan(x)
+    return np.where(nan, np.nan, cdf), np.where(nan, np.nan, sf)
+
+
+def _max_abs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cdf, sf) of sup |B| on [0, 1], elementwise (NaN stays NaN)."""
+    small, large = _ranges(x)
     theta = np.zeros_like(small)
     for k in range(_KS_THETA_TERMS):
         j = 2 * k + 1
@@ -95,19 +112,12 @@ def _max_abs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for k in range(_KS_TAIL_TERMS):
         tail += (-1) ** k * ndtr(-(2 * k + 1) * large)
     tail *= 4.0
-    use_tail = x >= _SWITCH
-    cdf = np.where(use_tail, 1.0 - tail, theta)
-    sf = np.where(use_tail, tail, 1.0 - theta)
-    cdf = np.where(x <= _TINY, 0.0, cdf)
-    sf = np.where(x <= _TINY, 1.0, sf)
-    nan = np.isnan(x)
-    return np.where(nan, np.nan, cdf), np.where(nan, np.nan, sf)
+    return _cdf_sf(x, theta, tail)
 
 
 def _range(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(cdf, sf) of the range of B on [0, 1], elementwise."""
-    small = np.clip(np.where(np.isnan(x), 1.0, x), _TINY, _SWITCH)
-    large = np.clip(np.where(np.isnan(x), _SWITCH, x), _SWITCH, None)
+    small, large = _ranges(x)
     theta = np.zeros_like(small)
     for k in range(_KUIPER_THETA_TERMS):
         h2 = (k + 0.5) ** 2
@@ -116,13 +126,7 @@ def _range(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for k in range(1, _KUIPER_TAIL_TERMS + 1):
         tail += (-1) ** (k - 1) * k * ndtr(-k * large)
     tail *= 8.0
-    use_tail = x >= _SWITCH
-    cdf = np.where(use_tail, 1.0 - tail, theta)
-    sf = np.where(use_tail, tail, 1.0 - theta)
-    cdf = np.where(x <= _TINY, 0.0, cdf)
-    sf = np.where(x <= _TINY, 1.0, sf)
-    nan = np.isnan(x)
-    return np.where(nan, np.nan, cdf), np.where(nan, np.nan, sf)
+    return _cdf_sf(x, theta, tail)
 
 
 def brownian_max_abs_cdf(x: Any) -> Any:
