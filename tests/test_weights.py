@@ -521,6 +521,8 @@ WEIGHTED = {
     "winkler",
     "wis",
 }
+#: weighted metrics whose outputs cannot be those of repeated rows: they refuse ``counts=``
+NO_COUNTS = {"pit_histogram"}
 UNWEIGHTED = {
     "auarc",
     "christoffersen_test",
@@ -550,10 +552,20 @@ def test_every_metric_is_weighted_or_refuses_weights() -> None:
         if name in WEIGHTED:
             assert params["weights"].kind is inspect.Parameter.KEYWORD_ONLY, name
             assert params["weights"].default is None, name
+            if name in NO_COUNTS:
+                assert "counts" not in params, name
+                with pytest.raises(TypeError, match=rf"^{name} takes no counts= \("):
+                    fn(counts="k")
+            else:  # frequency counts next to the weights (tests/test_counts.py)
+                assert list(params).index("counts") == list(params).index("weights") + 1, name
+                assert params["counts"].kind is inspect.Parameter.KEYWORD_ONLY, name
+                assert params["counts"].default is None, name
         else:
             assert "weights" not in params, name
             with pytest.raises(TypeError, match=rf"^{name} has no weighted version\b.*: weights= is not supported"):
                 fn(weights="w")
+            with pytest.raises(TypeError, match=rf"^{name} has no weighted version\b.*: counts= is not supported"):
+                fn(counts="k")
 
 
 @pytest.mark.parametrize("make", [pd.DataFrame, pl.DataFrame])

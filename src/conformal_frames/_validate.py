@@ -257,6 +257,7 @@ FIELD_CHECKS: dict[str, Check] = {
     "seed": check_seed,
     "classes": check_classes,
     "weights": optional(check_column),
+    "counts": optional(check_column),
 }
 
 

@@ -33,6 +33,7 @@ class ConformalNamespace:
         *,
         ci_level: float = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -45,6 +46,7 @@ class ConformalNamespace:
         eta: float,
         confidence_level: float | str,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -66,6 +68,7 @@ class ConformalNamespace:
         *,
         n_bins: int = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -77,6 +80,7 @@ class ConformalNamespace:
         *,
         n_bins: int = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -86,6 +90,7 @@ class ConformalNamespace:
         hi: str,
         *,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -97,6 +102,7 @@ class ConformalNamespace:
         *,
         confidence_level: float | str,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -106,6 +112,7 @@ class ConformalNamespace:
         *,
         classes: Sequence[Label] | None = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -117,6 +124,7 @@ class ConformalNamespace:
         classes: Sequence[Label] | None = ...,
         ci_level: float = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -126,6 +134,7 @@ class ConformalNamespace:
         *,
         classes: Sequence[Label] | None = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -137,6 +146,7 @@ class ConformalNamespace:
         classes: Sequence[Label] | None = ...,
         n_bins: int | None = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -148,6 +158,7 @@ class ConformalNamespace:
         classes: Sequence[Label] | None = ...,
         n_bins: int | None = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -157,6 +168,7 @@ class ConformalNamespace:
         *,
         classes: Sequence[Label] | None = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -168,6 +180,7 @@ class ConformalNamespace:
         classes: Sequence[Label] | None = ...,
         confidence_level: float | str,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -183,6 +196,7 @@ class ConformalNamespace:
         confidence_level: float | str,
         weighted: bool = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -201,6 +215,7 @@ class ConformalNamespace:
         significance: float = ...,
         correction: Literal["holm", "bh", "none"] = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -227,6 +242,7 @@ class ConformalNamespace:
         n_bins: int = ...,
         strategy: Strategy = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -238,6 +254,7 @@ class ConformalNamespace:
         n_bins: int = ...,
         strategy: Strategy = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -247,6 +264,7 @@ class ConformalNamespace:
         score: str,
         *,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -259,6 +277,7 @@ class ConformalNamespace:
         strategy: Strategy = ...,
         ci_level: float = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -272,6 +291,7 @@ class ConformalNamespace:
         strategy: Strategy = ...,
         weighted: bool = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -284,6 +304,7 @@ class ConformalNamespace:
         n_bins: int = ...,
         strategy: Strategy = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -293,6 +314,7 @@ class ConformalNamespace:
         score: str,
         *,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -302,6 +324,7 @@ class ConformalNamespace:
         score: str,
         *,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -311,6 +334,7 @@ class ConformalNamespace:
         score: str,
         *,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -324,6 +348,7 @@ class ConformalNamespace:
         *,
         scoring_rule: ScoringRule = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -333,6 +358,7 @@ class ConformalNamespace:
         score: str,
         *,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -358,6 +384,7 @@ class ConformalNamespace:
         intervals: dict[float, tuple[str, str]],
         ci_level: float = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -369,6 +396,7 @@ class ConformalNamespace:
         quantile_level: str | None = ...,
         per_level: bool = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -381,6 +409,7 @@ class ConformalNamespace:
         per_level: bool = ...,
         ci_level: float = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -392,6 +421,7 @@ class ConformalNamespace:
         intervals: dict[float, tuple[str, str]] | None = ...,
         median: str | None = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -436,6 +466,7 @@ class ConformalNamespace:
         quantiles: dict[float, str] | None = ...,
         estimator: Estimator = ...,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -472,6 +503,7 @@ class ConformalNamespace:
         score: str,
         *,
         weights: str | None = ...,
+        counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...

@@ -251,6 +251,11 @@ class Plan:
         if not metrics:
             msg = f"{caller}() needs at least one metric, e.g. cf.{caller}(df, cf.coverage('y', 'lo', 'hi'))"
             raise ValueError(msg)
+        counts = {getattr(m, "counts", None) for m in metrics}
+        if len(counts) > 1:  # the group's n is the sum of the counts: one column for every metric
+            shown = ", ".join(repr(c) for c in sorted(counts, key=str))
+            msg = f"every metric of one evaluation takes the same counts= (it sets the group's n), got {shown}"
+            raise ValueError(msg)
         plan = cls.inputs(schema, keys)
         plan.outputs.update(_build_outputs(plan.query, metrics))
         return plan
@@ -318,7 +323,9 @@ class Plan:
             counts = aggregate(marks, q.group, [nw.col(_DROPPED).sum()])
             lf = flagged.filter(~nw.col(_DROPPED)).drop(_DROPPED)
         rows = _rows_frame(lf, q)
-        aggs = [nw.len().alias(_N), *[e.alias(n) for n, e in q.aggs.values()]]
+        # n: the rows, or the rows they represent (the sum of the counts=, see Query.counted)
+        size = nw.len() if q.count_row is None else nw.col(q.count_row).sum()
+        aggs = [size.alias(_N), *[e.alias(n) for n, e in q.aggs.values()]]
         if _INVALID in q.rows:
             aggs.append(nw.col(q.rows[_INVALID].name).sum().alias(_INVALID))
         table = aggregate(rows, q.group, aggs)

@@ -58,6 +58,7 @@ __all__ = [
     "Weighting",
     "aggregate",
     "indicator",
+    "no_counts",
     "no_weights",
     "ordered_cells",
     "over",
@@ -280,6 +281,8 @@ class Query:
     windows: int = 0
     #: output column -> its declared dtype (:meth:`Metric.output_dtypes`); the others are Float64
     output_dtypes: dict[str, Any] = field(default_factory=dict)
+    #: the row column of the ``counts=`` of the query's metrics (see :meth:`counted`): ``n`` sums it
+    count_row: str | None = None
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -486,27 +489,80 @@ class Query:
         """
         self.numpy_steps.append(_NumpyStep(inputs, outputs, fn, what, tuple(boolean)))
 
-    def weighting(self, weights: str | None) -> Weighting:
-        """The sums of a metric with an optional ``weights=`` column.
+    def weighting(self, weights: str | None, *, counts: str | None = None) -> Weighting:
+        """The sums of a metric with optional ``weights=`` and ``counts=`` columns.
 
-        ``None``: the plain aggregations (``Weighting.sum`` is :meth:`sum`,
-        ``Weighting.total`` is :attr:`n`), so unweighted results are unchanged.
-        A column name: the column is checked once (missing, NaN, infinite or
-        negative weights are invalid rows; so are the rows of a group whose
-        weights are all zero) and every sum is weighted.
+        ``None`` for both: the plain aggregations (``Weighting.sum`` is
+        :meth:`sum`, ``Weighting.total`` is :attr:`n`), so unweighted results
+        are unchanged.  ``weights``: the column is checked once (missing, NaN,
+        infinite or negative weights are invalid rows; so are the rows of a
+        group whose weights are all zero) and every sum is weighted.
+        ``counts``: frequency counts (see :meth:`counted`): a row stands for
+        ``k`` identical rows, every sum counts it ``k`` times; with weights
+        too, ``k`` copies of a row of weight ``w``.
         """
+        if counts is not None:
+            return self._counted(weights, counts)
         if weights is None:
             return Weighting(self, None)
+        w = self._weights(weights)
+        self._positive_total(nw.col(weights), f"column {weights!r} (weights=) is zero", "weight")
+        return Weighting(self, w)
+
+    def _weights(self, weights: str) -> str:
         w = self.number(weights)
         self.check(f"column {weights!r} (weights=) has negative values", w < 0.0, example=w)
-        raw = nw.col(weights)
+        return self.row(("value", weights), w)
+
+    def _positive_total(self, raw: nw.Expr, what: str, noun: str) -> None:
+        """Rows of a group where ``raw`` (input columns) is nowhere positive are invalid."""
         peak = over(raw.max(), self.keys)  # the keys' own names: checks read the input frame
         self.check(
-            f"column {weights!r} (weights=) is zero on every row of a group, in {{rows}}; "
-            "a group needs a positive total weight",
+            f"{what} on every row of a group, in {{rows}}; a group needs a positive total {noun}",
             peak.is_null() | (peak <= 0),
         )
-        return Weighting(self, self.row(("value", weights), w))
+
+    def counted(self, counts: str) -> str:
+        """The row column (Float64) of a ``counts=`` column of frequency counts.
+
+        A numeric column of non-negative integers: missing, infinite,
+        negative and non-integer values, and integers beyond 2^53, are
+        invalid rows.  The group's ``n`` becomes the sum of the counts (the
+        represented rows): every metric of one evaluation takes the same
+        ``counts=``.
+        """
+        expr = self.column(counts)
+        dtype = self.schema[counts]
+        if not dtype.is_numeric():
+            msg = f"column {counts!r} (counts=) must be numeric, found dtype {dtype}; counts are non-negative integers"
+            raise TypeError(msg)
+        what = f"column {counts!r} (counts=) has"
+        value = expr.cast(nw.Float64)
+        missing = expr.is_null() if dtype.is_integer() else expr.is_null() | ~(value.abs() < _INF)
+        self.check(f"{what} missing (null/NaN) or infinite values", missing)
+        self.check(f"{what} negative values", expr < 0, example=expr)
+        big = expr > _EXACT_INT if dtype.is_integer() else (expr > _EXACT_INT) & (expr < _INF)
+        self.check(f"{what} integers beyond 2^53, which Float64 cannot hold exactly", big)
+        if not dtype.is_integer():
+            fraction = (value.round(0) != value) & (value.abs() < _INF)  # NaN is missing, not a fraction
+            self.check(f"{what} non-integer values", fraction, example=expr)
+        row = self.row(("counts", counts), nw.when(~big).then(expr).cast(nw.Float64))
+        if self.count_row not in (None, row):
+            msg = "every metric of one evaluation takes the same counts= column (the group's n counts its rows)"
+            raise ValueError(msg)
+        self.count_row = row
+        return row
+
+    def _counted(self, weights: str | None, counts: str) -> Weighting:
+        k = self.counted(counts)
+        if weights is None:
+            self._positive_total(nw.col(counts), f"column {counts!r} (counts=) is zero", "count")
+            return Weighting(self, k, counts=k)
+        w = self._weights(weights)
+        both = nw.col(weights).cast(nw.Float64) * nw.col(counts).cast(nw.Float64)
+        self._positive_total(both, f"columns {weights!r} (weights=) or {counts!r} (counts=) are zero", "weight")
+        row = self.row(("counted_weight", w, k), nw.col(w) * nw.col(k), inputs=[w, k])
+        return Weighting(self, row, counts=k, weights=w)
 
     def per_group(self, output: str, rows: list[str], fn: GroupFn, *, what: str) -> None:
         """A numpy step that needs the rows of every group (e.g. HSIC).
@@ -524,17 +580,31 @@ class Weighting:
 
     With weights ``w_i``: ``sum(x) = sum_i w_i x_i``, ``total = sum_i w_i`` and
     ``n_eff = (sum_i w_i)^2 / sum_i w_i^2`` (Kish's effective sample size).
-    Without weights (``row`` is ``None``) they are ``q.sum(x)``, ``q.n`` and
-    ``q.n``: the very expressions of the unweighted metric.
+    With counts ``k_i`` (frequency weights) the sums are those of the rows
+    repeated ``k_i`` times: ``w_i`` becomes ``k_i w_i`` (``k_i`` without
+    weights), the squares ``k_i w_i^2`` and without weights ``n_eff`` is
+    ``sum_i k_i``.  Without either (``row`` is ``None``) they are
+    ``q.sum(x)``, ``q.n`` and ``q.n``: the very expressions of the unweighted
+    metric.
     """
 
     q: Query
-    #: the row column of the weights (Float64); ``None``: unweighted
+    #: the row column of the weight of a row (Float64: ``w``, ``k`` or ``k w``); ``None``: unweighted
     row: str | None
+    #: the row column of the frequency counts ``k``, if any
+    counts: str | None = None
+    #: the row column of the importance weights ``w`` when there are counts too
+    weights: str | None = None
 
     @property
     def weighted(self) -> bool:
-        return self.row is not None
+        """Importance weights: inference at Kish's ``n_eff`` (counts alone: that of the repeated rows)."""
+        return self.row is not None and not self.frequency
+
+    @property
+    def frequency(self) -> bool:
+        """Counts only: every sum is that of the repeated rows, inference too."""
+        return self.counts is not None and self.weights is None
 
     def of(self, row: str) -> str:
         """The row column ``w_i * x_i`` (``x_i`` itself without weights)."""
@@ -546,7 +616,9 @@ class Weighting:
         """The row column ``w_i^2 x_i`` (``x_i`` itself without weights): a variance term."""
         if self.row is None:
             return row
-        return self.q.row(("weighted_sq", row, self.row), nw.col(row) * nw.col(self.square), inputs=[row, self.square])
+        return self.q.row(
+            ("weighted_sq", row, self.square), nw.col(row) * nw.col(self.square), inputs=[row, self.square]
+        )
 
     def sum(self, row: str) -> nw.Expr:
         """``sum_i w_i x_i`` per group."""
@@ -559,15 +631,22 @@ class Weighting:
 
     @property
     def square(self) -> str:
-        """The row column ``w_i^2`` (weighted only)."""
+        """The row column ``w_i^2`` (weighted only; ``k_i w_i^2`` with counts)."""
         assert self.row is not None
-        return self.q.row(("weight_sq", self.row), nw.col(self.row) ** 2, inputs=[self.row])
+        if self.counts is None:
+            return self.q.row(("weight_sq", self.row), nw.col(self.row) ** 2, inputs=[self.row])
+        if self.weights is None:
+            return self.counts
+        expr = nw.col(self.row) * nw.col(self.weights)
+        return self.q.row(("weight_sq", self.row), expr, inputs=[self.row, self.weights])
 
     @property
     def n_eff(self) -> nw.Expr:
         """Kish's effective sample size ``(sum w)^2 / sum w^2`` (the row count without weights)."""
         if self.row is None:
             return self.q.n
+        if self.frequency:
+            return self.total
         square = self.q.sum(self.square)
         # null, not NaN, when no weight is left (invalid="drop" removed the rows of positive weight)
         return nw.when(square > 0.0).then(self.total**2 / square)
@@ -575,11 +654,14 @@ class Weighting:
     def binomial(self, successes: nw.Expr) -> tuple[nw.Expr, nw.Expr]:
         """``(k, n)`` of a binomial proportion whose weighted count is ``successes``.
 
-        Without weights ``(successes, q.n)``; with weights the proportion
-        ``p = successes / total`` at Kish's sample size: ``(p * n_eff, n_eff)``.
+        Without weights ``(successes, q.n)`` (the counted ``successes`` and
+        ``sum k`` with counts only); with weights the proportion ``p =
+        successes / total`` at Kish's sample size: ``(p * n_eff, n_eff)``.
         """
         if self.row is None:
             return successes, self.q.n
+        if self.frequency:
+            return successes, self.total
         n_eff = self.n_eff
         return successes / self.total * n_eff, n_eff
 
@@ -591,8 +673,11 @@ class Weighting:
         return self.q.row(("where_weighted", row, self.row), expr, inputs=[row, self.row])
 
     def count(self, row: str) -> nw.Expr:
-        """``sum_i x_i`` over the rows of positive weight (a row count: ``x`` is 0/1)."""
-        return self.q.sum(self.positive(row))
+        """``sum_i x_i`` over the rows of positive weight (a row count: ``x`` is 0/1), ``sum_i k_i x_i`` with counts."""
+        if self.counts is None or self.row is None:
+            return self.q.sum(self.positive(row))
+        expr = nw.when(nw.col(self.row) > 0.0).then(nw.col(row) * nw.col(self.counts))
+        return self.q.sum(self.q.row(("counted", row, self.row), expr, inputs=[row, self.row, self.counts]))
 
     def min(self, row: str) -> nw.Expr:
         return self.q.min(self.positive(row))
@@ -604,19 +689,39 @@ class Weighting:
 def no_weights(metric: str, why: str | None = None) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """Decorate the factory of a metric without a weighted version.
 
-    ``weights=`` then raises ``TypeError("<metric> has no weighted version
-    (<why>): ...")`` instead of Python's generic message.
+    ``weights=`` (or ``counts=``) then raises ``TypeError("<metric> has no
+    weighted version (<why>): ...")`` instead of Python's generic message.
     """
     reason = f" ({why})" if why else ""
 
     def decorate(fn: Callable[..., T]) -> Callable[..., T]:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> T:
-            if "weights" in kwargs:
-                msg = (
-                    f"{metric} has no weighted version{reason}: weights= is not supported "
-                    "(see the Weights section of the docs)"
-                )
+            for option in ("weights", "counts"):
+                if option in kwargs:
+                    msg = (
+                        f"{metric} has no weighted version{reason}: {option}= is not supported "
+                        "(see the Weights section of the docs)"
+                    )
+                    raise TypeError(msg)
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def no_counts(metric: str, why: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Decorate the factory of a weighted metric whose outputs cannot be those of repeated rows.
+
+    ``counts=`` then raises ``TypeError("<metric> takes no counts= (<why>) ...")``.
+    """
+
+    def decorate(fn: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> T:
+            if "counts" in kwargs:
+                msg = f"{metric} takes no counts= ({why}); see the Frequency counts section of the Weights docs"
                 raise TypeError(msg)
             return fn(*args, **kwargs)
 

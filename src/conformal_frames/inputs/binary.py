@@ -40,19 +40,21 @@ def score_precision(q: Query, *names: str) -> Precision:
     return "float32" if single else "float64"
 
 
-def binary_inputs(lf: nw.LazyFrame, y: str, score: str, keys: list[str], *, weights: str | None = None) -> Plan:
-    """The checks of a 0/1 label, a score (and weights) grouped by ``keys``: those of the binary calibration metrics.
+def binary_inputs(
+    lf: nw.LazyFrame, y: str, score: str, keys: list[str], *, weights: str | None = None, counts: str | None = None
+) -> Plan:
+    """The checks of a 0/1 label, a score (and weights, counts) grouped by ``keys``: those of the binary calibration metrics.
 
     For functions of a frame, which apply the invalid-row policy with
     :meth:`~conformal_frames.engine.Plan.apply_policy`.  The column names
     are checked as the metrics' fields are.
     """
-    for field, value in (("y", y), ("score", score), ("weights", weights)):
+    for field, value in (("y", y), ("score", score), ("weights", weights), ("counts", counts)):
         FIELD_CHECKS[field](value, field)
 
     def read(q: Query) -> None:
         binary_row(q, y)
         score_row(q, score)
-        q.weighting(weights)
+        q.weighting(weights, counts=counts)
 
     return Plan.inputs(lf.collect_schema(), keys, read)

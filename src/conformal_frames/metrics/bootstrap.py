@@ -70,9 +70,9 @@ class _ReplicateQuery:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._q, name)
 
-    def weighting(self, weights: str | None) -> Weighting:
+    def weighting(self, weights: str | None, *, counts: str | None = None) -> Weighting:
         if weights != _REPLICATE:
-            return self._q.weighting(weights)
+            return self._q.weighting(weights, counts=counts)
         base = self._q.weighting(self._weights)
         row = self._counts
         if base.row is not None:
@@ -91,6 +91,9 @@ def _replica(metric: Metric) -> tuple[Metric, str | None]:
     names = {f.name for f in dataclasses.fields(metric)}
     if "weights" not in names:
         msg = f"bootstrap needs a metric with a weighted version; {metric.output_name} has none"
+        raise TypeError(msg)
+    if getattr(metric, "counts", None) is not None:
+        msg = f"bootstrap resamples rows, not the rows counts= represents; {metric.output_name} has counts="
         raise TypeError(msg)
     own = getattr(metric, "weights", None)
     replica: Metric = dataclasses.replace(metric, **{"weights": _REPLICATE})

@@ -288,18 +288,27 @@ class ECE(Metric):
     n_bins: int = 10
     strategy: Strategy = "uniform"
     weights: str | None = None
+    counts: str | None = None
     default_name = "ece"
     mergeable_alternative = "ece with strategy='uniform' and n_bins <= 32"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        prec, w = score_precision(q, self.score), q.weighting(self.weights)
+        prec, w = score_precision(q, self.score), q.weighting(self.weights, counts=self.counts)
         y, s = binary_row(q, self.y), score_row(q, self.score)
         ad, _ = bin_errors(q, y, s, self.n_bins, self.strategy, precision=prec, w=w)
         return {"": ratio(ad, w.total)}
 
 
 @renamed(num_bins="n_bins")
-def ece(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform", weights: str | None = None) -> ECE:
+def ece(
+    y: str,
+    score: str,
+    *,
+    n_bins: int = 10,
+    strategy: Strategy = "uniform",
+    weights: str | None = None,
+    counts: str | None = None,
+) -> ECE:
     """Expected calibration error of binary scores.
 
     ``ECE = sum_m |B_m| / n * |mean_{B_m}(y) - mean_{B_m}(s)|`` over the
@@ -326,6 +335,10 @@ def ece(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform",
         Column of non-negative row weights: bins weigh their rows (a bin's
         mass is its total weight; quantile bins cut the total weight), see
         the docs page "Weights".
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -348,7 +361,7 @@ def ece(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform",
     M. P. Naeini, G. Cooper and M. Hauskrecht (2015), "Obtaining well
     calibrated probabilities using Bayesian binning", AAAI 29.
     """
-    return ECE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights)
+    return ECE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -358,18 +371,27 @@ class MCE(Metric):
     n_bins: int = 10
     strategy: Strategy = "uniform"
     weights: str | None = None
+    counts: str | None = None
     default_name = "mce"
     mergeable_alternative = "mce with strategy='uniform' and n_bins <= 32"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s, prec = binary_row(q, self.y), score_row(q, self.score), score_precision(q, self.score)
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         _, gap = bin_errors(q, y, s, self.n_bins, self.strategy, gaps=True, precision=prec, w=w)
         return {"": gap}
 
 
 @renamed(num_bins="n_bins")
-def mce(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform", weights: str | None = None) -> MCE:
+def mce(
+    y: str,
+    score: str,
+    *,
+    n_bins: int = 10,
+    strategy: Strategy = "uniform",
+    weights: str | None = None,
+    counts: str | None = None,
+) -> MCE:
     """Maximum calibration error: ``max_m |mean_{B_m}(y) - mean_{B_m}(s)|``.
 
     The maximum is over the non-empty bins; bins as in :func:`ece`.
@@ -402,7 +424,7 @@ def mce(y: str, score: str, *, n_bins: int = 10, strategy: Strategy = "uniform",
     >>> round(df.conformal.mce("y", "s", n_bins=2), 6)
     0.375
     """
-    return MCE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights)
+    return MCE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -410,16 +432,17 @@ class Brier(Metric):
     y: str
     score: str
     weights: str | None = None
+    counts: str | None = None
     default_name = "brier"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s = binary_row(q, self.y), score_row(q, self.score)
         sq = q.row(("brier", y, s), (nw.col(y) - nw.col(s)) ** 2, inputs=[y, s])
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         return {"": ratio(w.sum(sq), w.total)}
 
 
-def brier(y: str, score: str, *, weights: str | None = None) -> Brier:
+def brier(y: str, score: str, *, weights: str | None = None, counts: str | None = None) -> Brier:
     """Brier score ``(1/n) sum_i (y_i - s_i)^2`` (lower is better).
 
     Parameters
@@ -433,6 +456,10 @@ def brier(y: str, score: str, *, weights: str | None = None) -> Brier:
         Column of non-negative row weights: ``sum_i w_i (y_i - s_i)^2 /
         sum_i w_i``, as scikit-learn's ``brier_score_loss(sample_weight=)``
         (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -450,18 +477,21 @@ def brier(y: str, score: str, *, weights: str | None = None) -> Brier:
     >>> round(df.conformal.brier("y", "s"), 6)
     0.1
     """
-    return Brier(y=y, score=score, weights=weights)
+    return Brier(y=y, score=score, weights=weights, counts=counts)
 
 
 # ---------------------------------------------------------------------------
 # reliability table
 # ---------------------------------------------------------------------------
-def _reliability_table(y: str, s: str, b: str, n_bins: int, w: tuple[str, str] | None = None) -> engine.TableFn:
+def _reliability_table(
+    y: str, s: str, b: str, n_bins: int, w: tuple[str, str, str | None] | None = None
+) -> engine.TableFn:
     """Per group and bin ``m``: rows ``n<m>``, ``sum y`` (``y<m>``) and ``sum s`` (``s<m>``).
 
-    With ``w`` (the row columns of the weights and their squares), ``y`` and
-    ``s`` are weighted rows, ``n<m>`` is the bin's weight, ``q<m>`` its sum of
-    squared weights and ``r<m>`` its rows; rows of weight 0 are in no bin.
+    With ``w`` (the row columns of the weights, their squares and the
+    counts, if any), ``y`` and ``s`` are weighted rows, ``n<m>`` is the bin's
+    weight, ``q<m>`` its sum of squared weights and ``r<m>`` its rows (the sum
+    of their counts); rows of weight 0 are in no bin.
     """
     stats = ("n", "y", "s") if w is None else ("n", "y", "s", "q", "r")
 
@@ -472,7 +502,8 @@ def _reliability_table(y: str, s: str, b: str, n_bins: int, w: tuple[str, str] |
             cells = rows.group_by(*keys, b).agg(nw.len().alias(cnt), *aggs)
         else:
             rows = rows.filter(nw.col(w[0]) > 0.0)
-            aggs += [nw.col(w[0]).sum().alias(cnt), nw.col(w[1]).sum().alias(sq), nw.len().alias(rc)]
+            size = nw.len() if w[2] is None else nw.col(w[2]).sum()
+            aggs += [nw.col(w[0]).sum().alias(cnt), nw.col(w[1]).sum().alias(sq), size.alias(rc)]
             cells = rows.group_by(*keys, b).agg(*aggs).with_columns(nw.col(rc).cast(F64))
         cells = cells.with_columns(nw.col(cnt).cast(F64))
         source = {"n": cnt, "y": sy, "s": ss, "q": sq, "r": rc}
@@ -504,6 +535,7 @@ class Reliability(Metric):
     strategy: Strategy = "uniform"
     ci_level: float = 0.95
     weights: str | None = None
+    counts: str | None = None
     default_name = "reliability"
     mergeable_alternative = "ece / mce with strategy='uniform' and n_bins <= 32"
     kind = "table"
@@ -511,11 +543,11 @@ class Reliability(Metric):
 
     def _table(self, q: Query) -> TableRef:
         y, s = binary_row(q, self.y), score_row(q, self.score)
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         b = bin_row(q, s, self.n_bins, self.strategy, precision=score_precision(q, self.score), weight=w.row)
         if w.row is None:
             return q.table(("reliability", y, s, b, self.n_bins), _reliability_table(y, s, b, self.n_bins))
-        wy, ws, pair = w.of(y), w.of(s), (w.row, w.square)
+        wy, ws, pair = w.of(y), w.of(s), (w.row, w.square, w.counts)
         return q.table(("reliability", wy, ws, b, self.n_bins, pair), _reliability_table(wy, ws, b, self.n_bins, pair))
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
@@ -557,6 +589,7 @@ def reliability(
     strategy: Strategy = "uniform",
     ci_level: float = 0.95,
     weights: str | None = None,
+    counts: str | None = None,
 ) -> Reliability:
     """Reliability table: the data behind a reliability diagram.
 
@@ -585,6 +618,10 @@ def reliability(
         Column of non-negative row weights: weighted means per bin, the
         Wilson interval at the bin's Kish effective sample size; ``n``
         counts the bin's rows of positive weight (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -616,6 +653,7 @@ def reliability(
         strategy=strategy,
         ci_level=ci_level,
         weights=weights,
+        counts=counts,
     )
 
 
@@ -631,6 +669,7 @@ class TopLabelECE(Metric):
     strategy: Strategy = "uniform"
     weighted: bool = False
     weights: str | None = None
+    counts: str | None = None
     default_name = "top_label_ece"
     mergeable_alternative = "ece / mce with strategy='uniform' on the top-label score"
 
@@ -646,7 +685,7 @@ class TopLabelECE(Metric):
         hit = total([(nw.col(pred) == float(k)).cast(F64) * nw.col(r) for k, r in enumerate(eq_rows)])
         correct = q.row(("top_correct", self.y, self.probs, self.classes), hit, inputs=[pred, *eq_rows])
         prec = score_precision(q, *self.probs)
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         t = _binned(q, correct, conf, self.n_bins, self.strategy, sub=pred, precision=prec, w=w)
         if self.weighted:
             return {"": ratio(t.col("ad"), w.total)}
@@ -663,6 +702,7 @@ def top_label_ece(
     strategy: Strategy = "uniform",
     weighted: bool = False,
     weights: str | None = None,
+    counts: str | None = None,
 ) -> TopLabelECE:
     """Top-label expected calibration error (Gupta and Ramdas 2021).
 
@@ -695,6 +735,10 @@ def top_label_ece(
     weights : str, optional
         Column of non-negative row weights; bins weigh their rows as in
         :func:`ece`.  Labels predicted only by rows of weight 0 do not count.
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -722,6 +766,7 @@ def top_label_ece(
         strategy=strategy,
         weighted=weighted,
         weights=weights,
+        counts=counts,
     )
 
 
@@ -733,11 +778,12 @@ class ClasswiseECE(Metric):
     n_bins: int = 10
     strategy: Strategy = "uniform"
     weights: str | None = None
+    counts: str | None = None
     default_name = "classwise_ece"
     mergeable_alternative = "ece with strategy='uniform' per class column"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         eq = label_exprs(q, self.y, self.classes)
         eces = []
         for p, c, e in zip(self.probs, self.classes, eq):
@@ -757,6 +803,7 @@ def classwise_ece(
     n_bins: int = 10,
     strategy: Strategy = "uniform",
     weights: str | None = None,
+    counts: str | None = None,
 ) -> ClasswiseECE:
     """Class-wise ECE: the mean over classes of the one-vs-rest ECE.
 
@@ -779,6 +826,10 @@ def classwise_ece(
     weights : str, optional
         Column of non-negative row weights; bins weigh their rows as in
         :func:`ece`.
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -803,7 +854,9 @@ def classwise_ece(
     multiclass probabilities with Dirichlet calibration", NeurIPS 32.
     """
     cols, labels = _check_probs(probs, classes)
-    return ClasswiseECE(y=y, probs=cols, classes=labels, n_bins=n_bins, strategy=strategy, weights=weights)
+    return ClasswiseECE(
+        y=y, probs=cols, classes=labels, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -853,9 +906,11 @@ def _cumulative_table(d: str, v: str, wanted: set[str]) -> engine.TableFn:
     return build
 
 
-def _cumulative(q: Query, y: str, score: str, test: str, weights: str | None = None) -> TableRef:
+def _cumulative(
+    q: Query, y: str, score: str, test: str, weights: str | None = None, counts: str | None = None
+) -> TableRef:
     y_row, s_row = binary_row(q, y), score_row(q, score)
-    w = q.weighting(weights)
+    w = q.weighting(weights, counts=counts)
     d = q.row(("ydiff", y_row, s_row), nw.col(y_row) - nw.col(s_row), inputs=[y_row, s_row])
     v = q.row(("svar", s_row), nw.col(s_row) * (1.0 - nw.col(s_row)), inputs=[s_row])
     # weighted: sum w (y - s) and its variance sum w^2 s (1 - s)
@@ -873,16 +928,17 @@ class KSTest(Metric):
     y: str
     score: str
     weights: str | None = None
+    counts: str | None = None
     default_name = "ks_test"
     kind = "test"
     result = KSTestResult
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        t = _cumulative(q, self.y, self.score, "ks", self.weights)
+        t = _cumulative(q, self.y, self.score, "ks", self.weights, self.counts)
         return {"": t.col("ks"), "pvalue": t.col("ks_p")}
 
 
-def ks_test(y: str, score: str, *, weights: str | None = None) -> KSTest:
+def ks_test(y: str, score: str, *, weights: str | None = None, counts: str | None = None) -> KSTest:
     """Kolmogorov-Smirnov calibration test (Arrieta-Ibarra et al. 2022).
 
     Sort the group by score; at each *distinct* score value ``s_(k)`` take the
@@ -913,6 +969,10 @@ def ks_test(y: str, score: str, *, weights: str | None = None) -> KSTest:
         ``sum_i w_i (y_i - s_i)`` and ``sigma^2 n^2`` their variance
         ``sum_i w_i^2 s_i (1 - s_i)`` under calibration (see the docs
         page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -937,7 +997,7 @@ def ks_test(y: str, score: str, *, weights: str | None = None) -> KSTest:
     "Metrics of calibration for probabilistic predictions", JMLR 23(351).
     M. Tygert (2022), arXiv:2202.00100.
     """
-    return KSTest(y=y, score=score, weights=weights)
+    return KSTest(y=y, score=score, weights=weights, counts=counts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -945,16 +1005,17 @@ class KuiperTest(Metric):
     y: str
     score: str
     weights: str | None = None
+    counts: str | None = None
     default_name = "kuiper_test"
     kind = "test"
     result = KuiperTestResult
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        t = _cumulative(q, self.y, self.score, "kuiper", self.weights)
+        t = _cumulative(q, self.y, self.score, "kuiper", self.weights, self.counts)
         return {"": t.col("ku"), "pvalue": t.col("ku_p")}
 
 
-def kuiper_test(y: str, score: str, *, weights: str | None = None) -> KuiperTest:
+def kuiper_test(y: str, score: str, *, weights: str | None = None, counts: str | None = None) -> KuiperTest:
     """Kuiper calibration test (Arrieta-Ibarra et al. 2022).
 
     ``H = (max_k C_k - min_k C_k) / sigma`` with ``C_k`` and ``sigma`` as in
@@ -973,6 +1034,10 @@ def kuiper_test(y: str, score: str, *, weights: str | None = None) -> KuiperTest
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
     weights : str, optional
         Column of non-negative row weights, as in :func:`ks_test`.
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -991,7 +1056,7 @@ def kuiper_test(y: str, score: str, *, weights: str | None = None) -> KuiperTest
     >>> round(res.statistic, 4), round(res.pvalue, 4)
     (0.8792, 0.9812)
     """
-    return KuiperTest(y=y, score=score, weights=weights)
+    return KuiperTest(y=y, score=score, weights=weights, counts=counts)
 
 
 def _spiegelhalter_finalize(a: str, b: str) -> engine.FinalizeFn:
@@ -1014,6 +1079,7 @@ class SpiegelhalterTest(Metric):
     y: str
     score: str
     weights: str | None = None
+    counts: str | None = None
     default_name = "spiegelhalter_test"
     kind = "test"
     result = SpiegelhalterTestResult
@@ -1023,14 +1089,16 @@ class SpiegelhalterTest(Metric):
         ys, ss = nw.col(y), nw.col(s)
         num = q.row(("spieg_num", y, s), (ys - ss) * (1.0 - 2.0 * ss), inputs=[y, s])
         den = q.row(("spieg_den", s), (1.0 - 2.0 * ss) ** 2 * ss * (1.0 - ss), inputs=[s])
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         num, den = w.of(num), w.squared(den)  # weighted: sum w (...) over sqrt(sum w^2 (...))
         key = ("spiegelhalter", y, s) if w.row is None else ("spiegelhalter", y, s, w.row)
         t = q.finalize(key, _spiegelhalter_finalize(q.agg("sum", num), q.agg("sum", den)))
         return {"": t.col("z"), "pvalue": t.col("p1"), "pvalue_two_sided": t.col("p2")}
 
 
-def spiegelhalter_test(y: str, score: str, *, weights: str | None = None) -> SpiegelhalterTest:
+def spiegelhalter_test(
+    y: str, score: str, *, weights: str | None = None, counts: str | None = None
+) -> SpiegelhalterTest:
     """Spiegelhalter's calibration test (z-test of the Brier score).
 
     ``Z = sum_i (y_i - s_i)(1 - 2 s_i) / sqrt(sum_i (1 - 2 s_i)^2 s_i (1 - s_i))``;
@@ -1052,6 +1120,10 @@ def spiegelhalter_test(y: str, score: str, *, weights: str | None = None) -> Spi
         Column of non-negative row weights: ``Z = sum_i w_i (y_i - s_i)(1 - 2 s_i)
         / sqrt(sum_i w_i^2 (1 - 2 s_i)^2 s_i (1 - s_i))`` (see the docs
         page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -1076,24 +1148,26 @@ def spiegelhalter_test(y: str, score: str, *, weights: str | None = None) -> Spi
     D. J. Spiegelhalter (1986), "Probabilistic prediction in patient
     management and clinical trials", Statistics in Medicine 5(5), 421-433.
     """
-    return SpiegelhalterTest(y=y, score=score, weights=weights)
+    return SpiegelhalterTest(y=y, score=score, weights=weights, counts=counts)
 
 
 # ---------------------------------------------------------------------------
 # cumulative differences as a frame
 # ---------------------------------------------------------------------------
-def _difference_cells(rows: nw.LazyFrame, keys: list[str], weighted: bool, names: tuple[str, ...]) -> nw.LazyFrame:
+def _difference_cells(
+    rows: nw.LazyFrame, keys: list[str], weighted: bool, names: tuple[str, ...], *, counted: bool = False
+) -> nw.LazyFrame:
     """Per (group, distinct score): rows, cumulative (weighted) difference and the group's (weighted) total.
 
     ``rows`` has the columns ``names`` (score, difference) and, ``weighted``,
-    the weight column ``__cf_w``.
+    the weight column ``__cf_w``; ``counted``, the counts ``__cf_k`` (``n`` sums them).
     """
     scol, dcol, cnt, dsum, n_total = names
     size = cnt
     if weighted:
         size = "__cf_w"
         rows = rows.filter(nw.col(size) > 0.0).with_columns(nw.col(dcol) * nw.col(size))
-    rows = rows.with_columns(nw.lit(1.0).alias(cnt))
+    rows = rows.with_columns((nw.col("__cf_k") if counted else nw.lit(1.0)).alias(cnt))
     cells = ordered_cells(rows, keys, scol, list(dict.fromkeys([cnt, dcol, size])), running=[dcol])
     return cells.with_columns(
         nw.col(cnt).cast(nw.Int64),
@@ -1108,6 +1182,7 @@ def cumulative_differences(
     score: str,
     *,
     weights: str | None = None,
+    counts: str | None = None,
     by: str | Sequence[str] | None = None,
     invalid: InvalidPolicy | None = None,
 ) -> Any:
@@ -1142,6 +1217,10 @@ def cumulative_differences(
         w_i (y_i - s_i) / sum_i w_i``; rows of weight 0 are left out and ``n``
         counts the rows of positive weight at each score (see the docs
         page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
     by : str or list of str, optional
         Group columns.
 
@@ -1174,13 +1253,18 @@ def cumulative_differences(
         msg = "the label and score columns cannot be group keys (by=)"
         raise ValueError(msg)
     policy = engine.policy(invalid, eager)
-    lf, validity = binary_inputs(lf, y, score, keys, weights=weights).apply_policy(lf, policy)  # "raise": raises here
+    lf, validity = binary_inputs(lf, y, score, keys, weights=weights, counts=counts).apply_policy(
+        lf, policy
+    )  # "raise": raises here
     ycol, scol, dcol, cnt, dsum, n_total = "__cf_y", "__cf_s", "__cf_d", "n", "__cf_dsum", "__cf_total"
     y_expr = nw.col(y).cast(F64)
-    wcols = [nw.col(weights).cast(F64).alias("__cf_w")] if weights is not None else []
+    factors = [nw.col(c).cast(F64) for c in (weights, counts) if c is not None]
+    wcols = [(factors[0] if len(factors) == 1 else factors[0] * factors[1]).alias("__cf_w")] if factors else []
+    wcols += [nw.col(counts).cast(F64).alias("__cf_k")] if counts is not None else []
     rows = lf.select(*keys, y_expr.alias(ycol), nw.col(score).cast(F64).alias(scol), *wcols)
     rows = rows.with_columns((nw.col(ycol) - nw.col(scol)).alias(dcol))
-    cells = _difference_cells(rows, keys, weights is not None, (scol, dcol, cnt, dsum, n_total))
+    names = (scol, dcol, cnt, dsum, n_total)
+    cells = _difference_cells(rows, keys, bool(factors), names, counted=counts is not None)
     value = (nw.col(dsum) / nw.col(n_total)).alias("cumulative_difference")
     if policy != "null":
         out = cells.select(*keys, nw.col(scol).alias(score), cnt, value).sort(*keys, score)

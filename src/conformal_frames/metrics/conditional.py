@@ -123,6 +123,7 @@ def _gap_table(
     target: float | str,
     level: str | None,
     weight: str | None = None,
+    counts: str | None = None,
 ) -> TableFn:
     """Sub-query: per outer group, the spread of coverage over ``groups=``.
 
@@ -130,7 +131,7 @@ def _gap_table(
     ``worst_n`` and the worst group's labels (named ``labels``, as output).
     With ``weight`` (a row column), ``covered`` is the weighted row ``w c``,
     a group's size is its weight, ``worst_n`` counts rows of positive weight
-    and rows of weight 0 are in no group.
+    (sums their ``counts``, if any) and rows of weight 0 are in no group.
     """
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
@@ -140,7 +141,7 @@ def _gap_table(
         size = [nw.len().alias(cnt)]
         if weight is not None:
             rows = rows.filter(nw.col(weight) > 0.0)
-            size = [nw.col(weight).sum().alias(cnt), nw.len().alias(rc)]
+            size = [nw.col(weight).sum().alias(cnt), (nw.len() if counts is None else nw.col(counts).sum()).alias(rc)]
         cells = rows.group_by(*keys, *gcols).agg(*size, nw.col(covered).sum().alias(hit), *extra)
         cells = cells.with_columns(nw.col(cnt).cast(nw.Float64)).with_columns((nw.col(hit) / nw.col(cnt)).alias(cov))
         goal = nw.col(tcol) if level is not None else nw.lit(float(target))
@@ -185,11 +186,12 @@ class CoverageGap(TargetMetric):
     confidence_level: float | str
     weighted: bool = False
     weights: str | None = None
+    counts: str | None = None
     default_name = "coverage_gap"
     mergeable_alternative = "coverage by= the group column"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         covered = w.of(self.target.covered(q))
         gcols = []
         for g in self.groups:
@@ -199,7 +201,9 @@ class CoverageGap(TargetMetric):
         name = self.output_name
         labels = [f"{name}_worst_{g}" for g in self.groups]
         level = level_row(q, self.confidence_level)
-        t = q.table(("coverage_gap", name), _gap_table(covered, gcols, labels, self.confidence_level, level, w.row))
+        t = q.table(
+            ("coverage_gap", name), _gap_table(covered, gcols, labels, self.confidence_level, level, w.row, w.counts)
+        )
         groups = t.col("groups")
         gap = ratio(t.col("gapw_sum"), t.col("rows")) if self.weighted else ratio(t.col("gap_sum"), groups)
         out: dict[str, nw.Expr | None] = {"": gap, "worst_coverage": t.col("worst")}
@@ -224,6 +228,7 @@ def coverage_gap(
     confidence_level: float | str,
     weighted: bool = False,
     weights: str | None = None,
+    counts: str | None = None,
 ) -> CoverageGap:
     """Mean absolute deviation of group coverage from the target level.
 
@@ -257,6 +262,10 @@ def coverage_gap(
         weighted proportion; rows of weight 0 are in no group and
         ``worst_n`` counts rows of positive weight (see the docs page
         "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -286,6 +295,7 @@ def coverage_gap(
         confidence_level=confidence_level,
         weighted=weighted,
         weights=weights,
+        counts=counts,
     )
 
 
@@ -387,6 +397,7 @@ class CoverageTest(TargetMetric):
     significance: float = 0.05
     correction: str = checked(choice("holm", "bh", "none"), "holm")
     weights: str | None = None
+    counts: str | None = None
     default_name = "coverage_test"
     kind = "test"
     result = CoverageTestResult
@@ -404,9 +415,9 @@ class CoverageTest(TargetMetric):
         aggregated table by a finalize step.
         """
         covered = self.target.covered(q)
-        w = q.weighting(self.weights)
-        if w.row is None:
-            k_name = q.agg("sum", covered)
+        w = q.weighting(self.weights, counts=self.counts)
+        if not w.weighted:  # counts alone: the sums of the repeated rows; n, their number, is the group's n
+            k_name = q.agg("sum", w.of(covered))
             return k_name, q.count, ratio(nw.col(k_name), q.n), {}
         hits = w.sum(covered)
         k_eff, n_eff = w.binomial(hits)
@@ -464,6 +475,7 @@ def coverage_test(
     significance: float = 0.05,
     correction: Literal["holm", "bh", "none"] = "holm",
     weights: str | None = None,
+    counts: str | None = None,
 ) -> CoverageTest:
     """Per-group coverage with a confidence interval and an under-coverage test.
 
@@ -525,6 +537,10 @@ def coverage_test(
         ``n_eff`` (the binomial tail as ``I_{1-t}(n_eff - k, k + 1)``), and
         ``coverage_test_n_eff`` is an extra output.  Not with
         ``n_calibration`` (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -568,6 +584,7 @@ def coverage_test(
         significance=significance,
         correction=correction,
         weights=weights,
+        counts=counts,
     )
     level, n_calibration = metric.confidence_level, metric.n_calibration
     if n_calibration is not None and weights is not None:

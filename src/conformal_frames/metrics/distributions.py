@@ -41,6 +41,7 @@ from conformal_frames.engine import (
     TableFn,
     TableRef,
     aggregate,
+    no_counts,
     no_weights,
     ordered_cells,
     over,
@@ -179,6 +180,7 @@ class CRPS(Metric):
     quantiles: tuple[tuple[float, str], ...] | None = checked(optional(check_quantiles), None)
     estimator: str = checked(choice("plain", "fair"), "plain")
     weights: str | None = None
+    counts: str | None = None
     default_name = "crps"
 
     def __post_init__(self) -> None:
@@ -192,7 +194,7 @@ class CRPS(Metric):
         return arrow_lists(frame, [self.samples] if isinstance(self.samples, str) else [])
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         if self.mean is not None and self.std is not None:
             return {"": ratio(w.sum(gaussian_crps_row(q, self.y, self.mean, self.std)), w.total)}
         if self.quantiles is not None:
@@ -218,6 +220,7 @@ def crps(
     quantiles: dict[float, str] | None = None,
     estimator: Estimator = "plain",
     weights: str | None = None,
+    counts: str | None = None,
 ) -> CRPS:
     """Continuous ranked probability score (CRPS), averaged over rows; lower is better.
 
@@ -266,6 +269,10 @@ def crps(
         Column of non-negative row weights (one per forecast): the mean over
         rows becomes the weighted mean ``sum_i w_i CRPS_i / sum_i w_i``, for
         every forecast kind (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -304,6 +311,7 @@ def crps(
         quantiles=_quantiles(quantiles),
         estimator=estimator,
         weights=weights,
+        counts=counts,
     )
 
 
@@ -589,6 +597,10 @@ def _pvalue(x: str) -> FinalizeFn:
     return build
 
 
+@no_counts(
+    "pit_histogram",
+    "the PIT of an ensemble or quantile forecast is randomized: one draw per row, not per represented row",
+)
 def pit_histogram(
     y: str,
     *,

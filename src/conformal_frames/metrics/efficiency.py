@@ -85,6 +85,7 @@ class Efficiency(Metric):
     classes: tuple[Label, ...] | None = checked(optional(check_classes))
     confidence_level: float | str
     weights: str | None = None
+    counts: str | None = None
     default_name = "efficiency_criteria"
     kind = "table"
     long = True
@@ -127,7 +128,7 @@ class Efficiency(Metric):
             rows["OM"] = (false_in_set > 0.0).cast(nw.Float64)
             rows["OE"] = false_in_set
             key = (*key, self.y, self.classes)
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         return {c: ratio(w.sum(q.row(("vovk", c, key), rows[c])), w.total) for c in self.criteria}
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
@@ -144,6 +145,7 @@ def efficiency_criteria(
     classes: Sequence[Label] | None = None,
     confidence_level: float | str,
     weights: str | None = None,
+    counts: str | None = None,
 ) -> Efficiency:
     """Vovk's ten criteria of efficiency from per-class p-values.
 
@@ -172,6 +174,10 @@ def efficiency_criteria(
     weights : str, optional
         Column of non-negative row weights: every criterion becomes the
         weighted mean ``sum_i w_i x_i / sum_i w_i`` of its per-row value (see
+        the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
 
     Returns
@@ -216,4 +222,6 @@ def efficiency_criteria(
                 f"but {len(labels)} classes {list(labels)!r}"
             )
             raise ValueError(msg)
-    return Efficiency(y=y, pvalues=cols, classes=labels, confidence_level=confidence_level, weights=weights)
+    return Efficiency(
+        y=y, pvalues=cols, classes=labels, confidence_level=confidence_level, weights=weights, counts=counts
+    )

@@ -49,15 +49,18 @@ class Coverage(Metric):
     hi: str
     ci_level: float = 0.95
     weights: str | None = None
+    counts: str | None = None
     default_name = "coverage"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         return proportion(w, w.sum(covered_row(q, self.y, self.lo, self.hi)), self.ci_level)
 
 
 @renamed(ci="ci_level")
-def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95, weights: str | None = None) -> Coverage:
+def coverage(
+    y: str, lo: str, hi: str, *, ci_level: float = 0.95, weights: str | None = None, counts: str | None = None
+) -> Coverage:
     """Empirical coverage of prediction intervals, with a Wilson interval.
 
     ``coverage = (1/n) * sum_i 1[lo_i <= y_i <= hi_i]`` (both bounds
@@ -76,6 +79,10 @@ def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95, weights: str |
         ``sum_i w_i 1[...] / sum_i w_i``, its Wilson interval at Kish's
         effective sample size, and an extra output ``coverage_n_eff``
         (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -97,7 +104,7 @@ def coverage(y: str, lo: str, hi: str, *, ci_level: float = 0.95, weights: str |
     E. B. Wilson (1927), "Probable inference, the law of succession, and
     statistical inference", JASA 22(158), 209-212.
     """
-    return Coverage(y=y, lo=lo, hi=hi, ci_level=ci_level, weights=weights)
+    return Coverage(y=y, lo=lo, hi=hi, ci_level=ci_level, weights=weights, counts=counts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,14 +112,15 @@ class Width(Metric):
     lo: str
     hi: str
     weights: str | None = None
+    counts: str | None = None
     default_name = "width"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         return {"": ratio(w.sum(width_row(q, self.lo, self.hi)), w.total)}
 
 
-def width(lo: str, hi: str, *, weights: str | None = None) -> Width:
+def width(lo: str, hi: str, *, weights: str | None = None, counts: str | None = None) -> Width:
     """Mean interval width ``(1/n) * sum_i (hi_i - lo_i)``.
 
     Rows with ``lo > hi`` are invalid (the numpy baseline takes ``|hi - lo|``
@@ -125,6 +133,10 @@ def width(lo: str, hi: str, *, weights: str | None = None) -> Width:
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -142,7 +154,7 @@ def width(lo: str, hi: str, *, weights: str | None = None) -> Width:
     >>> df.conformal.width("lo", "hi")
     2.0
     """
-    return Width(lo=lo, hi=hi, weights=weights)
+    return Width(lo=lo, hi=hi, weights=weights, counts=counts)
 
 
 # ---------------------------------------------------------------------------
@@ -196,7 +208,9 @@ def _bin_by_starts(cells: nw.LazyFrame, keys: list[str], ref: TableRef, close: n
     return cells.with_columns(total(reached).alias(b))
 
 
-def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None = None) -> TableFn:
+def _ssc_table(
+    width_col: str, covered_col: str, n_bins: int, weight: str | None = None, counts: str | None = None
+) -> TableFn:
     """Sub-query: per group, rows and covered rows of each equal-count width bin.
 
     Distinct widths are sorted; a distinct width starts a new tie group unless
@@ -210,7 +224,8 @@ def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None
     of the rows.  With ``weight`` (a row column; ``covered_col`` is then the
     weighted row ``w c``), positions are weights
     (:func:`~conformal_frames.numerics.stats.weighted_cut`), rows of weight 0 take no
-    part, ``n<k>`` is the bin's rows and ``w<k>`` its weight.
+    part, ``n<k>`` is the bin's rows (the sum of their ``counts``, if any) and
+    ``w<k>`` its weight.
     """
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
@@ -219,7 +234,7 @@ def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None
         )
         rc = ref.name("rc")
         w = nw.col(width_col)
-        rows = rows.with_columns(nw.lit(1.0).alias(rc))
+        rows = rows.with_columns((nw.lit(1.0) if counts is None else nw.col(counts)).alias(rc))
         if weight is not None:
             rows = rows.filter(nw.col(weight) > 0.0)
         # one row per distinct width (the only aggregation), then ordered windows
@@ -255,7 +270,7 @@ def _ssc_table(width_col: str, covered_col: str, n_bins: int, weight: str | None
 
 
 def _ssc_bins(
-    q: Query, y: str, lo: str, hi: str, n_bins: int, weights: str | None = None
+    q: Query, y: str, lo: str, hi: str, n_bins: int, weights: str | None = None, counts: str | None = None
 ) -> list[tuple[nw.Expr, nw.Expr]]:
     """(coverage, rows) expressions of each width bin; coverage null when empty.
 
@@ -263,13 +278,13 @@ def _ssc_bins(
     """
     w = width_row(q, lo, hi)
     c = covered_row(q, y, lo, hi)
-    if weights is None:
+    if weights is None and counts is None:
         t = q.table(("ssc", w, c, n_bins), _ssc_table(w, c, n_bins))
         return [(ratio(t.col(f"k{b}"), t.col(f"n{b}")), t.col(f"n{b}")) for b in range(n_bins)]
-    wt = q.weighting(weights)
+    wt = q.weighting(weights, counts=counts)
     assert wt.row is not None
     wc = wt.of(c)
-    t = q.table(("ssc", w, wc, n_bins, wt.row), _ssc_table(w, wc, n_bins, wt.row))
+    t = q.table(("ssc", w, wc, n_bins, wt.row), _ssc_table(w, wc, n_bins, wt.row, wt.counts))
     return [(ratio(t.col(f"k{b}"), t.col(f"w{b}")), t.col(f"n{b}")) for b in range(n_bins)]
 
 
@@ -280,6 +295,7 @@ class SSC(Metric):
     hi: str
     n_bins: int = 3
     weights: str | None = None
+    counts: str | None = None
     default_name = "ssc"
     mergeable_alternative = "coverage by= a width band column you define (fixed edges)"
     kind = "table"
@@ -287,7 +303,7 @@ class SSC(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         out: dict[str, nw.Expr | None] = {}
-        for b, (cov, rows) in enumerate(_ssc_bins(q, self.y, self.lo, self.hi, self.n_bins, self.weights)):
+        for b, (cov, rows) in enumerate(_ssc_bins(q, self.y, self.lo, self.hi, self.n_bins, self.weights, self.counts)):
             out[f"bin{b}"] = cov
             out[f"bin{b}_n"] = rows
         return out
@@ -306,7 +322,7 @@ class SSC(Metric):
 
 
 @renamed(num_bins="n_bins")
-def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None) -> SSC:
+def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None, counts: str | None = None) -> SSC:
     """Size-stratified coverage: coverage within equal-count bins of width.
 
     Rows are sorted by width ``w = hi - lo`` and split into ``n_bins`` bins
@@ -332,6 +348,10 @@ def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None
         (integer weights bin as repeated rows), each bin's coverage is
         weighted and its ``n`` counts rows of positive weight (see the
         docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -362,7 +382,7 @@ def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None
     prediction and distribution-free uncertainty quantification",
     arXiv:2107.07511.
     """
-    return SSC(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights)
+    return SSC(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights, counts=counts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -372,16 +392,19 @@ class SSCScore(Metric):
     hi: str
     n_bins: int = 3
     weights: str | None = None
+    counts: str | None = None
     default_name = "ssc_score"
     mergeable_alternative = "coverage by= a width band column you define (fixed edges)"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.n_bins, self.weights)]
+        covs = [cov for cov, _ in _ssc_bins(q, self.y, self.lo, self.hi, self.n_bins, self.weights, self.counts)]
         return {"": min_of(*covs)}
 
 
 @renamed(num_bins="n_bins")
-def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None) -> SSCScore:
+def ssc_score(
+    y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None, counts: str | None = None
+) -> SSCScore:
     """Minimum size-stratified coverage over the non-empty width bins.
 
     See :func:`ssc` for the bins.
@@ -398,6 +421,10 @@ def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None 
         (integer weights bin as repeated rows), each bin's coverage is
         weighted and its ``n`` counts rows of positive weight (see the
         docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -416,7 +443,7 @@ def ssc_score(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None 
     >>> round(df.conformal.ssc_score("y", "lo", "hi", n_bins=2), 4)
     0.6667
     """
-    return SSCScore(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights)
+    return SSCScore(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights, counts=counts)
 
 
 # ---------------------------------------------------------------------------
@@ -429,6 +456,7 @@ class Winkler(Metric):
     hi: str
     confidence_level: float | str
     weights: str | None = None
+    counts: str | None = None
     default_name = "winkler"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
@@ -439,11 +467,13 @@ class Winkler(Metric):
         level = self.confidence_level
         alpha = 1.0 - nw.col(str(level)).cast(nw.Float64) if level_row(q, level) else 1.0 - float(level)
         score = q.row(("winkler", self.y, self.lo, self.hi, level), (hi_e - lo_e) + (2.0 / alpha) * miss)
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         return {"": ratio(w.sum(score), w.total)}
 
 
-def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str, weights: str | None = None) -> Winkler:
+def winkler(
+    y: str, lo: str, hi: str, *, confidence_level: float | str, weights: str | None = None, counts: str | None = None
+) -> Winkler:
     """Mean Winkler interval score (lower is better).
 
     ``(1/n) sum_i [w_i + (2/alpha) ((lo_i - y_i)^+ + (y_i - hi_i)^+)]`` with
@@ -460,6 +490,10 @@ def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str, weights:
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -484,7 +518,7 @@ def winkler(y: str, lo: str, hi: str, *, confidence_level: float | str, weights:
     "Strictly proper scoring rules, prediction, and estimation", JASA 102,
     359-378 (section 6.2).
     """
-    return Winkler(y=y, lo=lo, hi=hi, confidence_level=confidence_level, weights=weights)
+    return Winkler(y=y, lo=lo, hi=hi, confidence_level=confidence_level, weights=weights, counts=counts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -495,10 +529,11 @@ class CWC(Metric):
     eta: float
     confidence_level: float | str
     weights: str | None = None
+    counts: str | None = None
     default_name = "cwc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         cov = ratio(w.sum(covered_row(q, self.y, self.lo, self.hi)), w.total)
         mean_w = ratio(w.sum(width_row(q, self.lo, self.hi)), w.total)
         y_row = q.row(("value", self.y), q.number(self.y))
@@ -509,7 +544,16 @@ class CWC(Metric):
         return {"": (1.0 - ratio(mean_w, span)) * penalty}
 
 
-def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str, weights: str | None = None) -> CWC:
+def cwc(
+    y: str,
+    lo: str,
+    hi: str,
+    *,
+    eta: float,
+    confidence_level: float | str,
+    weights: str | None = None,
+    counts: str | None = None,
+) -> CWC:
     """Coverage width-based criterion (higher is better).
 
     ``(1 - mean(w) / (max(y) - min(y))) * exp(-eta * (coverage - confidence_level)^2)``.
@@ -529,6 +573,10 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str, 
         Column of non-negative row weights: coverage and mean width are
         weighted means, the range of ``y`` is taken over the rows of positive
         weight (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -554,6 +602,7 @@ def cwc(y: str, lo: str, hi: str, *, eta: float, confidence_level: float | str, 
         eta=eta,
         confidence_level=confidence_level,
         weights=weights,
+        counts=counts,
     )
 
 

@@ -133,6 +133,7 @@ class PinballLoss(Metric):
     quantile_level: str | None = checked(check_level_column, None)
     per_level: bool = checked(check_boolean, False)
     weights: str | None = None
+    counts: str | None = None
     default_name = "pinball_loss"
 
     def __post_init__(self) -> None:
@@ -143,7 +144,7 @@ class PinballLoss(Metric):
         y = value_row(q, self.y)
         levels = quantile_levels(q, self.quantiles, self.quantile_level, by_key=self.per_level)
         rows = [pinball_row(q, y, lv) for lv in levels]
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         if not self.per_level:  # one row column and one sum, whatever the number of levels
             mean = q.row(("pinball_mean", y, *rows), total(nw.col(r) for r in rows) / float(len(rows)), inputs=rows)
             return {"": ratio(w.sum(mean), w.total)}
@@ -221,6 +222,7 @@ def pinball_loss(
     quantile_level: str | None = None,
     per_level: bool = False,
     weights: str | None = None,
+    counts: str | None = None,
 ) -> PinballLoss:
     """Pinball (quantile) loss, averaged over the quantile levels (lower is better).
 
@@ -249,6 +251,10 @@ def pinball_loss(
         mean ``sum_i w_i x_i / sum_i w_i`` (per level: scikit-learn's
         ``mean_pinball_loss(..., sample_weight=w)``; see the docs page
         "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -283,7 +289,14 @@ def pinball_loss(
     scoring rules, prediction, and estimation", JASA 102, 359-378.
     """
     cls = PinballLossTable if per_level is True else PinballLoss
-    return cls(y=y, quantiles=quantiles, quantile_level=quantile_level, per_level=per_level, weights=weights)  # type: ignore[arg-type]
+    return cls(
+        y=y,
+        quantiles=quantiles,  # type: ignore[arg-type]
+        quantile_level=quantile_level,
+        per_level=per_level,
+        weights=weights,
+        counts=counts,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -324,6 +337,7 @@ class WIS(Metric):
     intervals: Intervals | None = checked(optional(check_intervals), None)  # noqa: RUF009
     median: str | None = checked(optional(check_level_column), None)
     weights: str | None = None
+    counts: str | None = None
     default_name = "wis"
 
     def __post_init__(self) -> None:
@@ -372,7 +386,7 @@ class WIS(Metric):
         )
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         disp, over, under = (w.sum(r) for r in self._components(q))
         return {
             "": ratio(disp + over + under, w.total),
@@ -389,6 +403,7 @@ def wis(
     intervals: dict[float, tuple[str, str]] | None = None,
     median: str | None = None,
     weights: str | None = None,
+    counts: str | None = None,
 ) -> WIS:
     """Weighted interval score of Bracher, Ray, Gneiting and Reich (2021) (lower is better).
 
@@ -422,6 +437,10 @@ def wis(
         Column of non-negative row weights: the score and its components
         become weighted means ``sum_i w_i x_i / sum_i w_i`` (see the docs
         page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -448,7 +467,7 @@ def wis(
     epidemic forecasts in an interval format", PLOS Computational Biology
     17(2), e1008618; T. Gneiting and A. E. Raftery (2007), JASA 102, 359-378.
     """
-    return WIS(y=y, quantiles=quantiles, intervals=intervals, median=median, weights=weights)  # type: ignore[arg-type]
+    return WIS(y=y, quantiles=quantiles, intervals=intervals, median=median, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -465,6 +484,7 @@ class QuantileCoverage(Metric):
     per_level: bool = checked(check_boolean, True)
     ci_level: float = 0.95
     weights: str | None = None
+    counts: str | None = None
     default_name = "quantile_coverage"
 
     def __post_init__(self) -> None:
@@ -474,7 +494,7 @@ class QuantileCoverage(Metric):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y = value_row(q, self.y)
         levels = quantile_levels(q, self.quantiles, self.quantile_level, by_key=True)
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         out: dict[str, nw.Expr | None] = {}
         deviations = []
         hits = [w.sum(_below_row(q, y, lv)) for lv in levels]
@@ -509,6 +529,7 @@ def quantile_coverage(
     per_level: bool = True,
     ci_level: float = 0.95,
     weights: str | None = None,
+    counts: str | None = None,
 ) -> QuantileCoverage:
     """Quantile coverage: per level, the fraction of ``y <= q_tau`` against ``tau``.
 
@@ -548,6 +569,10 @@ def quantile_coverage(
         w_i)^2 / sum_i w_i^2``, and the long table has a column ``n_eff``
         (``quantile_coverage_n_eff`` in ``evaluate``; see the docs page
         "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -589,6 +614,7 @@ def quantile_coverage(
         per_level=per_level,
         ci_level=ci_level,
         weights=weights,
+        counts=counts,
     )
 
 
@@ -610,6 +636,7 @@ class IntervalCoverage(Metric):
     intervals: Intervals = checked(check_intervals)  # noqa: RUF009
     ci_level: float = 0.95
     weights: str | None = None
+    counts: str | None = None
     default_name = "interval_coverage"
     kind = "table"
     long = True
@@ -617,7 +644,7 @@ class IntervalCoverage(Metric):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y = value_row(q, self.y)
         nesting_checks(q, self.intervals)
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         out: dict[str, nw.Expr | None] = {}
         all_hits = [w.sum(covered_row(q, self.y, lo, hi)) for _, lo, hi in self.intervals]
         bounds = _wilson(q, w, ("interval_coverage", self.output_name), all_hits, self.ci_level)
@@ -641,7 +668,12 @@ class IntervalCoverage(Metric):
 
 
 def interval_coverage(
-    y: str, *, intervals: dict[float, tuple[str, str]], ci_level: float = 0.95, weights: str | None = None
+    y: str,
+    *,
+    intervals: dict[float, tuple[str, str]],
+    ci_level: float = 0.95,
+    weights: str | None = None,
+    counts: str | None = None,
 ) -> IntervalCoverage:
     """Coverage, width and Winkler score of central intervals at several levels.
 
@@ -673,6 +705,10 @@ def interval_coverage(
         interval is taken at Kish's effective sample size ``n_eff = (sum_i
         w_i)^2 / sum_i w_i^2`` (as :func:`coverage` does), and the long table
         has a column ``n_eff`` (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -700,4 +736,4 @@ def interval_coverage(
     R. L. Winkler (1972), "A decision-theoretic approach to interval
     estimation", JASA 67, 187-191; E. B. Wilson (1927), JASA 22(158), 209-212.
     """
-    return IntervalCoverage(y=y, intervals=intervals, ci_level=ci_level, weights=weights)  # type: ignore[arg-type]
+    return IntervalCoverage(y=y, intervals=intervals, ci_level=ci_level, weights=weights, counts=counts)  # type: ignore[arg-type]

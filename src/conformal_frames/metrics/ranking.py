@@ -76,12 +76,13 @@ class AUROC(Metric):
     y: str
     score: str
     weights: str | None = None
+    counts: str | None = None
     default_name = "auroc"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         c, s = _inputs(q, self.y, self.score)
         # weighted: the same table of per-score sums, of w c and w (W1 W0 the totals)
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         one = q.row(("one",), nw.lit(1.0)) if w.row is None else w.row
         wc = w.of(c)
         t = q.cells(("auroc", wc, s), _mann_whitney_table(wc, one), order=s, sums=(wc, one))
@@ -109,7 +110,7 @@ def _mann_whitney_table(c: str, one: str) -> TableFn:
 
 
 @renamed(correct="y", confidence="score")
-def auroc(y: str, score: str, *, weights: str | None = None) -> AUROC:
+def auroc(y: str, score: str, *, weights: str | None = None, counts: str | None = None) -> AUROC:
     """Area under the ROC curve of the confidence ``score`` for predicting ``y`` (correct).
 
     The Mann-Whitney form: with ``n1`` correct and ``n0`` incorrect rows in
@@ -138,6 +139,10 @@ def auroc(y: str, score: str, *, weights: str | None = None) -> AUROC:
         ``sum_{i correct, j incorrect} w_i w_j (1[s_i > s_j] + 1[s_i = s_j] / 2)
         / (W1 W0)``, equal to ``roc_auc_score(y, score, sample_weight=w)``
         (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -159,7 +164,7 @@ def auroc(y: str, score: str, *, weights: str | None = None) -> AUROC:
     under a receiver operating characteristic (ROC) curve", Radiology 143,
     29-36.
     """
-    return AUROC(y=y, score=score, weights=weights)
+    return AUROC(y=y, score=score, weights=weights, counts=counts)
 
 
 # ---------------------------------------------------------------------------

@@ -343,6 +343,7 @@ class ScoreDecomposition(Metric):
     score: str
     scoring_rule: str = checked(_check_rule, "brier")  # "brier" or "log"
     weights: str | None = None
+    counts: str | None = None
     default_name = "score_decomposition"
     mergeable_alternative = "brier (its decomposition needs the ordered rows of a group)"
     kind = "table"
@@ -350,7 +351,7 @@ class ScoreDecomposition(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s = binary_row(q, self.y), score_row(q, self.score)
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         rows = [y, s] if w.row is None else [y, s, w.row]
         groups = q.shared(
             ("score_decomposition", *rows, self.scoring_rule), lambda: _DecompositionGroups(_rule(self.scoring_rule))
@@ -370,7 +371,7 @@ class ScoreDecomposition(Metric):
 
 
 def score_decomposition(
-    y: str, score: str, *, scoring_rule: ScoringRule = "brier", weights: str | None = None
+    y: str, score: str, *, scoring_rule: ScoringRule = "brier", weights: str | None = None, counts: str | None = None
 ) -> ScoreDecomposition:
     """The mean score split into miscalibration, discrimination and uncertainty.
 
@@ -410,6 +411,10 @@ def score_decomposition(
         ``ybar`` and the PAV fit (a weighted isotonic regression) are
         weighted, so an integer weight ``k`` gives the decomposition of the
         row repeated ``k`` times (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -441,7 +446,7 @@ def score_decomposition(
     T. Dimitriadis, T. Gneiting and A. I. Jordan (2021), "Stable reliability
     diagrams for probabilistic classifiers", PNAS 118(8), e2016191118.
     """
-    return ScoreDecomposition(y=y, score=score, scoring_rule=scoring_rule, weights=weights)
+    return ScoreDecomposition(y=y, score=score, scoring_rule=scoring_rule, weights=weights, counts=counts)
 
 
 # ---------------------------------------------------------------------------

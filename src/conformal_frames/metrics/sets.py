@@ -71,10 +71,11 @@ class SetCoverage(SetMetric):
     spec: SetSpec
     ci_level: float = 0.95
     weights: str | None = None
+    counts: str | None = None
     default_name = "set_coverage"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         return proportion(w, w.sum(set_covered_row(q, self.y, self.spec)), self.ci_level)
 
 
@@ -86,6 +87,7 @@ def set_coverage(
     classes: Sequence[Label] | None = None,
     ci_level: float = 0.95,
     weights: str | None = None,
+    counts: str | None = None,
 ) -> SetCoverage:
     """Empirical coverage of prediction sets, with a Wilson interval.
 
@@ -110,6 +112,10 @@ def set_coverage(
         Wilson interval at Kish's effective sample size and an extra output
         ``set_coverage_n_eff`` (see the docs page
         "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -127,22 +133,27 @@ def set_coverage(
     >>> df.conformal.set_coverage("y", "s", classes=["a", "b", "c"])
     0.6666666666666666
     """
-    return SetCoverage(y=y, spec=set_spec(sets, classes), ci_level=ci_level, weights=weights)
+    return SetCoverage(y=y, spec=set_spec(sets, classes), ci_level=ci_level, weights=weights, counts=counts)
 
 
 @dataclass(frozen=True, kw_only=True)
 class SetSize(SetMetric):
     spec: SetSpec
     weights: str | None = None
+    counts: str | None = None
     default_name = "set_size"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         return {"": ratio(w.sum(size_row(q, self.spec)), w.total)}
 
 
 def set_size(
-    sets: str | Sequence[str], *, classes: Sequence[Label] | None = None, weights: str | None = None
+    sets: str | Sequence[str],
+    *,
+    classes: Sequence[Label] | None = None,
+    weights: str | None = None,
+    counts: str | None = None,
 ) -> SetSize:
     """Mean prediction-set size ``(1/n) * sum_i |C_i|``.
 
@@ -157,6 +168,10 @@ def set_size(
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -174,7 +189,7 @@ def set_size(
     >>> df.conformal.set_size(["c0", "c1"], classes=[0, 1])
     1.0
     """
-    return SetSize(spec=set_spec(sets, classes), weights=weights)
+    return SetSize(spec=set_spec(sets, classes), weights=weights, counts=counts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,10 +197,11 @@ class SizeRate(SetMetric):
     spec: SetSpec
     size: int
     weights: str | None = None
+    counts: str | None = None
     default_name = "size_rate"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        w = q.weighting(self.weights)
+        w = q.weighting(self.weights, counts=self.counts)
         return {"": ratio(w.sum(size_indicator(q, self.spec, self.size, self.size)), w.total)}
 
 
@@ -200,7 +216,11 @@ class EmptyRate(SizeRate):
 
 
 def singleton_rate(
-    sets: str | Sequence[str], *, classes: Sequence[Label] | None = None, weights: str | None = None
+    sets: str | Sequence[str],
+    *,
+    classes: Sequence[Label] | None = None,
+    weights: str | None = None,
+    counts: str | None = None,
 ) -> SizeRate:
     """Fraction of prediction sets with exactly one label.
 
@@ -215,6 +235,10 @@ def singleton_rate(
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -232,11 +256,15 @@ def singleton_rate(
     >>> df.conformal.singleton_rate(["c0", "c1"], classes=[0, 1])
     0.5
     """
-    return SingletonRate(spec=set_spec(sets, classes), size=1, weights=weights)
+    return SingletonRate(spec=set_spec(sets, classes), size=1, weights=weights, counts=counts)
 
 
 def empty_rate(
-    sets: str | Sequence[str], *, classes: Sequence[Label] | None = None, weights: str | None = None
+    sets: str | Sequence[str],
+    *,
+    classes: Sequence[Label] | None = None,
+    weights: str | None = None,
+    counts: str | None = None,
 ) -> SizeRate:
     """Fraction of empty prediction sets.
 
@@ -251,6 +279,10 @@ def empty_rate(
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -268,7 +300,7 @@ def empty_rate(
     >>> df.conformal.empty_rate(["c0", "c1"], classes=[0, 1])
     0.25
     """
-    return EmptyRate(spec=set_spec(sets, classes), size=0, weights=weights)
+    return EmptyRate(spec=set_spec(sets, classes), size=0, weights=weights, counts=counts)
 
 
 # ---------------------------------------------------------------------------
@@ -312,10 +344,10 @@ def _check_set_bins(n_bins: Any, spec: SetSpec) -> int | None:
 
 
 def _ssc_strata(
-    q: Query, y: str, spec: SetSpec, n_bins: int | None, weights: str | None
+    q: Query, y: str, spec: SetSpec, n_bins: int | None, weights: str | None, counts: str | None = None
 ) -> list[tuple[nw.Expr, nw.Expr]]:
     """(coverage, rows) of each stratum; with weights, the weighted coverage and the rows of positive weight."""
-    w = q.weighting(weights)
+    w = q.weighting(weights, counts=counts)
     covered = set_covered_row(q, y, spec)
     out = []
     for lo, hi in size_strata(spec.k if spec.classes is not None else None, n_bins):
@@ -339,13 +371,14 @@ class SetSSC(SetMetric):
     spec: SetSpec
     n_bins: int | None = checked(optional(check_bins), None)
     weights: str | None = None
+    counts: str | None = None
     default_name = "set_ssc"
     kind = "table"
     long = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         out: dict[str, nw.Expr | None] = {}
-        for b, (cov, rows) in enumerate(_ssc_strata(q, self.y, self.spec, self.n_bins, self.weights)):
+        for b, (cov, rows) in enumerate(_ssc_strata(q, self.y, self.spec, self.n_bins, self.weights, self.counts)):
             out[f"bin{b}"] = cov
             out[f"bin{b}_n"] = rows
         if self.spec.classes is None:  # the open last stratum: its largest size in the data
@@ -382,6 +415,7 @@ def set_ssc(
     classes: Sequence[Label] | None = None,
     n_bins: int | None = None,
     weights: str | None = None,
+    counts: str | None = None,
 ) -> SetSSC:
     """Size-stratified coverage of prediction sets.
 
@@ -419,6 +453,10 @@ def set_ssc(
         Column of non-negative row weights: each stratum's weighted coverage;
         its ``n`` counts the stratum's rows of positive weight (see the
         docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
@@ -455,10 +493,13 @@ class SetSSCScore(SetMetric):
     spec: SetSpec
     n_bins: int | None = checked(optional(check_bins), None)
     weights: str | None = None
+    counts: str | None = None
     default_name = "set_ssc_score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        return {"": min_of(*[cov for cov, _ in _ssc_strata(q, self.y, self.spec, self.n_bins, self.weights)])}
+        return {
+            "": min_of(*[cov for cov, _ in _ssc_strata(q, self.y, self.spec, self.n_bins, self.weights, self.counts)])
+        }
 
 
 @renamed(num_bins="n_bins")
@@ -469,6 +510,7 @@ def set_ssc_score(
     classes: Sequence[Label] | None = None,
     n_bins: int | None = None,
     weights: str | None = None,
+    counts: str | None = None,
 ) -> SetSSCScore:
     """Minimum size-stratified coverage over the strata that have rows.
 
@@ -493,6 +535,10 @@ def set_ssc_score(
         Column of non-negative row weights: each stratum's weighted coverage;
         its ``n`` counts the stratum's rows of positive weight (see the
         docs page "Weights").
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
 
     Returns
     -------
