@@ -387,7 +387,7 @@ class SetSSC(SetMetric):
             biggest = q.row(
                 ("set_size_max_data", inside), nw.when(nw.col(inside) > 0.0).then(nw.col(size)), inputs=[inside, size]
             )
-            out[f"bin{len(out) // 2 - 1}_size_max"] = q.weighting(self.weights).max(biggest)
+            out[f"bin{len(out) // 2 - 1}_size_max"] = q.weighting(self.weights, counts=self.counts).max(biggest)
         return out
 
     def _strata(self) -> list[tuple[int, int | None]]:
@@ -484,7 +484,7 @@ def set_ssc(
     └──────────┴──────────┴──────────┴─────┘
     """
     spec = set_spec(sets, classes)
-    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec), weights=weights)
+    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec), weights=weights, counts=counts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -558,4 +558,4 @@ def set_ssc_score(
     0.66666667
     """
     spec = set_spec(sets, classes)
-    return SetSSCScore(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec), weights=weights)
+    return SetSSCScore(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec), weights=weights, counts=counts)
