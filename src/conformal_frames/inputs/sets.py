@@ -26,6 +26,7 @@ from conformal_frames._validate import (
     validate_fields,
 )
 from conformal_frames.engine import Metric, Query, indicator, total
+from conformal_frames.errors import BackendLimitError
 
 __all__ = [
     "Label",
@@ -103,14 +104,8 @@ def membership_exprs(q: Query, spec: SetSpec) -> list[nw.Expr]:
     if spec.is_list:
         name = spec.sets
         assert isinstance(name, str)
-        col = q.column(name)
+        col = _list_column(q, name)
         dtype = q.schema[name]
-        if not isinstance(dtype, nw.List):
-            msg = (
-                f"set column {name!r} must be a list column of labels, found dtype {dtype}; "
-                "alternatively pass one boolean membership column per class with classes="
-            )
-            raise TypeError(msg)
         inner_ok = _label_kind_ok(dtype.inner, spec.classes)
         if isinstance(spec.classes[0], int):  # list.contains needs an integer list for integer labels
             inner_ok = dtype.inner.is_integer()
@@ -118,7 +113,6 @@ def membership_exprs(q: Query, spec: SetSpec) -> list[nw.Expr]:
             msg = f"set column {name!r} holds {dtype.inner} labels but classes are {list(spec.classes)!r}"
             raise TypeError(msg)
         mem = [col.list.contains(c).cast(nw.Float64) for c in spec.classes]
-        q.check(f"set column {name!r} has missing values", col.is_null())
         q.check(
             f"set column {name!r} has labels not among classes {list(spec.classes)!r} (or repeated labels)",
             col.list.len().cast(nw.Float64) != total(mem),
@@ -417,7 +411,7 @@ def _native_rows(frame: nw.LazyFrame, lt: str, yt: str | None, size: str, inside
         f"which conformal-frames does not call on {impl}; pass classes= (the possible labels) "
         "or collect the data to pandas or polars first"
     )
-    raise NotImplementedError(msg)
+    raise BackendLimitError(msg, backend=str(impl).split(".")[-1].lower())
 
 
 def data_rows(frame: nw.LazyFrame, lst: str, y: str | None) -> nw.LazyFrame:

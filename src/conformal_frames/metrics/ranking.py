@@ -46,6 +46,7 @@ from conformal_frames.engine import (
     running_total,
     to_lazy,
 )
+from conformal_frames.errors import BackendLimitError
 from conformal_frames.inputs.binary import binary_row
 from conformal_frames.inputs.levels import level_row
 from conformal_frames.inputs.sets import Label
@@ -405,7 +406,7 @@ def excess_risk_target_coverage(
             "excess_risk_target_coverage fits a classifier and is eager-only; got a lazy "
             f"{type(nw.to_native(lf)).__name__}: collect it first (e.g. .collect(), .df(), .toPandas())"
         )
-        raise NotImplementedError(msg)
+        raise BackendLimitError(msg, backend=str(lf.implementation).split(".")[-1].lower())
     try:
         import sklearn  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the environment
