@@ -93,12 +93,18 @@ def gaussian_tail(q: Query, y: str, mean: str, std: str) -> tuple[str, str, str,
 
 
 def gaussian_crps_row(q: Query, y: str, mean: str, std: str) -> str:
-    """Row column: ``std * (|z| (1 - 2 Phi_c(|z|)) + 2 phi(z) - 1/sqrt(pi))``."""
+    """Row column: ``|y - mean| (1 - 2 Phi_c(|z|)) + std (2 phi(z) - 1/sqrt(pi))``.
+
+    The linear term uses the unclipped ``|y - mean|`` (``|z|`` is clipped at
+    ``BIG`` for the tail only, where ``Phi_c`` and ``phi`` are 0 anyway): far
+    in the tail the score is ``|y - mean| - std / sqrt(pi)``.
+    """
     _, a, tail, sd = gaussian_tail(q, y, mean, std)
+    dev = q.row(("gauss_abs_dev", y, mean), (q.number(y) - q.number(mean)).abs())
     col_a = nw.col(a)
     density = (-0.5 * col_a * col_a).exp() * _INV_SQRT_2PI
-    crps = nw.col(sd) * (col_a * (1.0 - 2.0 * nw.col(tail)) + 2.0 * density - _INV_SQRT_PI)
-    return q.row(("gauss_crps", a), crps, inputs=[a, tail, sd])
+    crps = nw.col(dev) * (1.0 - 2.0 * nw.col(tail)) + nw.col(sd) * (2.0 * density - _INV_SQRT_PI)
+    return q.row(("gauss_crps", a), crps, inputs=[a, tail, sd, dev])
 
 
 def gaussian_pit_row(q: Query, y: str, mean: str, std: str) -> str:
