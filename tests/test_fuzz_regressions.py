@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import narwhals.stable.v2 as nw
 import pytest
 
 import conformal_frames as cf
@@ -25,3 +26,92 @@ def test_gaussian_crps_far_tail(constructor: Any, y: float, sd: float) -> None:
     out = to_pandas(cf.evaluate(frame, cf.crps("y", mean="mu", std="sd")))
     # Phi_c(|z|) and phi(z) are 0 in double precision: CRPS = |y - mu| - sd / sqrt(pi)
     assert_close(out["crps"], [abs(y) - sd * _INV_SQRT_PI])
+
+
+# -- 2. merge_summaries with an empty chunk ------------------------------------
+DAY = {"y": [1.0, 2.0, 3.0], "lo": [0.0, 2.5, 2.0], "hi": [1.5, 3.0, 4.0]}
+
+
+def _concat(frames: list[Any]) -> Any:
+    return nw.to_native(nw.concat([nw.from_native(f) for f in frames], how="vertical"))
+
+
+def _no_rows(constructor: Any, data: dict[str, list[Any]]) -> Any:
+    """A frame of ``data``'s columns and dtypes without rows."""
+    return nw.to_native(nw.from_native(constructor(data)).head(0))
+
+
+@pytest.mark.spark_cases(invalid="raise")
+@pytest.mark.parametrize("invalid", ["raise", "drop", "null"])
+def test_merge_summaries_with_an_empty_chunk(constructor: Any, invalid: str) -> None:
+    cov = cf.coverage("y", "lo", "hi")
+    frames = [constructor(DAY), _no_rows(constructor, DAY), constructor(DAY)]
+    parts = [cf.summarize(f, cov, invalid=invalid) for f in frames]
+    merged = cf.merge_summaries(_concat(parts))
+    got = to_pandas(cf.finalize(merged, cov))
+    expected = to_pandas(cf.evaluate(constructor({k: v * 2 for k, v in DAY.items()}), cov, invalid=invalid))
+    assert_close(got["coverage"], [2 / 3])
+    assert_close(got["coverage"], expected["coverage"])
+    assert list(got["n"]) == [6]
+    # the running merge of the monitoring loop: an empty chunk first
+    running = cf.merge_summaries(_concat([parts[1], parts[0]]))
+    assert_close(to_pandas(cf.finalize(running, cov))["coverage"], [2 / 3])
+
+
+# -- 3. finalize of a grouped summary without rows -------------------------------
+@pytest.mark.spark_cases(by=None)
+@pytest.mark.parametrize("by", [None, "g"])
+def test_finalize_summary_without_rows(constructor: Any, by: str | None) -> None:
+    d = {"g": ["a"], "y": [1.0], "lo": [0.0], "hi": [2.0], "label": [1.0], "score": [0.5], "m0": [True], "m1": [False]}
+    frame = _no_rows(constructor, d)
+    metrics = [
+        cf.coverage("y", "lo", "hi", weights="score"),
+        cf.ks_test("label", "score"),
+        cf.set_coverage("label", ["m0", "m1"], classes=[0, 1]),
+    ]
+    got = to_pandas(cf.finalize(cf.summarize(frame, *metrics, by="g"), *metrics, by=by))
+    expected = to_pandas(cf.evaluate(frame, *metrics, by=by))
+    assert list(got.columns) == list(expected.columns)
+    assert len(got) == len(expected) == (1 if by is None else 0)
+    assert list(got["n"]) == list(expected["n"])
+
+
+# -- 8. a partition whose weights are all zero -----------------------------------
+WEIGHTED = {
+    "day": [1, 1, 2, 2],
+    "g": ["a", "a", "a", "a"],
+    "y": [1.0, 2.0, 1.0, 5.0],
+    "lo": [0.0] * 4,
+    "hi": [1.5] * 4,
+    "w": [0.0, 0.0, 1.0, 1.0],
+}
+
+
+@pytest.mark.spark_cases(invalid="drop")
+@pytest.mark.parametrize("invalid", ["raise", "drop", "null"])
+def test_zero_weight_partition_checked_on_merged_totals(constructor: Any, invalid: str) -> None:
+    cov = cf.coverage("y", "lo", "hi", weights="w")
+    frame = constructor(WEIGHTED)
+    stats = cf.summarize(frame, cov, by=["day", "g"], invalid=invalid)  # day 1 alone has no weight: no error
+    got = to_pandas(cf.finalize(stats, cov, by="g"))
+    expected = to_pandas(cf.evaluate(frame, cov, by="g", invalid=invalid))
+    assert_close(got["coverage"], [0.5])
+    assert_close(got["coverage"], expected["coverage"])
+    assert list(got["n"]) == list(expected["n"]) == [4]
+    for count in ("n_invalid", "n_dropped"):
+        if count in expected:
+            assert list(got[count]) == list(expected[count]) == [0]
+    # finalized per day, day 1 breaks the rule as evaluate by day says
+    if invalid == "raise":
+        rule = r"'w' \(weights=\) is zero on every row of a group, in 2 rows"
+        with pytest.raises(cf.InvalidRowsError, match=rule):
+            to_pandas(cf.finalize(stats, cov, by=["day", "g"]))
+        with pytest.raises(cf.InvalidRowsError, match=rule):
+            to_pandas(cf.evaluate(frame, cov, by=["day", "g"], invalid=invalid))
+        return
+    per_day_rows = to_pandas(cf.evaluate(frame, cov, by=["day", "g"], invalid=invalid))
+    per_day = to_pandas(cf.finalize(stats, cov, by=["day", "g"]))
+    assert_close(per_day["coverage"], per_day_rows["coverage"])
+    assert list(per_day["n"]) == list(per_day_rows["n"])
+    count = "n_invalid" if invalid == "null" else "n_dropped"
+    assert list(per_day[count]) == list(per_day_rows[count]) == [2, 0]

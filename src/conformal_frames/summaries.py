@@ -236,6 +236,7 @@ def summarize(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPoli
     q = eplan.query
     _check_mergeable(schema, keys, metrics)
     plan = _plan(q)
+    eplan.defer_totals()  # a partition of zero total weight: checked on the merged totals (finalize)
     rows, table = eplan.aggregate(lf, policy)
     if eager:  # one pass: collect the group rows, raise on invalid rows, go on lazily
         collected = table.collect()
@@ -309,11 +310,41 @@ def _summary_schema(stats: nw.LazyFrame) -> tuple[dict[str, Any], list[str]]:
     return schema, keys
 
 
-def _inputs_schema(stats: nw.LazyFrame) -> dict[str, Any]:
-    """The metric inputs' dtypes recorded by summarize (and the schema version check)."""
+class _GuessedInputs(dict):  # type: ignore[type-arg]
+    """The inputs of a summary without rows (none recorded them): any column, Float64 unless known.
+
+    Only the plan's shape matters for a summary without rows (its result
+    has no rows either); a Boolean input is learned from the metric's error.
+    """
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) or super().__contains__(name)
+
+    def __missing__(self, name: str) -> Any:
+        return nw.Float64()
+
+
+def _plan_without_rows(keys_schema: dict[str, Any], metrics: Sequence[Metric], keys: list[str]) -> Plan:
+    """The plan of ``metrics`` on guessed input dtypes (a summary without rows records none)."""
+    guessed = _GuessedInputs(keys_schema)
+    for _ in range(64):
+        try:
+            return Plan.of(guessed, metrics, keys, caller="finalize")
+        except TypeError as exc:
+            found = re.search(r"column '([^']+)' must be boolean", str(exc))
+            if found is None or found.group(1) in dict.keys(guessed):
+                raise
+            guessed[found.group(1)] = nw.Boolean()
+    msg = "finalize: cannot plan these metrics on a summary without rows"  # pragma: no cover
+    raise ValueError(msg)  # pragma: no cover
+
+
+def _inputs_schema(stats: nw.LazyFrame) -> dict[str, Any] | None:
+    """The metric inputs' dtypes recorded by summarize (and the schema version check);
+    ``None`` for a summary without rows."""
     head = stats.select(_VERSION, _INPUTS).filter(~nw.col(_INPUTS).is_null()).head(1).collect()
     if len(head) == 0:
-        return {}
+        return None
     version, inputs = head.row(0)
     if version != SCHEMA_VERSION:
         msg = f"summary schema version {version} is not supported (this release reads version {SCHEMA_VERSION})"
@@ -353,9 +384,13 @@ def finalize(stats: Any, *metrics: Metric, by: Any = None) -> Any:
         a lazy summary.
     """
     lf, eager, keys, schema, summary_keys = _open_summary(stats, by, "finalize")
-    inputs = _inputs_schema(lf)
+    recorded = _inputs_schema(lf)
+    inputs = {} if recorded is None else recorded
     try:
-        eplan = Plan.of({**inputs, **{k: schema[k] for k in summary_keys}}, metrics, keys, caller="finalize")
+        if recorded is None:  # no rows: the result has none either
+            eplan = _plan_without_rows({k: schema[k] for k in summary_keys}, metrics, keys)
+        else:
+            eplan = Plan.of({**inputs, **{k: schema[k] for k in summary_keys}}, metrics, keys, caller="finalize")
     except ColumnNotFoundError as exc:
         asked = ", ".join(m.output_name for m in metrics if isinstance(m, Metric))
         msg = (
@@ -370,7 +405,9 @@ def finalize(stats: Any, *metrics: Metric, by: Any = None) -> Any:
     missing = [
         name for name in [*plan.aggs, *[s for _, sums in plan.cells.values() for s in sums]] if name not in schema
     ]
-    if missing:
+    if missing and recorded is None:  # no rows: nothing to miss
+        lf = lf.with_columns(*[nw.lit(None, F64).alias(name) for name in missing])
+    elif missing:
         asked = ", ".join(m.output_name for m in metrics)
         msg = f"finalize: the summary has no statistics {missing!r} of {asked}; summarize with these metrics first"
         raise ValueError(msg)
@@ -446,19 +483,23 @@ def merge_summaries(stats: Any, by: Any = None) -> Any:
     aggs = [nw.col(_VERSION).max(), nw.col(_INPUTS).max(), *[nw.col(c).sum() for c in counts]]
     for c in stat_cols:
         how = c.split("_")[1]
-        aggs += [getattr(nw.col(c), how)().alias(c), nw.col(c).count().alias(f"__cf_c_{c}")]
+        aggs += [getattr(nw.col(c), how)().alias(c), nw.col(f"__cf_m_{c}").sum()]
     parts = []
     for cells in (False, True):
         rows = lf.filter(~nw.col(_CELL).is_null() if cells else nw.col(_CELL).is_null())
-        # group rows with n = 0 (all rows dropped, invalid="drop") have no statistics and add nothing
-        rows = rows.with_columns((nw.col("n") > 0).cast(F64).alias("__cf_present"))
-        present = nw.len() if cells else nw.col("__cf_present").sum()
+        # a statistic is missing when a row that counts lacks it; group rows with n = 0 (an
+        # empty chunk, or all rows dropped under invalid="drop") add nothing, whether they
+        # carry the statistic (sums of 0) or not; cell rows (n = 0) always count
+        counts_row = nw.lit(True) if cells else nw.col("n") > 0
+        rows = rows.with_columns(
+            *[(counts_row & nw.col(c).is_null()).cast(F64).alias(f"__cf_m_{c}") for c in stat_cols],
+            counts_row.cast(F64).alias("__cf_present"),
+        )
         merged = engine.aggregate(
-            rows, [*keys, *([_CELL, _ORDER] if cells else [])], [*aggs, present.alias("__cf_len")]
+            rows, [*keys, *([_CELL, _ORDER] if cells else [])], [*aggs, nw.col("__cf_present").sum().alias("__cf_len")]
         )
         kept = [
-            nw.when((nw.col(f"__cf_c_{c}") == nw.col("__cf_len")) & (nw.col("__cf_len") > 0)).then(nw.col(c)).alias(c)
-            for c in stat_cols
+            nw.when((nw.col(f"__cf_m_{c}") == 0) & (nw.col("__cf_len") > 0)).then(nw.col(c)).alias(c) for c in stat_cols
         ]
         nulls = [] if cells else [nw.lit(None, nw.String).alias(_CELL), nw.lit(None, F64).alias(_ORDER)]
         merged = merged.with_columns(*kept, *nulls)

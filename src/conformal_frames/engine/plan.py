@@ -371,7 +371,33 @@ class Plan:
         q.checks.clear()
         q.examples.clear()
         q.checks[message] = _Check(_UNMET, nw.lit(False))
-        return table.with_columns((nw.col(_INVALID) + nw.col(_UNMET)).alias(_INVALID))
+        table = table.with_columns((nw.col(_INVALID) + nw.col(_UNMET)).alias(_INVALID))
+        # the positive-total rules (Query.totals) on the merged totals: the rows of a group
+        # of zero total are invalid (dropped under "drop"), as evaluate on the rows says
+        for number, (rule, total) in enumerate(q.totals.items()):
+            column = f"__cf_t{number}"
+            zero = (nw.col(_N) > 0) & (nw.col(_UNMET) == 0) & ~(nw.col(total) > 0)
+            table = table.with_columns(nw.when(zero).then(nw.col(_N)).otherwise(0.0).alias(column))
+            q.checks[rule] = _Check(column, nw.lit(False))
+        if q.totals:
+            zeros = nw.max_horizontal(*[nw.col(f"__cf_t{i}") for i in range(len(q.totals))])
+            if policy == "drop":
+                table = table.with_columns((nw.col(_DROPPED) + zeros).alias(_DROPPED), (nw.col(_N) - zeros).alias(_N))
+            else:
+                table = table.with_columns((nw.col(_INVALID) + zeros).alias(_INVALID))
+        return table
+
+    def defer_totals(self) -> None:
+        """Leave the positive-total rules (:attr:`Query.totals`) to the merged totals.
+
+        For :func:`~conformal_frames.summarize`: a partition (a day) of zero
+        weight is no invalid row; :meth:`aggregate_counted` checks the total
+        of the merged group.
+        """
+        q = self.query
+        for rule in q.totals:
+            q.checks.pop(rule, None)
+            q.examples.pop(rule, None)
 
     # -- checks ---------------------------------------------------------------
     def check_count_query(self, lf: nw.LazyFrame) -> nw.LazyFrame:

@@ -283,6 +283,9 @@ class Query:
     output_dtypes: dict[str, Any] = field(default_factory=dict)
     #: the row column of the ``counts=`` of the query's metrics (see :meth:`counted`): ``n`` sums it
     count_row: str | None = None
+    #: check message of a positive-total rule -> the aggregated total it is about (see
+    #: :meth:`weighting`): a rule on the group's total, so merged summaries check the merged total
+    totals: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -506,7 +509,7 @@ class Query:
         if weights is None:
             return Weighting(self, None)
         w = self._weights(weights)
-        self._positive_total(nw.col(weights), f"column {weights!r} (weights=) is zero", "weight")
+        self._positive_total(nw.col(weights), f"column {weights!r} (weights=) is zero", "weight", w)
         return Weighting(self, w)
 
     def _weights(self, weights: str) -> str:
@@ -514,13 +517,18 @@ class Query:
         self.check(f"column {weights!r} (weights=) has negative values", w < 0.0, example=w)
         return self.row(("value", weights), w)
 
-    def _positive_total(self, raw: nw.Expr, what: str, noun: str) -> None:
-        """Rows of a group where ``raw`` (input columns) is nowhere positive are invalid."""
+    def _positive_total(self, raw: nw.Expr, what: str, noun: str, row: str) -> None:
+        """Rows of a group where ``raw`` (input columns) is nowhere positive are invalid.
+
+        A rule on the group's total (the sum of the row column ``row``): on
+        rows a window over the group, on summaries (:func:`~conformal_frames.finalize`)
+        the merged total, so that a partition of zero weight is no error
+        when its group has weight elsewhere.
+        """
         peak = over(raw.max(), self.keys)  # the keys' own names: checks read the input frame
-        self.check(
-            f"{what} on every row of a group, in {{rows}}; a group needs a positive total {noun}",
-            peak.is_null() | (peak <= 0),
-        )
+        message = f"{what} on every row of a group, in {{rows}}; a group needs a positive total {noun}"
+        self.check(message, peak.is_null() | (peak <= 0))
+        self.totals[message] = self.agg("sum", row)
 
     def counted(self, counts: str) -> str:
         """The row column (Float64) of a ``counts=`` column of frequency counts.
@@ -556,12 +564,13 @@ class Query:
     def _counted(self, weights: str | None, counts: str) -> Weighting:
         k = self.counted(counts)
         if weights is None:
-            self._positive_total(nw.col(counts), f"column {counts!r} (counts=) is zero", "count")
+            self._positive_total(nw.col(counts), f"column {counts!r} (counts=) is zero", "count", k)
             return Weighting(self, k, counts=k)
         w = self._weights(weights)
         both = nw.col(weights).cast(nw.Float64) * nw.col(counts).cast(nw.Float64)
-        self._positive_total(both, f"columns {weights!r} (weights=) or {counts!r} (counts=) are zero", "weight")
         row = self.row(("counted_weight", w, k), nw.col(w) * nw.col(k), inputs=[w, k])
+        what = f"columns {weights!r} (weights=) or {counts!r} (counts=) are zero"
+        self._positive_total(both, what, "weight", row)
         return Weighting(self, row, counts=k, weights=w)
 
     def per_group(self, output: str, rows: list[str], fn: GroupFn, *, what: str) -> None:
