@@ -115,3 +115,33 @@ def test_zero_weight_partition_checked_on_merged_totals(constructor: Any, invali
     assert list(per_day["n"]) == list(per_day_rows["n"])
     count = "n_invalid" if invalid == "null" else "n_dropped"
     assert list(per_day[count]) == list(per_day_rows[count]) == [2, 0]
+
+
+# -- 9. Christoffersen's LR_ind without cancellation ----------------------------
+def _lr_ind_exact(n00: int, n01: int, n10: int, n11: int) -> float:
+    """LR_ind to 50 digits (the textbook difference of log-likelihoods in decimal arithmetic)."""
+    from decimal import Decimal, localcontext
+
+    with localcontext() as ctx:
+        ctx.prec = 50
+        d00, d01, d10, d11 = (Decimal(v) for v in (n00, n01, n10, n11))
+
+        def xlog(k: Decimal, total: Decimal) -> Decimal:
+            return k * (k / total).ln() if k > 0 else Decimal(0)
+
+        f0, f1 = d00 + d01, d10 + d11
+        alt = xlog(d00, f0) + xlog(d01, f0) + xlog(d10, f1) + xlog(d11, f1)
+        null = xlog(d00 + d10, f0 + f1) + xlog(d01 + d11, f0 + f1)
+        return float(2 * (alt - null))
+
+
+def test_christoffersen_small_statistic_exact(constructor: Any) -> None:
+    # transitions n00 = 1457, n01 = 93, n10 = 92, n11 = 6: LR_ind ~ 0.00243, where the
+    # difference of log-likelihoods (~ -700 each) lost ~1e-10 relative
+    misses = [0] * 1458 + [1] * 7 + [0, 1] * 92
+    n = len(misses)
+    frame = constructor({"t": list(range(n)), "y": [2.0 * m for m in misses], "lo": [0.0] * n, "hi": [1.0] * n})
+    out = to_pandas(cf.evaluate(frame, cf.christoffersen_test("y", "lo", "hi", confidence_level=0.9, order_by="t")))
+    exact = _lr_ind_exact(1457, 93, 92, 6)
+    assert abs(exact - 0.0024340055449587486) < 1e-18
+    assert_close(out["christoffersen_test"], [exact])
