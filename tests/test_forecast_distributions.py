@@ -291,19 +291,27 @@ def hash_uniform(index: int, seed: int) -> float:
     return (h + 0.5) / P
 
 
+def hash_draws(lo: np.ndarray, hi: np.ndarray, keys: np.ndarray | None, seed: int) -> np.ndarray:
+    """V of each forecast: the hash of its rank in its group ordered by (lo, hi) (docs/forecasts.md)."""
+    key = keys if keys is not None else np.zeros(len(lo))
+    order = np.lexsort((hi, lo, key))
+    sorted_keys = np.asarray(key)[order]
+    first = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]] if len(order) else np.zeros(0, bool)
+    start = np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))
+    v = np.empty(len(lo))
+    v[order] = [hash_uniform(int(i - s), seed) for i, s in zip(range(len(order)), start)]
+    return v
+
+
 def ensemble_pit(d: dict, seed: int, keys: np.ndarray | None, which: str = "list") -> np.ndarray:
-    """Randomized verification rank; V by the forecast's position in (key, lo, hi) order."""
+    """Randomized verification rank; V by the forecast's rank in its group in (lo, hi) order."""
     members = d["ens"] if which == "list" else list(np.column_stack([d[c] for c in MEMBERS]))
     x = [np.asarray(e, dtype=float) for e in members]
     below = np.array([(e < y).sum() for e, y in zip(x, d["y"])], dtype=float)
     equal = np.array([(e == y).sum() for e, y in zip(x, d["y"])], dtype=float)
     m1 = np.array([len(e) + 1.0 for e in x])
     lo, hi = below / m1, (below + equal + 1.0) / m1
-    key = keys if keys is not None else np.zeros(len(lo))
-    order = np.lexsort((hi, lo, key))
-    v = np.empty(len(lo))
-    v[order] = [hash_uniform(i, seed) for i in range(len(lo))]
-    return lo + v * (hi - lo)
+    return lo + hash_draws(lo, hi, keys, seed) * (hi - lo)
 
 
 def histogram_oracle(pit: np.ndarray, n_bins: int) -> np.ndarray:
@@ -474,10 +482,7 @@ def quantile_pit_bounds(y: float, qs: np.ndarray) -> tuple[float, float]:
 def quantile_pit(d: dict, seed: int, keys) -> np.ndarray:
     bounds = np.array([quantile_pit_bounds(y, qs) for y, qs in zip(d["y"], quantile_matrix(d))])
     lo, hi = bounds[:, 0], bounds[:, 1]
-    order = np.lexsort((hi, lo, keys if keys is not None else np.zeros(len(lo))))
-    v = np.empty(len(lo))
-    v[order] = [hash_uniform(i, seed) for i in range(len(lo))]
-    return lo + v * (hi - lo)
+    return lo + hash_draws(lo, hi, keys, seed) * (hi - lo)
 
 
 def test_quantile_pit_oracle_on_hand_cases():

@@ -145,3 +145,46 @@ def test_christoffersen_small_statistic_exact(constructor: Any) -> None:
     exact = _lr_ind_exact(1457, 93, 92, 6)
     assert abs(exact - 0.0024340055449587486) < 1e-18
     assert_close(out["christoffersen_test"], [exact])
+
+
+# -- 10. the ensemble PIT draws of a group do not depend on the other groups ----
+ENS_B = {
+    "g": ["b"] * 8,
+    "y": [2.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    "s0": [0.0, 2.0, 1.0, 2.0, 1.0, 1.0, 2.0, 2.0],
+    "s1": [1.0, 1.0, 1.0, 2.0, 0.0, 2.0, 2.0, 0.0],
+    "s2": [1.0, 2.0, 1.0, 0.0, 2.0, 2.0, 2.0, 0.0],
+}
+
+
+@pytest.mark.spark_cases(form="list")
+@pytest.mark.parametrize("form", ["columns", "list"])
+def test_ensemble_pit_of_a_group_ignores_other_groups(constructor: Any, form: str) -> None:
+    with_a = {k: [v[0], *v] for k, v in ENS_B.items()} | {"g": ["a", *ENS_B["g"]]}
+    with_z = {k: [*v, v[0]] for k, v in ENS_B.items()} | {"g": [*ENS_B["g"], "z"]}
+    outs = []
+    for d in (ENS_B, with_a, with_z):
+        samples: Any = ["s0", "s1", "s2"]
+        if form == "list":
+            d = {**d, "ens": [list(m) for m in zip(d["s0"], d["s1"], d["s2"])]}
+            samples = "ens"
+        out = to_pandas(cf.evaluate(constructor(d), cf.pit_test("y", samples=samples, seed=3), by="g"))
+        outs.append(out[out["g"] == "b"].reset_index(drop=True))
+    for out in outs[1:]:
+        assert_close(out["pit_test"], outs[0]["pit_test"], rtol=0.0)
+        assert_close(out["pit_test_pvalue"], outs[0]["pit_test_pvalue"], rtol=0.0)
+
+
+def test_ensemble_pit_categorical_keys_pandas_and_polars() -> None:
+    pd = pytest.importorskip("pandas")
+    pl = pytest.importorskip("polars")
+    d = {k: [*v, v[0]] for k, v in ENS_B.items()} | {"g": [*ENS_B["g"], "a"]}
+    native_pd = pd.DataFrame(d)
+    native_pd["g"] = pd.Categorical(native_pd["g"], categories=["b", "a"])  # not the lexical order
+    native_pl = pl.DataFrame(d).with_columns(pl.col("g").cast(pl.Categorical))
+    metric = cf.pit_test("y", samples=["s0", "s1", "s2"], seed=5)
+    got_pd = to_pandas(cf.evaluate(native_pd, metric, by="g")).astype({"g": str}).sort_values("g")
+    got_pl = to_pandas(cf.evaluate(native_pl, metric, by="g")).astype({"g": str}).sort_values("g")
+    assert list(got_pd["g"]) == list(got_pl["g"]) == ["a", "b"]
+    assert_close(got_pd["pit_test"], got_pl["pit_test"], rtol=0.0)
+    assert_close(got_pd["pit_test_pvalue"], got_pl["pit_test_pvalue"], rtol=0.0)

@@ -397,9 +397,14 @@ class PITSource:
         if self.gaussian is not None:
             return frame.with_columns(nw.col(lo).alias(u))
         # forecasts with the same keys, [lo, hi] (and weight) are interchangeable: any order
-        # of them gives the same multiset of PIT values per group, on every engine
+        # of them gives the same multiset of PIT values per group, on every engine.  The hash
+        # takes the forecast's rank in its group (its position in the frame ordered by keys
+        # and bounds, less that of its group's first forecast): a group's draws do not
+        # depend on the other groups, nor on how an engine orders the keys (e.g. categoricals)
         idx, v = ref.name("idx"), ref.name("v")
-        frame = uniform_hash(frame.with_row_index(idx, order_by=order), idx, seed, v)
+        frame = frame.with_row_index(idx, order_by=order)
+        frame = frame.with_columns((nw.col(idx) - over(nw.col(idx).min(), keys)).alias(idx))
+        frame = uniform_hash(frame, idx, seed, v)
         return frame.with_columns((nw.col(lo) + nw.col(v) * (nw.col(hi) - nw.col(lo))).alias(u))
 
 
@@ -638,9 +643,9 @@ def pit_histogram(
     at the levels ``tau_j`` even for exact quantiles, so the histogram and the
     test reject a perfect forecast; pass such forecasts as an ensemble
     (``samples=``), whose randomized rank handles ties.  ``V`` is a deterministic hash of ``seed`` and the
-    forecast's position in the frame ordered by (group keys, PIT bounds) (no
-    engine random generator), so results agree across backends; the draws of
-    one group therefore also depend on the sizes of the groups before it.
+    forecast's rank in its group ordered by its PIT bounds (no engine random
+    generator), so results agree across backends; the draws of one group do
+    not depend on the other groups.
 
     Per (group, bin ``k``): ``bin``, the bin edges ``bin_low = k / B`` and
     ``bin_high = (k + 1) / B`` (the last bin includes 1), the ``frequency`` of
@@ -760,9 +765,9 @@ def pit_test(
     at the levels ``tau_j`` even for exact quantiles, so the histogram and the
     test reject a perfect forecast; pass such forecasts as an ensemble
     (``samples=``), whose randomized rank handles ties.  ``V`` is a deterministic hash of ``seed`` and the
-    forecast's position in the frame ordered by (group keys, PIT bounds) (no
-    engine random generator), so results agree across backends; the draws of
-    one group therefore also depend on the sizes of the groups before it.
+    forecast's rank in its group ordered by its PIT bounds (no engine random
+    generator), so results agree across backends; the draws of one group do
+    not depend on the other groups.
 
     The statistic is ``D = sup_u |F_n(u) - u|``, ``F_n`` the empirical CDF of
     the group's ``n`` PIT values (``scipy.stats.kstest(pit, "uniform")``'s
