@@ -188,3 +188,89 @@ def test_ensemble_pit_categorical_keys_pandas_and_polars() -> None:
     assert list(got_pd["g"]) == list(got_pl["g"]) == ["a", "b"]
     assert_close(got_pd["pit_test"], got_pl["pit_test"], rtol=0.0)
     assert_close(got_pd["pit_test_pvalue"], got_pl["pit_test_pvalue"], rtol=0.0)
+
+
+# -- 4. pit_test without rows (pandas with Arrow dtypes made an object column of pd.NA) --
+GAUSS = {"y": [1.0, 2.0], "mu": [0.0, 0.5], "sd": [1.0, 1.0]}
+
+
+@pytest.mark.spark_cases(form="gaussian")
+@pytest.mark.parametrize("form", ["gaussian", "ensemble"])
+def test_pit_test_without_rows(constructor: Any, form: str) -> None:
+    d = dict(GAUSS, s0=[0.0, 1.0], s1=[1.0, 3.0])
+    metric = cf.pit_test("y", mean="mu", std="sd") if form == "gaussian" else cf.pit_test("y", samples=["s0", "s1"])
+    out = to_pandas(cf.evaluate(_no_rows(constructor, d), metric))
+    assert list(out["n"]) == [0]
+    assert_close(out[["pit_test", "pit_test_pvalue"]].to_numpy(), [[math.nan, math.nan]])
+    # every row dropped
+    bad = constructor(dict(d, sd=[-1.0, -1.0], s0=[math.nan, math.nan]))
+    out = to_pandas(cf.evaluate(bad, metric, invalid="drop"))
+    assert list(out["n"]) == [0] and list(out["n_dropped"]) == [2]
+    assert_close(out[["pit_test", "pit_test_pvalue"]].to_numpy(), [[math.nan, math.nan]])
+
+
+# -- 5. a float key holding 0.0 and -0.0 is one group ----------------------------
+def test_negative_zero_key_is_one_group(constructor: Any) -> None:
+    d = {"g": [0.0, -0.0, 0.0, 1.0], "y": [1.0, 2.0, 3.0, 1.0], "lo": [0.0, 2.5, 2.0, 0.0], "hi": [1.5, 3.0, 4.0, 2.0]}
+    frame = constructor(d)
+    out = to_pandas(cf.evaluate(frame, cf.coverage("y", "lo", "hi"), by="g"))
+    assert [float(k) for k in out["g"]] == [0.0, 1.0]
+    assert_close(out["coverage"], [2 / 3, 1.0])
+    assert list(out["n"]) == [3, 1]
+    merged = to_pandas(
+        cf.finalize(cf.summarize(frame, cf.coverage("y", "lo", "hi"), by="g"), cf.coverage("y", "lo", "hi"), by="g")
+    )
+    assert_close(merged["coverage"], [2 / 3, 1.0])
+
+
+# -- 6. an Arrow dictionary key on pandas ------------------------------------------
+def test_arrow_dictionary_key_on_pandas() -> None:
+    pl = pytest.importorskip("polars")
+    pytest.importorskip("pyarrow")
+    d = {"g": ["b", "a", "b", "c"], "y": [1.0, 2.0, 3.0, 1.0], "lo": [0.0, 2.5, 2.0, 0.0], "hi": [1.5, 3.0, 4.0, 2.0]}
+    plain = pl.DataFrame(d)
+    keyed = plain.with_columns(pl.col("g").cast(pl.Categorical)).to_pandas(use_pyarrow_extension_array=True)
+    assert str(keyed["g"].dtype).startswith("dictionary")
+    before = keyed.copy()
+    metrics = [cf.coverage("y", "lo", "hi"), cf.ece("y", "lo", n_bins=2)]  # y is no label: invalid rows
+    got = to_pandas(cf.evaluate(keyed, *metrics, by="g", invalid="null"))
+    with_invalid = to_pandas(cf.evaluate(plain, *metrics, by="g", invalid="null"))
+    assert [str(k) for k in got["g"]] == ["a", "b", "c"]
+    assert_close(got[["coverage", "ece"]].to_numpy(), with_invalid[["coverage", "ece"]].to_numpy())
+    assert list(got["n_invalid"]) == list(with_invalid["n_invalid"]) == [1, 1, 0]
+    expected = to_pandas(cf.evaluate(plain, cf.coverage("y", "lo", "hi"), by="g"))
+    stats = cf.summarize(keyed, cf.coverage("y", "lo", "hi"), by="g")
+    assert_close(to_pandas(cf.finalize(stats, cf.coverage("y", "lo", "hi"), by="g"))["coverage"], expected["coverage"])
+    assert keyed.equals(before) and str(keyed["g"].dtype) == str(before["g"].dtype)
+
+
+# -- 7. sets and ensembles without any element -------------------------------------
+@pytest.mark.spark_cases(classes=(0, 1))
+@pytest.mark.parametrize("classes", [(0, 1), ("x", "y")])
+def test_all_sets_empty(constructor: Any, classes: tuple[Any, ...]) -> None:
+    frame = constructor({"label": list(classes), "sets": [[], []]})
+    metrics = [cf.set_coverage("label", "sets", classes=list(classes)), cf.set_size("sets", classes=list(classes))]
+    out = to_pandas(cf.evaluate(frame, *metrics))
+    assert_close(out[["set_coverage", "set_size"]].to_numpy(), [[0.0, 0.0]])
+    assert list(out["n"]) == [2]
+
+
+@pytest.mark.parametrize("case", ["empty-sets", "no-rows-sets", "no-rows-crps", "no-rows-pit"])
+def test_pandas_object_lists_without_elements(case: str) -> None:
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    if case == "empty-sets":
+        frame = pd.DataFrame({"label": [0, 1], "sets": [[], []]})
+        out = to_pandas(cf.evaluate(frame, cf.set_coverage("label", "sets", classes=[0, 1])))
+        assert_close(out["set_coverage"], [0.0])
+        assert list(out["n"]) == [2]
+        return
+    if case == "no-rows-sets":
+        frame = pd.DataFrame({"label": [0, 1], "sets": [[0], [0, 1]]}).head(0)
+        metric: Any = cf.set_coverage("label", "sets", classes=[0, 1])
+    else:
+        frame = pd.DataFrame({"y": [1.0], "ens": [[1.0, 2.0]]}).head(0)
+        metric = cf.crps("y", samples="ens") if case == "no-rows-crps" else cf.pit_test("y", samples="ens")
+    out = to_pandas(cf.evaluate(frame, metric))
+    assert list(out["n"]) == [0]
+    assert out.drop(columns="n").isna().all().all()

@@ -227,6 +227,7 @@ def summarize(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPoli
     policy = engine.policy(invalid, eager)
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
+    lf = engine.normalized_keys(lf, keys)
     schema = lf.collect_schema()
     _check_summary_keys(keys)
     if not metrics:

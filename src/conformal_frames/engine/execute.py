@@ -9,7 +9,7 @@ from typing import Any
 import narwhals.stable.v2 as nw
 
 from conformal_frames.engine import _pandas_polars, _plan_cache
-from conformal_frames.engine.plan import Plan, _backend, as_keys, compile_query, policy, to_lazy
+from conformal_frames.engine.plan import Plan, _backend, as_keys, compile_query, normalized_keys, policy, to_lazy
 from conformal_frames.engine.query import InvalidPolicy, Metric, Query
 from conformal_frames.errors import BackendLimitError
 
@@ -25,6 +25,7 @@ def compute(
     chosen = policy(invalid, eager)
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
+    lf = normalized_keys(lf, keys)
     try:
         # metrics that reshape the input (prepare) compile on every call
         reusable = bool(metrics) and all(isinstance(m, Metric) and type(m).prepare is Metric.prepare for m in metrics)

@@ -106,6 +106,9 @@ def membership_exprs(q: Query, spec: SetSpec) -> list[nw.Expr]:
         assert isinstance(name, str)
         col = _list_column(q, name)
         dtype = q.schema[name]
+        if dtype.inner == nw.Unknown:  # lists without any label (e.g. every set empty): of the classes' type
+            dtype = nw.List(nw.String() if isinstance(spec.classes[0], str) else nw.Int64())
+            col = col.cast(dtype)
         inner_ok = _label_kind_ok(dtype.inner, spec.classes)
         if isinstance(spec.classes[0], int):  # list.contains needs an integer list for integer labels
             inner_ok = dtype.inner.is_integer()
@@ -208,7 +211,7 @@ def _as_list(value: Any) -> list[Any] | bool | None:
     return False
 
 
-def _arrow_list(values: list[Any], name: str) -> Any:
+def _arrow_list(values: list[Any], name: str, empty_as: str | None = None) -> Any:
     import pyarrow as pa
 
     cells = [_as_list(v) for v in values]
@@ -226,29 +229,38 @@ def _arrow_list(values: list[Any], name: str) -> Any:
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         msg = f"set column {name!r} mixes label types ({exc}); use labels of one kind (all integers or all strings)"
         raise TypeError(msg) from exc
-    if pa.types.is_null(arr.type):
-        arr = pa.array(cells, type=pa.list_(pa.null()))
+    if pa.types.is_null(arr.type) or (pa.types.is_list(arr.type) and pa.types.is_null(arr.type.value_type)):
+        # no label at all (no rows, every list empty or missing): the elements' type is unknown
+        arr = pa.array(cells, type=pa.list_(pa.null() if empty_as is None else getattr(pa, empty_as)()))
     return arr
 
 
-def arrow_lists(frame: nw.LazyFrame, names: Sequence[str]) -> nw.LazyFrame:
+def arrow_lists(frame: nw.LazyFrame, names: Sequence[str], *, empty_as: str | None = None) -> nw.LazyFrame:
     """Pandas ``object`` columns of Python lists (``names``) as Arrow list columns.
 
     Tuples, sets and numpy arrays are lists too; missing cells stay missing.
-    Returns a new frame (the caller's frame is not modified); other backends
-    and other dtypes pass through.
+    A column without any element (no rows, or every list empty) becomes a
+    list of ``empty_as`` (a pyarrow type name, e.g. ``"int64"`` for integer classes), else of
+    nulls.  Returns a new frame (the caller's frame is not modified); other
+    backends and other dtypes pass through.
     """
     if not frame.implementation.is_pandas_like():
         return frame
     schema = frame.collect_schema()
-    todo = [n for n in names if n in schema and schema[n] == nw.Object]
+    native = frame.to_native()
+    # an object column without rows reads as String: it is a list column all the same
+    todo = [
+        n
+        for n in names
+        if n in schema
+        and (schema[n] == nw.Object or (len(native) == 0 and str(getattr(native[n], "dtype", "")) == "object"))
+    ]
     if not todo:
         return frame
     import pandas as pd
 
-    native = frame.to_native()
     new = {
-        n: pd.Series(pd.arrays.ArrowExtensionArray(_arrow_list(native[n].tolist(), n)), index=native.index)
+        n: pd.Series(pd.arrays.ArrowExtensionArray(_arrow_list(native[n].tolist(), n, empty_as)), index=native.index)
         for n in todo
     }
     return nw.from_native(native.assign(**new)).lazy()
@@ -455,7 +467,8 @@ def prepared(frame: nw.LazyFrame, spec: SetSpec, y: str | None) -> nw.LazyFrame:
     without classes the per-row columns of :func:`data_rows`."""
     if not isinstance(spec.sets, str):
         return frame
-    frame = arrow_lists(frame, [spec.sets])
+    empty_as = None if spec.classes is None else "string" if isinstance(spec.classes[0], str) else "int64"
+    frame = arrow_lists(frame, [spec.sets], empty_as=empty_as)
     return data_rows(frame, spec.sets, y) if spec.classes is None else frame
 
 

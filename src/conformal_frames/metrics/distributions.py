@@ -197,7 +197,7 @@ class CRPS(Metric):
             raise ValueError(msg)
 
     def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
-        return arrow_lists(frame, [self.samples] if isinstance(self.samples, str) else [])
+        return arrow_lists(frame, [self.samples] if isinstance(self.samples, str) else [], empty_as="float64")
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights, counts=self.counts)
@@ -463,8 +463,14 @@ def _ks_table(source: PITSource, seed: int) -> TableFn:
         above = nw.col(end) / nw.col(tot) - nw.col(u)
         below = nw.col(u) - (nw.col(end) - nw.col(c)) / nw.col(tot)
         ties = ties.with_columns(nw.max_horizontal(above, below).alias(d))
-        stat = aggregate(ties, keys, [nw.col(d).max()])
-        return stat.join(bad, on=keys, how="left") if keys else stat.join(bad, how="cross")
+        if keys:
+            return aggregate(ties, keys, [nw.col(d).max()]).join(bad, on=keys, how="left")
+        # no keys: the maximum as a group of its own, joined to the one row of ``bad``; the
+        # maximum of no rows (an empty frame, every row dropped) is then a typed null on
+        # every engine (pandas with Arrow dtypes makes an object column of pd.NA otherwise)
+        one = ref.name("one")
+        stat = ties.with_columns(nw.lit(1).alias(one)).group_by(one).agg(nw.col(d).max())
+        return bad.with_columns(nw.lit(1).alias(one)).join(stat, on=one, how="left").drop(one)
 
     return build
 
@@ -523,7 +529,7 @@ class _PITMetric(Metric):
         one_forecast(self.mean, self.std, self.samples, self.quantiles)
 
     def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
-        return arrow_lists(frame, [self.samples] if isinstance(self.samples, str) else [])
+        return arrow_lists(frame, [self.samples] if isinstance(self.samples, str) else [], empty_as="float64")
 
     def source(self, q: Query, weight: str | None = None) -> PITSource:
         return pit_source(q, self.y, self.mean, self.std, self.samples, self.quantiles, weight)
