@@ -676,6 +676,13 @@ CASES += [
     Case("empty-group-after-filter", "a group emptied by a filter (Enum key with an unused category)", "special"),
     Case("duplicate-column-names", "duplicate column names", "special"),
     Case("sets-float-list", "a list column of floats with integer classes", "special"),
+    # -- found by the differential fuzz (issue 25) ---------------------------
+    Case("empty-partition-monitoring", "a day without rows in the summarize / merge_summaries loop", "special"),
+    Case("zero-weight-partition", "a day whose weights are all zero, summarized by (day, g)", "special"),
+    Case("arrow-dictionary-key", "a key stored as an Arrow dictionary (pandas with Arrow dtypes)", "special"),
+    Case("negative-zero-key", "a float key holding 0.0 and -0.0", "special"),
+    Case("all-empty-sets", "a list column whose sets are all empty", "special"),
+    Case("far-tail-forecast", "a Gaussian forecast with y far in the tail (|z| > 1e6)", "special"),
 ]
 
 
@@ -804,7 +811,109 @@ def _run_special(case: Case, constructor: Any) -> None:
             return
         assert_close(out["set_coverage"], [1.0, 1 / 3], what="floats 0.0/1.0/2.0 are the classes 0/1/2")
         return
+    if case.id in _FUZZ_CASES:
+        _FUZZ_CASES[case.id](constructor)
+        return
     raise AssertionError(f"unknown special case {case.id}")
+
+
+def _concat(frames: list[Any]) -> Any:
+    return nw.to_native(nw.concat([nw.from_native(f) for f in frames], how="vertical"))
+
+
+def _empty_partition_monitoring(constructor: Any) -> None:
+    d = data()
+    day = constructor(d)
+    empty = nw.to_native(nw.from_native(constructor(d)).head(0))
+    before = _snapshot(day)
+    cov = cf.coverage("y", "lo", "hi")
+    running = cf.summarize(empty, cov)  # the loop starts on an empty day
+    for chunk in (day, empty, day):
+        running = cf.merge_summaries(_concat([running, cf.summarize(chunk, cov)]))
+    out = to_pandas(cf.finalize(running, cov))
+    y, lo, hi = _arrays(d, "y", "lo", "hi")
+    assert_close(out["coverage"], [oracle.coverage(y, lo, hi)])
+    assert list(out["n"]) == [2 * len(y)]
+    grouped = to_pandas(cf.finalize(cf.summarize(empty, cov, by="g"), cov, by="g"))
+    assert len(grouped) == 0 and "coverage" in grouped  # as evaluate: no groups, no rows
+    pd.testing.assert_frame_equal(_snapshot(day), before)
+
+
+def _zero_weight_partition(constructor: Any) -> None:
+    d = data(day=[1, 1, 1, 2, 2, 2], w=[0.0, 0.0, 0.0, 1.0, 2.0, 1.0], g=["a"] * 6)
+    frame = constructor(d)
+    cov = cf.coverage("y", "lo", "hi", weights="w")
+    out = to_pandas(cf.finalize(cf.summarize(frame, cov, by=["day", "g"]), cov, by="g"))
+    expected = to_pandas(cf.evaluate(frame, cov, by="g"))
+    assert_close(out["coverage"], expected["coverage"])
+    assert list(out["n"]) == list(expected["n"]) == [6]
+
+
+def _arrow_dictionary_key(constructor: Any) -> None:
+    import polars as pl
+
+    d = data(g=["b", "a", "b", "c", "c", "b"])
+    plain = to_pandas(cf.evaluate(constructor(d), cf.coverage("y", "lo", "hi"), by="g"))
+    if constructor.id == "pandas[pyarrow]":
+        frame = (
+            pl.DataFrame(d).with_columns(pl.col("g").cast(pl.Categorical)).to_pandas(use_pyarrow_extension_array=True)
+        )
+        assert str(frame["g"].dtype).startswith("dictionary")
+    else:  # elsewhere a dictionary key is the backend's categorical (see categorical-key)
+        frame = _keyed(constructor, d, nw.Categorical)
+    before = _snapshot(frame)
+    out = to_pandas(cf.evaluate(frame, cf.coverage("y", "lo", "hi"), by="g"))
+    pd.testing.assert_frame_equal(_snapshot(frame), before)
+    got = dict(zip(map(str, out["g"]), out["coverage"]))
+    assert got.keys() == set(map(str, plain["g"]))
+    assert_close([got[str(k)] for k in plain["g"]], plain["coverage"])
+
+
+def _negative_zero_key(constructor: Any) -> None:
+    d = data(g=[0.0, -0.0, 0.0, 1.0, 1.0, 1.0])
+    out = to_pandas(cf.evaluate(constructor(d), cf.coverage("y", "lo", "hi"), by="g"))
+    y, lo, hi = _arrays(d, "y", "lo", "hi")
+    assert [float(k) for k in out["g"]] == [0.0, 1.0]
+    assert_close(out["coverage"], [oracle.coverage(y[:3], lo[:3], hi[:3]), oracle.coverage(y[3:], lo[3:], hi[3:])])
+
+
+def _all_empty_sets(constructor: Any) -> None:
+    d = data(s=[[], [], [], [], [], []])
+    out = to_pandas(cf.evaluate(constructor(d), cf.set_coverage("label3", "s", classes=[0, 1, 2]), by="g"))
+    assert_close(out["set_coverage"], [0.0, 0.0])
+    assert list(out["n"]) == [3, 3]
+    if constructor.id == "pandas":  # a pandas column of Python lists without rows
+        empty = pd.DataFrame({"label3": [0], "s": [[0]]}).head(0)
+        got = to_pandas(cf.evaluate(empty, cf.set_coverage("label3", "s", classes=[0, 1, 2])))
+        assert list(got["n"]) == [0] and got["set_coverage"].isna().all()
+
+
+def _far_tail_forecast(constructor: Any) -> None:
+    from scipy.stats import norm
+
+    d = {"y": [1e7, 2.0, -3e12], "mu": [0.0, 0.0, 1.0], "sd": [1.0, 1e-8, 0.5]}
+    y, mu, sd = (np.asarray(d[c]) for c in ("y", "mu", "sd"))
+    out = to_pandas(
+        cf.evaluate(
+            constructor(d), cf.crps("y", mean="mu", std="sd"), cf.pit_histogram("y", mean="mu", std="sd", n_bins=2)
+        )
+    )
+    # far in the tail Phi_c(|z|) = phi(z) = 0: CRPS = |y - mu| - sd / sqrt(pi)
+    assert_close(out["crps"], [np.mean(np.abs(y - mu) - sd / math.sqrt(math.pi))])
+    pit = norm.cdf((y - mu) / sd)
+    assert_close(
+        [out["pit_histogram_bin0"][0], out["pit_histogram_bin1"][0]], [np.mean(pit < 0.5), np.mean(pit >= 0.5)]
+    )
+
+
+_FUZZ_CASES: dict[str, Callable[[Any], None]] = {
+    "empty-partition-monitoring": _empty_partition_monitoring,
+    "zero-weight-partition": _zero_weight_partition,
+    "arrow-dictionary-key": _arrow_dictionary_key,
+    "negative-zero-key": _negative_zero_key,
+    "all-empty-sets": _all_empty_sets,
+    "far-tail-forecast": _far_tail_forecast,
+}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

@@ -503,7 +503,8 @@ def merge_summaries(stats: Any, by: Any = None) -> Any:
             nw.when((nw.col(f"__cf_m_{c}") == 0) & (nw.col("__cf_len") > 0)).then(nw.col(c)).alias(c) for c in stat_cols
         ]
         nulls = [] if cells else [nw.lit(None, nw.String).alias(_CELL), nw.lit(None, F64).alias(_ORDER)]
-        merged = merged.with_columns(*kept, *nulls)
+        # counts stay Int64 (DuckDB sums Int64 into Int128: the merged summary would not concatenate with a new one)
+        merged = merged.with_columns(*kept, *nulls, *[nw.col(c).cast(nw.Int64) for c in counts])
         parts.append(merged.select(*keys, _VERSION, _INPUTS, _CELL, _ORDER, *counts, *stat_cols))
     result = nw.concat(parts, how="vertical").sort(*keys, _CELL, _ORDER, nulls_last=False)
     return nw.to_native(nw.maybe_reset_index(result.collect()) if eager else result)
