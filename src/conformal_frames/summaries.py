@@ -311,7 +311,7 @@ def _summary_schema(stats: nw.LazyFrame) -> tuple[dict[str, Any], list[str]]:
     return schema, keys
 
 
-class _GuessedInputs(dict):  # type: ignore[type-arg]
+class _GuessedInputs(dict):
     """The inputs of a summary without rows (none recorded them): any column, Float64 unless known.
 
     Only the plan's shape matters for a summary without rows (its result
