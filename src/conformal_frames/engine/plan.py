@@ -418,7 +418,8 @@ class Plan:
             table = table.with_columns(nw.when(zero).then(nw.col(_N)).otherwise(0.0).alias(column))
             q.checks[rule] = _Check(column, nw.lit(False))
         if q.totals:
-            zeros = nw.max_horizontal(*[nw.col(f"__cf_t{i}") for i in range(len(q.totals))])
+            parts = [nw.col(f"__cf_t{i}") for i in range(len(q.totals))]
+            zeros = parts[0] if len(parts) == 1 else nw.max_horizontal(*parts)  # Spark: greatest needs 2
             if policy == "drop":
                 table = table.with_columns((nw.col(_DROPPED) + zeros).alias(_DROPPED), (nw.col(_N) - zeros).alias(_N))
             else:
