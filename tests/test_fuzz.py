@@ -246,7 +246,7 @@ def cases(draw: st.DrawFn, family: str) -> Case:
         data.update(y=y, lo=lo, hi=hi)
         value_cols = ["y", "lo", "hi"]
     elif family == "calibration":
-        n_bins = draw(st.sampled_from([1, 2, 3, 5, 10, 100]))
+        n_bins = draw(st.sampled_from([1, 2, 3, 5, 10, 32, 100]))
         s = _scores(rng, n, style, n_bins)
         label = (rng.random(n) < s).astype(float)
         data.update(label=label, score=s)
@@ -709,6 +709,8 @@ def test_invariances(family: str) -> None:
         # summarize / finalize = evaluate
         frame = native(case, backend)
         ms = metrics(case)
+        if case.params.get("n_bins", 0) > 32:
+            return  # uniform ECE merges exactly up to 32 bins (summarize refuses more, documented)
         summarized = cf.summarize(frame, *ms, by=case.by, invalid=case.invalid)
         empty_grouped = case.n == 0 and case.by is not None
         if not (3 in KNOWN_DEFECTS and empty_grouped):  # issue 25 defect 3
