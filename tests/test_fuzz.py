@@ -45,7 +45,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import conformal_frames as cf
@@ -59,7 +59,7 @@ pl = pytest.importorskip("polars")
 
 #: issue 25's defects the fuzz still meets: each number guards one narrow
 #: exclusion below (search for "issue 25 defect N"); drop it once fixed.
-KNOWN_DEFECTS: set[int] = {1, 2, 3, 5, 6, 7, 8}
+KNOWN_DEFECTS: set[int] = {1, 2, 3, 4, 5, 6, 7, 8}
 #: defects the fuzz found beyond issue 25's list (see the narrow exclusions "new defect X")
 NEW_DEFECTS: set[str] = {"internal-name"}
 
@@ -70,7 +70,9 @@ _HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_
 settings.register_profile(
     "cf-fuzz-ci", max_examples=12, deadline=None, derandomize=True, suppress_health_check=_HEALTH, print_blob=True
 )
-settings.register_profile("cf-fuzz-long", max_examples=2000, deadline=None, suppress_health_check=_HEALTH, print_blob=True)
+settings.register_profile(
+    "cf-fuzz-long", max_examples=2000, deadline=None, suppress_health_check=_HEALTH, print_blob=True
+)
 _NAME = os.environ.get("CF_FUZZ_PROFILE", "ci")
 PROFILE = settings.get_profile(f"cf-fuzz-{_NAME}")
 if os.environ.get("CF_FUZZ_EXAMPLES"):
@@ -405,6 +407,38 @@ def metrics(case: Case, weights: str | None = "auto") -> list[cf.Metric]:
     ]
 
 
+def extra_metrics(case: Case, backend: str) -> list[cf.Metric]:
+    """Metrics compared across backends only (no oracle, not mergeable)."""
+    if case.family != "forecasts":
+        return []
+    if 4 in KNOWN_DEFECTS and backend == "pandas[pyarrow]" and not (row_valid(case) & _key_ok(case)).any():
+        return []  # issue 25 defect 4: pit_test on pandas[pyarrow] with no (valid) rows
+    c = case.names
+    return [cf.pit_test(c["y"], mean=c["mu"], std=c["sd"])]
+
+
+def _key_ok(case: Case) -> np.ndarray:
+    return np.array([not _null_key(k) for k in case.keys], dtype=bool) if case.by else np.ones(case.n, dtype=bool)
+
+
+def describe(case: Case) -> list[str]:
+    """Labels of the case for ``--hypothesis-show-statistics``."""
+    size = "0 rows" if case.n == 0 else "1-4 rows" if case.n < 5 else "5-40 rows" if case.n <= 40 else "41+ rows"
+    dtypes = sorted({str(d) for d in case.dtypes.values()})
+    return [
+        size,
+        f"key {case.key_kind}",
+        f"invalid={case.invalid}",
+        f"values {case.params['style']}",
+        "dtypes " + ",".join(dtypes),
+        "filtered" if case.filtered else "unfiltered",
+        "weights" if case.weights else "no weights",
+        "invalid rows" if not row_valid(case).all() else "valid rows",
+        "null/NaN key" if case.by and not _key_ok(case).all() else "keys present",
+        "odd names" if case.names["g"] != "g" else "plain names",
+    ]
+
+
 MAIN = {
     "intervals": ["coverage", "width", "winkler"],
     "calibration": ["ece", "brier"],
@@ -429,7 +463,11 @@ def oracle_values(case: Case, idx: np.ndarray) -> dict[str, float]:
     if case.family == "intervals":
         y, lo, hi = d["y"], d["lo"], d["hi"]
         if not case.weights:
-            return {"coverage": oracle.coverage(y, lo, hi), "width": oracle.width(lo, hi), "winkler": oracle.winkler(y, lo, hi, 0.9)}
+            return {
+                "coverage": oracle.coverage(y, lo, hi),
+                "width": oracle.width(lo, hi),
+                "winkler": oracle.winkler(y, lo, hi, 0.9),
+            }
         return {
             "coverage": _wmean(oracle.covered(y, lo, hi), w),
             "width": _wmean(hi - lo, w),
@@ -445,7 +483,9 @@ def oracle_values(case: Case, idx: np.ndarray) -> dict[str, float]:
         s = np.asarray(s, dtype=float)
         keep = w > 0
         total = sum(
-            np.sum(w[(b == m) & keep]) / np.sum(w) * abs(_wmean(y[(b == m) & keep], w[(b == m) & keep]) - _wmean(s[(b == m) & keep], w[(b == m) & keep]))
+            np.sum(w[(b == m) & keep])
+            / np.sum(w)
+            * abs(_wmean(y[(b == m) & keep], w[(b == m) & keep]) - _wmean(s[(b == m) & keep], w[(b == m) & keep]))
             for m in range(nb)
             if ((b == m) & keep).any()
         )
@@ -469,7 +509,13 @@ def oracle_values(case: Case, idx: np.ndarray) -> dict[str, float]:
 
     y = d["y"]
     crps = crps_gauss_oracle(y, d["mu"], d["sd"])
-    pin = np.mean([np.where(y >= q, t * (y - q), (t - 1.0) * (y - q)) for t, q in ((0.1, d["q10"]), (0.5, d["q50"]), (0.9, d["q90"]))], axis=0)
+    pin = np.mean(
+        [
+            np.where(y >= q, t * (y - q), (t - 1.0) * (y - q))
+            for t, q in ((0.1, d["q10"]), (0.5, d["q50"]), (0.9, d["q90"]))
+        ],
+        axis=0,
+    )
     if not case.weights:  # the oracle_forecast form, averaged over the levels
         p = np.mean([ofc.pinball(y, d[c], t) for t, c in ((0.1, "q10"), (0.5, "q50"), (0.9, "q90"))])
         return {"crps": float(np.mean(crps)), "pinball_loss": float(p)}
@@ -511,7 +557,9 @@ def _num(v: Any) -> float:
     return math.nan if pd.isna(v) else float(v)
 
 
-def same_tables(a: dict[Any, dict[str, Any]], b: dict[Any, dict[str, Any]], what: str, *, rtol: float = RTOL, atol: float = 0.0) -> None:
+def same_tables(
+    a: dict[Any, dict[str, Any]], b: dict[Any, dict[str, Any]], what: str, *, rtol: float = RTOL, atol: float = 0.0
+) -> None:
     assert a.keys() == b.keys(), f"{what}: groups {sorted(map(str, a))} != {sorted(map(str, b))}"
     for k in a:
         assert a[k].keys() == b[k].keys(), f"{what}: columns of {k!r}"
@@ -532,7 +580,7 @@ def _atol(case: Case) -> float:
 
 def row_valid(case: Case) -> np.ndarray:
     ok = np.ones(case.n, dtype=bool)
-    for c, v in case.data.items():
+    for v in case.data.values():
         ok &= ~np.isnan(v)
     return ok
 
@@ -570,8 +618,10 @@ def expected(case: Case) -> dict[Any, dict[str, Any]]:
 def backend_skipped(case: Case, backend: str) -> str | None:
     """Why ``backend`` cannot run this case yet (a known defect), else None."""
     if backend == "pandas[pyarrow]":
-        if 5 in KNOWN_DEFECTS and case.key_kind == "float" and any(
-            isinstance(k, float) and k == 0.0 for k in case.keys
+        if (
+            5 in KNOWN_DEFECTS
+            and case.key_kind == "float"
+            and any(isinstance(k, float) and k == 0.0 for k in case.keys)
         ):
             return "issue 25 defect 5: 0.0 and -0.0 keys form two groups on pandas[pyarrow]"
         if 6 in KNOWN_DEFECTS and case.key_kind == "cat":
@@ -615,7 +665,9 @@ def check_oracle(case: Case, got: dict[Any, dict[str, Any]]) -> None:
     exp = expected(case)
     assert got.keys() == exp.keys(), f"groups {sorted(map(str, got))} != {sorted(map(str, exp))}"
     atol = _atol(case)
-    groups = {k: np.array([i for i, g in enumerate(case.keys) if (canon(g) if case.by else ()) == k], dtype=int) for k in exp}
+    groups = {
+        k: np.array([i for i, g in enumerate(case.keys) if (canon(g) if case.by else ()) == k], dtype=int) for k in exp
+    }
     for key, e in exp.items():
         row = got[key]
         if e.get("zero_weight"):  # a group of total weight 0: its rows are invalid
@@ -639,6 +691,8 @@ def test_backends_agree_with_oracle(family: str) -> None:
     @PROFILE
     @given(cases(family))
     def check(case: Case) -> None:
+        for label in describe(case):
+            event(label)
         frame = polars_frame(case)
         before = frame.clone()
         results: dict[str, dict[Any, dict[str, Any]]] = {}
@@ -648,7 +702,8 @@ def test_backends_agree_with_oracle(family: str) -> None:
             source = BACKENDS[backend](frame)
             copy = source.copy(deep=True) if isinstance(source, pd.DataFrame) else None
             view = nw.from_native(source).filter(nw.col(case.names["keep"])).to_native() if case.filtered else source
-            results[backend] = table(cf.evaluate(view, *metrics(case), by=case.by, invalid=case.invalid), case)
+            ms = metrics(case) + extra_metrics(case, backend)
+            results[backend] = table(cf.evaluate(view, *ms, by=case.by, invalid=case.invalid), case)
             if copy is not None:
                 pd.testing.assert_frame_equal(source, copy)  # never modified
         assert frame.equals(before)
@@ -665,7 +720,9 @@ def _take(case: Case, order: np.ndarray, **changes: Any) -> Case:
     params = dict(case.params)
     if "m" in params:
         params["m"] = params["m"][order]
-    new = Case(**{**case.__dict__, "data": data, "keys": [case.keys[i] for i in order], "n": len(order), "params": params})
+    new = Case(
+        **{**case.__dict__, "data": data, "keys": [case.keys[i] for i in order], "n": len(order), "params": params}
+    )
     for k, v in changes.items():
         setattr(new, k, v)
     return new
