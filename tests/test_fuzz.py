@@ -81,7 +81,7 @@ _NAME = os.environ.get("CF_FUZZ_PROFILE", "ci")
 PROFILE = settings.get_profile(f"cf-fuzz-{_NAME}")
 if os.environ.get("CF_FUZZ_EXAMPLES"):
     PROFILE = settings(PROFILE, max_examples=int(os.environ["CF_FUZZ_EXAMPLES"]), derandomize=False)
-LONG = PROFILE.max_examples > 100
+LONG = _NAME == "long" or PROFILE.max_examples > 100
 #: the largest frame: many groups in the long profile, a few hundred rows in CI
 MAX_ROWS = 2000 if LONG else 300
 
