@@ -59,7 +59,7 @@ pl = pytest.importorskip("polars")
 
 #: issue 25's defects the fuzz still meets: each number guards one narrow
 #: exclusion below (search for "issue 25 defect N"); drop it once fixed.
-KNOWN_DEFECTS: set[int] = {1, 2, 3, 4, 5, 6, 7, 8}
+KNOWN_DEFECTS: set[int] = set()  # defects 1-8 fixed (issue 25); the filters stay for bisecting
 #: defects the fuzz found beyond issue 25's list (see the narrow exclusions "new defect X")
 NEW_DEFECTS: set[str] = {"internal-name", "bool-key-concat"}
 if "CF_FUZZ_KNOWN_DEFECTS" in os.environ:  # e.g. CF_FUZZ_KNOWN_DEFECTS="" runs without the exclusions
