@@ -36,7 +36,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
 from conformal_frames.engine import Cells, InvalidPolicy, Metric, Plan, Query
-from conformal_frames.errors import ColumnNotFoundError
+from conformal_frames.errors import BooleanColumnError, ColumnNotFoundError
 
 __all__ = ["SCHEMA_VERSION", "finalize", "merge_summaries", "rolling", "summarize"]
 
@@ -331,11 +331,10 @@ def _plan_without_rows(keys_schema: dict[str, Any], metrics: Sequence[Metric], k
     for _ in range(64):
         try:
             return Plan.of(guessed, metrics, keys, caller="finalize")
-        except TypeError as exc:
-            found = re.search(r"column '([^']+)' must be boolean", str(exc))
-            if found is None or found.group(1) in dict.keys(guessed):
+        except BooleanColumnError as exc:
+            if exc.column in dict.keys(guessed):
                 raise
-            guessed[found.group(1)] = nw.Boolean()
+            guessed[exc.column] = nw.Boolean()
     msg = "finalize: cannot plan these metrics on a summary without rows"  # pragma: no cover
     raise ValueError(msg)  # pragma: no cover
 

@@ -26,7 +26,7 @@ from conformal_frames._validate import (
     validate_fields,
 )
 from conformal_frames.engine import Metric, Query, indicator, total
-from conformal_frames.errors import BackendLimitError
+from conformal_frames.errors import BackendLimitError, BooleanColumnError
 
 __all__ = [
     "Label",
@@ -127,7 +127,7 @@ def membership_exprs(q: Query, spec: SetSpec) -> list[nw.Expr]:
         dtype = q.schema[name]
         if dtype != nw.Boolean:
             msg = f"membership column {name!r} must be boolean, found dtype {dtype}; cast it (e.g. col == 1) first"
-            raise TypeError(msg)
+            raise BooleanColumnError(msg, column=name)
         q.check(f"membership column {name!r} has missing values", col.is_null())
         mem.append(col.cast(nw.Float64))
     return mem
