@@ -27,15 +27,22 @@ Wide quantiles
     that quantile.  Levels are distinct, columns are distinct; the normalised
     form is a tuple of ``(level, column)`` pairs sorted by level.  Rows where
     the quantiles are not non-decreasing in the level (crossing quantiles,
-    e.g. ``q05 > q50``) are invalid: counted per adjacent pair of levels and
-    reported, never scored.
+    e.g. ``q05 > q50``) follow the metric's ``crossing=`` (read here, in
+    :func:`quantile_rows`): ``"score"`` (default) scores them as given and
+    counts them (``<name>_n_crossing``, and a warning on eager input);
+    ``"sort"`` rearranges each row's quantiles in increasing order first
+    (Chernozhukov, Fernandez-Val and Galichon 2010) and counts them too;
+    ``"invalid"`` makes them invalid rows, counted per adjacent pair of
+    levels, under the evaluation's ``invalid=`` policy.
 Central intervals
     ``intervals={0.8: ("lo80", "hi80"), 0.9: ("lo90", "hi90")}``: a mapping
     from confidence level (in (0, 1)) to the ``(lo, hi)`` columns of the
     central interval at that level.  Normalised to ``(level, lo, hi)``
     triples sorted by level.  Rows with ``lo > hi`` are invalid (counted per
-    level), and so are rows where the intervals are not nested
-    (``lo90 <= lo80 <= hi80 <= hi90``, counted per bound).  The interval at
+    level) in the coverage family; rows where the intervals are not nested
+    (``lo90 <= lo80 <= hi80 <= hi90``) are crossing quantiles and follow
+    ``crossing=`` (:func:`interval_set_rows`; ``"invalid"``: counted per
+    bound).  The interval at
     level ``c`` is the pair of quantiles at levels ``(1 - c) / 2`` and
     ``(1 + c) / 2`` (:func:`intervals_as_quantiles`).
 Long quantiles
@@ -52,36 +59,43 @@ import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames._validate import check_columns, fail, is_number
-from conformal_frames.engine import Query, TableRef
+from conformal_frames._validate import check_choice, check_columns, fail, is_number
+from conformal_frames.engine import Query, TableRef, indicator, total
 from conformal_frames.inputs.levels import level_column_row
-from conformal_frames.numerics.stats import ratio
+from conformal_frames.numerics.stats import max_of, min_of, ratio
 
 __all__ = [
+    "CROSSING",
+    "Crossing",
     "Ensemble",
     "Intervals",
     "QuantileLevel",
     "Quantiles",
+    "check_crossing",
     "check_intervals",
     "check_level_column",
     "check_long_form",
     "check_quantiles",
     "check_samples",
+    "crossing_row",
     "ensemble",
     "ensemble_rows",
     "gaussian_z",
     "interval_rows",
+    "interval_set_rows",
     "intervals_as_quantiles",
     "is_close_level",
     "level_tau",
+    "n_crossing",
     "nesting_checks",
     "one_forecast",
     "quantile_levels",
     "quantile_rows",
+    "sorted_rows",
     "tail_level",
     "value_row",
 ]
@@ -90,6 +104,9 @@ __all__ = [
 Quantiles = tuple[tuple[float, str], ...]
 #: normalised intervals: ``(confidence_level, lo, hi)`` triples sorted by level
 Intervals = tuple[tuple[float, str, str], ...]
+#: what a metric does with crossing quantiles (see :func:`quantile_rows`)
+Crossing = Literal["score", "sort", "invalid"]
+CROSSING: tuple[str, ...] = ("score", "sort", "invalid")
 
 QUANTILES = "a mapping {level: column} with levels strictly between 0 and 1, e.g. {0.1: 'q10', 0.9: 'q90'}"
 QUANTILES_OR_COLUMN = QUANTILES + ", or the name of a quantile column with quantile_level= (long form)"
@@ -244,24 +261,107 @@ def tail_level(level: float) -> float:
 # ---------------------------------------------------------------------------
 # rows (inside Metric.build)
 # ---------------------------------------------------------------------------
-def quantile_rows(q: Query, quantiles: Quantiles) -> list[tuple[float, str]]:
+def check_crossing(value: Any, name: str = "crossing") -> str:
+    """``crossing=``: ``"score"``, ``"sort"`` or ``"invalid"`` (see :func:`quantile_rows`)."""
+    return check_choice(value, name, CROSSING)
+
+
+def quantile_rows(q: Query, quantiles: Quantiles, crossing: str = "invalid") -> list[tuple[float, str]]:
     """Register the quantile columns as Float64 rows: ``[(level, row name), ...]`` by level.
 
     Each column is checked as a number (missing / NaN / infinite values are
-    invalid rows); each adjacent pair of levels ``a < b`` adds the check
-    "quantile columns cross: 'qa' (level a) is greater than 'qb' (level b)",
-    so crossing rows are counted per pair and follow the ``invalid=`` policy.
-    Rows with equal quantiles at two levels are valid.
+    invalid rows).  Crossing quantiles (a row where ``q_a > q_b`` for levels
+    ``a < b``) follow ``crossing``, the one place the library reads it:
+
+    - ``"score"``: the rows are the columns as given (the pinball loss, the
+      WIS in its quantile form and the quantile coverage are defined for any
+      quantiles); count the crossing rows with :func:`n_crossing`;
+    - ``"sort"``: the rows are each row's quantiles sorted in increasing
+      order (the rearrangement of Chernozhukov, Fernandez-Val and Galichon,
+      2010: the ``j``-th row holds the ``j``-th smallest value), which never
+      increases the pinball loss; lazy, two layers of row expressions
+      (:func:`sorted_rows`);
+    - ``"invalid"``: each adjacent pair of levels ``a < b`` adds the check
+      "quantile columns cross: 'qa' (level a) is greater than 'qb' (level
+      b)", so crossing rows are counted per pair and follow the ``invalid=``
+      policy.  Rows with equal quantiles at two levels are valid.
     """
+    rows = [(level, q.row(("value", column), q.number(column))) for level, column in quantiles]
+    if crossing == "invalid":
+        for (a, ca), (b, cb) in itertools.pairwise(quantiles):
+            q.check(
+                f"quantile columns cross: {ca!r} (level {a:g}) is greater than {cb!r} (level {b:g})",
+                q.number(ca) > q.number(cb),
+            )
+    elif crossing == "sort":
+        return list(zip([level for level, _ in quantiles], sorted_rows(q, [r for _, r in rows])))
+    return rows
+
+
+def sorted_rows(q: Query, rows: list[str]) -> list[str]:
+    """Row columns holding the values of ``rows`` sorted in increasing order, row by row.
+
+    ``c_a = #{b: x_b <= x_a}`` (ties included) is ``x_a``'s rank from above;
+    the ``j``-th smallest value is ``min{x_a : c_a >= j}``.  Two layers of
+    ``k`` row expressions of ``k`` terms each, comparisons and minima only:
+    lazy on every engine, ``O(k^2)`` per row for ``k`` levels (small).
+    """
+    k = len(rows)
+    if k < 2:
+        return list(rows)
+    key = tuple(rows)
+    top = q.row(("sorted_max", key), max_of(*[nw.col(r) for r in rows]), inputs=rows)
+    ranks = [
+        q.row(("rank_le", key, a), total(indicator(nw.col(b) <= nw.col(a)) for b in rows), inputs=rows) for a in rows
+    ]
     out = []
-    for level, column in quantiles:
-        out.append((level, q.row(("value", column), q.number(column))))
-    for (a, ca), (b, cb) in itertools.pairwise(quantiles):
-        q.check(
-            f"quantile columns cross: {ca!r} (level {a:g}) is greater than {cb!r} (level {b:g})",
-            q.number(ca) > q.number(cb),
-        )
+    for j in range(1, k + 1):
+        if j == k:
+            out.append(top)
+            continue
+        parts = [nw.when(nw.col(c) >= float(j)).then(nw.col(a)).otherwise(nw.col(top)) for a, c in zip(rows, ranks)]
+        out.append(q.row(("sorted", key, j), min_of(*parts), inputs=[*rows, *ranks, top]))
     return out
+
+
+def crossing_row(q: Query, quantiles: Quantiles) -> str:
+    """Row column: 1.0 where some quantile exceeds the quantile of a higher level (else 0.0)."""
+    rows = [q.row(("value", column), q.number(column)) for _, column in quantiles]
+    if len(rows) < 2:
+        return q.row(("no_crossing",), nw.lit(0.0))
+    parts = [indicator(nw.col(a) > nw.col(b)) for a, b in itertools.pairwise(rows)]
+    return q.row(("crossing", tuple(rows)), max_of(*parts), inputs=rows)
+
+
+def n_crossing(q: Query, quantiles: Quantiles, counts: str | None = None) -> nw.Expr:
+    """The group's number of rows with crossing quantiles (``<name>_n_crossing``), counted like ``n``."""
+    return q.weighting(None, counts=counts).sum(crossing_row(q, quantiles))
+
+
+def interval_set_rows(q: Query, intervals: Intervals, crossing: str = "invalid") -> list[tuple[float, str, str]]:
+    """Each interval's bounds as Float64 rows: ``[(level, lo row, hi row), ...]``, under ``crossing``.
+
+    A single interval with ``lo > hi`` is an invalid row in every mode (the
+    coverage family's rule, checked on the columns as given).  Intervals
+    that are not nested are the quantiles ``(1 - c) / 2``, ``(1 + c) / 2``
+    crossing (:func:`intervals_as_quantiles`): ``"invalid"`` adds the
+    nesting checks (:func:`nesting_checks`); ``"score"`` keeps the bounds as
+    given; ``"sort"`` sorts the set's quantiles row by row
+    (:func:`quantile_rows`) and reads each interval back from them.
+    """
+    for _, lo, hi in intervals:
+        lo_e, hi_e = q.number(lo), q.number(hi)
+        q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e)
+    if crossing == "invalid":
+        nesting_checks(q, intervals)
+    quantile_set = intervals_as_quantiles(intervals)
+    rows = quantile_rows(q, quantile_set, "sort" if crossing == "sort" else "score")
+
+    def row_at(level: float) -> str:
+        return next(r for lv, r in rows if is_close_level(lv, level))
+
+    # sorted, the rows are read back by level: the lowest level's bounds are the inner pair
+    return [(level, row_at(tail_level(level)), row_at(1.0 - tail_level(level))) for level, _, _ in intervals]
 
 
 def interval_rows(q: Query, intervals: Intervals) -> list[tuple[float, str, str]]:
@@ -272,13 +372,7 @@ def interval_rows(q: Query, intervals: Intervals) -> list[tuple[float, str, str]
     'hi80' in 3 rows"), counted per level; intervals that are not nested are
     invalid rows too (:func:`nesting_checks`).
     """
-    nesting_checks(q, intervals)
-    out = []
-    for level, lo, hi in intervals:
-        lo_e, hi_e = q.number(lo), q.number(hi)
-        q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e)
-        out.append((level, q.row(("value", lo), lo_e), q.row(("value", hi), hi_e)))
-    return out
+    return interval_set_rows(q, intervals, "invalid")
 
 
 def nesting_checks(q: Query, intervals: Intervals) -> None:
@@ -482,13 +576,14 @@ class QuantileLevel:
 
 
 def quantile_levels(
-    q: Query, quantiles: Quantiles | str, quantile_level: str | None, *, by_key: bool
+    q: Query, quantiles: Quantiles | str, quantile_level: str | None, *, by_key: bool, crossing: str = "invalid"
 ) -> list[QuantileLevel]:
+    """The levels of wide or long quantiles; wide ones under ``crossing`` (:func:`quantile_rows`)."""
     if isinstance(quantiles, str):
         assert quantile_level is not None  # checked by check_long_form
         t = level_column_row(q, quantile_level, by_key=by_key)
         return [QuantileLevel(value_row(q, quantiles), t, q.min(t))]
-    return [QuantileLevel(row, tau, tau) for tau, row in quantile_rows(q, quantiles)]
+    return [QuantileLevel(row, tau, tau) for tau, row in quantile_rows(q, quantiles, crossing)]
 
 
 def level_tau(level: QuantileLevel) -> tuple[nw.Expr | float, list[str]]:
