@@ -385,6 +385,7 @@ class ConformalNamespace:
         ci_level: float = ...,
         weights: str | None = ...,
         counts: str | None = ...,
+        crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -397,6 +398,7 @@ class ConformalNamespace:
         per_level: bool = ...,
         weights: str | None = ...,
         counts: str | None = ...,
+        crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -410,6 +412,7 @@ class ConformalNamespace:
         ci_level: float = ...,
         weights: str | None = ...,
         counts: str | None = ...,
+        crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -422,6 +425,7 @@ class ConformalNamespace:
         median: str | None = ...,
         weights: str | None = ...,
         counts: str | None = ...,
+        crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -482,6 +486,7 @@ class ConformalNamespace:
         ci_level: float = ...,
         seed: int = ...,
         weights: str | None = ...,
+        crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -494,6 +499,18 @@ class ConformalNamespace:
         samples: str | Sequence[str] | None = ...,
         quantiles: dict[float, str] | None = ...,
         seed: int = ...,
+        crossing: str = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def quantile_crps(
+        self,
+        y: str,
+        *,
+        quantiles: dict[float, str],
+        weights: str | None = ...,
+        counts: str | None = ...,
+        crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...

@@ -64,13 +64,14 @@ from typing import Any, Literal
 import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import check_choice, check_columns, fail, is_number
-from conformal_frames.engine import Query, TableRef, indicator, total
+from conformal_frames.engine import Metric, Query, TableRef, indicator, total
 from conformal_frames.inputs.levels import level_column_row
 from conformal_frames.numerics.stats import max_of, min_of, ratio
 
 __all__ = [
     "CROSSING",
     "Crossing",
+    "CrossingOutputs",
     "Ensemble",
     "Intervals",
     "QuantileLevel",
@@ -81,6 +82,7 @@ __all__ = [
     "check_long_form",
     "check_quantiles",
     "check_samples",
+    "crossing_outputs",
     "crossing_row",
     "ensemble",
     "ensemble_rows",
@@ -336,6 +338,48 @@ def crossing_row(q: Query, quantiles: Quantiles) -> str:
 def n_crossing(q: Query, quantiles: Quantiles, counts: str | None = None) -> nw.Expr:
     """The group's number of rows with crossing quantiles (``<name>_n_crossing``), counted like ``n``."""
     return q.weighting(None, counts=counts).sum(crossing_row(q, quantiles))
+
+
+class CrossingOutputs:
+    """Outputs of a metric with ``crossing=``: ``<name>_n_crossing`` (Int64) and its warning."""
+
+    crossing: str
+    output_name: str
+
+    def counts_crossing(self) -> bool:
+        """Whether the metric outputs ``n_crossing`` (wide quantiles under "score" or "sort")."""
+        return self.crossing != "invalid" and not isinstance(getattr(self, "quantiles", None), str)
+
+    def rearranges(self) -> bool:
+        """Whether crossing rows are rearranged (``"sort"``) rather than scored as given."""
+        return self.crossing == "sort"
+
+    def notices(self) -> dict[str, str]:
+        if not self.counts_crossing():
+            return {}
+        if self.rearranges():
+            done = "rearranged in increasing order first"
+            other = "" if self.crossing == "score" else "pass crossing='score' to score them as given, or "
+        else:
+            done, other = "scored as given", "pass crossing='sort' to rearrange them, or "
+        msg = (
+            f"{self.output_name}: crossing quantiles in {{rows}}, {done} (crossing={self.crossing!r}); "
+            f"{other}crossing='invalid' to make them invalid rows"
+        )
+        return {f"{self.output_name}_n_crossing": msg}
+
+    def output_dtypes(self, built: Mapping[str, nw.Expr | None]) -> dict[str, Any]:
+        out = Metric.output_dtypes(self, built)  # type: ignore[arg-type]
+        if "n_crossing" in built:
+            out[f"{self.output_name}_n_crossing"] = nw.Int64
+        return out
+
+
+def crossing_outputs(
+    metric: CrossingOutputs, q: Query, quantiles: Quantiles, counts: str | None
+) -> dict[str, nw.Expr | None]:
+    """``{"n_crossing": count}`` when the metric counts crossing rows, else ``{}``."""
+    return {"n_crossing": n_crossing(q, quantiles, counts)} if metric.counts_crossing() else {}
 
 
 def interval_set_rows(q: Query, intervals: Intervals, crossing: str = "invalid") -> list[tuple[float, str, str]]:

@@ -31,15 +31,15 @@ tables, one row per group and level, with the level in a column
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import check_boolean, checked, optional
 from conformal_frames.engine import Metric, Query, TableRef, Weighting, indicator, stack, total
 from conformal_frames.inputs.forecasts import (
+    CrossingOutputs,
     Intervals,
     QuantileLevel,
     Quantiles,
@@ -48,11 +48,11 @@ from conformal_frames.inputs.forecasts import (
     check_level_column,
     check_long_form,
     check_quantiles,
+    crossing_outputs,
     interval_set_rows,
     intervals_as_quantiles,
     is_close_level,
     level_tau,
-    n_crossing,
     nesting_checks,
     quantile_levels,
     quantile_rows,
@@ -83,41 +83,6 @@ def pinball_row(q: Query, y: str, level: QuantileLevel) -> str:
 def _below_row(q: Query, y: str, level: QuantileLevel) -> str:
     """Row column ``1[y <= q_tau]``."""
     return q.row(("below", y, level.row), (nw.col(y) <= nw.col(level.row)).cast(F64), inputs=[y, level.row])
-
-
-class CrossingOutputs:
-    """Outputs of a metric with ``crossing=``: ``<name>_n_crossing`` (Int64) and its warning."""
-
-    crossing: str
-    output_name: str
-
-    def counts_crossing(self) -> bool:
-        """Whether the metric outputs ``n_crossing`` (wide quantiles under "score" or "sort")."""
-        return self.crossing != "invalid" and not isinstance(getattr(self, "quantiles", None), str)
-
-    def notices(self) -> dict[str, str]:
-        if not self.counts_crossing():
-            return {}
-        done = "scored as given" if self.crossing == "score" else "rearranged in increasing order first"
-        other = "'sort' to rearrange" if self.crossing == "score" else "'score' to score them as given"
-        msg = (
-            f"{self.output_name}: crossing quantiles in {{rows}}, {done} (crossing={self.crossing!r}); "
-            f"pass crossing={other}, or crossing='invalid' to make them invalid rows"
-        )
-        return {f"{self.output_name}_n_crossing": msg}
-
-    def output_dtypes(self, built: Mapping[str, nw.Expr | None]) -> dict[str, Any]:
-        out = Metric.output_dtypes(self, built)  # type: ignore[arg-type]
-        if "n_crossing" in built:
-            out[f"{self.output_name}_n_crossing"] = nw.Int64
-        return out
-
-
-def crossing_outputs(
-    metric: CrossingOutputs, q: Query, quantiles: Quantiles, counts: str | None
-) -> dict[str, nw.Expr | None]:
-    """``{"n_crossing": count}`` when the metric counts crossing rows, else ``{}``."""
-    return {"n_crossing": n_crossing(q, quantiles, counts)} if metric.counts_crossing() else {}
 
 
 def _check_long_crossing(quantiles: object, crossing: str, metric: str) -> None:
