@@ -41,7 +41,7 @@ def _direct(frame, by: str) -> object:
         cf.pinball_loss("y", quantiles=QUANTILES),
         cf.wis("y", quantiles=QUANTILES),
         cf.quantile_coverage("y", quantiles=QUANTILES, per_level=False),
-        cf.crps("y", quantiles=QUANTILES),
+        cf.quantile_crps("y", quantiles=QUANTILES),
         by=by,
     )
 
@@ -56,8 +56,9 @@ def test_report_forecast_tables_equal_evaluate(constructor) -> None:
     if constructor.lazy:  # lazy input: invalid="null" by default, with the count of invalid rows
         assert t.pop("n_invalid").tolist() == [0, 0, 0, 0]
     assert list(t.columns) == [
-        "g", "crps", "pit_test", "pit_test_pvalue", "pinball_loss",
-        "wis", "wis_dispersion", "wis_overprediction", "wis_underprediction", "quantile_coverage_mad", "n",
+        "g", "quantile_crps", "quantile_crps_n_crossing", "pit_test", "pit_test_pvalue", "pit_test_n_crossing",
+        "pinball_loss", "pinball_loss_n_crossing", "wis", "wis_dispersion", "wis_overprediction",
+        "wis_underprediction", "wis_n_crossing", "quantile_coverage_mad", "n",
     ]  # fmt: skip
     direct = to_pandas(_direct(frame, "g"))
     assert t["g"].tolist() == direct["g"].tolist()
@@ -68,7 +69,7 @@ def test_report_forecast_tables_equal_evaluate(constructor) -> None:
         ("wis_overprediction", "wis_overprediction"),
         ("wis_underprediction", "wis_underprediction"),
         ("quantile_coverage_mad", "quantile_coverage"),
-        ("crps", "crps"),
+        ("quantile_crps", "quantile_crps"),
     ]:
         assert t[report_col].tolist() == pytest.approx(direct[col].tolist(), rel=1e-12), report_col
     assert t["n"].tolist() == direct["n"].tolist()
@@ -280,11 +281,11 @@ def test_report_counts_nesting_violations() -> None:
     "make",
     [
         lambda: cf.wis("y", quantiles="q"),
-        lambda: cf.crps("y", quantiles="q"),
+        lambda: cf.quantile_crps("y", quantiles="q"),
         lambda: cf.pit_test("y", quantiles="q"),
         lambda: cf.pit_histogram("y", quantiles="q"),
     ],
-    ids=["wis", "crps", "pit_test", "pit_histogram"],
+    ids=["wis", "quantile_crps", "pit_test", "pit_histogram"],
 )
 def test_long_form_unsupported_is_a_clear_error(make) -> None:
     with pytest.raises(TypeError, match=r"^quantiles must be a mapping .*'q' names one column: the long form") as info:
