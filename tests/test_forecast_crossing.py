@@ -247,3 +247,29 @@ def test_quantile_crps_close_to_the_gaussian_crps(levels: tuple, tolerance: floa
 def test_crps_quantiles_points_to_quantile_crps() -> None:
     with pytest.raises(ValueError, match=r"use cf.quantile_crps\(y, quantiles=...\)"):
         cf.crps("y", quantiles={0.5: "m"})
+
+
+def test_report_and_cli_crossing(tmp_path, capsys) -> None:
+    import json
+
+    from conformal_frames import cli
+
+    data = crossing_data(7, n=40)
+    df = pl.DataFrame(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        t = df.conformal.report(y="y", quantiles=QCOLS, by="g", crossing="sort").frame("forecast")
+        direct = cf.evaluate(df, cf.pinball_loss("y", quantiles=QCOLS, crossing="sort"), by="g")
+    assert "crps" not in t.columns  # the approximation is quantile_crps, never crps
+    assert t["pinball_loss"].to_list() == pytest.approx(direct["pinball_loss"].to_list(), rel=1e-12)
+    assert t["pinball_loss_n_crossing"].to_list() == direct["pinball_loss_n_crossing"].to_list()
+    path = tmp_path / "fc.parquet"
+    df.write_parquet(path)
+    qspec = ",".join(f"{tau:g}={c}" for tau, c in QCOLS.items())
+    args = ["report", str(path), "--y", "y", "--quantiles", qspec, "--by", "g", "--no-plots", "--format", "json"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        assert cli.main([*args, "--crossing", "sort"]) == 0
+    got = json.loads(capsys.readouterr().out)["tables"]["forecast"]
+    assert [r["pinball_loss"] for r in got] == pytest.approx(direct["pinball_loss"].to_list(), rel=1e-12)
+    assert cli.main([*args, "--crossing", "invalid"]) != 0  # crossing rows: invalid (null groups, exit code)

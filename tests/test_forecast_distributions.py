@@ -513,7 +513,9 @@ def test_quantile_crps_and_pit_match_oracle(constructor):
 def test_quantile_forms_seeds(constructor, seed):
     not_spark(constructor, "test_quantile_crps_and_pit_match_oracle")
     d = quantile_data(seed, n=50)
-    out = to_pandas(cf.evaluate(constructor(d), cf.quantile_crps("y", quantiles=QCOLS), cf.pit_test("y", quantiles=QCOLS)))
+    out = to_pandas(
+        cf.evaluate(constructor(d), cf.quantile_crps("y", quantiles=QCOLS), cf.pit_test("y", quantiles=QCOLS))
+    )
     assert_close(out["quantile_crps"], [quantile_crps_oracle(d).mean()], rtol=1e-12)
     assert_close([out["pit_test"][0], out["pit_test_pvalue"][0]], ks_oracle(quantile_pit(d, 0, None)), rtol=1e-12)
 
