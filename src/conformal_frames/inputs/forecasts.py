@@ -64,7 +64,7 @@ from typing import Any, Literal
 import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import check_choice, check_columns, fail, is_number
-from conformal_frames.engine import Metric, Query, TableRef, indicator, total
+from conformal_frames.engine import Metric, Query, TableRef, indicator, over, total
 from conformal_frames.inputs.levels import level_column_row
 from conformal_frames.numerics.stats import max_of, min_of, ratio
 
@@ -77,6 +77,7 @@ __all__ = [
     "QuantileLevel",
     "Quantiles",
     "check_crossing",
+    "check_horizon",
     "check_intervals",
     "check_level_column",
     "check_long_form",
@@ -87,6 +88,7 @@ __all__ = [
     "ensemble",
     "ensemble_rows",
     "gaussian_z",
+    "horizon_row",
     "interval_rows",
     "interval_set_rows",
     "intervals_as_quantiles",
@@ -437,6 +439,50 @@ def nesting_checks(q: Query, intervals: Intervals) -> None:
             f"intervals not nested: {hi_a!r} (level {a:g}) is greater than {hi_b!r} (level {b:g})",
             q.number(hi_a) > q.number(hi_b),
         )
+
+
+def check_horizon(value: Any, name: str = "horizon") -> int | str:
+    """``horizon=``: a positive integer, or the name of a column holding it (one value per group)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            import numpy as np
+
+            ok = isinstance(value, np.integer)
+        except ImportError:  # pragma: no cover
+            ok = False
+        if not ok:
+            fail(TypeError, name, "a positive integer or the name of a column of positive integers", value)
+    if int(value) < 1:
+        fail(ValueError, name, "a positive integer or the name of a column of positive integers", value)
+    return int(value)
+
+
+def horizon_row(q: Query, column: str) -> str:
+    """The ``horizon=`` column as a Float64 row: positive integers, one value per group.
+
+    Missing, non-finite, non-integer and values below 1 are invalid rows;
+    so are the rows of a group where the horizon is not constant (e.g. a
+    ``by=`` that does not include the horizon column).
+    """
+    bad = f"column {column!r} (horizon=) has values that are not integers >= 1"
+    if column in q.keys:  # by=[..., horizon]: the group's own key (null keys are invalid already)
+        if not q.schema[column].is_numeric():
+            msg = f"column {column!r} (horizon=) must hold positive integers, found dtype {q.schema[column]}"
+            raise TypeError(msg)
+        key = nw.col(column).cast(nw.Float64)
+        q.check(bad, ~key.is_finite() | (key < 1.0) | (key != key.floor()))
+        return q.row(("horizon_key", column), key)
+    h = q.number(column)
+    q.check(bad, (h < 1.0) | (h != h.floor()))
+    spread = over(h.max(), q.keys) - over(h.min(), q.keys)  # the keys' own names: checks read the input frame
+    q.check(
+        f"column {column!r} (horizon=) is not constant within a group, in {{rows}}; group by it "
+        f"(by=[..., {column!r}]) or pass one horizon as an integer",
+        spread != 0.0,
+    )
+    return q.row(("value", column), h)
 
 
 def value_row(q: Query, y: str) -> str:
