@@ -221,8 +221,8 @@ def test_nesting_checks_every_backend(constructor) -> None:
     out = to_pandas(
         cf.evaluate(
             constructor(NESTED),
-            cf.interval_coverage("y", intervals=NESTED_INTERVALS),
-            cf.wis("y", intervals=NESTED_INTERVALS, median="m"),
+            cf.interval_coverage("y", intervals=NESTED_INTERVALS, crossing="invalid"),
+            cf.wis("y", intervals=NESTED_INTERVALS, median="m", crossing="invalid"),
             by="g",
             invalid="drop",
         )
@@ -248,26 +248,26 @@ def test_nesting_checks_raise_and_null(eager_constructor) -> None:
     frame = eager_constructor(NESTED)
     msg = r"^intervals not nested: 'lo90' \(level 0.9\) is greater than 'lo80' \(level 0.8\) in 1 row"
     with pytest.raises(ValueError, match=msg):
-        cf.conformal(frame).interval_coverage("y", intervals=NESTED_INTERVALS)
+        cf.conformal(frame).interval_coverage("y", intervals=NESTED_INTERVALS, crossing="invalid")
     with pytest.raises(ValueError, match=r"intervals not nested: 'hi80' \(level 0.8\) is greater than 'hi90'"):
         cf.conformal(eager_constructor({k: v[3:] for k, v in NESTED.items()})).wis(
-            "y", intervals=NESTED_INTERVALS, median="m"
+            "y", intervals=NESTED_INTERVALS, median="m", crossing="invalid"
         )
-    nulls = to_pandas(cf.evaluate(frame, cf.interval_coverage("y", intervals=NESTED_INTERVALS), by="g", invalid="null"))
+    nulls = to_pandas(cf.evaluate(frame, cf.interval_coverage("y", intervals=NESTED_INTERVALS, crossing="invalid"), by="g", invalid="null"))
     assert nulls["n_invalid"].tolist() == [1, 1]
     assert nulls["interval_coverage_level80"].isna().all()
     # nested rows with equal bounds are valid
     same = {k: v for k, v in NESTED.items()}
     same["lo90"], same["hi90"] = same["lo80"], same["hi80"]
-    out = cf.conformal(eager_constructor(same)).interval_coverage("y", intervals=NESTED_INTERVALS)
+    out = cf.conformal(eager_constructor(same)).interval_coverage("y", intervals=NESTED_INTERVALS, crossing="invalid")
     assert _as_list(out, "n") == [6, 6]
 
 
 def test_report_counts_nesting_violations() -> None:
     df = pl.DataFrame(NESTED)
     with pytest.raises(ValueError, match=r"intervals not nested: 'lo90' \(level 0.9\) is greater than 'lo80'"):
-        df.conformal.report(y="y", intervals=NESTED_INTERVALS, by="g")
-    rep = df.lazy().conformal.report(y="y", intervals=NESTED_INTERVALS, by="g")
+        df.conformal.report(y="y", intervals=NESTED_INTERVALS, by="g", crossing="invalid")
+    rep = df.lazy().conformal.report(y="y", intervals=NESTED_INTERVALS, by="g", crossing="invalid")
     assert rep.summary["invalid_rows"] == 2
     causes = rep.summary["invalid_causes"]
     assert any("'lo90' (level 0.9) is greater than 'lo80' (level 0.8) in 1 row" in c for c in causes)
