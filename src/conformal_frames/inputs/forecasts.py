@@ -81,6 +81,7 @@ __all__ = [
     "check_intervals",
     "check_level_column",
     "check_long_form",
+    "check_member_weights",
     "check_quantiles",
     "check_samples",
     "crossing_outputs",
@@ -548,6 +549,8 @@ class Ensemble:
     members: str | tuple[str, ...]
     #: the row column of the forecast's weight (``weights=``), carried to each forecast
     weight: str | None = None
+    #: the members' weights (``member_weights=``): a list row column, or one row column per member
+    member_weights: str | tuple[str, ...] | None = None
 
     @property
     def width(self) -> int | None:
@@ -580,13 +583,72 @@ def _list_members(q: Query, name: str) -> str:
     return q.row(("samples_list", name), col)
 
 
-def ensemble(q: Query, y: str, samples: str | tuple[str, ...], weight: str | None = None) -> Ensemble:
-    """The ensemble's row columns (inputs checked); ``weight``: a weight row column."""
+def check_member_weights(
+    samples: Any, member_weights: Any, name: str = "member_weights"
+) -> str | tuple[str, ...] | None:
+    """``member_weights=``: like ``samples`` (a list column, or one column per member), aligned with it."""
+    if member_weights is None:
+        return None
+    if samples is None:
+        msg = f"{name}= weighs the members of an ensemble: it needs samples="
+        raise ValueError(msg)
+    value = check_samples(member_weights, name)
+    if isinstance(samples, str) != isinstance(value, str):
+        msg = (
+            f"{name}= must have the form of samples=: a list column with a list column, "
+            f"a list of member columns with a list of as many weight columns, got samples={samples!r}, {name}={value!r}"
+        )
+        raise TypeError(msg)
+    if not isinstance(value, str) and len(value) != len(samples):
+        msg = f"{name}= must give one weight column per member: {len(samples)} members, {len(value)} weight columns"
+        raise ValueError(msg)
+    return value
+
+
+def _member_weight_rows(
+    q: Query, samples: str | tuple[str, ...], weights: str | tuple[str, ...]
+) -> str | tuple[str, ...]:
+    """The member weights as row columns, checked: finite, non-negative, a positive total per forecast."""
+    if isinstance(weights, str):
+        assert isinstance(samples, str)
+        dtype = q.schema.get(weights)
+        if not isinstance(dtype, (nw.List, nw.Array)):
+            msg = f"member_weights column {weights!r} must be a list column of numbers aligned with {samples!r}, found dtype {dtype}"
+            raise TypeError(msg)
+        col = q.column(weights)
+        if isinstance(dtype, nw.Array):
+            col = col.cast(nw.List(dtype.inner))
+        what = f"member_weights column {weights!r}"
+        q.check(f"{what} has missing values", col.is_null())
+        q.check(f"{what} has missing members", col.list.contains(None))
+        q.check(f"{what} has NaN or infinite weights", ~col.list.mean().is_finite())
+        q.check(f"{what} has negative weights", col.list.min() < 0.0)
+        q.check(f"{what} has a zero total weight", col.list.max() <= 0.0)  # weights are non-negative
+        q.check(f"{what} has lists of another length than {samples!r}", col.list.len() != q.column(samples).list.len())
+        return q.row(("member_weights_list", weights), col)
+    rows = []
+    for c in weights:
+        w = q.number(c)
+        q.check(f"member_weights column {c!r} has negative values", w < 0.0)
+        rows.append(q.row(("value", c), w))
+    q.check("member_weights have a zero total weight", total(q.number(c) for c in weights) <= 0.0)
+    return tuple(rows)
+
+
+def ensemble(
+    q: Query,
+    y: str,
+    samples: str | tuple[str, ...],
+    weight: str | None = None,
+    member_weights: str | tuple[str, ...] | None = None,
+) -> Ensemble:
+    """The ensemble's row columns (inputs checked); ``weight``: a weight row column; ``member_weights``: columns."""
     y_row = q.row(("value", y), q.number(y))
+    mw = None if member_weights is None else _member_weight_rows(q, samples, member_weights)
     if isinstance(samples, str):
-        return Ensemble(y_row, _list_members(q, samples), weight)
+        return Ensemble(y_row, _list_members(q, samples), weight, mw)
     # + 0.0 turns -0.0 into 0.0: pandas (pyarrow dtypes) cannot sort or group a column holding both
-    return Ensemble(y_row, tuple(q.row(("member", s), q.number(s) + 0.0) for s in samples), weight)
+    return Ensemble(y_row, tuple(q.row(("member", s), q.number(s) + 0.0) for s in samples), weight, mw)
 
 
 def _members_long(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: TableRef) -> nw.LazyFrame:
@@ -598,22 +660,29 @@ def _members_long(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: Table
     same forecast on every engine (a tie of this order is a repeated identical
     forecast).  With a weight, its column ``w`` is carried along.
     """
-    rid, x, c = ref.name("rid"), ref.name("x"), ref.name("c")
+    rid, x, c, mw = ref.name("rid"), ref.name("x"), ref.name("c"), ref.name("mw")
     y = (nw.col(ens.y) + 0.0).alias(ref.name("y"))  # -0.0 becomes 0.0 (see below)
     carried = [ref.name("y")] + ([ref.name("w")] if ens.weight is not None else [])
     weight = [nw.col(ens.weight).alias(ref.name("w"))] if ens.weight is not None else []
+    mws = ens.member_weights
     if isinstance(ens.members, str):
-        base = rows.select(*keys, y, *weight, nw.col(ens.members).alias(x))
+        list_w = [nw.col(mws).alias(mw)] if isinstance(mws, str) else []
+        base = rows.select(*keys, y, *weight, nw.col(ens.members).alias(x), *list_w)
         base = base.with_row_index(rid, order_by=[*keys, *carried])
-        long = base.explode(x)
+        long = base.explode(x, mw) if list_w else base.explode(x)
     else:
-        base = rows.select(*keys, y, *weight, *ens.members)
-        base = base.with_row_index(rid, order_by=[*keys, *carried, *ens.members])
-        parts = [base.select(*keys, rid, *carried, nw.col(m).alias(x)) for m in ens.members]
+        cols_w = list(mws) if isinstance(mws, tuple) else []
+        base = rows.select(*keys, y, *weight, *ens.members, *cols_w)
+        base = base.with_row_index(rid, order_by=[*keys, *carried, *ens.members, *cols_w])
+        parts = [
+            base.select(*keys, rid, *carried, nw.col(m).alias(x), *([nw.col(cols_w[i]).alias(mw)] if cols_w else []))
+            for i, m in enumerate(ens.members)
+        ]
         long = nw.concat(parts, how="vertical")
     # + 0.0 turns -0.0 into 0.0: one tie group on every engine (pandas cannot group both)
     long = long.with_columns(nw.col(x).cast(nw.Float64) + 0.0)
-    ties = long.group_by(*keys, rid, *carried, x).agg(nw.len().alias(c))
+    aggs = [nw.len().alias(c), *([nw.col(mw).cast(nw.Float64).sum()] if mws is not None else [])]
+    ties = long.group_by(*keys, rid, *carried, x).agg(*aggs)
     return ties.with_columns(nw.col(c).cast(nw.Float64))
 
 
@@ -627,7 +696,9 @@ def ensemble_rows(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: Table
     weight, ``w`` is the forecast's weight.
     """
     ties = _members_long(rows, keys, ens, ref)
-    rid, x, c, y = ref.name("rid"), ref.name("x"), ref.name("c"), ref.name("y")
+    rid, x, y = ref.name("rid"), ref.name("x"), ref.name("y")
+    # with member weights every count below is a weight: m the total weight, spread the weighted sum
+    c = ref.name("mw") if ens.member_weights is not None else ref.name("c")
     end, m = ref.name("end"), ref.name("m")
     part = [*keys, rid]
     real = ties.filter(~nw.col(x).is_null())
@@ -646,7 +717,8 @@ def ensemble_rows(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: Table
     if ens.weight is not None:  # one value per forecast
         sums.append(nw.col(ref.name("w")).max())
     per = real.group_by(*keys, rid).agg(nw.col(c).sum().alias(m), *sums)
-    nulls = ties.with_columns(nw.when(nw.col(x).is_null()).then(nw.col(c)).otherwise(0.0).alias(ref.name("nulls")))
+    count = nw.col(ref.name("c"))
+    nulls = ties.with_columns(nw.when(nw.col(x).is_null()).then(count).otherwise(0.0).alias(ref.name("nulls")))
     nulls = nulls.group_by(*keys, rid).agg(nw.col(ref.name("nulls")).sum())
     return nulls.join(per, on=[*keys, rid], how="left")
 

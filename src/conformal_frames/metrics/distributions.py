@@ -53,6 +53,7 @@ from conformal_frames.inputs.forecasts import (
     Ensemble,
     Quantiles,
     check_crossing,
+    check_member_weights,
     check_quantiles,
     check_samples,
     crossing_outputs,
@@ -199,24 +200,29 @@ class CRPS(Metric):
     estimator: str = checked(choice("plain", "fair"), "plain")
     weights: str | None = None
     counts: str | None = None
+    member_weights: str | tuple[str, ...] | None = checked(optional(check_samples), None)
     default_name = "crps"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         one_forecast(self.mean, self.std, self.samples)
+        check_member_weights(self.samples, self.member_weights)
+        if self.member_weights is not None and self.estimator == "fair":
+            msg = "estimator='fair' is for equally weighted members; with member_weights= use estimator='plain'"
+            raise ValueError(msg)
         if self.estimator == "fair" and isinstance(self.samples, tuple) and len(self.samples) < 2:
             msg = "estimator='fair' needs at least 2 members, got samples=" + repr(list(self.samples))
             raise ValueError(msg)
 
     def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
-        return arrow_lists(frame, [self.samples] if isinstance(self.samples, str) else [])
+        return arrow_lists(frame, [c for c in (self.samples, self.member_weights) if isinstance(c, str)])
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights, counts=self.counts)
         if self.mean is not None and self.std is not None:
             return {"": ratio(w.sum(gaussian_crps_row(q, self.y, self.mean, self.std)), w.total)}
         assert self.samples is not None
-        ens = ensemble(q, self.y, self.samples, w.row)
+        ens = ensemble(q, self.y, self.samples, w.row, self.member_weights)
         if self.estimator == "fair" and isinstance(self.samples, str):
             col = nw.col(self.samples)
             q.check(
@@ -237,6 +243,7 @@ def crps(
     estimator: Estimator = "plain",
     weights: str | None = None,
     counts: str | None = None,
+    member_weights: str | Sequence[str] | None = None,
 ) -> CRPS:
     """Continuous ranked probability score (CRPS), averaged over rows; lower is better.
 
@@ -287,6 +294,17 @@ def crps(
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
+    member_weights : str or list of str, optional
+        Weights of the ensemble's members, aligned with ``samples``: a list
+        column (with a list column of samples, of the same lengths) or one
+        column per member column.  The forecast is the weighted empirical
+        distribution: ``CRPS = sum_i w_i |x_i - y| - (1/2) sum_{i,j} w_i w_j
+        |x_i - x_j|`` with the weights normalised per forecast (properscoring's
+        ``crps_ensemble(weights=)``), still from the sorted members.
+        Weights are finite, non-negative, with a positive total per forecast
+        (else invalid rows); ``estimator="plain"`` only.  A list column on
+        DuckDB raises :class:`~conformal_frames.BackendLimitError` (two list
+        columns cannot be exploded together there).
 
     Returns
     -------
@@ -332,6 +350,7 @@ def crps(
         estimator=estimator,
         weights=weights,
         counts=counts,
+        member_weights=check_samples(member_weights, "member_weights") if member_weights is not None else None,
     )
 
 
@@ -475,12 +494,17 @@ class PITSource:
             return rows.select(*keys, nw.col(a).alias(lo), nw.col(b).alias(hi), nw.lit(0.0).alias(bad), *weight)
         assert self.ens is not None
         per = ensemble_rows(rows, keys, self.ens, ref)
-        m1 = nw.col(ref.name("m")) + 1.0
         below, equal = nw.col(ref.name("below")), nw.col(ref.name("equal"))
+        if self.ens.member_weights is not None:  # the weighted empirical CDF: [F(y-), F(y)]
+            total_w = nw.col(ref.name("m"))
+            lo_e, hi_e = below / total_w, (below + equal) / total_w
+        else:  # the rank among the members and y
+            m1 = nw.col(ref.name("m")) + 1.0
+            lo_e, hi_e = below / m1, (below + equal + 1.0) / m1
         return per.select(
             *keys,
-            (below / m1).alias(lo),
-            ((below + equal + 1.0) / m1).alias(hi),
+            lo_e.alias(lo),
+            hi_e.alias(hi),
             (nw.col(ref.name("nulls")) > 0).cast(nw.Float64).alias(bad),
             *([] if self.weight is None else [nw.col(w)]),
         )
@@ -514,13 +538,14 @@ def pit_source(
     quantiles: Quantiles | None = None,
     weight: str | None = None,
     crossing: str = "invalid",
+    member_weights: str | tuple[str, ...] | None = None,
 ) -> PITSource:
     """Register the forecast's rows; Gaussian: ``Phi((y - mean) / std)``; ``weight``: a weight row column."""
     if quantiles is not None:
         return PITSource(interval=quantile_pit_rows(q, y, quantiles, crossing), weight=weight)
     if mean is not None and std is not None:
         return PITSource(gaussian=gaussian_pit_row(q, y, mean, std), weight=weight)
-    return PITSource(ens=ensemble(q, y, samples, weight), weight=weight)
+    return PITSource(ens=ensemble(q, y, samples, weight, member_weights), weight=weight)
 
 
 def _histogram_table(source: PITSource, n_bins: int, seed: int) -> TableFn:
@@ -616,6 +641,7 @@ class _PITMetric(CrossingOutputs, Metric):
     quantiles: tuple[tuple[float, str], ...] | None = checked(optional(check_quantiles), None)
     seed: int = 0
     crossing: str = checked(check_crossing, "score")
+    member_weights: str | tuple[str, ...] | None = checked(optional(check_samples), None)
 
     def counts_crossing(self) -> bool:
         return self.quantiles is not None and self.crossing != "invalid"
@@ -629,12 +655,16 @@ class _PITMetric(CrossingOutputs, Metric):
     def __post_init__(self) -> None:
         super().__post_init__()
         one_forecast(self.mean, self.std, self.samples, self.quantiles)
+        check_member_weights(self.samples, self.member_weights)
 
     def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
-        return arrow_lists(frame, [self.samples] if isinstance(self.samples, str) else [])
+        lists = [c for c in (self.samples, self.member_weights) if isinstance(c, str)]
+        return arrow_lists(frame, lists)
 
     def source(self, q: Query, weight: str | None = None) -> PITSource:
-        return pit_source(q, self.y, self.mean, self.std, self.samples, self.quantiles, weight, self.crossing)
+        return pit_source(
+            q, self.y, self.mean, self.std, self.samples, self.quantiles, weight, self.crossing, self.member_weights
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -732,6 +762,7 @@ def pit_histogram(
     seed: int = 0,
     weights: str | None = None,
     crossing: str = "score",
+    member_weights: str | Sequence[str] | None = None,
 ) -> PITHistogram:
     """PIT histogram: the frequency of the PIT values in ``n_bins`` equal bins, with a band.
 
@@ -806,6 +837,11 @@ def pit_histogram(
         rearrange each row's quantiles in increasing order first, count the
         rows (``<name>_n_crossing`` in ``evaluate``) and warn with the count
         on eager input; ``"invalid"``: crossing rows are invalid rows.
+    member_weights : str or list of str, optional
+        Weights of the ensemble's members, aligned with ``samples`` (a list
+        column, or one column per member): the PIT is then randomized on the
+        weighted empirical CDF, ``F(y-) + V (F(y) - F(y-))`` with ``F(t)``
+        the weight of the members ``<= t`` over the total (not the rank).
 
     Returns
     -------
@@ -845,6 +881,7 @@ def pit_histogram(
         seed=seed,
         weights=weights,
         crossing=crossing,
+        member_weights=check_samples(member_weights, "member_weights") if member_weights is not None else None,
     )
 
 
@@ -862,6 +899,7 @@ def pit_test(
     quantiles: dict[float, str] | None = None,
     seed: int = 0,
     crossing: str = "score",
+    member_weights: str | Sequence[str] | None = None,
 ) -> PITTest:
     """Uniformity test of the PIT values (Kolmogorov-Smirnov).
 
@@ -914,6 +952,11 @@ def pit_test(
         rearrange each row's quantiles in increasing order first, count the
         rows (``<name>_n_crossing`` in ``evaluate``) and warn with the count
         on eager input; ``"invalid"``: crossing rows are invalid rows.
+    member_weights : str or list of str, optional
+        Weights of the ensemble's members, aligned with ``samples`` (a list
+        column, or one column per member): the PIT is then randomized on the
+        weighted empirical CDF, ``F(y-) + V (F(y) - F(y-))`` with ``F(t)``
+        the weight of the members ``<= t`` over the total (not the rank).
 
     Returns
     -------
@@ -945,4 +988,5 @@ def pit_test(
         quantiles=_quantiles(quantiles),
         seed=seed,
         crossing=crossing,
+        member_weights=check_samples(member_weights, "member_weights") if member_weights is not None else None,
     )
