@@ -253,7 +253,11 @@ def test_nesting_checks_raise_and_null(eager_constructor) -> None:
         cf.conformal(eager_constructor({k: v[3:] for k, v in NESTED.items()})).wis(
             "y", intervals=NESTED_INTERVALS, median="m", crossing="invalid"
         )
-    nulls = to_pandas(cf.evaluate(frame, cf.interval_coverage("y", intervals=NESTED_INTERVALS, crossing="invalid"), by="g", invalid="null"))
+    nulls = to_pandas(
+        cf.evaluate(
+            frame, cf.interval_coverage("y", intervals=NESTED_INTERVALS, crossing="invalid"), by="g", invalid="null"
+        )
+    )
     assert nulls["n_invalid"].tolist() == [1, 1]
     assert nulls["interval_coverage_level80"].isna().all()
     # nested rows with equal bounds are valid

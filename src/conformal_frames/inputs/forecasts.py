@@ -669,6 +669,8 @@ def _members_long(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: Table
         list_w = [nw.col(mws).alias(mw)] if isinstance(mws, str) else []
         base = rows.select(*keys, y, *weight, nw.col(ens.members).alias(x), *list_w)
         base = base.with_row_index(rid, order_by=[*keys, *carried])
+        if list_w:  # lists of other lengths are invalid rows (checked); leave them out of the explode
+            base = base.filter(nw.col(x).list.len() == nw.col(mw).list.len())
         long = base.explode(x, mw) if list_w else base.explode(x)
     else:
         cols_w = list(mws) if isinstance(mws, tuple) else []
@@ -681,7 +683,9 @@ def _members_long(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: Table
         long = nw.concat(parts, how="vertical")
     # + 0.0 turns -0.0 into 0.0: one tie group on every engine (pandas cannot group both)
     long = long.with_columns(nw.col(x).cast(nw.Float64) + 0.0)
-    aggs = [nw.len().alias(c), *([nw.col(mw).cast(nw.Float64).sum()] if mws is not None else [])]
+    if mws is not None:
+        long = long.with_columns(nw.col(mw).cast(nw.Float64))
+    aggs = [nw.len().alias(c), *([nw.col(mw).sum()] if mws is not None else [])]
     ties = long.group_by(*keys, rid, *carried, x).agg(*aggs)
     return ties.with_columns(nw.col(c).cast(nw.Float64))
 
