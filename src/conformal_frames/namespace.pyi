@@ -373,7 +373,7 @@ class ConformalNamespace:
         *,
         order_by: str,
         loss: Loss = ...,
-        horizon: int = ...,
+        horizon: int | str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -431,22 +431,24 @@ class ConformalNamespace:
     ) -> Any: ...
     def christoffersen_test(
         self,
-        y: str,
-        lo: str,
-        hi: str,
+        y: str | None = ...,
+        lo: str | None = ...,
+        hi: str | None = ...,
         *,
         confidence_level: float | str,
         order_by: str,
+        miss: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def kupiec_test(
         self,
-        y: str,
-        lo: str,
-        hi: str,
+        y: str | None = ...,
+        lo: str | None = ...,
+        hi: str | None = ...,
         *,
         confidence_level: float | str,
+        miss: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -471,6 +473,7 @@ class ConformalNamespace:
         estimator: Estimator = ...,
         weights: str | None = ...,
         counts: str | None = ...,
+        member_weights: str | Sequence[str] | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -487,6 +490,7 @@ class ConformalNamespace:
         seed: int = ...,
         weights: str | None = ...,
         crossing: str = ...,
+        member_weights: str | Sequence[str] | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -500,6 +504,7 @@ class ConformalNamespace:
         quantiles: dict[float, str] | None = ...,
         seed: int = ...,
         crossing: str = ...,
+        member_weights: str | Sequence[str] | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -578,6 +583,7 @@ class ConformalNamespace:
         mean: str | None = ...,
         std: str | None = ...,
         intervals: dict[float, tuple[str, str]] | None = ...,
+        crossing: Literal["score", "sort", "invalid"] = ...,
     ) -> Report: ...
 
 def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...
