@@ -327,10 +327,11 @@ def test_long_tables_carry_n_eff() -> None:
         "coverage_ci_high",
         "deviation",
         "n_eff",
+        "n_crossing",
         "n",
     ]
     ic = frame.conformal.interval_coverage("y", intervals=INTERVALS, weights="w")
-    assert ic.columns[-2:] == ["n_eff", "n"]
+    assert ic.columns[-3:] == ["n_eff", "n_crossing", "n"]
     w = np.asarray(data["w"], dtype=float)
     assert_close(ic["n_eff"], [np.sum(w) ** 2 / np.sum(w**2)] * 2)
     pit = frame.conformal.pit_histogram("y", mean="mu", std="sd", n_bins=4, weights="w", by="g")
