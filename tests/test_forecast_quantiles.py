@@ -303,7 +303,7 @@ def test_quantile_coverage_long_table(constructor) -> None:
         ]:
             assert_close(row[column], expected[f"{at}{suffix}"], what=column)
     per_level = to_pandas(cf.conformal(constructor(data)).pinball_loss("y", quantiles=QUANTILES, per_level=True))
-    assert list(per_level.columns) == ["quantile_level", "pinball_loss", "n"]
+    assert list(per_level.columns) == ["quantile_level", "pinball_loss", "n_crossing", "n"]
     expected = _oracle_wide(data, np.arange(len(data["y"])))
     assert_close(per_level["pinball_loss"], [expected[f"pinball_loss_level{level_name(t)}"] for t in of.LEVELS])
 
