@@ -26,7 +26,6 @@ def pi_oracle(miss: np.ndarray) -> tuple[float, float]:
     return n01 / (n00 + n01) if n00 + n01 else np.nan, n11 / (n10 + n11) if n10 + n11 else np.nan
 
 
-@pytest.mark.spark_cases([])
 def test_miss_column_equals_the_interval(constructor) -> None:
     data = backtest_data(0)
     frame = constructor(data)

@@ -87,7 +87,7 @@ def _valid(data: dict) -> dict:
     return {k: np.asarray(v)[keep].tolist() for k, v in data.items()}
 
 
-@pytest.mark.spark_cases(crossing=["sort"])
+@pytest.mark.spark_cases(crossing="sort")
 @pytest.mark.parametrize("crossing", ["score", "sort"])
 def test_crossing_scores_match_numpy(constructor, crossing: str) -> None:
     data = _valid(crossing_data(0, n=60))

@@ -37,7 +37,6 @@ def horizon_data(seed: int, n: int = 30) -> dict[str, list]:
     return out
 
 
-@pytest.mark.spark_cases([])
 def test_horizon_column_equals_one_call_per_horizon(constructor) -> None:
     data = horizon_data(0)
     frame = constructor(data)

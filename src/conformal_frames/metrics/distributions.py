@@ -302,9 +302,10 @@ def crps(
         |x_i - x_j|`` with the weights normalised per forecast (properscoring's
         ``crps_ensemble(weights=)``), still from the sorted members.
         Weights are finite, non-negative, with a positive total per forecast
-        (else invalid rows); ``estimator="plain"`` only.  A list column on
-        DuckDB raises :class:`~conformal_frames.BackendLimitError` (two list
-        columns cannot be exploded together there).
+        (else invalid rows); ``estimator="plain"`` only.  List columns on
+        DuckDB and PySpark raise :class:`~conformal_frames.BackendLimitError`
+        (two list columns cannot be exploded together there; member columns
+        work on every backend).
 
     Returns
     -------
