@@ -118,7 +118,7 @@ def metric_sets(**counted: str) -> dict[str, list[cf.Metric]]:
             cf.wis("y", quantiles=Q, **w),
             cf.crps("y", mean="mu", std="sd", **w).alias("crps_gauss"),
             cf.crps("y", samples=["e0", "e1", "e2"], **w).alias("crps_ens"),
-            cf.crps("y", quantiles=Q, **w).alias("crps_q"),
+            cf.quantile_crps("y", quantiles=Q, **w).alias("crps_q"),
         ],
         "recalibration": [cf.score_decomposition("yb", "s", **w)],
     }

@@ -455,7 +455,9 @@ def quantile_matrix(d: dict) -> np.ndarray:
 def quantile_crps_oracle(d: dict) -> np.ndarray:
     qs, y, tau = quantile_matrix(d), d["y"][:, None], np.array(LEVELS)[None, :]
     pinball = np.where(y >= qs, tau * (y - qs), (1 - tau) * (qs - y))
-    return 2 * pinball.mean(axis=1)
+    t = np.array(LEVELS)
+    share = np.diff(np.concatenate([[0.0], (t[1:] + t[:-1]) / 2, [1.0]]))  # each level's share of (0, 1)
+    return 2 * (pinball * share).sum(axis=1)
 
 
 def quantile_pit_bounds(y: float, qs: np.ndarray) -> tuple[float, float]:
@@ -498,12 +500,12 @@ def test_quantile_pit_oracle_on_hand_cases():
 def test_quantile_crps_and_pit_match_oracle(constructor):
     d = quantile_data(30)
     metrics = [
-        cf.crps("y", quantiles=QCOLS),
+        cf.quantile_crps("y", quantiles=QCOLS),
         cf.pit_histogram("y", quantiles=QCOLS, n_bins=4, seed=5),
         cf.pit_test("y", quantiles=QCOLS, seed=5),
     ]
     out = to_pandas(cf.evaluate(constructor(d), *metrics, by="g"))
-    assert_close(out["crps"], grouped(d, quantile_crps_oracle(d)), rtol=1e-12)
+    assert_close(out["quantile_crps"], grouped(d, quantile_crps_oracle(d)), rtol=1e-12)
     pit = quantile_pit(d, 5, d["g"])
     for row, idx in zip(out.itertuples(index=False), group_dict(d["g"]).values()):
         row = row._asdict()
@@ -516,29 +518,33 @@ def test_quantile_crps_and_pit_match_oracle(constructor):
 def test_quantile_forms_seeds(constructor, seed):
     not_spark(constructor, "test_quantile_crps_and_pit_match_oracle")
     d = quantile_data(seed, n=50)
-    out = to_pandas(cf.evaluate(constructor(d), cf.crps("y", quantiles=QCOLS), cf.pit_test("y", quantiles=QCOLS)))
-    assert_close(out["crps"], [quantile_crps_oracle(d).mean()], rtol=1e-12)
+    out = to_pandas(
+        cf.evaluate(constructor(d), cf.quantile_crps("y", quantiles=QCOLS), cf.pit_test("y", quantiles=QCOLS))
+    )
+    assert_close(out["quantile_crps"], [quantile_crps_oracle(d).mean()], rtol=1e-12)
     assert_close([out["pit_test"][0], out["pit_test_pvalue"][0]], ks_oracle(quantile_pit(d, 0, None)), rtol=1e-12)
 
 
-def test_quantile_crps_agrees_with_scoringrules():
-    sr = pytest.importorskip("scoringrules")
+def test_quantile_crps_agrees_with_sklearn_pinball():
+    metrics = pytest.importorskip("sklearn.metrics")
     d = quantile_data(33)
     df = pl.DataFrame({k: d[k] for k in ["y", *QCOLS.values()]})
-    expected = np.mean(sr.crps_quantile(d["y"], quantile_matrix(d), np.array(LEVELS)))
-    assert df.conformal.crps("y", quantiles=QCOLS) == pytest.approx(expected, rel=1e-12)
+    t = np.array(LEVELS)
+    share = np.diff(np.concatenate([[0.0], (t[1:] + t[:-1]) / 2, [1.0]]))
+    expected = sum(2 * w * metrics.mean_pinball_loss(d["y"], d[c], alpha=a) for (a, c), w in zip(QCOLS.items(), share))
+    assert df.conformal.quantile_crps("y", quantiles=QCOLS) == pytest.approx(expected, rel=1e-12)
 
 
 def test_crossing_quantiles_are_invalid():
     df = pl.DataFrame({"y": [0.0, 1.0], "a": [0.0, 2.0], "b": [1.0, 1.0]})
     with pytest.raises(ValueError, match=r"quantile columns cross: 'a' \(level 0.1\) is greater than 'b' .* in 1 row"):
-        df.conformal.crps("y", quantiles={0.1: "a", 0.9: "b"})
+        df.conformal.quantile_crps("y", quantiles={0.1: "a", 0.9: "b"}, crossing="invalid")
     with pytest.raises(ValueError, match="quantile columns cross"):
-        df.conformal.pit_test("y", quantiles={0.1: "a", 0.9: "b"})
+        df.conformal.pit_test("y", quantiles={0.1: "a", 0.9: "b"}, crossing="invalid")
     with pytest.raises(ValueError, match="quantiles must be"):
-        cf.crps("y", quantiles={1.5: "a"})
+        cf.quantile_crps("y", quantiles={1.5: "a"})
     with pytest.raises(ValueError, match="not several"):
-        cf.crps("y", quantiles={0.5: "a"}, samples="ens")
+        cf.crps("y", mean="m", std="s", samples="ens")
 
 
 # ---------------------------------------------------------------------------
@@ -577,11 +583,12 @@ def test_report_forecast_family():
     rep = df.conformal.report(y="y", quantiles=QCOLS, mean="mu", std="sd", by="g")
     t = rep.frame("forecast")
     assert list(t.columns) == [
-        "g", "crps", "pit_test", "pit_test_pvalue", "quantile_crps", "quantile_pit_test", "quantile_pit_test_pvalue",
-        "pinball_loss", "wis", "wis_dispersion", "wis_overprediction", "wis_underprediction", "quantile_coverage_mad", "n",
+        "g", "crps", "pit_test", "pit_test_pvalue", "quantile_crps", "quantile_crps_n_crossing", "quantile_pit_test",
+        "quantile_pit_test_pvalue", "quantile_pit_test_n_crossing", "pinball_loss", "pinball_loss_n_crossing", "wis",
+        "wis_dispersion", "wis_overprediction", "wis_underprediction", "wis_n_crossing", "quantile_coverage_mad", "n",
     ]  # fmt: skip
     direct = cf.evaluate(
-        df, cf.crps("y", mean="mu", std="sd"), cf.crps("y", quantiles=QCOLS).alias("q"), cf.pit_test("y", mean="mu", std="sd"), by="g"
+        df, cf.crps("y", mean="mu", std="sd"), cf.quantile_crps("y", quantiles=QCOLS).alias("q"), cf.pit_test("y", mean="mu", std="sd"), by="g"
     )  # fmt: skip
     # The same metrics in a different query: equal up to summation order (polars'
     # parallel sums depend on the thread count).

@@ -247,6 +247,7 @@ def test_metrics_match_oracles_every_backend(constructor) -> None:
         "coverage_ci_high",
         "width",
         "winkler",
+        "n_crossing",
         "n",
     ]
     assert long["confidence_level"].tolist() == [0.8, 0.9] * 4
@@ -286,6 +287,7 @@ def test_quantile_coverage_long_table(constructor) -> None:
         "coverage_ci_low",
         "coverage_ci_high",
         "deviation",
+        "n_crossing",
         "n",
     ]
     assert long["quantile_level"].tolist() == list(of.LEVELS) * 4
@@ -301,7 +303,7 @@ def test_quantile_coverage_long_table(constructor) -> None:
         ]:
             assert_close(row[column], expected[f"{at}{suffix}"], what=column)
     per_level = to_pandas(cf.conformal(constructor(data)).pinball_loss("y", quantiles=QUANTILES, per_level=True))
-    assert list(per_level.columns) == ["quantile_level", "pinball_loss", "n"]
+    assert list(per_level.columns) == ["quantile_level", "pinball_loss", "n_crossing", "n"]
     expected = _oracle_wide(data, np.arange(len(data["y"])))
     assert_close(per_level["pinball_loss"], [expected[f"pinball_loss_level{level_name(t)}"] for t in of.LEVELS])
 
@@ -445,14 +447,19 @@ def test_crossing_rows_in_each_metric(eager_constructor) -> None:
     data = {"y": [1.0, 2.0, 3.0], "lo": [0.0, 2.5, 0.0], "m": [1.0, 2.0, 3.0], "hi": [2.0, 3.0, 4.0]}
     q = {0.1: "lo", 0.5: "m", 0.9: "hi"}
     message = r"^quantile columns cross: 'lo' \(level 0.1\) is greater than 'm' \(level 0.5\) in 1 row$"
-    for metric in [cf.pinball_loss("y", quantiles=q), cf.wis("y", quantiles=q), cf.quantile_coverage("y", quantiles=q)]:
+    invalid = {"crossing": "invalid"}
+    for metric in [
+        cf.pinball_loss("y", quantiles=q, **invalid),
+        cf.wis("y", quantiles=q, **invalid),
+        cf.quantile_coverage("y", quantiles=q, **invalid),
+    ]:
         with pytest.raises(ValueError, match=message):
             cf.evaluate(eager_constructor(data), metric)
     with pytest.raises(ValueError, match=r"^column 'm' is greater than column 'lo' in 2 rows$"):
         cf.evaluate(eager_constructor(data), cf.interval_coverage("y", intervals={0.5: ("m", "lo")}))
     with pytest.raises(ValueError, match=r"^column 'm' is greater than column 'lo' in 2 rows$"):
-        cf.evaluate(eager_constructor(data), cf.wis("y", intervals={0.5: ("m", "lo")}, median="hi"))
-    dropped = to_pandas(cf.evaluate(eager_constructor(data), cf.wis("y", quantiles=q), invalid="drop"))
+        cf.evaluate(eager_constructor(data), cf.wis("y", intervals={0.5: ("m", "lo")}, median="hi", **invalid))
+    dropped = to_pandas(cf.evaluate(eager_constructor(data), cf.wis("y", quantiles=q, **invalid), invalid="drop"))
     assert dropped["n"].tolist() == [2]
     assert dropped["n_dropped"].tolist() == [1]
 

@@ -41,7 +41,7 @@ def _direct(frame, by: str) -> object:
         cf.pinball_loss("y", quantiles=QUANTILES),
         cf.wis("y", quantiles=QUANTILES),
         cf.quantile_coverage("y", quantiles=QUANTILES, per_level=False),
-        cf.crps("y", quantiles=QUANTILES),
+        cf.quantile_crps("y", quantiles=QUANTILES),
         by=by,
     )
 
@@ -56,8 +56,9 @@ def test_report_forecast_tables_equal_evaluate(constructor) -> None:
     if constructor.lazy:  # lazy input: invalid="null" by default, with the count of invalid rows
         assert t.pop("n_invalid").tolist() == [0, 0, 0, 0]
     assert list(t.columns) == [
-        "g", "crps", "pit_test", "pit_test_pvalue", "pinball_loss",
-        "wis", "wis_dispersion", "wis_overprediction", "wis_underprediction", "quantile_coverage_mad", "n",
+        "g", "quantile_crps", "quantile_crps_n_crossing", "pit_test", "pit_test_pvalue", "pit_test_n_crossing",
+        "pinball_loss", "pinball_loss_n_crossing", "wis", "wis_dispersion", "wis_overprediction",
+        "wis_underprediction", "wis_n_crossing", "quantile_coverage_mad", "n",
     ]  # fmt: skip
     direct = to_pandas(_direct(frame, "g"))
     assert t["g"].tolist() == direct["g"].tolist()
@@ -68,7 +69,7 @@ def test_report_forecast_tables_equal_evaluate(constructor) -> None:
         ("wis_overprediction", "wis_overprediction"),
         ("wis_underprediction", "wis_underprediction"),
         ("quantile_coverage_mad", "quantile_coverage"),
-        ("crps", "crps"),
+        ("quantile_crps", "quantile_crps"),
     ]:
         assert t[report_col].tolist() == pytest.approx(direct[col].tolist(), rel=1e-12), report_col
     assert t["n"].tolist() == direct["n"].tolist()
@@ -220,8 +221,8 @@ def test_nesting_checks_every_backend(constructor) -> None:
     out = to_pandas(
         cf.evaluate(
             constructor(NESTED),
-            cf.interval_coverage("y", intervals=NESTED_INTERVALS),
-            cf.wis("y", intervals=NESTED_INTERVALS, median="m"),
+            cf.interval_coverage("y", intervals=NESTED_INTERVALS, crossing="invalid"),
+            cf.wis("y", intervals=NESTED_INTERVALS, median="m", crossing="invalid"),
             by="g",
             invalid="drop",
         )
@@ -247,26 +248,30 @@ def test_nesting_checks_raise_and_null(eager_constructor) -> None:
     frame = eager_constructor(NESTED)
     msg = r"^intervals not nested: 'lo90' \(level 0.9\) is greater than 'lo80' \(level 0.8\) in 1 row"
     with pytest.raises(ValueError, match=msg):
-        cf.conformal(frame).interval_coverage("y", intervals=NESTED_INTERVALS)
+        cf.conformal(frame).interval_coverage("y", intervals=NESTED_INTERVALS, crossing="invalid")
     with pytest.raises(ValueError, match=r"intervals not nested: 'hi80' \(level 0.8\) is greater than 'hi90'"):
         cf.conformal(eager_constructor({k: v[3:] for k, v in NESTED.items()})).wis(
-            "y", intervals=NESTED_INTERVALS, median="m"
+            "y", intervals=NESTED_INTERVALS, median="m", crossing="invalid"
         )
-    nulls = to_pandas(cf.evaluate(frame, cf.interval_coverage("y", intervals=NESTED_INTERVALS), by="g", invalid="null"))
+    nulls = to_pandas(
+        cf.evaluate(
+            frame, cf.interval_coverage("y", intervals=NESTED_INTERVALS, crossing="invalid"), by="g", invalid="null"
+        )
+    )
     assert nulls["n_invalid"].tolist() == [1, 1]
     assert nulls["interval_coverage_level80"].isna().all()
     # nested rows with equal bounds are valid
     same = {k: v for k, v in NESTED.items()}
     same["lo90"], same["hi90"] = same["lo80"], same["hi80"]
-    out = cf.conformal(eager_constructor(same)).interval_coverage("y", intervals=NESTED_INTERVALS)
+    out = cf.conformal(eager_constructor(same)).interval_coverage("y", intervals=NESTED_INTERVALS, crossing="invalid")
     assert _as_list(out, "n") == [6, 6]
 
 
 def test_report_counts_nesting_violations() -> None:
     df = pl.DataFrame(NESTED)
     with pytest.raises(ValueError, match=r"intervals not nested: 'lo90' \(level 0.9\) is greater than 'lo80'"):
-        df.conformal.report(y="y", intervals=NESTED_INTERVALS, by="g")
-    rep = df.lazy().conformal.report(y="y", intervals=NESTED_INTERVALS, by="g")
+        df.conformal.report(y="y", intervals=NESTED_INTERVALS, by="g", crossing="invalid")
+    rep = df.lazy().conformal.report(y="y", intervals=NESTED_INTERVALS, by="g", crossing="invalid")
     assert rep.summary["invalid_rows"] == 2
     causes = rep.summary["invalid_causes"]
     assert any("'lo90' (level 0.9) is greater than 'lo80' (level 0.8) in 1 row" in c for c in causes)
@@ -280,11 +285,11 @@ def test_report_counts_nesting_violations() -> None:
     "make",
     [
         lambda: cf.wis("y", quantiles="q"),
-        lambda: cf.crps("y", quantiles="q"),
+        lambda: cf.quantile_crps("y", quantiles="q"),
         lambda: cf.pit_test("y", quantiles="q"),
         lambda: cf.pit_histogram("y", quantiles="q"),
     ],
-    ids=["wis", "crps", "pit_test", "pit_histogram"],
+    ids=["wis", "quantile_crps", "pit_test", "pit_histogram"],
 )
 def test_long_form_unsupported_is_a_clear_error(make) -> None:
     with pytest.raises(TypeError, match=r"^quantiles must be a mapping .*'q' names one column: the long form") as info:

@@ -89,6 +89,7 @@ CALLS: dict[str, Callable[[], cf.Metric]] = {
     "pit_histogram": lambda: cf.pit_histogram("y", mean="mu", std="sd", n_bins=3),
     "pit_test": lambda: cf.pit_test("y", mean="mu", std="sd"),
     "quantile_coverage": lambda: cf.quantile_coverage("y", quantiles=Q),
+    "quantile_crps": lambda: cf.quantile_crps("y", quantiles=Q),
     "reliability": lambda: cf.reliability("label", "score", n_bins=3),
     "score_decomposition": lambda: cf.score_decomposition("label", "score"),
     "set_coverage": lambda: cf.set_coverage("label3", M, classes=C),
@@ -115,7 +116,7 @@ def test_every_factory_is_in_the_catalogue() -> None:
 
 
 def _is_count(column: str) -> bool:
-    return column == "n" or column.endswith("_n") or column in OTHER_COUNTS
+    return column == "n" or column.endswith(("_n", "_n_crossing")) or column in OTHER_COUNTS
 
 
 def _evaluate(constructor: Any, metric: cf.Metric) -> nw.DataFrame:
@@ -294,7 +295,7 @@ def test_pandas_paths_give_the_same_count_dtypes(monkeypatch: pytest.MonkeyPatch
     metrics = [CALLS[name]() for name in ("ssc", "interval_coverage", "reliability", "coverage_gap", "set_ssc")]
     out = cf.evaluate(pd.DataFrame(DATA), *metrics, by="g", invalid="null")
     counts = [c for c in out.columns if _is_count(c) and c not in ("n", "n_invalid")]
-    assert len(counts) == 2 + 1 + 3 + 2 + 4
+    assert len(counts) == 2 + 2 + 3 + 2 + 4  # interval_coverage: _n and _n_crossing
     assert {str(out[c].dtype) for c in counts} == {"Int64"}
     assert out.loc[2, counts].isna().all() and out.loc[:1, counts].notna().all(axis=None)
     assert out["n"].dtype == np.int64

@@ -575,6 +575,7 @@ COLUMN_CASES = {
     "pinball_loss": lambda: cf.pinball_loss(1, quantiles={0.5: "q"}),
     "wis": lambda: cf.wis(1, quantiles={0.5: "q"}),
     "quantile_coverage": lambda: cf.quantile_coverage(1, quantiles={0.5: "q"}),
+    "quantile_crps": lambda: cf.quantile_crps(1, quantiles={0.5: "q"}),
     "interval_coverage": lambda: cf.interval_coverage(1, intervals={0.9: ("lo", "hi")}),
     "kupiec_test": lambda: cf.kupiec_test(1, "lo", "hi", confidence_level=0.9),
     "christoffersen_test": lambda: cf.christoffersen_test(1, "lo", "hi", confidence_level=0.9, order_by="t"),

@@ -92,7 +92,7 @@ def forecast_metrics(weights: str | None, *, randomized: bool = True) -> list[cf
         cf.crps("y", mean="mu", std="sd", **w).alias("crps_gauss"),
         cf.crps("y", samples="ens", **w).alias("crps_list"),
         cf.crps("y", samples=MEMBERS, estimator="fair", **w).alias("crps_fair"),
-        cf.crps("y", quantiles=Q, **w).alias("crps_q"),
+        cf.quantile_crps("y", quantiles=Q, **w).alias("crps_q"),
         cf.pit_histogram("y", mean="mu", std="sd", n_bins=4, **w).alias("pit_gauss"),
     ]
     if randomized:
@@ -158,7 +158,9 @@ def crps_ensemble(y: np.ndarray, x: np.ndarray, *, fair: bool = False) -> np.nda
 
 
 def crps_quantiles(y: np.ndarray, d: dict[str, np.ndarray]) -> np.ndarray:
-    return 2.0 / len(Q) * sum(pinball(y, d[c], tau) for tau, c in Q.items())
+    t = np.array(sorted(Q))
+    share = np.diff(np.concatenate([[0.0], (t[1:] + t[:-1]) / 2, [1.0]]))  # each level's share of (0, 1)
+    return sum(2.0 * w * pinball(y, d[Q[tau]], tau) for tau, w in zip(t, share))
 
 
 # ---------------------------------------------------------------------------
@@ -325,10 +327,11 @@ def test_long_tables_carry_n_eff() -> None:
         "coverage_ci_high",
         "deviation",
         "n_eff",
+        "n_crossing",
         "n",
     ]
     ic = frame.conformal.interval_coverage("y", intervals=INTERVALS, weights="w")
-    assert ic.columns[-2:] == ["n_eff", "n"]
+    assert ic.columns[-3:] == ["n_eff", "n_crossing", "n"]
     w = np.asarray(data["w"], dtype=float)
     assert_close(ic["n_eff"], [np.sum(w) ** 2 / np.sum(w**2)] * 2)
     pit = frame.conformal.pit_histogram("y", mean="mu", std="sd", n_bins=4, weights="w", by="g")

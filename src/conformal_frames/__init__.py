@@ -39,7 +39,7 @@ from conformal_frames.metrics.calibration import (
 )
 from conformal_frames.metrics.comparison import diebold_mariano_test
 from conformal_frames.metrics.conditional import coverage_gap, coverage_test, worst_slab_coverage
-from conformal_frames.metrics.distributions import crps, pit_histogram, pit_test
+from conformal_frames.metrics.distributions import crps, pit_histogram, pit_test, quantile_crps
 from conformal_frames.metrics.efficiency import efficiency_criteria
 from conformal_frames.metrics.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
 from conformal_frames.metrics.quantiles import interval_coverage, pinball_loss, quantile_coverage, wis
@@ -131,6 +131,7 @@ __all__ = [
     "pit_histogram",
     "pit_test",
     "quantile_coverage",
+    "quantile_crps",
     "reliability",
     "report",
     "rolling",

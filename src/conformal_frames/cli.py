@@ -321,6 +321,7 @@ def _evaluate(args: argparse.Namespace, lf: Any, fmt: str, by: list[str], bounde
             intervals=args.intervals,
             mean=args.mean,
             std=args.std,
+            crossing=args.crossing,
         )
     except (ValueError, TypeError) as exc:
         code = EXIT_INVALID_ROWS if isinstance(exc, InvalidRowsError) else EXIT_USAGE  # the data, not the options
@@ -533,7 +534,7 @@ def _column_options(p: argparse.ArgumentParser) -> None:
         "--quantiles",
         metavar="LEVEL=COL,...",
         type=_quantile_columns,
-        help="quantile forecasts of --y, e.g. 0.1=q10,0.5=q50,0.9=q90: CRPS, PIT test, pinball loss, WIS "
+        help="quantile forecasts of --y, e.g. 0.1=q10,0.5=q50,0.9=q90: quantile CRPS, PIT test, pinball loss, WIS "
         "(with the median and symmetric levels) and quantile coverage per level (forecast tables)",
     )
     cols.add_argument(
@@ -620,6 +621,13 @@ def _metric_options(p: argparse.ArgumentParser) -> None:
         default="null",
         help="rows with invalid values: null (default: their groups get null metrics and are named as untested), "
         "drop (evaluate the valid rows; n counts them), raise (stop with the cause)",
+    )
+    opts.add_argument(
+        "--crossing",
+        choices=["score", "sort", "invalid"],
+        default="score",
+        help="crossing quantiles (--quantiles) and intervals that are not nested (--intervals): score them as "
+        "given (default), sort each row's quantiles first, or make them invalid rows; counted in *_n_crossing",
     )
     opts.add_argument(
         "--memory",

@@ -373,7 +373,7 @@ class ConformalNamespace:
         *,
         order_by: str,
         loss: Loss = ...,
-        horizon: int = ...,
+        horizon: int | str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -385,6 +385,7 @@ class ConformalNamespace:
         ci_level: float = ...,
         weights: str | None = ...,
         counts: str | None = ...,
+        crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -397,6 +398,7 @@ class ConformalNamespace:
         per_level: bool = ...,
         weights: str | None = ...,
         counts: str | None = ...,
+        crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -410,6 +412,7 @@ class ConformalNamespace:
         ci_level: float = ...,
         weights: str | None = ...,
         counts: str | None = ...,
+        crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -422,27 +425,30 @@ class ConformalNamespace:
         median: str | None = ...,
         weights: str | None = ...,
         counts: str | None = ...,
+        crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def christoffersen_test(
         self,
-        y: str,
-        lo: str,
-        hi: str,
+        y: str | None = ...,
+        lo: str | None = ...,
+        hi: str | None = ...,
         *,
         confidence_level: float | str,
         order_by: str,
+        miss: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def kupiec_test(
         self,
-        y: str,
-        lo: str,
-        hi: str,
+        y: str | None = ...,
+        lo: str | None = ...,
+        hi: str | None = ...,
         *,
         confidence_level: float | str,
+        miss: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -467,6 +473,7 @@ class ConformalNamespace:
         estimator: Estimator = ...,
         weights: str | None = ...,
         counts: str | None = ...,
+        member_weights: str | Sequence[str] | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -482,6 +489,8 @@ class ConformalNamespace:
         ci_level: float = ...,
         seed: int = ...,
         weights: str | None = ...,
+        crossing: str = ...,
+        member_weights: str | Sequence[str] | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -494,6 +503,19 @@ class ConformalNamespace:
         samples: str | Sequence[str] | None = ...,
         quantiles: dict[float, str] | None = ...,
         seed: int = ...,
+        crossing: str = ...,
+        member_weights: str | Sequence[str] | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def quantile_crps(
+        self,
+        y: str,
+        *,
+        quantiles: dict[float, str],
+        weights: str | None = ...,
+        counts: str | None = ...,
+        crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -561,6 +583,7 @@ class ConformalNamespace:
         mean: str | None = ...,
         std: str | None = ...,
         intervals: dict[float, tuple[str, str]] | None = ...,
+        crossing: Literal["score", "sort", "invalid"] = ...,
     ) -> Report: ...
 
 def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...

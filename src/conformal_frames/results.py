@@ -225,8 +225,14 @@ class ChristoffersenTestResult(TestResult):
         ``P(chi2_2 > LR_cc) = exp(-LR_cc / 2)``.
     n : int
         Number of rows.
+    pi_01 : float
+        ``n_01 / (n_00 + n_01)``: the rate of a miss after a non-miss (NaN without one).
+    pi_11 : float
+        ``n_11 / (n_10 + n_11)``: the rate of a miss after a miss (NaN without one).
     """
 
     statistic_cc: float
     pvalue_cc: float
     n: int
+    pi_01: float = float("nan")
+    pi_11: float = float("nan")

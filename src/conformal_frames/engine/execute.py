@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,9 +33,9 @@ def compute(
         if eager:
             fast = _pandas_by_polars(lf, metrics, keys, chosen, reusable=reusable)
             if fast is not None:
-                return fast
+                return _notify(fast, metrics)
         with _plan_cache.bound(frame, lf, metrics, keys, chosen, compile_query, reusable=reusable) as compiled:
-            return compiled.finish(eager=eager)
+            return _notify(compiled.finish(eager=eager), metrics)
     except BackendLimitError:
         raise
     except (NotImplementedError, RuntimeError) as exc:
@@ -49,6 +50,19 @@ def compute(
             f"({exc}); collect the data to pandas or polars first, or use polars"
         )
         raise BackendLimitError(msg, backend=backend) from exc
+
+
+def _notify(result: nw.DataFrame | nw.LazyFrame, metrics: Sequence[Metric]) -> nw.DataFrame | nw.LazyFrame:
+    """Warn about the metrics' counted notices (:meth:`Metric.notices`) of an eager result."""
+    if isinstance(result, nw.DataFrame):
+        for m in metrics:
+            for column, message in (m.notices() if isinstance(m, Metric) else {}).items():
+                if column in result.columns:
+                    count = int(result.get_column(column).fill_null(0).sum())
+                    if count > 0:
+                        rows = f"{count} row" + ("" if count == 1 else "s")
+                        warnings.warn(message.format(count=count, rows=rows), UserWarning, stacklevel=4)
+    return result
 
 
 def _raised_by_narwhals(exc: BaseException) -> bool:

@@ -794,6 +794,15 @@ class Metric:
         """
         return frame
 
+    def notices(self) -> dict[str, str]:
+        """Counted outputs that warn on an eager result: ``{output column: message}``.
+
+        The message's ``{count}`` is the column's total over the groups and
+        ``{rows}`` the same as "1 row" / "3 rows"; no warning when it is 0
+        (or the column is absent).  Default: none.
+        """
+        return {}
+
     def test_result(self, row: Mapping[str, Any]) -> TestResult:
         """A test's result object from its output row ``{column: value}``."""
         return self.result.from_row(row, self.output_name)

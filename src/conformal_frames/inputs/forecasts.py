@@ -27,15 +27,22 @@ Wide quantiles
     that quantile.  Levels are distinct, columns are distinct; the normalised
     form is a tuple of ``(level, column)`` pairs sorted by level.  Rows where
     the quantiles are not non-decreasing in the level (crossing quantiles,
-    e.g. ``q05 > q50``) are invalid: counted per adjacent pair of levels and
-    reported, never scored.
+    e.g. ``q05 > q50``) follow the metric's ``crossing=`` (read here, in
+    :func:`quantile_rows`): ``"score"`` (default) scores them as given and
+    counts them (``<name>_n_crossing``, and a warning on eager input);
+    ``"sort"`` rearranges each row's quantiles in increasing order first
+    (Chernozhukov, Fernandez-Val and Galichon 2010) and counts them too;
+    ``"invalid"`` makes them invalid rows, counted per adjacent pair of
+    levels, under the evaluation's ``invalid=`` policy.
 Central intervals
     ``intervals={0.8: ("lo80", "hi80"), 0.9: ("lo90", "hi90")}``: a mapping
     from confidence level (in (0, 1)) to the ``(lo, hi)`` columns of the
     central interval at that level.  Normalised to ``(level, lo, hi)``
     triples sorted by level.  Rows with ``lo > hi`` are invalid (counted per
-    level), and so are rows where the intervals are not nested
-    (``lo90 <= lo80 <= hi80 <= hi90``, counted per bound).  The interval at
+    level) in the coverage family; rows where the intervals are not nested
+    (``lo90 <= lo80 <= hi80 <= hi90``) are crossing quantiles and follow
+    ``crossing=`` (:func:`interval_set_rows`; ``"invalid"``: counted per
+    bound).  The interval at
     level ``c`` is the pair of quantiles at levels ``(1 - c) / 2`` and
     ``(1 + c) / 2`` (:func:`intervals_as_quantiles`).
 Long quantiles
@@ -52,36 +59,48 @@ import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames._validate import check_columns, fail, is_number
-from conformal_frames.engine import Query, TableRef
+from conformal_frames._validate import check_choice, check_columns, fail, is_number
+from conformal_frames.engine import Metric, Query, TableRef, indicator, over, total
 from conformal_frames.inputs.levels import level_column_row
-from conformal_frames.numerics.stats import ratio
+from conformal_frames.numerics.stats import max_of, min_of, ratio
 
 __all__ = [
+    "CROSSING",
+    "Crossing",
+    "CrossingOutputs",
     "Ensemble",
     "Intervals",
     "QuantileLevel",
     "Quantiles",
+    "check_crossing",
+    "check_horizon",
     "check_intervals",
     "check_level_column",
     "check_long_form",
+    "check_member_weights",
     "check_quantiles",
     "check_samples",
+    "crossing_outputs",
+    "crossing_row",
     "ensemble",
     "ensemble_rows",
     "gaussian_z",
+    "horizon_row",
     "interval_rows",
+    "interval_set_rows",
     "intervals_as_quantiles",
     "is_close_level",
     "level_tau",
+    "n_crossing",
     "nesting_checks",
     "one_forecast",
     "quantile_levels",
     "quantile_rows",
+    "sorted_rows",
     "tail_level",
     "value_row",
 ]
@@ -90,6 +109,9 @@ __all__ = [
 Quantiles = tuple[tuple[float, str], ...]
 #: normalised intervals: ``(confidence_level, lo, hi)`` triples sorted by level
 Intervals = tuple[tuple[float, str, str], ...]
+#: what a metric does with crossing quantiles (see :func:`quantile_rows`)
+Crossing = Literal["score", "sort", "invalid"]
+CROSSING: tuple[str, ...] = ("score", "sort", "invalid")
 
 QUANTILES = "a mapping {level: column} with levels strictly between 0 and 1, e.g. {0.1: 'q10', 0.9: 'q90'}"
 QUANTILES_OR_COLUMN = QUANTILES + ", or the name of a quantile column with quantile_level= (long form)"
@@ -244,24 +266,149 @@ def tail_level(level: float) -> float:
 # ---------------------------------------------------------------------------
 # rows (inside Metric.build)
 # ---------------------------------------------------------------------------
-def quantile_rows(q: Query, quantiles: Quantiles) -> list[tuple[float, str]]:
+def check_crossing(value: Any, name: str = "crossing") -> str:
+    """``crossing=``: ``"score"``, ``"sort"`` or ``"invalid"`` (see :func:`quantile_rows`)."""
+    return check_choice(value, name, CROSSING)
+
+
+def quantile_rows(q: Query, quantiles: Quantiles, crossing: str = "invalid") -> list[tuple[float, str]]:
     """Register the quantile columns as Float64 rows: ``[(level, row name), ...]`` by level.
 
     Each column is checked as a number (missing / NaN / infinite values are
-    invalid rows); each adjacent pair of levels ``a < b`` adds the check
-    "quantile columns cross: 'qa' (level a) is greater than 'qb' (level b)",
-    so crossing rows are counted per pair and follow the ``invalid=`` policy.
-    Rows with equal quantiles at two levels are valid.
+    invalid rows).  Crossing quantiles (a row where ``q_a > q_b`` for levels
+    ``a < b``) follow ``crossing``, the one place the library reads it:
+
+    - ``"score"``: the rows are the columns as given (the pinball loss, the
+      WIS in its quantile form and the quantile coverage are defined for any
+      quantiles); count the crossing rows with :func:`n_crossing`;
+    - ``"sort"``: the rows are each row's quantiles sorted in increasing
+      order (the rearrangement of Chernozhukov, Fernandez-Val and Galichon,
+      2010: the ``j``-th row holds the ``j``-th smallest value), which never
+      increases the pinball loss; lazy, two layers of row expressions
+      (:func:`sorted_rows`);
+    - ``"invalid"``: each adjacent pair of levels ``a < b`` adds the check
+      "quantile columns cross: 'qa' (level a) is greater than 'qb' (level
+      b)", so crossing rows are counted per pair and follow the ``invalid=``
+      policy.  Rows with equal quantiles at two levels are valid.
     """
+    rows = [(level, q.row(("value", column), q.number(column))) for level, column in quantiles]
+    if crossing == "invalid":
+        for (a, ca), (b, cb) in itertools.pairwise(quantiles):
+            q.check(
+                f"quantile columns cross: {ca!r} (level {a:g}) is greater than {cb!r} (level {b:g})",
+                q.number(ca) > q.number(cb),
+            )
+    elif crossing == "sort":
+        return list(zip([level for level, _ in quantiles], sorted_rows(q, [r for _, r in rows])))
+    return rows
+
+
+def sorted_rows(q: Query, rows: list[str]) -> list[str]:
+    """Row columns holding the values of ``rows`` sorted in increasing order, row by row.
+
+    ``c_a = #{b: x_b <= x_a}`` (ties included) is ``x_a``'s rank from above;
+    the ``j``-th smallest value is ``min{x_a : c_a >= j}``.  Two layers of
+    ``k`` row expressions of ``k`` terms each, comparisons and minima only:
+    lazy on every engine, ``O(k^2)`` per row for ``k`` levels (small).
+    """
+    k = len(rows)
+    if k < 2:
+        return list(rows)
+    key = tuple(rows)
+    top = q.row(("sorted_max", key), max_of(*[nw.col(r) for r in rows]), inputs=rows)
+    ranks = [
+        q.row(("rank_le", key, a), total(indicator(nw.col(b) <= nw.col(a)) for b in rows), inputs=rows) for a in rows
+    ]
     out = []
-    for level, column in quantiles:
-        out.append((level, q.row(("value", column), q.number(column))))
-    for (a, ca), (b, cb) in itertools.pairwise(quantiles):
-        q.check(
-            f"quantile columns cross: {ca!r} (level {a:g}) is greater than {cb!r} (level {b:g})",
-            q.number(ca) > q.number(cb),
-        )
+    for j in range(1, k + 1):
+        if j == k:
+            out.append(top)
+            continue
+        parts = [nw.when(nw.col(c) >= float(j)).then(nw.col(a)).otherwise(nw.col(top)) for a, c in zip(rows, ranks)]
+        out.append(q.row(("sorted", key, j), min_of(*parts), inputs=[*rows, *ranks, top]))
     return out
+
+
+def crossing_row(q: Query, quantiles: Quantiles) -> str:
+    """Row column: 1.0 where some quantile exceeds the quantile of a higher level (else 0.0)."""
+    rows = [q.row(("value", column), q.number(column)) for _, column in quantiles]
+    if len(rows) < 2:
+        return q.row(("no_crossing",), nw.lit(0.0))
+    parts = [indicator(nw.col(a) > nw.col(b)) for a, b in itertools.pairwise(rows)]
+    return q.row(("crossing", tuple(rows)), max_of(*parts), inputs=rows)
+
+
+def n_crossing(q: Query, quantiles: Quantiles, counts: str | None = None) -> nw.Expr:
+    """The group's number of rows with crossing quantiles (``<name>_n_crossing``), counted like ``n``."""
+    return q.weighting(None, counts=counts).sum(crossing_row(q, quantiles))
+
+
+class CrossingOutputs:
+    """Outputs of a metric with ``crossing=``: ``<name>_n_crossing`` (Int64) and its warning."""
+
+    crossing: str
+    output_name: str
+
+    def counts_crossing(self) -> bool:
+        """Whether the metric outputs ``n_crossing`` (wide quantiles under "score" or "sort")."""
+        return self.crossing != "invalid" and not isinstance(getattr(self, "quantiles", None), str)
+
+    def rearranges(self) -> bool:
+        """Whether crossing rows are rearranged (``"sort"``) rather than scored as given."""
+        return self.crossing == "sort"
+
+    def notices(self) -> dict[str, str]:
+        if not self.counts_crossing():
+            return {}
+        if self.rearranges():
+            done = "rearranged in increasing order first"
+            other = "" if self.crossing == "score" else "pass crossing='score' to score them as given, or "
+        else:
+            done, other = "scored as given", "pass crossing='sort' to rearrange them, or "
+        msg = (
+            f"{self.output_name}: crossing quantiles in {{rows}}, {done} (crossing={self.crossing!r}); "
+            f"{other}crossing='invalid' to make them invalid rows"
+        )
+        return {f"{self.output_name}_n_crossing": msg}
+
+    def output_dtypes(self, built: Mapping[str, nw.Expr | None]) -> dict[str, Any]:
+        out = Metric.output_dtypes(self, built)  # type: ignore[arg-type]
+        if "n_crossing" in built:
+            out[f"{self.output_name}_n_crossing"] = nw.Int64
+        return out
+
+
+def crossing_outputs(
+    metric: CrossingOutputs, q: Query, quantiles: Quantiles, counts: str | None
+) -> dict[str, nw.Expr | None]:
+    """``{"n_crossing": count}`` when the metric counts crossing rows, else ``{}``."""
+    return {"n_crossing": n_crossing(q, quantiles, counts)} if metric.counts_crossing() else {}
+
+
+def interval_set_rows(q: Query, intervals: Intervals, crossing: str = "invalid") -> list[tuple[float, str, str]]:
+    """Each interval's bounds as Float64 rows: ``[(level, lo row, hi row), ...]``, under ``crossing``.
+
+    A single interval with ``lo > hi`` is an invalid row in every mode (the
+    coverage family's rule, checked on the columns as given).  Intervals
+    that are not nested are the quantiles ``(1 - c) / 2``, ``(1 + c) / 2``
+    crossing (:func:`intervals_as_quantiles`): ``"invalid"`` adds the
+    nesting checks (:func:`nesting_checks`); ``"score"`` keeps the bounds as
+    given; ``"sort"`` sorts the set's quantiles row by row
+    (:func:`quantile_rows`) and reads each interval back from them.
+    """
+    for _, lo, hi in intervals:
+        lo_e, hi_e = q.number(lo), q.number(hi)
+        q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e)
+    if crossing == "invalid":
+        nesting_checks(q, intervals)
+    quantile_set = intervals_as_quantiles(intervals)
+    rows = quantile_rows(q, quantile_set, "sort" if crossing == "sort" else "score")
+
+    def row_at(level: float) -> str:
+        return next(r for lv, r in rows if is_close_level(lv, level))
+
+    # sorted, the rows are read back by level: the lowest level's bounds are the inner pair
+    return [(level, row_at(tail_level(level)), row_at(1.0 - tail_level(level))) for level, _, _ in intervals]
 
 
 def interval_rows(q: Query, intervals: Intervals) -> list[tuple[float, str, str]]:
@@ -272,13 +419,7 @@ def interval_rows(q: Query, intervals: Intervals) -> list[tuple[float, str, str]
     'hi80' in 3 rows"), counted per level; intervals that are not nested are
     invalid rows too (:func:`nesting_checks`).
     """
-    nesting_checks(q, intervals)
-    out = []
-    for level, lo, hi in intervals:
-        lo_e, hi_e = q.number(lo), q.number(hi)
-        q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e)
-        out.append((level, q.row(("value", lo), lo_e), q.row(("value", hi), hi_e)))
-    return out
+    return interval_set_rows(q, intervals, "invalid")
 
 
 def nesting_checks(q: Query, intervals: Intervals) -> None:
@@ -299,6 +440,50 @@ def nesting_checks(q: Query, intervals: Intervals) -> None:
             f"intervals not nested: {hi_a!r} (level {a:g}) is greater than {hi_b!r} (level {b:g})",
             q.number(hi_a) > q.number(hi_b),
         )
+
+
+def check_horizon(value: Any, name: str = "horizon") -> int | str:
+    """``horizon=``: a positive integer, or the name of a column holding it (one value per group)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            import numpy as np
+
+            ok = isinstance(value, np.integer)
+        except ImportError:  # pragma: no cover
+            ok = False
+        if not ok:
+            fail(TypeError, name, "a positive integer or the name of a column of positive integers", value)
+    if int(value) < 1:
+        fail(ValueError, name, "a positive integer or the name of a column of positive integers", value)
+    return int(value)
+
+
+def horizon_row(q: Query, column: str) -> str:
+    """The ``horizon=`` column as a Float64 row: positive integers, one value per group.
+
+    Missing, non-finite, non-integer and values below 1 are invalid rows;
+    so are the rows of a group where the horizon is not constant (e.g. a
+    ``by=`` that does not include the horizon column).
+    """
+    bad = f"column {column!r} (horizon=) has values that are not integers >= 1"
+    if column in q.keys:  # by=[..., horizon]: the group's own key (null keys are invalid already)
+        if not q.schema[column].is_numeric():
+            msg = f"column {column!r} (horizon=) must hold positive integers, found dtype {q.schema[column]}"
+            raise TypeError(msg)
+        key = nw.col(column).cast(nw.Float64)
+        q.check(bad, ~key.is_finite() | (key < 1.0) | (key != key.floor()))
+        return q.row(("horizon_key", column), key)
+    h = q.number(column)
+    q.check(bad, (h < 1.0) | (h != h.floor()))
+    spread = over(h.max(), q.keys) - over(h.min(), q.keys)  # the keys' own names: checks read the input frame
+    q.check(
+        f"column {column!r} (horizon=) is not constant within a group, in {{rows}}; group by it "
+        f"(by=[..., {column!r}]) or pass one horizon as an integer",
+        spread != 0.0,
+    )
+    return q.row(("value", column), h)
 
 
 def value_row(q: Query, y: str) -> str:
@@ -364,6 +549,8 @@ class Ensemble:
     members: str | tuple[str, ...]
     #: the row column of the forecast's weight (``weights=``), carried to each forecast
     weight: str | None = None
+    #: the members' weights (``member_weights=``): a list row column, or one row column per member
+    member_weights: str | tuple[str, ...] | None = None
 
     @property
     def width(self) -> int | None:
@@ -396,13 +583,72 @@ def _list_members(q: Query, name: str) -> str:
     return q.row(("samples_list", name), col)
 
 
-def ensemble(q: Query, y: str, samples: str | tuple[str, ...], weight: str | None = None) -> Ensemble:
-    """The ensemble's row columns (inputs checked); ``weight``: a weight row column."""
+def check_member_weights(
+    samples: Any, member_weights: Any, name: str = "member_weights"
+) -> str | tuple[str, ...] | None:
+    """``member_weights=``: like ``samples`` (a list column, or one column per member), aligned with it."""
+    if member_weights is None:
+        return None
+    if samples is None:
+        msg = f"{name}= weighs the members of an ensemble: it needs samples="
+        raise ValueError(msg)
+    value = check_samples(member_weights, name)
+    if isinstance(samples, str) != isinstance(value, str):
+        msg = (
+            f"{name}= must have the form of samples=: a list column with a list column, "
+            f"a list of member columns with a list of as many weight columns, got samples={samples!r}, {name}={value!r}"
+        )
+        raise TypeError(msg)
+    if not isinstance(value, str) and len(value) != len(samples):
+        msg = f"{name}= must give one weight column per member: {len(samples)} members, {len(value)} weight columns"
+        raise ValueError(msg)
+    return value
+
+
+def _member_weight_rows(
+    q: Query, samples: str | tuple[str, ...], weights: str | tuple[str, ...]
+) -> str | tuple[str, ...]:
+    """The member weights as row columns, checked: finite, non-negative, a positive total per forecast."""
+    if isinstance(weights, str):
+        assert isinstance(samples, str)
+        dtype = q.schema.get(weights)
+        if not isinstance(dtype, (nw.List, nw.Array)):
+            msg = f"member_weights column {weights!r} must be a list column of numbers aligned with {samples!r}, found dtype {dtype}"
+            raise TypeError(msg)
+        col = q.column(weights)
+        if isinstance(dtype, nw.Array):
+            col = col.cast(nw.List(dtype.inner))
+        what = f"member_weights column {weights!r}"
+        q.check(f"{what} has missing values", col.is_null())
+        q.check(f"{what} has missing members", col.list.contains(None))
+        q.check(f"{what} has NaN or infinite weights", ~col.list.mean().is_finite())
+        q.check(f"{what} has negative weights", col.list.min() < 0.0)
+        q.check(f"{what} has a zero total weight", col.list.max() <= 0.0)  # weights are non-negative
+        q.check(f"{what} has lists of another length than {samples!r}", col.list.len() != q.column(samples).list.len())
+        return q.row(("member_weights_list", weights), col)
+    rows = []
+    for c in weights:
+        w = q.number(c)
+        q.check(f"member_weights column {c!r} has negative values", w < 0.0)
+        rows.append(q.row(("value", c), w))
+    q.check("member_weights have a zero total weight", total(q.number(c) for c in weights) <= 0.0)
+    return tuple(rows)
+
+
+def ensemble(
+    q: Query,
+    y: str,
+    samples: str | tuple[str, ...],
+    weight: str | None = None,
+    member_weights: str | tuple[str, ...] | None = None,
+) -> Ensemble:
+    """The ensemble's row columns (inputs checked); ``weight``: a weight row column; ``member_weights``: columns."""
     y_row = q.row(("value", y), q.number(y))
+    mw = None if member_weights is None else _member_weight_rows(q, samples, member_weights)
     if isinstance(samples, str):
-        return Ensemble(y_row, _list_members(q, samples), weight)
+        return Ensemble(y_row, _list_members(q, samples), weight, mw)
     # + 0.0 turns -0.0 into 0.0: pandas (pyarrow dtypes) cannot sort or group a column holding both
-    return Ensemble(y_row, tuple(q.row(("member", s), q.number(s) + 0.0) for s in samples), weight)
+    return Ensemble(y_row, tuple(q.row(("member", s), q.number(s) + 0.0) for s in samples), weight, mw)
 
 
 def _members_long(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: TableRef) -> nw.LazyFrame:
@@ -414,22 +660,33 @@ def _members_long(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: Table
     same forecast on every engine (a tie of this order is a repeated identical
     forecast).  With a weight, its column ``w`` is carried along.
     """
-    rid, x, c = ref.name("rid"), ref.name("x"), ref.name("c")
+    rid, x, c, mw = ref.name("rid"), ref.name("x"), ref.name("c"), ref.name("mw")
     y = (nw.col(ens.y) + 0.0).alias(ref.name("y"))  # -0.0 becomes 0.0 (see below)
     carried = [ref.name("y")] + ([ref.name("w")] if ens.weight is not None else [])
     weight = [nw.col(ens.weight).alias(ref.name("w"))] if ens.weight is not None else []
+    mws = ens.member_weights
     if isinstance(ens.members, str):
-        base = rows.select(*keys, y, *weight, nw.col(ens.members).alias(x))
+        list_w = [nw.col(mws).alias(mw)] if isinstance(mws, str) else []
+        base = rows.select(*keys, y, *weight, nw.col(ens.members).alias(x), *list_w)
         base = base.with_row_index(rid, order_by=[*keys, *carried])
-        long = base.explode(x)
+        if list_w:  # lists of other lengths are invalid rows (checked); leave them out of the explode
+            base = base.filter(nw.col(x).list.len() == nw.col(mw).list.len())
+        long = base.explode(x, mw) if list_w else base.explode(x)
     else:
-        base = rows.select(*keys, y, *weight, *ens.members)
-        base = base.with_row_index(rid, order_by=[*keys, *carried, *ens.members])
-        parts = [base.select(*keys, rid, *carried, nw.col(m).alias(x)) for m in ens.members]
+        cols_w = list(mws) if isinstance(mws, tuple) else []
+        base = rows.select(*keys, y, *weight, *ens.members, *cols_w)
+        base = base.with_row_index(rid, order_by=[*keys, *carried, *ens.members, *cols_w])
+        parts = [
+            base.select(*keys, rid, *carried, nw.col(m).alias(x), *([nw.col(cols_w[i]).alias(mw)] if cols_w else []))
+            for i, m in enumerate(ens.members)
+        ]
         long = nw.concat(parts, how="vertical")
     # + 0.0 turns -0.0 into 0.0: one tie group on every engine (pandas cannot group both)
     long = long.with_columns(nw.col(x).cast(nw.Float64) + 0.0)
-    ties = long.group_by(*keys, rid, *carried, x).agg(nw.len().alias(c))
+    if mws is not None:
+        long = long.with_columns(nw.col(mw).cast(nw.Float64))
+    aggs = [nw.len().alias(c), *([nw.col(mw).sum()] if mws is not None else [])]
+    ties = long.group_by(*keys, rid, *carried, x).agg(*aggs)
     return ties.with_columns(nw.col(c).cast(nw.Float64))
 
 
@@ -443,7 +700,9 @@ def ensemble_rows(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: Table
     weight, ``w`` is the forecast's weight.
     """
     ties = _members_long(rows, keys, ens, ref)
-    rid, x, c, y = ref.name("rid"), ref.name("x"), ref.name("c"), ref.name("y")
+    rid, x, y = ref.name("rid"), ref.name("x"), ref.name("y")
+    # with member weights every count below is a weight: m the total weight, spread the weighted sum
+    c = ref.name("mw") if ens.member_weights is not None else ref.name("c")
     end, m = ref.name("end"), ref.name("m")
     part = [*keys, rid]
     real = ties.filter(~nw.col(x).is_null())
@@ -462,7 +721,8 @@ def ensemble_rows(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: Table
     if ens.weight is not None:  # one value per forecast
         sums.append(nw.col(ref.name("w")).max())
     per = real.group_by(*keys, rid).agg(nw.col(c).sum().alias(m), *sums)
-    nulls = ties.with_columns(nw.when(nw.col(x).is_null()).then(nw.col(c)).otherwise(0.0).alias(ref.name("nulls")))
+    count = nw.col(ref.name("c"))
+    nulls = ties.with_columns(nw.when(nw.col(x).is_null()).then(count).otherwise(0.0).alias(ref.name("nulls")))
     nulls = nulls.group_by(*keys, rid).agg(nw.col(ref.name("nulls")).sum())
     return nulls.join(per, on=[*keys, rid], how="left")
 
@@ -482,13 +742,14 @@ class QuantileLevel:
 
 
 def quantile_levels(
-    q: Query, quantiles: Quantiles | str, quantile_level: str | None, *, by_key: bool
+    q: Query, quantiles: Quantiles | str, quantile_level: str | None, *, by_key: bool, crossing: str = "invalid"
 ) -> list[QuantileLevel]:
+    """The levels of wide or long quantiles; wide ones under ``crossing`` (:func:`quantile_rows`)."""
     if isinstance(quantiles, str):
         assert quantile_level is not None  # checked by check_long_form
         t = level_column_row(q, quantile_level, by_key=by_key)
         return [QuantileLevel(value_row(q, quantiles), t, q.min(t))]
-    return [QuantileLevel(row, tau, tau) for tau, row in quantile_rows(q, quantiles)]
+    return [QuantileLevel(row, tau, tau) for tau, row in quantile_rows(q, quantiles, crossing)]
 
 
 def level_tau(level: QuantileLevel) -> tuple[nw.Expr | float, list[str]]:

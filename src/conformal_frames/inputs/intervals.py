@@ -9,7 +9,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames.engine import Query, indicator
 
-__all__ = ["covered_row", "interval_bounds", "width_row"]
+__all__ = ["covered_row", "interval_bounds", "miss_column_row", "width_row"]
 
 
 # ---------------------------------------------------------------------------
@@ -33,3 +33,19 @@ def width_row(q: Query, lo: str, hi: str) -> str:
     """Row column: ``hi - lo``."""
     lo_e, hi_e = interval_bounds(q, lo, hi)
     return q.row(("width", lo, hi), hi_e - lo_e)
+
+
+def miss_column_row(q: Query, miss: str) -> str:
+    """Row column: a 0/1 miss indicator given as a column (``miss=``, e.g. a VaR hit), as Float64.
+
+    Numeric 0/1 or Boolean; missing, NaN, infinite and other values are
+    invalid rows (never remapped).
+    """
+    if miss in q.schema and q.schema[miss] == nw.Boolean:
+        col = q.column(miss)
+        q.check(f"column {miss!r} (miss=) has missing values", col.is_null())
+        value = col.cast(nw.Float64)
+    else:
+        value = q.number(miss)
+    q.check(f"column {miss!r} (miss=) has values other than 0 and 1", (value != 0.0) & (value != 1.0))
+    return q.row(("miss_column", miss), value)

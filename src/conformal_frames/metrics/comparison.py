@@ -16,9 +16,10 @@ from typing import Literal
 import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
-from conformal_frames._validate import check_column, check_positive_int, choice
+from conformal_frames._validate import check_column, choice
 from conformal_frames.engine import Metric, Query, TableRef, no_weights
 from conformal_frames.inputs.binary import binary_row
+from conformal_frames.inputs.forecasts import check_horizon, horizon_row
 from conformal_frames.numerics.brownian import with_normal_sf
 from conformal_frames.numerics.stats import ratio
 from conformal_frames.results import DieboldMarianoTestResult
@@ -81,6 +82,30 @@ def _dm_finalize(stat: nw.Expr) -> engine.FinalizeFn:
     return build
 
 
+def _lag_sum_table(c: str, t: str, h: str) -> engine.TableFn:
+    """Per group: ``sum_{k=1}^{h-1} sum_t c_t c_(t-k)`` for a horizon ``h`` read from the rows.
+
+    With ``C`` the running sum of ``c`` in time order and ``r`` the row's
+    rank, the inner sum over the lags is ``C_(r-1) - C_(r-h)``; ``C_(r-h)``
+    comes from a join on ``(keys, r)`` (lazy on every engine, no shift by a
+    column).
+    """
+
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        one, r, cum, lag, s = (ref.name(x) for x in ("one", "r", "cum", "lag", "s"))
+        f = rows.select(*keys, t, c, h).with_columns(nw.lit(1, nw.Int64).alias(one))
+        f = f.with_columns(
+            engine.over(nw.col(one).cum_sum(), keys, order_by=t).alias(r),
+            engine.over(nw.col(c).cum_sum(), keys, order_by=t).alias(cum),
+        )
+        shifted = f.select(*keys, (nw.col(r) + nw.col(h).cast(nw.Int64)).alias(r), nw.col(cum).alias(lag))
+        joined = f.join(shifted, on=[*keys, r], how="left")
+        term = nw.col(c) * (nw.col(cum) - nw.col(c) - nw.col(lag).fill_null(0.0))
+        return engine.aggregate(joined.with_columns(term.alias(s)), keys, [nw.col(s).sum()])
+
+    return build
+
+
 @dataclass(frozen=True, kw_only=True)
 class DieboldMarianoTest(Metric):
     y: str
@@ -88,7 +113,7 @@ class DieboldMarianoTest(Metric):
     other: str = field(metadata={"check": check_column})
     order_by: str = field(metadata={"check": check_column})
     loss: Loss = field(default="squared", metadata={"check": choice(*LOSSES)})
-    horizon: int = field(default=1, metadata={"check": check_positive_int})
+    horizon: int | str = field(default=1, metadata={"check": check_horizon})
     default_name = "diebold_mariano_test"
     kind = "test"
     result = DieboldMarianoTestResult
@@ -101,7 +126,11 @@ class DieboldMarianoTest(Metric):
         c = q.row(("centered", d), nw.col(d) - nw.col(mean), inputs=[d, mean])
         gamma0 = ratio(q.sum(q.row(("square", c), nw.col(c) ** 2, inputs=[c])), q.n)
         lags: list[nw.Expr] = []
-        for k in range(1, self.horizon):
+        if isinstance(self.horizon, str):  # one horizon per group, from the data: a lag-sum table
+            h = horizon_row(q, self.horizon)
+            table = q.table(("dm_lags", c, t, h), _lag_sum_table(c, t, h))
+            lags.append(ratio(table.col("s").fill_null(0.0), q.n))
+        for k in range(1, self.horizon if isinstance(self.horizon, int) else 1):
             lag = q.row(("lag", c, t, k), engine.over(nw.col(c).shift(k), q.group, order_by=t), inputs=[c, t])
             prod = q.row(("lag_product", c, lag), (nw.col(c) * nw.col(lag)).fill_null(0.0), inputs=[c, lag])
             lags.append(ratio(q.sum(prod), q.n))
@@ -122,7 +151,7 @@ class DieboldMarianoTest(Metric):
     "diebold_mariano_test", "its long-run variance is that of the loss differences of consecutive rows, a time series"
 )
 def diebold_mariano_test(
-    y: str, score: str, other: str, *, order_by: str, loss: Loss = "squared", horizon: int = 1
+    y: str, score: str, other: str, *, order_by: str, loss: Loss = "squared", horizon: int | str = 1
 ) -> DieboldMarianoTest:
     """Diebold-Mariano test of equal predictive accuracy of two forecasts.
 
@@ -158,8 +187,12 @@ def diebold_mariano_test(
         Time column (any sortable type); one row per time point and group.
     loss : {"squared", "absolute", "log"}, default "squared"
         ``(y - f)^2``, ``|y - f|`` or ``-(y log f + (1 - y) log(1 - f))``.
-    horizon : int, default 1
-        Forecast horizon ``h``; autocovariances up to lag ``h - 1`` enter ``V``.
+    horizon : int or str, default 1
+        Forecast horizon ``h``; autocovariances up to lag ``h - 1`` enter
+        ``V``.  A column name: each group's horizon from the data (positive
+        integers, constant within each group, else invalid rows); with
+        ``by="horizon", horizon="horizon"`` every horizon is tested with its
+        own ``h``, as one call per horizon would.
 
     Returns
     -------

@@ -8,9 +8,16 @@ pinball (quantile) loss of one forecast is
 
 ``rho_tau(y, q) = tau * (y - q)^+ + (1 - tau) * (q - y)^+``.
 
-Rows with crossing quantiles or ``lo > hi`` are invalid rows (never scored):
-an error on eager input, null metrics and ``n_invalid`` on lazy input, left
-out with ``invalid="drop"``.
+Crossing quantiles (``q_a > q_b`` for levels ``a < b``, or intervals that
+are not nested) follow ``crossing=`` on every metric here (read in
+:func:`~conformal_frames.inputs.forecasts.quantile_rows`): ``"score"``
+(default) scores them as given (each definition holds for any quantiles),
+``"sort"`` rearranges each row's quantiles in increasing order first, both
+with an output ``<name>_n_crossing`` (the rows with any crossing) and a
+warning naming the count on eager input; ``"invalid"`` makes them invalid
+rows.  A single interval with ``lo > hi`` is an invalid row in the coverage
+family whatever ``crossing=``: an error on eager input, null metrics and
+``n_invalid`` on lazy input, left out with ``invalid="drop"``.
 
 Per-level results (``per_level=True`` and :func:`interval_coverage`) are long
 tables, one row per group and level, with the level in a column
@@ -30,24 +37,28 @@ from dataclasses import dataclass
 import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import check_boolean, checked, optional
-from conformal_frames.engine import Metric, Query, TableRef, Weighting, stack, total
+from conformal_frames.engine import Metric, Query, TableRef, Weighting, indicator, stack, total
 from conformal_frames.inputs.forecasts import (
+    CrossingOutputs,
     Intervals,
     QuantileLevel,
     Quantiles,
+    check_crossing,
     check_intervals,
     check_level_column,
     check_long_form,
     check_quantiles,
+    crossing_outputs,
+    interval_set_rows,
+    intervals_as_quantiles,
     is_close_level,
     level_tau,
     nesting_checks,
     quantile_levels,
     quantile_rows,
-    tail_level,
     value_row,
 )
-from conformal_frames.inputs.intervals import covered_row, interval_bounds, width_row
+from conformal_frames.inputs.intervals import interval_bounds
 from conformal_frames.inputs.levels import level_name
 from conformal_frames.numerics.stats import ratio, wilson_interval
 
@@ -72,6 +83,15 @@ def pinball_row(q: Query, y: str, level: QuantileLevel) -> str:
 def _below_row(q: Query, y: str, level: QuantileLevel) -> str:
     """Row column ``1[y <= q_tau]``."""
     return q.row(("below", y, level.row), (nw.col(y) <= nw.col(level.row)).cast(F64), inputs=[y, level.row])
+
+
+def _check_long_crossing(quantiles: object, crossing: str, metric: str) -> None:
+    if isinstance(quantiles, str) and crossing == "sort":
+        msg = (
+            f"{metric}: crossing='sort' needs all quantiles of a forecast on one row (wide form, "
+            "quantiles={level: column}); in the long form each row holds one level and is scored as given"
+        )
+        raise ValueError(msg)
 
 
 # ---------------------------------------------------------------------------
@@ -127,29 +147,33 @@ def long_by_level(
 # pinball loss
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
-class PinballLoss(Metric):
+class PinballLoss(CrossingOutputs, Metric):
     y: str
     quantiles: Quantiles | str = checked(_check_quantiles_long)  # noqa: RUF009
     quantile_level: str | None = checked(check_level_column, None)
     per_level: bool = checked(check_boolean, False)
     weights: str | None = None
     counts: str | None = None
+    crossing: str = checked(check_crossing, "score")
     default_name = "pinball_loss"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_long_form(self.quantiles, self.quantile_level, "pinball_loss")
+        _check_long_crossing(self.quantiles, self.crossing, "pinball_loss")
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y = value_row(q, self.y)
-        levels = quantile_levels(q, self.quantiles, self.quantile_level, by_key=self.per_level)
+        levels = quantile_levels(q, self.quantiles, self.quantile_level, by_key=self.per_level, crossing=self.crossing)
         rows = [pinball_row(q, y, lv) for lv in levels]
         w = q.weighting(self.weights, counts=self.counts)
+        crossing = crossing_outputs(self, q, self.quantiles, self.counts) if not isinstance(self.quantiles, str) else {}
         if not self.per_level:  # one row column and one sum, whatever the number of levels
             mean = q.row(("pinball_mean", y, *rows), total(nw.col(r) for r in rows) / float(len(rows)), inputs=rows)
-            return {"": ratio(w.sum(mean), w.total)}
+            return {"": ratio(w.sum(mean), w.total), **crossing}
         out: dict[str, nw.Expr | None] = {"": ratio(total(w.sum(r) for r in rows), w.total * float(len(rows)))}
         out.update({level_suffix(lv.tau): ratio(w.sum(r), w.total) for lv, r in zip(levels, rows)})
+        out |= crossing
         out["n"] = q.n
         return out
 
@@ -161,7 +185,8 @@ class PinballLossTable(PinballLoss):
     long = True
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-        return _to_long(self, frame, keys, self.quantiles, "quantile_level", {self.output_name: ""})
+        per_group = ("n_crossing",) if self.counts_crossing() else ()
+        return _to_long(self, frame, keys, self.quantiles, "quantile_level", {self.output_name: ""}, per_group)
 
 
 def _to_long(
@@ -223,6 +248,7 @@ def pinball_loss(
     per_level: bool = False,
     weights: str | None = None,
     counts: str | None = None,
+    crossing: str = "score",
 ) -> PinballLoss:
     """Pinball (quantile) loss, averaged over the quantile levels (lower is better).
 
@@ -237,8 +263,8 @@ def pinball_loss(
     y : str
         Column of the observed value.
     quantiles : dict or str
-        ``{level: column}`` (wide form; crossing rows are invalid), or the
-        column of the quantile in the long form (with ``quantile_level``).
+        ``{level: column}`` (wide form; crossing rows: see ``crossing``), or
+        the column of the quantile in the long form (with ``quantile_level``).
     quantile_level : str, optional
         Long form: the column of each row's level, in (0, 1).  The loss is
         the mean over rows; with ``per_level=True`` it must be a ``by=`` key.
@@ -255,6 +281,13 @@ def pinball_loss(
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
+    crossing : {"score", "sort", "invalid"}, default "score"
+        Rows whose quantiles cross (``q_a > q_b`` for levels ``a < b``):
+        ``"score"`` scores them as given, ``"sort"`` rearranges each row's
+        quantiles in increasing order first (never a higher pinball loss);
+        both add the output ``<name>_n_crossing`` (rows with any crossing)
+        and warn with the count on eager input.  ``"invalid"``: crossing
+        rows are invalid rows (the ``invalid=`` policy of the evaluation).
 
     Returns
     -------
@@ -296,6 +329,7 @@ def pinball_loss(
         per_level=per_level,
         weights=weights,
         counts=counts,
+        crossing=crossing,
     )
 
 
@@ -331,13 +365,14 @@ def wis_pairs(quantiles: Quantiles) -> tuple[str, list[tuple[float, str, str]]]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class WIS(Metric):
+class WIS(CrossingOutputs, Metric):
     y: str
     quantiles: Quantiles | None = checked(optional(check_quantiles), None)  # noqa: RUF009
     intervals: Intervals | None = checked(optional(check_intervals), None)  # noqa: RUF009
     median: str | None = checked(optional(check_level_column), None)
     weights: str | None = None
     counts: str | None = None
+    crossing: str = checked(check_crossing, "score")
     default_name = "wis"
 
     def __post_init__(self) -> None:
@@ -354,20 +389,35 @@ class WIS(Metric):
         if self.quantiles is not None:
             wis_pairs(self.quantiles)
 
-    def _components(self, q: Query) -> tuple[str, str, str]:
-        """Row columns: dispersion, overprediction, underprediction (each divided by K + 1/2)."""
-        y = value_row(q, self.y)
+    def quantile_set(self) -> Quantiles:
+        """The forecast's quantiles: ``quantiles=``, or the intervals' bounds and the median."""
         if self.quantiles is not None:
-            quantile_rows(q, self.quantiles)  # the crossing checks
-            median, pairs = wis_pairs(self.quantiles)
-        else:
-            assert self.intervals is not None and self.median is not None
+            return self.quantiles
+        assert self.intervals is not None and self.median is not None
+        return tuple(sorted([*intervals_as_quantiles(self.intervals), (0.5, self.median)]))
+
+    def _components(self, q: Query) -> tuple[str, str, str]:
+        """Row columns: dispersion, overprediction, underprediction (each divided by K + 1/2).
+
+        The quantile form: ``1 / (K + 1/2)`` times the pinball losses of the
+        ``2K + 1`` quantiles, split into its three parts; it equals the
+        interval form for any bounds (crossing or not).
+        """
+        y = value_row(q, self.y)
+        if self.crossing == "invalid" and self.intervals is not None:
             for _, lo, hi in self.intervals:
                 interval_bounds(q, lo, hi)
             nesting_checks(q, self.intervals)
-            median, pairs = self.median, [(tail_level(c), lo, hi) for c, lo, hi in self.intervals]
-        m = value_row(q, median)
-        bounds = [(tau, value_row(q, lo), value_row(q, hi)) for tau, lo, hi in pairs]
+        quantile_set = self.quantile_set()
+        mode = "score" if self.crossing == "invalid" and self.intervals is not None else self.crossing
+        rows = quantile_rows(q, quantile_set, mode)
+
+        def row_at(level: float) -> str:
+            return next(r for lv, r in rows if is_close_level(lv, level))
+
+        _, pairs = wis_pairs(quantile_set)
+        m = row_at(0.5)
+        bounds = [(tau, row_at(tau), row_at(1.0 - tau)) for tau, _, _ in pairs]
         scale = 1.0 / (len(pairs) + 0.5)
         yc, mc = nw.col(y), nw.col(m)
         disp = total([nw.lit(0.0), *[tau * (nw.col(hi) - nw.col(lo)) for tau, lo, hi in bounds]]) * scale
@@ -393,6 +443,7 @@ class WIS(Metric):
             "dispersion": ratio(disp, w.total),
             "overprediction": ratio(over, w.total),
             "underprediction": ratio(under, w.total),
+            **crossing_outputs(self, q, self.quantile_set(), self.counts),
         }
 
 
@@ -404,6 +455,7 @@ def wis(
     median: str | None = None,
     weights: str | None = None,
     counts: str | None = None,
+    crossing: str = "score",
 ) -> WIS:
     """Weighted interval score of Bracher, Ray, Gneiting and Reich (2021) (lower is better).
 
@@ -426,11 +478,12 @@ def wis(
         Column of the observed value.
     quantiles : dict, optional
         ``{level: column}`` with the median (level 0.5) and, for every level
-        ``tau < 0.5``, the level ``1 - tau`` (crossing rows are invalid).
+        ``tau < 0.5``, the level ``1 - tau``.
     intervals : dict, optional
-        ``{confidence_level: (lo, hi)}`` instead of ``quantiles`` (rows with
-        ``lo > hi`` and rows whose intervals are not nested are invalid), with
-        ``median``.
+        ``{confidence_level: (lo, hi)}`` instead of ``quantiles``, with
+        ``median``: the quantiles ``(1 -+ c) / 2`` and the median, so an
+        interval with ``lo > hi``, intervals that are not nested or a median
+        outside an interval are crossing quantiles (see ``crossing``).
     median : str, optional
         With ``intervals``: the column of the median forecast.
     weights : str, optional
@@ -441,6 +494,14 @@ def wis(
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
+    crossing : {"score", "sort", "invalid"}, default "score"
+        Rows whose quantiles cross: ``"score"`` scores them as given (the
+        quantile form above holds for any quantiles), ``"sort"`` rearranges
+        each row's quantiles in increasing order first (never a higher
+        score); both add the output ``wis_n_crossing`` (rows with any
+        crossing) and warn with the count on eager input.  ``"invalid"``:
+        crossing rows are invalid rows (with ``intervals=``: ``lo > hi`` and
+        intervals that are not nested, as before 0.3).
 
     Returns
     -------
@@ -467,7 +528,15 @@ def wis(
     epidemic forecasts in an interval format", PLOS Computational Biology
     17(2), e1008618; T. Gneiting and A. E. Raftery (2007), JASA 102, 359-378.
     """
-    return WIS(y=y, quantiles=quantiles, intervals=intervals, median=median, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return WIS(
+        y=y,
+        quantiles=quantiles,  # type: ignore[arg-type]
+        intervals=intervals,  # type: ignore[arg-type]
+        median=median,
+        weights=weights,
+        counts=counts,
+        crossing=crossing,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -477,7 +546,7 @@ _QUANTILE_STATS = {"coverage": "", "coverage_ci_low": "ci_low", "coverage_ci_hig
 
 
 @dataclass(frozen=True, kw_only=True)
-class QuantileCoverage(Metric):
+class QuantileCoverage(CrossingOutputs, Metric):
     y: str
     quantiles: Quantiles | str = checked(_check_quantiles_long)  # noqa: RUF009
     quantile_level: str | None = checked(check_level_column, None)
@@ -485,15 +554,17 @@ class QuantileCoverage(Metric):
     ci_level: float = 0.95
     weights: str | None = None
     counts: str | None = None
+    crossing: str = checked(check_crossing, "score")
     default_name = "quantile_coverage"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_long_form(self.quantiles, self.quantile_level, "quantile_coverage")
+        _check_long_crossing(self.quantiles, self.crossing, "quantile_coverage")
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y = value_row(q, self.y)
-        levels = quantile_levels(q, self.quantiles, self.quantile_level, by_key=True)
+        levels = quantile_levels(q, self.quantiles, self.quantile_level, by_key=True, crossing=self.crossing)
         w = q.weighting(self.weights, counts=self.counts)
         out: dict[str, nw.Expr | None] = {}
         deviations = []
@@ -506,6 +577,8 @@ class QuantileCoverage(Metric):
                 low, high, at = *bounds[k], level_suffix(lv.tau)
                 out |= {at: cov, f"{at}_ci_low": low, f"{at}_ci_high": high, f"{at}_deviation": cov - lv.group_tau}
         summary: dict[str, nw.Expr | None] = {"": total(deviations) / float(len(deviations))}
+        if not isinstance(self.quantiles, str):
+            summary |= crossing_outputs(self, q, self.quantiles, self.counts)
         if w.weighted:
             out["n_eff"] = w.n_eff
         return {**summary, **out, "n": q.n} if self.per_level else summary
@@ -518,7 +591,8 @@ class QuantileCoverageTable(QuantileCoverage):
     long = True
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-        return _to_long(self, frame, keys, self.quantiles, "quantile_level", _QUANTILE_STATS, _n_eff(self.weights))
+        per_group = (*_n_eff(self.weights), *(("n_crossing",) if self.counts_crossing() else ()))
+        return _to_long(self, frame, keys, self.quantiles, "quantile_level", _QUANTILE_STATS, per_group)
 
 
 def quantile_coverage(
@@ -530,6 +604,7 @@ def quantile_coverage(
     ci_level: float = 0.95,
     weights: str | None = None,
     counts: str | None = None,
+    crossing: str = "score",
 ) -> QuantileCoverage:
     """Quantile coverage: per level, the fraction of ``y <= q_tau`` against ``tau``.
 
@@ -546,8 +621,8 @@ def quantile_coverage(
     y : str
         Column of the observed value.
     quantiles : dict or str
-        ``{level: column}`` (wide form; crossing rows are invalid), or the
-        column of the quantile in the long form (with ``quantile_level``).
+        ``{level: column}`` (wide form; crossing rows: see ``crossing``), or
+        the column of the quantile in the long form (with ``quantile_level``).
     quantile_level : str, optional
         Long form: the column of each row's level, in (0, 1); it must be a
         ``by=`` key (one level per group).
@@ -573,6 +648,14 @@ def quantile_coverage(
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
+    crossing : {"score", "sort", "invalid"}, default "score"
+        Rows whose quantiles cross (wide form): ``"score"`` counts ``y <=
+        q_tau`` on the quantiles as given, ``"sort"`` on each row's
+        quantiles rearranged in increasing order; both add the output
+        ``<name>_n_crossing`` (a column ``n_crossing`` of the long table)
+        and warn with the count on eager input.  ``"invalid"``: crossing
+        rows are invalid rows.  The long form has one level per row: its
+        rows are scored as given ("sort" is refused).
 
     Returns
     -------
@@ -615,6 +698,7 @@ def quantile_coverage(
         ci_level=ci_level,
         weights=weights,
         counts=counts,
+        crossing=crossing,
     )
 
 
@@ -631,40 +715,52 @@ _INTERVAL_STATS = {
 
 
 @dataclass(frozen=True, kw_only=True)
-class IntervalCoverage(Metric):
+class IntervalCoverage(CrossingOutputs, Metric):
     y: str
     intervals: Intervals = checked(check_intervals)  # noqa: RUF009
     ci_level: float = 0.95
     weights: str | None = None
     counts: str | None = None
+    crossing: str = checked(check_crossing, "score")
     default_name = "interval_coverage"
     kind = "table"
     long = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y = value_row(q, self.y)
-        nesting_checks(q, self.intervals)
+        bounds_rows = interval_set_rows(q, self.intervals, self.crossing)
         w = q.weighting(self.weights, counts=self.counts)
         out: dict[str, nw.Expr | None] = {}
-        all_hits = [w.sum(covered_row(q, self.y, lo, hi)) for _, lo, hi in self.intervals]
+        yc = nw.col(y)
+        covered = [
+            q.row(
+                ("covered_rows", y, lo_r, hi_r),
+                indicator((nw.col(lo_r) <= yc) & (yc <= nw.col(hi_r))),
+                inputs=[y, lo_r, hi_r],
+            )
+            for _, lo_r, hi_r in bounds_rows
+        ]
+        all_hits = [w.sum(c) for c in covered]
         bounds = _wilson(q, w, ("interval_coverage", self.output_name), all_hits, self.ci_level)
-        for k, (level, lo, hi) in enumerate(self.intervals):
+        for k, (level, lo_r, hi_r) in enumerate(bounds_rows):
             hits, (low, high) = all_hits[k], bounds[k]
-            lo_r, hi_r = value_row(q, lo), value_row(q, hi)
-            miss = (nw.col(lo_r) - nw.col(y)).clip(lower_bound=0.0) + (nw.col(y) - nw.col(hi_r)).clip(lower_bound=0.0)
+            miss = (nw.col(lo_r) - yc).clip(lower_bound=0.0) + (yc - nw.col(hi_r)).clip(lower_bound=0.0)
             score = (nw.col(hi_r) - nw.col(lo_r)) + (2.0 / (1.0 - level)) * miss
-            winkler = q.row(("winkler_rows", y, lo, hi, level), score, inputs=[y, lo_r, hi_r])
+            winkler = q.row(("winkler_rows", y, lo_r, hi_r, level), score, inputs=[y, lo_r, hi_r])
+            width = q.row(("width_rows", lo_r, hi_r), nw.col(hi_r) - nw.col(lo_r), inputs=[lo_r, hi_r])
             at = level_suffix(level)
             out |= {at: ratio(hits, w.total), f"{at}_ci_low": low, f"{at}_ci_high": high}
-            out[f"{at}_width"] = ratio(w.sum(width_row(q, lo, hi)), w.total)
+            out[f"{at}_width"] = ratio(w.sum(width), w.total)
             out[f"{at}_winkler"] = ratio(w.sum(winkler), w.total)
         if w.weighted:
             out["n_eff"] = w.n_eff
+        out |= crossing_outputs(self, q, intervals_as_quantiles(self.intervals), self.counts)
         out["n"] = q.n
         return out
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-        return _to_long(self, frame, keys, self.intervals, "confidence_level", _INTERVAL_STATS, _n_eff(self.weights))
+        per_group = (*_n_eff(self.weights), *(("n_crossing",) if self.counts_crossing() else ()))
+        return _to_long(self, frame, keys, self.intervals, "confidence_level", _INTERVAL_STATS, per_group)
 
 
 def interval_coverage(
@@ -674,6 +770,7 @@ def interval_coverage(
     ci_level: float = 0.95,
     weights: str | None = None,
     counts: str | None = None,
+    crossing: str = "score",
 ) -> IntervalCoverage:
     """Coverage, width and Winkler score of central intervals at several levels.
 
@@ -694,9 +791,9 @@ def interval_coverage(
     y : str
         Column of the observed value.
     intervals : dict
-        ``{confidence_level: (lo, hi)}``; rows with ``lo > hi`` and rows
-        whose intervals are not nested (``lo90 <= lo80 <= hi80 <= hi90``) are
-        invalid.
+        ``{confidence_level: (lo, hi)}``; rows with ``lo > hi`` are invalid
+        whatever ``crossing``; rows whose intervals are not nested
+        (``lo90 <= lo80 <= hi80 <= hi90`` fails) follow ``crossing``.
     ci_level : float, default 0.95
         Confidence level of the Wilson intervals.
     weights : str, optional
@@ -709,6 +806,14 @@ def interval_coverage(
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
+    crossing : {"score", "sort", "invalid"}, default "score"
+        Rows whose intervals are not nested (their quantiles ``(1 -+ c) / 2``
+        cross): ``"score"`` scores each level as given, ``"sort"``
+        rearranges each row's bounds in increasing order first (the
+        narrowest level gets the two middle values); both add a column
+        ``n_crossing`` (``interval_coverage_n_crossing`` in ``evaluate``)
+        and warn with the count on eager input.  ``"invalid"``: such rows
+        are invalid rows.
 
     Returns
     -------
@@ -736,4 +841,11 @@ def interval_coverage(
     R. L. Winkler (1972), "A decision-theoretic approach to interval
     estimation", JASA 67, 187-191; E. B. Wilson (1927), JASA 22(158), 209-212.
     """
-    return IntervalCoverage(y=y, intervals=intervals, ci_level=ci_level, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return IntervalCoverage(
+        y=y,
+        intervals=intervals,  # type: ignore[arg-type]
+        ci_level=ci_level,
+        weights=weights,
+        counts=counts,
+        crossing=crossing,
+    )

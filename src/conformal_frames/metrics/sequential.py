@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames._validate import complement
+from conformal_frames._validate import check_column, checked, complement, optional
 from conformal_frames.engine import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, no_weights, over
-from conformal_frames.inputs.intervals import covered_row
+from conformal_frames.inputs.intervals import covered_row, miss_column_row
 from conformal_frames.inputs.levels import level_row
 from conformal_frames.numerics.brownian import with_normal_sf
 from conformal_frames.results import ChristoffersenTestResult, KupiecTestResult
@@ -40,6 +40,28 @@ def miss_row(q: Query, y: str, lo: str, hi: str) -> str:
     """Row column: 1.0 where ``y`` is outside ``[lo, hi]``, else 0.0."""
     covered = covered_row(q, y, lo, hi)
     return q.row(("miss", covered), 1.0 - nw.col(covered), inputs=[covered])
+
+
+def misses(q: Query, y: str | None, lo: str | None, hi: str | None, miss: str | None) -> str:
+    """The miss row: from ``miss=`` (a 0/1 column) or from ``y`` outside ``[lo, hi]``."""
+    if miss is not None:
+        return miss_column_row(q, miss)
+    assert y is not None and lo is not None and hi is not None  # checked by the factory
+    return miss_row(q, y, lo, hi)
+
+
+def check_miss_inputs(metric: str, y: str | None, lo: str | None, hi: str | None, miss: str | None) -> None:
+    """Either ``y, lo, hi`` or ``miss=``, not both, not neither."""
+    given = [v is not None for v in (y, lo, hi)]
+    if miss is not None and any(given):
+        msg = f"{metric}: give either y, lo, hi (the interval) or miss= (a 0/1 miss column), not both"
+        raise ValueError(msg)
+    if miss is None and not all(given):
+        msg = f"{metric}: give y, lo and hi (the interval), or miss= (a 0/1 column, 1 = miss, e.g. a VaR hit)"
+        raise ValueError(msg)
+    if miss is not None and not isinstance(miss, str):
+        msg = f"{metric}: miss must be a column name (a string), got {miss!r}"
+        raise TypeError(msg)
 
 
 def order_row(q: Query, order_by: str) -> str:
@@ -64,9 +86,9 @@ def _xlogx(k: nw.Expr, total: nw.Expr) -> nw.Expr:
     return k * nw.when(k > 0.0).then(k / total).otherwise(1.0).log()
 
 
-def _kupiec(q: Query, y: str, lo: str, hi: str, level: float | str) -> tuple[nw.Expr, nw.Expr]:
-    """``(LR_uc, chi-square(1) statistic column name)`` from the miss count."""
-    misses = q.sum(miss_row(q, y, lo, hi))
+def _kupiec(q: Query, miss: str, level: float | str) -> tuple[nw.Expr, nw.Expr]:
+    """``(LR_uc, the miss count)`` from the miss row."""
+    misses = q.sum(miss)
     n = q.n
     p = _miss_level(q, level)
     # 2 [N ln(N / (n p)) + (n - N) ln((n - N) / (n (1 - p)))]: the textbook
@@ -99,23 +121,35 @@ def _chi2_1_finalize(lrs: dict[str, nw.Expr]) -> FinalizeFn:
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class KupiecTest(Metric):
-    y: str
-    lo: str
-    hi: str
+    y: str | None = checked(optional(check_column), None)
+    lo: str | None = checked(optional(check_column), None)
+    hi: str | None = checked(optional(check_column), None)
     confidence_level: float | str
+    miss: str | None = checked(optional(check_column), None)
     default_name = "kupiec_test"
     kind = "test"
     result = KupiecTestResult
 
+    def __post_init__(self) -> None:
+        check_miss_inputs("kupiec_test", self.y, self.lo, self.hi, self.miss)
+        super().__post_init__()
+
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        lr, _ = _kupiec(q, self.y, self.lo, self.hi, self.confidence_level)
-        key = ("kupiec", self.y, self.lo, self.hi, self.confidence_level)
+        lr, _ = _kupiec(q, misses(q, self.y, self.lo, self.hi, self.miss), self.confidence_level)
+        key = ("kupiec", self.y, self.lo, self.hi, self.miss, self.confidence_level)
         t = q.finalize(key, _chi2_1_finalize({"uc": lr}))
         return {"": t.col("uc"), "pvalue": t.col("uc_p")}
 
 
 @no_weights("kupiec_test", "its likelihood ratio is that of a binomial count of misses; coverage(weights=) is weighted")
-def kupiec_test(y: str, lo: str, hi: str, *, confidence_level: float | str) -> KupiecTest:
+def kupiec_test(
+    y: str | None = None,
+    lo: str | None = None,
+    hi: str | None = None,
+    *,
+    confidence_level: float | str,
+    miss: str | None = None,
+) -> KupiecTest:
     """Kupiec's proportion-of-failures test of the miss rate (unconditional coverage).
 
     With ``n`` rows, ``N`` misses (``y`` outside ``[lo, hi]``), the nominal
@@ -131,10 +165,14 @@ def kupiec_test(y: str, lo: str, hi: str, *, confidence_level: float | str) -> K
 
     Parameters
     ----------
-    y, lo, hi : str
-        Columns of the observed value and the interval bounds.
+    y, lo, hi : str, optional
+        Columns of the observed value and the interval bounds (a miss is
+        ``y`` outside ``[lo, hi]``).
     confidence_level : float or str
         Nominal coverage ``1 - p`` in (0, 1), or the name of a ``by=`` column.
+    miss : str, optional
+        Instead of ``y, lo, hi``: a 0/1 (or Boolean) column, 1 for a miss
+        (e.g. a VaR exceedance, "hit"); other values are invalid rows.
 
     Returns
     -------
@@ -158,7 +196,7 @@ def kupiec_test(y: str, lo: str, hi: str, *, confidence_level: float | str) -> K
     P. H. Kupiec (1995), "Techniques for verifying the accuracy of risk
     measurement models", Journal of Derivatives 3(2), 73-84.
     """
-    return KupiecTest(y=y, lo=lo, hi=hi, confidence_level=confidence_level)
+    return KupiecTest(y=y, lo=lo, hi=hi, confidence_level=confidence_level, miss=miss)
 
 
 # ---------------------------------------------------------------------------
@@ -232,35 +270,50 @@ def _lr_ind_finalize(c: dict[str, nw.Expr]) -> FinalizeFn:
 
 @dataclass(frozen=True, kw_only=True)
 class ChristoffersenTest(Metric):
-    y: str
-    lo: str
-    hi: str
+    y: str | None = checked(optional(check_column), None)
+    lo: str | None = checked(optional(check_column), None)
+    hi: str | None = checked(optional(check_column), None)
     confidence_level: float | str
     order_by: str
+    miss: str | None = checked(optional(check_column), None)
     default_name = "christoffersen_test"
     mergeable_alternative = "kupiec_test (misses merge; transitions across rows do not)"
     kind = "test"
     result = ChristoffersenTestResult
 
+    def __post_init__(self) -> None:
+        check_miss_inputs("christoffersen_test", self.y, self.lo, self.hi, self.miss)
+        super().__post_init__()
+
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        lr_uc, _ = _kupiec(q, self.y, self.lo, self.hi, self.confidence_level)
-        miss = miss_row(q, self.y, self.lo, self.hi)
-        transitions = _transitions(q, miss, order_row(q, self.order_by))
-        key = ("christoffersen", self.y, self.lo, self.hi, self.confidence_level, self.order_by)
-        lr_ind = q.finalize(("lr_ind", *key), _lr_ind_finalize(transitions)).col("lr")
+        miss = misses(q, self.y, self.lo, self.hi, self.miss)
+        lr_uc, _ = _kupiec(q, miss, self.confidence_level)
+        counts = _transitions(q, miss, order_row(q, self.order_by))
+        key = ("christoffersen", self.y, self.lo, self.hi, self.miss, self.confidence_level, self.order_by)
+        lr_ind = q.finalize(("lr_ind", *key), _lr_ind_finalize(counts)).col("lr")
         t = q.finalize(key, _chi2_1_finalize({"ind": lr_ind, "uc": lr_uc}))
         lr_cc = t.col("ind") + t.col("uc")
+        from0, from1 = counts["n00"] + counts["n01"], counts["n10"] + counts["n11"]
         return {
             "": t.col("ind"),
             "pvalue": t.col("ind_p"),
             "statistic_cc": lr_cc,
             "pvalue_cc": (-0.5 * lr_cc).exp(),  # chi-square(2) survival function
+            # the transition probabilities (null without a transition from that state)
+            "pi_01": nw.when(from0 > 0).then(counts["n01"] / from0),
+            "pi_11": nw.when(from1 > 0).then(counts["n11"] / from1),
         }
 
 
 @no_weights("christoffersen_test", "its likelihood ratio counts the transitions between consecutive rows")
 def christoffersen_test(
-    y: str, lo: str, hi: str, *, confidence_level: float | str, order_by: str
+    y: str | None = None,
+    lo: str | None = None,
+    hi: str | None = None,
+    *,
+    confidence_level: float | str,
+    order_by: str,
+    miss: str | None = None,
 ) -> ChristoffersenTest:
     """Christoffersen's test of independent misses, and of conditional coverage.
 
@@ -286,13 +339,17 @@ def christoffersen_test(
 
     Parameters
     ----------
-    y, lo, hi : str
-        Columns of the observed value and the interval bounds.
+    y, lo, hi : str, optional
+        Columns of the observed value and the interval bounds (a miss is
+        ``y`` outside ``[lo, hi]``).
     confidence_level : float or str
         Nominal coverage ``1 - p`` in (0, 1), or the name of a ``by=`` column.
     order_by : str
         Column giving the order of the rows (time, sequence number); its
         values must be distinct within a group.
+    miss : str, optional
+        Instead of ``y, lo, hi``: a 0/1 (or Boolean) column, 1 for a miss
+        (e.g. a VaR exceedance); other values are invalid rows.
 
     Returns
     -------
@@ -300,8 +357,10 @@ def christoffersen_test(
         A metric object.  A direct eager, ungrouped call returns a
         :class:`~conformal_frames.results.ChristoffersenTestResult`; frames
         carry ``christoffersen_test``, ``christoffersen_test_pvalue``,
-        ``christoffersen_test_statistic_cc``, ``christoffersen_test_pvalue_cc``
-        and ``n``.
+        ``christoffersen_test_statistic_cc``, ``christoffersen_test_pvalue_cc``,
+        the transition probabilities ``christoffersen_test_pi_01`` (a miss
+        after a hit) and ``christoffersen_test_pi_11`` (a miss after a miss;
+        null without a transition from that state) and ``n``.
 
     Examples
     --------
@@ -319,7 +378,7 @@ def christoffersen_test(
     P. F. Christoffersen (1998), "Evaluating interval forecasts",
     International Economic Review 39(4), 841-862.
     """
-    return ChristoffersenTest(y=y, lo=lo, hi=hi, confidence_level=confidence_level, order_by=order_by)
+    return ChristoffersenTest(y=y, lo=lo, hi=hi, confidence_level=confidence_level, order_by=order_by, miss=miss)
 
 
 # ---------------------------------------------------------------------------

@@ -63,8 +63,16 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[
         intervals=_intervals(o) or None,
         mean=o["mean"],
         std=o["std"],
+        crossing=_crossing(o),
     )
     return plan, notes
+
+
+def _crossing(options: dict[str, Any]) -> str:
+    """``crossing=`` checked: "score", "sort" or "invalid"."""
+    from conformal_frames.inputs.forecasts import check_crossing
+
+    return check_crossing(options["crossing"])
 
 
 def _quantiles(options: dict[str, Any]) -> dict[float, str]:
@@ -143,6 +151,7 @@ def report(
     mean: str | None = None,
     std: str | None = None,
     intervals: dict[float, tuple[str, str]] | None = None,
+    crossing: Literal["score", "sort", "invalid"] = "score",
 ) -> Report:
     """Evaluate every applicable metric per group and return a :class:`Report`.
 
@@ -215,8 +224,9 @@ def report(
         (:attr:`Report.max_rows`, :attr:`Report.max_segments`).
     quantiles : dict, optional
         Quantile forecasts of ``y``, ``{level: column}``: the forecast family.
-        The table ``"forecast"`` gets the CRPS from the quantiles and the PIT
-        uniformity test (:func:`conformal_frames.crps`,
+        The table ``"forecast"`` gets the quantile CRPS ``quantile_crps`` (the
+        column ``crps`` is only ever an exact CRPS) and the PIT
+        uniformity test (:func:`conformal_frames.quantile_crps`,
         :func:`conformal_frames.pit_test`; the PIT histogram with ``n_bins``
         bins is the table ``"pit_histogram"``), the mean ``pinball_loss``, the
         ``wis`` and its three components (when the levels hold the median
@@ -233,7 +243,14 @@ def report(
         (lo, hi)}``: the long table ``"interval_coverage"``, one row per group
         and level with the coverage, its Wilson interval, the mean width and
         Winkler score (:func:`conformal_frames.interval_coverage`).  Rows
-        where ``lo > hi`` or the intervals are not nested are invalid rows.
+        where ``lo > hi`` are invalid rows; intervals that are not nested
+        follow ``crossing``.
+    crossing : {"score", "sort", "invalid"}, default "score"
+        Crossing quantiles (and intervals that are not nested) in the
+        forecast family: scored as given, rearranged in increasing order
+        first, or invalid rows (``crossing=`` of
+        :func:`conformal_frames.pinball_loss`); with "score" and "sort" the
+        tables have ``<metric>_n_crossing`` columns.
 
     Returns
     -------

@@ -20,7 +20,7 @@ from conformal_frames._validate import check_choice, check_probability
 from conformal_frames._widths import collect
 from conformal_frames.metrics.calibration import brier, ece, ks_test, kuiper_test, reliability, spiegelhalter_test
 from conformal_frames.metrics.conditional import coverage_test
-from conformal_frames.metrics.distributions import crps, pit_histogram, pit_test
+from conformal_frames.metrics.distributions import crps, pit_histogram, pit_test, quantile_crps
 from conformal_frames.metrics.intervals import coverage, hsic, ssc, ssc_score, width, winkler
 from conformal_frames.metrics.quantiles import interval_coverage, pinball_loss, quantile_coverage, wis, wis_pairs
 from conformal_frames.metrics.recalibration import score_decomposition, smooth_ece
@@ -61,6 +61,8 @@ class Plan:
     intervals: dict[float, tuple[str, str]] | None = None
     mean: str | None = None
     std: str | None = None
+    #: crossing quantiles in the forecast family (``crossing=`` of its metrics)
+    crossing: str = "score"
 
     @property
     def keys(self) -> list[str]:
@@ -138,19 +140,20 @@ class Plan:
             ms.append(pit_histogram(y, mean=self.mean, std=self.std, n_bins=self.n_bins, ci_level=self.ci_level))
         if self.quantiles:
             prefix = "quantile_" if ms else ""
+            qs, cross = self.quantiles, self.crossing
             ms += [
-                crps(y, quantiles=self.quantiles).alias(f"{prefix}crps"),
-                pit_test(y, quantiles=self.quantiles).alias(f"{prefix}pit_test"),
-                pit_histogram(y, quantiles=self.quantiles, n_bins=self.n_bins, ci_level=self.ci_level).alias(
+                quantile_crps(y, quantiles=qs, crossing=cross),  # never named crps: an approximation
+                pit_test(y, quantiles=qs, crossing=cross).alias(f"{prefix}pit_test"),
+                pit_histogram(y, quantiles=qs, n_bins=self.n_bins, ci_level=self.ci_level, crossing=cross).alias(
                     f"{prefix}pit_histogram"
                 ),
-                pinball_loss(y, quantiles=self.quantiles),
+                pinball_loss(y, quantiles=qs, crossing=cross),
             ]
-            if has_wis_levels(self.quantiles):
-                ms.append(wis(y, quantiles=self.quantiles))
-            ms.append(quantile_coverage(y, quantiles=self.quantiles, ci_level=self.ci_level))
+            if has_wis_levels(qs):
+                ms.append(wis(y, quantiles=qs, crossing=cross))
+            ms.append(quantile_coverage(y, quantiles=qs, ci_level=self.ci_level, crossing=cross))
         if self.intervals:
-            ms.append(interval_coverage(y, intervals=self.intervals, ci_level=self.ci_level))
+            ms.append(interval_coverage(y, intervals=self.intervals, ci_level=self.ci_level, crossing=self.crossing))
         return ms
 
     def _coverage(self, family: str, y: str, **target: Any) -> engine.Metric:
