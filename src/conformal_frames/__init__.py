@@ -42,6 +42,20 @@ from conformal_frames.metrics.conditional import coverage_gap, coverage_test, wo
 from conformal_frames.metrics.distributions import crps, pit_histogram, pit_test
 from conformal_frames.metrics.efficiency import efficiency_criteria
 from conformal_frames.metrics.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
+from conformal_frames.metrics.logscores import log_loss, log_score
+from conformal_frames.metrics.point import (
+    bias,
+    mae,
+    mape,
+    mase,
+    mse,
+    naive_scale,
+    rmse,
+    rmsse,
+    scaled_crps,
+    scaled_pinball,
+    smape,
+)
 from conformal_frames.metrics.quantiles import interval_coverage, pinball_loss, quantile_coverage, wis
 from conformal_frames.metrics.ranking import auarc, auroc, excess_risk_target_coverage
 from conformal_frames.metrics.recalibration import corp_reliability, score_decomposition, smooth_ece
@@ -93,6 +107,7 @@ __all__ = [
     "TestResult",
     "auarc",
     "auroc",
+    "bias",
     "bootstrap",
     "bootstrap_difference",
     "brier",
@@ -124,22 +139,34 @@ __all__ = [
     "kuiper_cdf",
     "kuiper_test",
     "kupiec_test",
+    "log_loss",
+    "log_score",
     "longest_miss_run",
+    "mae",
+    "mape",
+    "mase",
     "mce",
     "merge_summaries",
+    "mse",
+    "naive_scale",
     "pinball_loss",
     "pit_histogram",
     "pit_test",
     "quantile_coverage",
     "reliability",
     "report",
+    "rmse",
+    "rmsse",
     "rolling",
+    "scaled_crps",
+    "scaled_pinball",
     "score_decomposition",
     "set_coverage",
     "set_size",
     "set_ssc",
     "set_ssc_score",
     "singleton_rate",
+    "smape",
     "smooth_ece",
     "spiegelhalter_test",
     "ssc",

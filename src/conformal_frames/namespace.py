@@ -24,6 +24,8 @@ from conformal_frames.metrics import (
     distributions,
     efficiency,
     intervals,
+    logscores,
+    point,
     quantiles,
     ranking,
     recalibration,
@@ -49,6 +51,8 @@ FAMILIES: tuple[ModuleType, ...] = (
     quantiles,
     sequential,
     distributions,
+    point,
+    logscores,
 )
 
 #: metric factories exposed as namespace methods (name -> factory)
