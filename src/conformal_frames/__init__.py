@@ -18,7 +18,7 @@ from typing import Any
 
 from conformal_frames.engine import Metric, evaluate
 from conformal_frames.errors import BackendLimitError, ColumnNotFoundError, InvalidRowsError
-from conformal_frames.metrics.bootstrap import bootstrap, bootstrap_difference
+from conformal_frames.metrics.bootstrap import bootstrap, bootstrap_difference, relative_skill, skill_score
 from conformal_frames.metrics.calibration import (
     brier,
     brownian_max_abs_cdf,
@@ -41,7 +41,7 @@ from conformal_frames.metrics.comparison import diebold_mariano_test
 from conformal_frames.metrics.conditional import coverage_gap, coverage_test, worst_slab_coverage
 from conformal_frames.metrics.distributions import crps, pit_histogram, pit_test
 from conformal_frames.metrics.efficiency import efficiency_criteria
-from conformal_frames.metrics.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
+from conformal_frames.metrics.intervals import coverage, cwc, hsic, path_coverage, ssc, ssc_score, width, winkler
 from conformal_frames.metrics.logscores import log_loss, log_score
 from conformal_frames.metrics.point import (
     bias,
@@ -149,10 +149,12 @@ __all__ = [
     "merge_summaries",
     "mse",
     "naive_scale",
+    "path_coverage",
     "pinball_loss",
     "pit_histogram",
     "pit_test",
     "quantile_coverage",
+    "relative_skill",
     "reliability",
     "report",
     "rmse",
@@ -166,6 +168,7 @@ __all__ = [
     "set_ssc",
     "set_ssc_score",
     "singleton_rate",
+    "skill_score",
     "smape",
     "smooth_ece",
     "spiegelhalter_test",

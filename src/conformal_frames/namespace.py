@@ -18,6 +18,7 @@ from typing import Any
 
 from conformal_frames.engine import InvalidPolicy, Metric, evaluate, evaluate_one, to_lazy
 from conformal_frames.metrics import (
+    bootstrap,
     calibration,
     comparison,
     conditional,
@@ -53,6 +54,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     distributions,
     point,
     logscores,
+    bootstrap,
 )
 
 #: metric factories exposed as namespace methods (name -> factory)

@@ -54,7 +54,6 @@ METHODS = [name for name in __all__ if name != "naive_scale"]
 FRAME_METHODS = ["naive_scale"]
 
 
-
 def _column() -> Any:
     """A required column-name field (checked as a name when the metric is built)."""
     return field(metadata={"check": check_column})
@@ -487,7 +486,12 @@ def scaled_pinball(
     0.25
     """
     return ScaledPinball(
-        y=y, quantiles=quantiles, scale=scale, quantile_level=quantile_level, weights=weights, counts=counts
+        y=y,
+        quantiles=quantiles,  # type: ignore[arg-type]
+        scale=scale,
+        quantile_level=quantile_level,
+        weights=weights,
+        counts=counts,
     )
 
 
@@ -545,7 +549,7 @@ def scaled_crps(
     S. S. Rangapuram et al. (2021), "End-to-end learning of coherent
     probabilistic forecasts for hierarchical time series", ICML, PMLR 139.
     """
-    return ScaledCRPS(y=y, quantiles=quantiles, weights=weights, counts=counts)
+    return ScaledCRPS(y=y, quantiles=quantiles, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
