@@ -24,7 +24,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
 from conformal_frames._validate import check_column, check_positive_int, optional
-from conformal_frames.engine import FinalizeFn, Metric, Query, TableRef, Weighting
+from conformal_frames.engine import FinalizeFn, Metric, Query, TableRef, Weighting, no_weights
 from conformal_frames.numerics.resample import clean_row, replicate_weight_rows
 
 __all__ = ["bootstrap", "bootstrap_difference", "relative_skill", "skill_score"]
@@ -559,6 +559,7 @@ def skill_score(
     )
 
 
+@no_weights("relative_skill", "weight the metric itself: its weights= and counts= enter each model's score")
 def relative_skill(
     frame: Any,
     metric: Metric,

@@ -713,10 +713,10 @@ def _path_table(covered: str, path: list[str]) -> TableFn:
         )
         aggs = [
             nw.col(low).sum().alias(ref.name("k")),
-            nw.len().cast(nw.Float64).alias(ref.name("m")),
+            nw.len().alias(ref.name("m")),
             nw.col(ref.name("single")).sum().alias(ref.name("single")),
         ]
-        return aggregate(per_path, keys, aggs)
+        return aggregate(per_path, keys, aggs).with_columns(nw.col(ref.name("m")).cast(nw.Float64))
 
     return build
 

@@ -24,7 +24,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
 from conformal_frames._validate import check_column, check_columns, check_positive_int
-from conformal_frames.engine import InvalidPolicy, Metric, Query, total
+from conformal_frames.engine import InvalidPolicy, Metric, Query, no_weights, total
 from conformal_frames.inputs.forecasts import (
     Quantiles,
     check_level_column,
@@ -555,6 +555,7 @@ def scaled_crps(
 # ---------------------------------------------------------------------------
 # naive_scale: a frame function
 # ---------------------------------------------------------------------------
+@no_weights("naive_scale", "the naive scale of a series is the mean change of its training rows")
 def naive_scale(
     frame: Any,
     y: str,
@@ -573,8 +574,8 @@ def naive_scale(
     - ``naive_mae = mean_t |d_t|``: the scale of :func:`mase` and
       :func:`scaled_pinball`;
     - ``naive_mse = mean_t d_t^2``: the scale of :func:`rmsse` (squared units);
-    - ``naive_n``: the number of changes (rows - season; the scales are null
-      for a series with no change).
+    - ``n``: the training rows of the series (``n - season`` changes; the
+      scales are null for a series of ``season`` rows or fewer).
 
     Lags are taken by row position in the time order (as utilsforecast and
     the M4/M5 code do): a gap in the time index is not filled.  The rows need
@@ -606,7 +607,7 @@ def naive_scale(
     -------
     frame
         The caller's type: ``by`` columns, ``naive_mae``, ``naive_mse``,
-        ``naive_n``, sorted by ``by``.
+        ``n`` (and ``n_invalid`` under ``invalid="null"``), sorted by ``by``.
 
     Examples
     --------
@@ -615,13 +616,13 @@ def naive_scale(
     >>> train = pl.DataFrame({"s": ["a"] * 4, "t": [4, 3, 2, 1], "y": [4.0, 2.0, 3.0, 1.0]})
     >>> cf.naive_scale(train, "y", by="s", order_by="t")
     shape: (1, 4)
-    ┌─────┬───────────┬───────────┬─────────┐
-    │ s   ┆ naive_mae ┆ naive_mse ┆ naive_n │
-    │ --- ┆ ---       ┆ ---       ┆ ---     │
-    │ str ┆ f64       ┆ f64       ┆ i64     │
-    ╞═════╪═══════════╪═══════════╪═════════╡
-    │ a   ┆ 1.666667  ┆ 3.0       ┆ 3       │
-    └─────┴───────────┴───────────┴─────────┘
+    ┌─────┬───────────┬───────────┬─────┐
+    │ s   ┆ naive_mae ┆ naive_mse ┆ n   │
+    │ --- ┆ ---       ┆ ---       ┆ --- │
+    │ str ┆ f64       ┆ f64       ┆ i64 │
+    ╞═════╪═══════════╪═══════════╪═════╡
+    │ a   ┆ 1.666667  ┆ 3.0       ┆ 4   │
+    └─────┴───────────┴───────────┴─────┘
     """
     keys = engine.as_keys(by)
     if not keys:
@@ -647,16 +648,12 @@ def naive_scale(
 
     plan = engine.Plan.inputs(lf.collect_schema(), keys, read)
     rows, invalid_counts = plan.apply_policy(lf, rule)
-    v, lag, d = "__cf_y", "__cf_lag", "__cf_d"
+    v, lag = "__cf_y", "__cf_lag"
     rows = rows.select(*keys, order_by, nw.col(y).cast(nw.Float64).alias(v))
     rows = rows.with_columns(engine.over(nw.col(v).shift(season), keys, order_by=order_by).alias(lag))
-    rows = rows.with_columns((nw.col(v) - nw.col(lag)).alias(d))
-    dcol = nw.col(d)
-    out = rows.group_by(*keys).agg(
-        dcol.abs().mean().alias("naive_mae"),
-        (dcol**2).mean().alias("naive_mse"),
-        dcol.count().cast(nw.Int64).alias("naive_n"),
-    )
+    d = nw.col(v) - nw.col(lag)
+    rows = rows.with_columns(d.abs().alias("naive_mae"), (d**2).alias("naive_mse"))
+    out = rows.group_by(*keys).agg(nw.col("naive_mae").mean(), nw.col("naive_mse").mean(), nw.len().alias("n"))
     if invalid_counts is not None:
         out = out.join(invalid_counts, on=keys, how="left")
         bad = nw.col("n_invalid") > 0
@@ -665,5 +662,6 @@ def naive_scale(
             nw.when(~bad).then(nw.col("naive_mse")).alias("naive_mse"),
             nw.col("n_invalid").cast(nw.Int64),
         )
+    out = out.with_columns(nw.col("n").cast(nw.Int64))
     out = out.sort(*keys)
     return out.collect().to_native() if eager else out.to_native()
