@@ -55,7 +55,9 @@ ORACLES = {
         np.where(
             np.abs(d["y"]) + np.abs(d["f"]) == 0,
             0.0,
-            2 * np.abs(d["f"] - d["y"]) / np.where(np.abs(d["y"]) + np.abs(d["f"]) == 0, 1.0, np.abs(d["y"]) + np.abs(d["f"])),
+            2
+            * np.abs(d["f"] - d["y"])
+            / np.where(np.abs(d["y"]) + np.abs(d["f"]) == 0, 1.0, np.abs(d["y"]) + np.abs(d["f"])),
         ),
         weights=w,
     ),
@@ -170,7 +172,9 @@ def test_missing_values_are_invalid_rows(bad: float | None) -> None:
 def test_zero_or_negative_scales_are_invalid_rows(scale: float) -> None:
     df = pl.DataFrame({"g": ["a", "a", "b"], "y": [1.0, 2.0, 1.0], "f": [1.5, 2.0, 2.0], "s": [1.0, 1.0, scale]})
     for metric in (cf.mase("y", "f", scale="s"), cf.rmsse("y", "f", scale="s")):
-        with pytest.raises(cf.InvalidRowsError, match=r"scale column 's' \(scale=\) has zero or negative values in 1 row"):
+        with pytest.raises(
+            cf.InvalidRowsError, match=r"scale column 's' \(scale=\) has zero or negative values in 1 row"
+        ):
             cf.evaluate(df, metric)
         out = to_pandas(cf.evaluate(df.lazy(), metric, by="g"))
         assert out["n_invalid"].tolist() == [0, 1]
@@ -261,7 +265,9 @@ def test_scaled_errors_equal_utilsforecast(seed: int) -> None:
     for season in (1, 2):
         frame, train, test = _scaled_frames(seed, season)
         uf_test = pd.DataFrame(test).rename(columns={"series": "unique_id", "t": "ds"})
-        uf_train = pd.DataFrame(train).rename(columns={"series": "unique_id", "t": "ds"}).sort_values(["unique_id", "ds"])
+        uf_train = (
+            pd.DataFrame(train).rename(columns={"series": "unique_id", "t": "ds"}).sort_values(["unique_id", "ds"])
+        )
         ours = to_pandas(
             cf.evaluate(
                 frame,
@@ -343,20 +349,22 @@ def path_data(seed: int) -> dict[str, Any]:
     return rows
 
 
-def _path_oracle(data: dict[str, Any], path: tuple[str, ...] = ("series", "cutoff")) -> dict[str, tuple[float, int, int]]:
+def _path_oracle(
+    data: dict[str, Any], path: tuple[str, ...] = ("series", "cutoff")
+) -> dict[str, tuple[float, int, int]]:
     df = pd.DataFrame(data)
     df["cov"] = (df["lo"] <= df["y"]) & (df["y"] <= df["hi"])
     per = df.groupby(["g", *path]).agg(cov=("cov", "min"), size=("cov", "size")).reset_index()
-    return {
-        g: (float(part["cov"].mean()), len(part), int((part["size"] == 1).sum())) for g, part in per.groupby("g")
-    }
+    return {g: (float(part["cov"].mean()), len(part), int((part["size"] == 1).sum())) for g, part in per.groupby("g")}
 
 
 @pytest.mark.spark_cases(seed=0)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_path_coverage_equals_the_numpy_oracle(constructor: Any, seed: int) -> None:
     data = path_data(seed)
-    out = to_pandas(cf.evaluate(constructor(data), cf.path_coverage("y", "lo", "hi", path=["series", "cutoff"]), by="g"))
+    out = to_pandas(
+        cf.evaluate(constructor(data), cf.path_coverage("y", "lo", "hi", path=["series", "cutoff"]), by="g")
+    )
     oracle = _path_oracle(data)
     assert list(out["g"]) == sorted(oracle)
     assert_close(out["path_coverage"], [v[0] for v in oracle.values()], rtol=1e-12)
@@ -450,7 +458,7 @@ def test_relative_skill_equals_the_pairwise_geometric_mean() -> None:
             rows += [{"h": h, "m": m, "y": v, "f": v + rng.normal() * (k + 1)} for v in y]
     df = pl.DataFrame(rows)
     out = to_pandas(cf.relative_skill(df, cf.mae("y", "f"), model="m", baseline="base", by="h"))
-    for h, part in out.groupby("h"):
+    for _, part in out.groupby("h"):
         s = dict(zip(part["m"], part["mae"]))
         # scoringutils: theta_i = geometric mean over the models but the baseline of S_i / S_j
         for m in models:
@@ -467,7 +475,9 @@ def test_relative_skill_equals_the_pairwise_geometric_mean() -> None:
 
 def test_relative_skill_bad_input() -> None:
     df = pl.DataFrame({"h": [1, 1, 2], "m": ["a", "base", "a"], "y": [1.0, 1.0, 1.0], "f": [2.0, 3.0, 2.0]})
-    with pytest.raises(ValueError, match=r"baseline 'nope' is not a value of the model column 'm'; models: \['a', 'base'\]"):
+    with pytest.raises(
+        ValueError, match=r"baseline 'nope' is not a value of the model column 'm'; models: \['a', 'base'\]"
+    ):
         cf.relative_skill(df, cf.mae("y", "f"), model="m", baseline="nope")
     out = to_pandas(cf.relative_skill(df, cf.mae("y", "f"), model="m", baseline="base", by="h"))
     assert out["scaled_relative_skill"].isna().tolist() == [False, False, True]  # h = 2 has no baseline
