@@ -79,7 +79,7 @@ def log_loss(y: str, score: str, *, weights: str | None = None, counts: str | No
     >>> import conformal_frames
     >>> df = pl.DataFrame({"y": [1, 0, 1, 1], "p": [0.9, 0.2, 0.6, 0.99]})
     >>> round(df.conformal.log_loss("y", "p"), 6)
-    0.213272
+    0.212345
     """
     return LogLoss(y=y, score=score, weights=weights, counts=counts)
 
