@@ -639,29 +639,43 @@ def naive_scale(
         q.number(y)
         t = q.column(order_by)
         q.check(f"column {order_by!r} (order_by=) has missing values", t.is_null())
-        repeated = engine.over(t.count(), [*keys, order_by]) > 1
+        # a row equal to the previous one in the series' time order (one window, like the lag itself;
+        # a time point given k times counts k - 1 rows)
+        repeated = t == engine.over(t.shift(1), keys, order_by=order_by)
         q.check(
-            f"column {order_by!r} (order_by=) has repeated values within a series in {{rows}}; "
+            f"column {order_by!r} (order_by=) repeats a time point of its series in {{rows}}; "
             "each time point may appear once per series",
             repeated,
         )
 
     plan = engine.Plan.inputs(lf.collect_schema(), keys, read)
-    rows, invalid_counts = plan.apply_policy(lf, rule)
-    v, lag = "__cf_y", "__cf_lag"
-    rows = rows.select(*keys, order_by, nw.col(y).cast(nw.Float64).alias(v))
+    # the checks ride in the one aggregation (n_invalid); which check failed is computed on failure only
+    fused = rule == "null" or (rule == "raise" and eager)
+    rows = lf if fused else plan.apply_policy(lf, rule)[0]
+    v, lag, bad = "__cf_y", "__cf_lag", "n_invalid"
+    rows = rows.select(
+        *keys,
+        order_by,
+        nw.col(y).cast(nw.Float64).alias(v),
+        *([plan.invalid_mask().cast(nw.Int64).alias(bad)] if fused else []),
+    )
     rows = rows.with_columns(engine.over(nw.col(v).shift(season), keys, order_by=order_by).alias(lag))
     d = nw.col(v) - nw.col(lag)
     rows = rows.with_columns(d.abs().alias("naive_mae"), (d**2).alias("naive_mse"))
-    out = rows.group_by(*keys).agg(nw.col("naive_mae").mean(), nw.col("naive_mse").mean(), nw.len().alias("n"))
-    if invalid_counts is not None:
-        out = out.join(invalid_counts, on=keys, how="left")
-        bad = nw.col("n_invalid") > 0
-        out = out.with_columns(
-            nw.when(~bad).then(nw.col("naive_mae")).alias("naive_mae"),
-            nw.when(~bad).then(nw.col("naive_mse")).alias("naive_mse"),
-            nw.col("n_invalid").cast(nw.Int64),
-        )
+    aggs = [nw.col("naive_mae").mean(), nw.col("naive_mse").mean(), nw.len().alias("n")]
+    out = rows.group_by(*keys).agg(*aggs, *([nw.col(bad).sum()] if fused else []))
     out = out.with_columns(nw.col("n").cast(nw.Int64))
+    if fused:
+        ok = nw.col(bad) == 0
+        out = out.with_columns(
+            nw.when(ok).then(nw.col("naive_mae")).alias("naive_mae"),
+            nw.when(ok).then(nw.col("naive_mse")).alias("naive_mse"),
+            nw.col(bad).cast(nw.Int64),
+        )
     out = out.sort(*keys)
+    if rule == "raise" and eager:
+        result = out.collect()
+        if result[bad].sum():
+            plan.raise_failed(plan.check_counts(lf))
+        return result.drop(bad).to_native()
     return out.collect().to_native() if eager else out.to_native()
