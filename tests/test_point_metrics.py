@@ -489,3 +489,42 @@ def test_relative_skill_bad_input() -> None:
     assert to_pandas(cf.relative_skill(zero, cf.mae("y", "f"), model="m"))["relative_skill"].isna().all()
     lazy = nw.from_native(cf.relative_skill(df.lazy(), cf.mae("y", "f"), model="m", baseline="nope"))
     assert lazy.collect()["scaled_relative_skill"].is_null().all()
+
+
+# ---------------------------------------------------------------------------
+# report and CLI
+# ---------------------------------------------------------------------------
+def test_report_adds_point_errors_and_skill() -> None:
+    df = pl.DataFrame(skill_data(6))
+    rep = df.conformal.report(y="y", point="f", baseline="naive", by="g")
+    table = rep.frame("forecast")
+    direct = df.conformal.evaluate(
+        cf.mae("y", "f"),
+        cf.rmse("y", "f"),
+        cf.bias("y", "f"),
+        cf.smape("y", "f"),
+        cf.skill_score(cf.mae("y", "f"), cf.mae("y", "naive")),
+        by="g",
+    )
+    for c in ("mae", "rmse", "bias", "smape", "mae_skill"):
+        assert_close(table[c], direct[c], rtol=1e-12, what=c)
+    assert rep.columns["point"] == "f" and rep.columns["baseline"] == "naive"
+    only = df.conformal.report(y="y", point="f").frame("forecast")
+    assert "mae_skill" not in only.columns and "mae" in only.columns
+    with pytest.raises(
+        ValueError, match=r"baseline= is the baseline's point forecast, compared with point=; missing point="
+    ):
+        df.conformal.report(y="y", baseline="naive")
+
+
+def test_cli_point_and_baseline(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from conformal_frames import cli
+
+    path = tmp_path / "fc.parquet"
+    df = pl.DataFrame(skill_data(7))
+    df.write_parquet(path)
+    args = ["report", str(path), "--y", "y", "--point", "f", "--baseline", "naive", "--by", "g", "--format", "json"]
+    assert cli.main(args) == 0
+    assert "mae_skill" in capsys.readouterr().out
+    assert cli.main(["report", str(path), "--y", "y", "--baseline", "naive"]) == cli.EXIT_USAGE
+    assert "--baseline is the baseline's point forecast" in capsys.readouterr().err

@@ -710,6 +710,8 @@ class ConformalNamespace:
         mean: str | None = ...,
         std: str | None = ...,
         intervals: dict[float, tuple[str, str]] | None = ...,
+        point: str | None = ...,
+        baseline: str | None = ...,
     ) -> Report: ...
 
 def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...
