@@ -435,11 +435,13 @@ def test_skill_score_bootstrap_shares_the_replicates_of_bootstrap_difference() -
     a, b = cf.mae("y", "f"), cf.mae("y", "naive")
     skill = cf.evaluate(df, cf.skill_score(a, b, n_resamples=200, seed=4))
     diff = cf.evaluate(df, cf.bootstrap_difference(a, b, n_resamples=200, seed=4))
-    # the same replicate weights: the difference of the replicates and the skill are monotone in each other
-    # only through the reference; at least the point values agree with the plain scores
     mae_a, mae_b = df.conformal.mae("y", "f"), df.conformal.mae("y", "naive")
     assert skill["mae_skill"].item() == pytest.approx(1 - mae_a / mae_b, rel=1e-12)
     assert diff["mae_difference"].item() == pytest.approx(mae_a - mae_b, rel=1e-12)
+    # paired: a reference whose errors are twice the forecast's has skill 1/2 in every replicate
+    twice = df.with_columns((pl.col("y") + 2 * (pl.col("f") - pl.col("y"))).alias("naive"))
+    paired = cf.evaluate(twice, cf.skill_score(a, b, n_resamples=50, seed=4))
+    assert paired.row(0)[:3] == pytest.approx((0.5, 0.5, 0.5), rel=1e-12)
     low, high = skill["mae_skill_ci_low"].item(), skill["mae_skill_ci_high"].item()
     assert low < skill["mae_skill"].item() < high
     again = cf.evaluate(df.lazy(), cf.skill_score(a, b, n_resamples=200, seed=4)).collect()
