@@ -408,6 +408,27 @@ CASES: list[Case] = [
         error=(ValueError, r"p-value column 'p1' has values outside \[0, 1\] in 1 row"),
         n_invalid=[1, 0],
     ),
+    Case(
+        "zero-y-mape",
+        "y = 0 in mape (an infinite percentage error)",
+        "rows",
+        frame=replaced("y", 0.0),
+        metrics=lambda: [cf.mape("y", "score"), cf.mae("y", "score")],
+        error=(ValueError, r"column 'y' \(y\) is 0 in 1 row, where the absolute percentage error is infinite"),
+        n_invalid=[1, 0],
+    ),
+    *[
+        Case(
+            f"{kind}-scale",
+            f"a {kind} scale in mase / rmsse",
+            "rows",
+            frame=replaced("conf", value),
+            metrics=lambda: [cf.mase("y", "score", scale="conf"), cf.rmsse("y", "score", scale="conf")],
+            error=(ValueError, r"scale column 'conf' \(scale=\) has zero or negative values in 1 row"),
+            n_invalid=[1, 0],
+        )
+        for kind, value in (("zero", 0.0), ("negative", -1.0))
+    ],
 ]
 
 

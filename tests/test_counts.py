@@ -121,6 +121,20 @@ def metric_sets(**counted: str) -> dict[str, list[cf.Metric]]:
             cf.quantile_crps("y", quantiles=Q, **w).alias("crps_q"),
         ],
         "recalibration": [cf.score_decomposition("yb", "s", **w)],
+        "point": [
+            cf.mae("y", "mu", **w),
+            cf.mse("y", "mu", **w),
+            cf.rmse("y", "mu", **w),
+            cf.bias("y", "mu", **w),
+            cf.mape("sd", "mu", **w),
+            cf.smape("y", "mu", **w),
+            cf.mase("y", "mu", scale="sd", **w),
+            cf.rmsse("y", "mu", scale="sd", **w),
+            cf.scaled_pinball("y", quantiles=Q, scale="sd", **w),
+            cf.scaled_crps("y", quantiles=Q, **w),
+            cf.log_loss("yb", "s", **w),
+            cf.log_score("y", mean="mu", std="sd", **w),
+        ],
     }
 
 

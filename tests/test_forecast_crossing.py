@@ -273,3 +273,37 @@ def test_report_and_cli_crossing(tmp_path, capsys) -> None:
     got = json.loads(capsys.readouterr().out)["tables"]["forecast"]
     assert [r["pinball_loss"] for r in got] == pytest.approx(direct["pinball_loss"].to_list(), rel=1e-12)
     assert cli.main([*args, "--crossing", "invalid"]) != 0  # crossing rows: invalid (null groups, exit code)
+
+
+@pytest.mark.spark_cases(crossing="sort")
+@pytest.mark.parametrize("crossing", ["score", "sort"])
+def test_scaled_quantile_errors_follow_crossing(constructor, crossing: str) -> None:
+    data = crossing_data(4, n=45)
+    data["s"] = [0.5 + (i % 4) for i in range(len(data["y"]))]
+    metrics = [
+        cf.scaled_pinball("y", quantiles=QCOLS, scale="s", crossing=crossing),
+        cf.scaled_crps("y", quantiles=QCOLS, crossing=crossing),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        out = to_pandas(cf.evaluate(constructor(data), *metrics, by="g"))
+    for i, g in enumerate(sorted(set(data["g"]))):
+        rows = np.flatnonzero(np.asarray(data["g"]) == g)
+        y, q, s = np.asarray(data["y"])[rows], _matrix(data, rows), np.asarray(data["s"])[rows]
+        n_crossing = int((np.diff(q, axis=1) < 0).any(axis=1).sum())
+        if crossing == "sort":
+            q = np.sort(q, axis=1)
+        loss = _pinball(y, q, np.asarray(LEVELS)).mean(axis=1)
+        assert_close(out["scaled_pinball"].iloc[i], (loss / s).mean(), rtol=1e-12, what=f"scaled_pinball {g}")
+        assert_close(out["scaled_crps"].iloc[i], 2 * loss.sum() / np.abs(y).sum(), rtol=1e-12, what=g)
+        assert out["scaled_pinball_n_crossing"].iloc[i] == n_crossing
+        assert out["scaled_crps_n_crossing"].iloc[i] == n_crossing
+
+
+def test_scaled_pinball_invalid_crossing_and_long_sort() -> None:
+    df = pl.DataFrame({"y": [1.0, 2.0], "a": [0.0, 2.5], "b": [2.0, 1.0], "s": [1.0, 1.0]})
+    qs = {0.1: "a", 0.9: "b"}
+    out = df.conformal.scaled_pinball("y", quantiles=qs, scale="s", crossing="invalid", invalid="drop")
+    assert out == pytest.approx(0.1, rel=1e-12)  # the crossing row leaves the score: (0.1 * 1 + 0.9 * 1) / 2 / 1
+    with pytest.raises(ValueError, match="crossing='sort'"):
+        cf.scaled_pinball("y", quantiles="q", quantile_level="tau", scale="s", crossing="sort")

@@ -105,10 +105,23 @@ CALLS: dict[str, Callable[[], cf.Metric]] = {
     "width": lambda: cf.width("lo", "hi"),
     "winkler": lambda: cf.winkler("y", "lo", "hi", confidence_level=0.9),
     "wis": lambda: cf.wis("y", quantiles=Q),
+    "bias": lambda: cf.bias("y", "mu"),
+    "mae": lambda: cf.mae("y", "mu"),
+    "mape": lambda: cf.mape("y", "mu"),
+    "mase": lambda: cf.mase("y", "mu", scale="sd"),
+    "mse": lambda: cf.mse("y", "mu"),
+    "rmse": lambda: cf.rmse("y", "mu"),
+    "rmsse": lambda: cf.rmsse("y", "mu", scale="sd"),
+    "scaled_crps": lambda: cf.scaled_crps("y", quantiles=Q),
+    "scaled_pinball": lambda: cf.scaled_pinball("y", quantiles=Q, scale="sd"),
+    "smape": lambda: cf.smape("y", "mu"),
+    "log_loss": lambda: cf.log_loss("label", "score"),
+    "log_score": lambda: cf.log_score("y", mean="mu", std="sd"),
+    "path_coverage": lambda: cf.path_coverage("y", "lo", "hi", path="label3"),
     "worst_slab_coverage": lambda: cf.worst_slab_coverage("y", "lo", "hi", features=["x1", "x2"], n_directions=20),
 }
 #: integer outputs that do not end in ``_n``
-OTHER_COUNTS = {"coverage_gap_groups"}
+OTHER_COUNTS = {"coverage_gap_groups", "path_coverage_n_paths", "path_coverage_n_single"}
 
 
 def test_every_factory_is_in_the_catalogue() -> None:
@@ -302,6 +315,8 @@ def test_pandas_paths_give_the_same_count_dtypes(monkeypatch: pytest.MonkeyPatch
 
 
 FRAME_CALLS: dict[str, Callable[[Any], Any]] = {
+    "naive_scale": lambda f: cf.naive_scale(f, "y", by="g", order_by="t"),
+    "relative_skill": lambda f: cf.relative_skill(f, cf.mae("y", "mu"), model="label3", by="g"),
     "corp_reliability": lambda f: cf.corp_reliability(f, "label", "score", n_resamples=5, by="g"),
     "cumulative_differences": lambda f: cf.cumulative_differences(f, "label", "score", by="g"),
     "excess_risk_target_coverage": lambda f: cf.excess_risk_target_coverage(

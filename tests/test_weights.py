@@ -488,6 +488,18 @@ def test_no_weighted_version(name: str) -> None:
 #: either it takes ``weights=`` or it refuses it with "<name> has no weighted version (<why>)"
 WEIGHTED = {
     "auroc",
+    "bias",
+    "log_loss",
+    "log_score",
+    "mae",
+    "mape",
+    "mase",
+    "mse",
+    "rmse",
+    "rmsse",
+    "scaled_crps",
+    "scaled_pinball",
+    "smape",
     "brier",
     "classwise_ece",
     "coverage",
@@ -525,6 +537,9 @@ WEIGHTED = {
 NO_COUNTS = {"pit_histogram"}
 UNWEIGHTED = {
     "auarc",
+    "naive_scale",
+    "path_coverage",
+    "relative_skill",
     "christoffersen_test",
     "corp_reliability",
     "diebold_mariano_test",

@@ -18,7 +18,7 @@ from typing import Any
 
 from conformal_frames.engine import Metric, evaluate
 from conformal_frames.errors import BackendLimitError, ColumnNotFoundError, InvalidRowsError
-from conformal_frames.metrics.bootstrap import bootstrap, bootstrap_difference
+from conformal_frames.metrics.bootstrap import bootstrap, bootstrap_difference, relative_skill, skill_score
 from conformal_frames.metrics.calibration import (
     brier,
     brownian_max_abs_cdf,
@@ -41,7 +41,21 @@ from conformal_frames.metrics.comparison import diebold_mariano_test
 from conformal_frames.metrics.conditional import coverage_gap, coverage_test, worst_slab_coverage
 from conformal_frames.metrics.distributions import crps, pit_histogram, pit_test, quantile_crps
 from conformal_frames.metrics.efficiency import efficiency_criteria
-from conformal_frames.metrics.intervals import coverage, cwc, hsic, ssc, ssc_score, width, winkler
+from conformal_frames.metrics.intervals import coverage, cwc, hsic, path_coverage, ssc, ssc_score, width, winkler
+from conformal_frames.metrics.logscores import log_loss, log_score
+from conformal_frames.metrics.point import (
+    bias,
+    mae,
+    mape,
+    mase,
+    mse,
+    naive_scale,
+    rmse,
+    rmsse,
+    scaled_crps,
+    scaled_pinball,
+    smape,
+)
 from conformal_frames.metrics.quantiles import interval_coverage, pinball_loss, quantile_coverage, wis
 from conformal_frames.metrics.ranking import auarc, auroc, excess_risk_target_coverage
 from conformal_frames.metrics.recalibration import corp_reliability, score_decomposition, smooth_ece
@@ -93,6 +107,7 @@ __all__ = [
     "TestResult",
     "auarc",
     "auroc",
+    "bias",
     "bootstrap",
     "bootstrap_difference",
     "brier",
@@ -124,23 +139,38 @@ __all__ = [
     "kuiper_cdf",
     "kuiper_test",
     "kupiec_test",
+    "log_loss",
+    "log_score",
     "longest_miss_run",
+    "mae",
+    "mape",
+    "mase",
     "mce",
     "merge_summaries",
+    "mse",
+    "naive_scale",
+    "path_coverage",
     "pinball_loss",
     "pit_histogram",
     "pit_test",
     "quantile_coverage",
     "quantile_crps",
+    "relative_skill",
     "reliability",
     "report",
+    "rmse",
+    "rmsse",
     "rolling",
+    "scaled_crps",
+    "scaled_pinball",
     "score_decomposition",
     "set_coverage",
     "set_size",
     "set_ssc",
     "set_ssc_score",
     "singleton_rate",
+    "skill_score",
+    "smape",
     "smooth_ece",
     "spiegelhalter_test",
     "ssc",

@@ -262,9 +262,11 @@ def _check_arguments(args: argparse.Namespace, schema: Any, by: list[str]) -> No
 
     try:
         forecast = {"quantiles": args.quantiles, "intervals": args.intervals, "mean": args.mean, "std": args.std}
+        forecast |= {"point": args.point, "baseline": args.baseline}
         plan.check_roles(args.y, args.lo, args.hi, args.score, args.score_y, args.sets, spell=_flag, forecast=forecast)
         level = args.confidence_level if isinstance(args.confidence_level, str) else None
-        roles = {k: getattr(args, k) for k in ("y", "lo", "hi", "score", "score_y", "sets", "mean", "std")}
+        roles = {k: getattr(args, k) for k in ("y", "lo", "hi", "score", "score_y", "sets", "mean", "std", "point")}
+        roles["baseline"] = args.baseline
         roles |= {f"quantiles {lv:g}": c for lv, c in (args.quantiles or {}).items()}
         for lv, (lo, hi) in (args.intervals or {}).items():
             roles |= {f"intervals {lv:g} lo": lo, f"intervals {lv:g} hi": hi}
@@ -322,6 +324,8 @@ def _evaluate(args: argparse.Namespace, lf: Any, fmt: str, by: list[str], bounde
             mean=args.mean,
             std=args.std,
             crossing=args.crossing,
+            point=args.point,
+            baseline=args.baseline,
         )
     except (ValueError, TypeError) as exc:
         code = EXIT_INVALID_ROWS if isinstance(exc, InvalidRowsError) else EXIT_USAGE  # the data, not the options
@@ -546,6 +550,8 @@ def _column_options(p: argparse.ArgumentParser) -> None:
     )
     cols.add_argument("--mean", metavar="COL", help="mean of a Gaussian forecast of --y (with --std)")
     cols.add_argument("--std", metavar="COL", help="standard deviation of a Gaussian forecast of --y (with --mean)")
+    cols.add_argument("--point", metavar="COL", help="point forecast of --y: MAE, RMSE, bias and sMAPE")
+    cols.add_argument("--baseline", metavar="COL", help="a baseline's point forecast of --y (with --point): mae_skill")
     for old in RENAMED_OPTIONS:
         cols.add_argument(old, action=_Renamed, nargs="?", help=argparse.SUPPRESS)
 

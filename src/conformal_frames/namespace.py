@@ -18,12 +18,15 @@ from typing import Any
 
 from conformal_frames.engine import InvalidPolicy, Metric, evaluate, evaluate_one, to_lazy
 from conformal_frames.metrics import (
+    bootstrap,
     calibration,
     comparison,
     conditional,
     distributions,
     efficiency,
     intervals,
+    logscores,
+    point,
     quantiles,
     ranking,
     recalibration,
@@ -49,6 +52,9 @@ FAMILIES: tuple[ModuleType, ...] = (
     quantiles,
     sequential,
     distributions,
+    point,
+    logscores,
+    bootstrap,
 )
 
 #: metric factories exposed as namespace methods (name -> factory)

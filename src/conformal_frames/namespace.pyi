@@ -7,6 +7,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from conformal_frames.engine import InvalidPolicy, Metric
+from conformal_frames.metrics.bootstrap import engine
 from conformal_frames.metrics.calibration import Strategy
 from conformal_frames.metrics.comparison import Loss
 from conformal_frames.metrics.distributions import Estimator
@@ -57,6 +58,17 @@ class ConformalNamespace:
         hi: str,
         *,
         kernel_sizes: tuple[float, float] = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def path_coverage(
+        self,
+        y: str,
+        lo: str,
+        hi: str,
+        *,
+        path: str | Sequence[str],
+        ci_level: float = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
@@ -519,6 +531,133 @@ class ConformalNamespace:
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
+    def bias(
+        self,
+        y: str,
+        yhat: str,
+        *,
+        weights: str | None = ...,
+        counts: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def mae(
+        self,
+        y: str,
+        yhat: str,
+        *,
+        weights: str | None = ...,
+        counts: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def mape(
+        self,
+        y: str,
+        yhat: str,
+        *,
+        weights: str | None = ...,
+        counts: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def mase(
+        self,
+        y: str,
+        yhat: str,
+        *,
+        scale: str,
+        weights: str | None = ...,
+        counts: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def mse(
+        self,
+        y: str,
+        yhat: str,
+        *,
+        weights: str | None = ...,
+        counts: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def rmse(
+        self,
+        y: str,
+        yhat: str,
+        *,
+        weights: str | None = ...,
+        counts: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def rmsse(
+        self,
+        y: str,
+        yhat: str,
+        *,
+        scale: str,
+        weights: str | None = ...,
+        counts: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def scaled_crps(
+        self,
+        y: str,
+        *,
+        quantiles: dict[float, str],
+        weights: str | None = ...,
+        counts: str | None = ...,
+        crossing: Literal["score", "sort", "invalid"] = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def scaled_pinball(
+        self,
+        y: str,
+        *,
+        quantiles: dict[float, str] | str,
+        scale: str,
+        quantile_level: str | None = ...,
+        weights: str | None = ...,
+        counts: str | None = ...,
+        crossing: Literal["score", "sort", "invalid"] = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def smape(
+        self,
+        y: str,
+        yhat: str,
+        *,
+        weights: str | None = ...,
+        counts: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def log_loss(
+        self,
+        y: str,
+        score: str,
+        *,
+        weights: str | None = ...,
+        counts: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
+    def log_score(
+        self,
+        y: str,
+        *,
+        mean: str,
+        std: str,
+        weights: str | None = ...,
+        counts: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
     def cumulative_differences(
         self,
         y: str,
@@ -556,6 +695,18 @@ class ConformalNamespace:
         seed: int = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
+    def naive_scale(
+        self, y: str, *, by: str | list[str], order_by: str, season: int = ..., invalid: InvalidPolicy | None = ...
+    ) -> Any: ...
+    def relative_skill(
+        self,
+        metric: Metric,
+        *,
+        model: str,
+        baseline: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: engine.InvalidPolicy | None = ...,
+    ) -> Any: ...
     def report(
         self,
         *,
@@ -584,6 +735,8 @@ class ConformalNamespace:
         std: str | None = ...,
         intervals: dict[float, tuple[str, str]] | None = ...,
         crossing: Literal["score", "sort", "invalid"] = ...,
+        point: str | None = ...,
+        baseline: str | None = ...,
     ) -> Report: ...
 
 def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...

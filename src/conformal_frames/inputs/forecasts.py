@@ -343,6 +343,16 @@ def n_crossing(q: Query, quantiles: Quantiles, counts: str | None = None) -> nw.
     return q.weighting(None, counts=counts).sum(crossing_row(q, quantiles))
 
 
+def check_long_crossing(quantiles: object, crossing: str, metric: str) -> None:
+    """Refuse ``crossing="sort"`` with long-form quantiles (one level per row: nothing to rearrange)."""
+    if isinstance(quantiles, str) and crossing == "sort":
+        msg = (
+            f"{metric}: crossing='sort' needs all quantiles of a forecast on one row (wide form, "
+            "quantiles={level: column}); in the long form each row holds one level and is scored as given"
+        )
+        raise ValueError(msg)
+
+
 class CrossingOutputs:
     """Outputs of a metric with ``crossing=``: ``<name>_n_crossing`` (Int64) and its warning."""
 

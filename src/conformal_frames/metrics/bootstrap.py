@@ -24,11 +24,12 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
 from conformal_frames._validate import check_column, check_positive_int, optional
-from conformal_frames.engine import FinalizeFn, Metric, Query, TableRef, Weighting
+from conformal_frames.engine import FinalizeFn, Metric, Query, TableRef, Weighting, no_weights
 from conformal_frames.numerics.resample import clean_row, replicate_weight_rows
 
-__all__ = ["bootstrap", "bootstrap_difference"]
+__all__ = ["bootstrap", "bootstrap_difference", "relative_skill", "skill_score"]
 METHODS: list[str] = []  # metric wrappers: use them in evaluate
+FRAME_METHODS = ["relative_skill"]
 
 
 def _check_metric(value: Any, name: str) -> Metric:
@@ -451,3 +452,203 @@ def bootstrap_difference(
         ci_level=ci_level,
         block=block,
     )
+
+
+# ---------------------------------------------------------------------------
+# skill: 1 - S / S_ref, with the paired replicates of bootstrap_difference
+# ---------------------------------------------------------------------------
+def _check_skill_resamples(value: Any, name: str) -> int | None:
+    return None if value is None else check_positive_int(value, name, at_least=2)
+
+
+def _skill(values: Sequence[nw.Expr]) -> nw.Expr:
+    return 1.0 - nw.when(values[1] != 0.0).then(values[0] / values[1])
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkillScore(_Bootstrapped):
+    metric: Metric = field(metadata={"check": _check_metric})
+    reference: Metric = field(metadata={"check": _check_metric})
+    n_resamples: int | None = field(default=None, metadata={"check": _check_skill_resamples})  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if type(self.metric) is not type(self.reference):
+            msg = (
+                f"skill_score compares one score of a forecast and of a reference: got {self.metric.output_name} "
+                f"({type(self.metric).__name__}) and {self.reference.output_name} ({type(self.reference).__name__})"
+            )
+            raise TypeError(msg)
+
+    @property
+    def output_name(self) -> str:
+        return self.name if self.name is not None else f"{self.metric.output_name}_skill"
+
+    def _metrics(self) -> Sequence[Metric]:
+        return [self.metric, self.reference]
+
+    def _combine(self, values: Sequence[nw.Expr]) -> nw.Expr:
+        return _skill(values)
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        if self.n_resamples is None:  # no interval: any score metric, its own statistics
+            points = [m.build(q)[""] for m in self._metrics()]
+            return {"": _skill([p for p in points if p is not None])}
+        return super().build(q)
+
+    def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
+        for m in self._metrics():
+            frame = m.prepare(frame)
+        return frame
+
+
+def skill_score(
+    metric: Metric,
+    reference: Metric,
+    *,
+    n_resamples: int | None = None,
+    seed: int = 0,
+    ci_level: float = 0.95,
+    block: str | None = None,
+) -> SkillScore:
+    """Skill of a forecast against a reference: ``1 - S / S_ref`` per group.
+
+    ``S`` is the score ``metric`` (a loss: lower is better, e.g.
+    ``cf.mae("y", "f")``, ``cf.crps(...)``) of the forecast, ``S_ref`` the
+    same score of the reference forecast on the same rows (e.g. a naive or
+    climatological forecast, ``cf.mae("y", "naive")``).  1 is a perfect
+    forecast, 0 no better than the reference, negative worse; null where
+    ``S_ref = 0``.
+
+    With ``n_resamples``, the percentile interval ``<name>_ci_low`` /
+    ``<name>_ci_high`` of the skill over paired Poisson-bootstrap replicates:
+    both scores are evaluated under the same replicate weights, those of
+    :func:`bootstrap_difference` (same seed, same counts), so the interval
+    reflects the correlation of the two forecasts' errors.  Method, limits
+    and ``block=`` as in :func:`bootstrap` (the scores must then be one-pass
+    weighted metrics).
+
+    Parameters
+    ----------
+    metric, reference : Metric
+        The same score metric (same class) on the forecast's and the
+        reference's columns.
+    n_resamples : int, optional
+        Number of bootstrap replicates (at least 2); ``None``: no interval.
+    seed, ci_level, block
+        As in :func:`bootstrap`.
+
+    Returns
+    -------
+    SkillScore
+        A metric object for :func:`~conformal_frames.evaluate`; output columns
+        ``<name>`` (default ``<metric name>_skill``), with ``n_resamples`` also
+        ``<name>_ci_low`` and ``<name>_ci_high``, and ``n``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames as cf
+    >>> df = pl.DataFrame({"y": [1.0, 2.0, 4.0, 3.0], "f": [1.5, 2.0, 3.0, 3.0],
+    ...                    "naive": [0.0, 1.0, 2.0, 4.0]})
+    >>> cf.evaluate(df, cf.skill_score(cf.mae("y", "f"), cf.mae("y", "naive")))["mae_skill"].item()
+    0.7
+    """
+    return SkillScore(
+        metric=metric, reference=reference, n_resamples=n_resamples, seed=seed, ci_level=ci_level, block=block
+    )
+
+
+@no_weights("relative_skill", "weight the metric itself: its weights= and counts= enter each model's score")
+def relative_skill(
+    frame: Any,
+    metric: Metric,
+    *,
+    model: str,
+    baseline: str | None = None,
+    by: str | Sequence[str] | None = None,
+    invalid: engine.InvalidPolicy | None = None,
+) -> Any:
+    """Relative skill of several models in a long frame (one row per forecast and model).
+
+    ``metric`` (a score, lower is better) is evaluated per group of ``by``
+    and model: ``S_m``.  As in scoringutils' pairwise comparison, the ratio
+    of two models is ``theta_ij = S_i / S_j`` and the relative skill of
+    model ``i`` is the geometric mean of its ratios against every model
+    ``j`` (itself included), ``theta_i = S_i / GM_j(S_j)``; with a
+    ``baseline`` the baseline is left out of the geometric mean and
+    ``scaled_relative_skill = theta_i / theta_baseline = S_i / S_baseline``.
+    Below 1 is better than the typical model (than the baseline).
+
+    The ratios are those of the models' mean scores over the rows of the
+    group: scoringutils takes each pair's mean scores over the forecasts
+    both models made, which is the same when every model scored the same
+    forecasts.  Make the rows comparable first (filter to the forecasts all
+    models made); ``n`` shows each model's rows.  A group without the
+    baseline has a null ``scaled_relative_skill``; a baseline absent from
+    the whole frame is an error on eager input.  Scores at or below 0 have
+    no ratio: the group's relative skills are null.
+
+    Parameters
+    ----------
+    frame : DataFrame or LazyFrame
+        Long frame with a model column.
+    metric : Metric
+        A score metric, e.g. ``cf.mae("y", "yhat")`` or ``cf.crps(...)``.
+    model : str
+        Column naming the model of each row.
+    baseline : str, optional
+        The baseline model (a value of ``model``).
+    by : str or list of str, optional
+        Group columns (e.g. ``"horizon"``); the comparison is made per group.
+    invalid : {"raise", "drop", "null"}, optional
+        Invalid-row policy of the metric's evaluation.
+
+    Returns
+    -------
+    frame
+        The caller's type, one row per group and model, sorted: ``by``,
+        ``model``, the metric's mean score, ``relative_skill``,
+        ``scaled_relative_skill`` (with a baseline) and ``n``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames as cf
+    >>> df = pl.DataFrame({"m": ["a", "a", "b", "b", "naive", "naive"],
+    ...                    "y": [1.0, 2.0, 1.0, 2.0, 1.0, 2.0], "f": [1.5, 2.5, 2.0, 3.0, 3.0, 4.0]})
+    >>> out = cf.relative_skill(df, cf.mae("y", "f"), model="m", baseline="naive")
+    >>> out["scaled_relative_skill"].to_list()
+    [0.25, 0.5, 1.0]
+    """
+    metric = _check_metric(metric, "metric")
+    check_column(model, "model")
+    keys = engine.as_keys(by)
+    if model in keys:
+        msg = f"model={model!r} is also a by= key; the models are compared within each group of by="
+        raise ValueError(msg)
+    _, eager = engine.to_lazy(frame)
+    scored = nw.from_native(engine.evaluate(frame, metric, by=[*keys, model], invalid=invalid))
+    scores = scored.lazy() if isinstance(scored, nw.DataFrame) else scored
+    name = metric.output_name
+    if eager and baseline is not None:
+        present = scores.filter(nw.col(model) == baseline).select(nw.len()).collect().item()
+        if not present:
+            models = sorted(scores.select(model).unique().collect()[model].to_list())
+            msg = f"baseline {baseline!r} is not a value of the model column {model!r}; models: {models}"
+            raise ValueError(msg)
+    s = nw.col(name)
+    log = "__cf_log"
+    scores = scores.with_columns(nw.when(s > 0.0).then(s).log().alias(log))
+    ok = engine.over(s.min(), keys) > 0.0
+    others = nw.col(log) if baseline is None else nw.when(nw.col(model) != baseline).then(nw.col(log))
+    out = [(nw.col(log) - engine.over(others.mean(), keys)).exp().alias("relative_skill")]
+    if baseline is not None:
+        base = engine.over(nw.when(nw.col(model) == baseline).then(nw.col(log)).max(), keys)
+        out.append((nw.col(log) - base).exp().alias("scaled_relative_skill"))
+    skills = ["relative_skill", *(["scaled_relative_skill"] if baseline is not None else [])]
+    scores = scores.with_columns(*out).with_columns(*[nw.when(ok).then(nw.col(c)).alias(c) for c in skills])
+    rest = [c for c in scores.collect_schema().names() if c not in {*keys, model, name, log, *skills}]
+    columns = [*keys, model, name, *skills, *rest]
+    result = scores.select(*columns).sort(*keys, model)
+    return result.collect().to_native() if eager else result.to_native()

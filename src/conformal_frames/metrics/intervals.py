@@ -9,12 +9,15 @@ are never counted as covered nor as a negative width.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
+from conformal_frames._validate import check_columns, checked
 from conformal_frames.engine import (
     GroupFn,
     Metric,
@@ -33,9 +36,9 @@ from conformal_frames.engine import (
 from conformal_frames.inputs.intervals import covered_row, interval_bounds, width_row
 from conformal_frames.inputs.levels import level_row
 from conformal_frames.numerics.gauss import grouped_gauss_form
-from conformal_frames.numerics.stats import min_of, proportion, ratio, weighted_cut
+from conformal_frames.numerics.stats import min_of, proportion, ratio, weighted_cut, wilson_interval
 
-__all__ = ["coverage", "cwc", "hsic", "ssc", "ssc_score", "width", "winkler"]
+__all__ = ["coverage", "cwc", "hsic", "path_coverage", "ssc", "ssc_score", "width", "winkler"]
 METHODS = list(__all__)
 
 
@@ -690,3 +693,108 @@ def hsic(y: str, lo: str, hi: str, *, kernel_sizes: tuple[float, float] = (1.0, 
     via orthogonal quantile regression", NeurIPS 34, 2060-2071.
     """
     return HSIC(y=y, lo=lo, hi=hi, kernel_sizes=kernel_sizes)
+
+
+# ---------------------------------------------------------------------------
+# whole-path coverage: a two-level aggregation (per path, then per group)
+# ---------------------------------------------------------------------------
+def _check_path(value: object, name: str) -> tuple[str, ...]:
+    return check_columns([value] if isinstance(value, str) else value, name)
+
+
+def _path_table(covered: str, path: list[str]) -> TableFn:
+    """Per group: the paths (distinct ``path`` values), the covered ones, those of one row."""
+
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        low, size = ref.name("low"), ref.name("size")
+        per_path = rows.group_by(*keys, *path).agg(nw.col(covered).min().alias(low), nw.len().alias(size))
+        per_path = per_path.with_columns(
+            nw.col(low).cast(nw.Float64), indicator(nw.col(size) == 1).alias(ref.name("single"))
+        )
+        aggs = [
+            nw.col(low).sum().alias(ref.name("k")),
+            nw.len().alias(ref.name("m")),
+            nw.col(ref.name("single")).sum().alias(ref.name("single")),
+        ]
+        return aggregate(per_path, keys, aggs).with_columns(nw.col(ref.name("m")).cast(nw.Float64))
+
+    return build
+
+
+@dataclass(frozen=True, kw_only=True)
+class PathCoverage(Metric):
+    y: str
+    lo: str
+    hi: str
+    path: tuple[str, ...] = checked(_check_path)
+    ci_level: float = 0.95
+    default_name = "path_coverage"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        covered = covered_row(q, self.y, self.lo, self.hi)
+        path = []
+        for p in self.path:
+            if p in q.keys:  # a group key is constant within the group: the path is the rest
+                continue
+            col = q.column(p)
+            q.check(f"column {p!r} (path=) has missing values", col.is_null())
+            path.append(q.row(("path", p), col))
+        t = q.table(("path_coverage", covered, *path), _path_table(covered, path))
+        k, m = t.col("k"), t.col("m")
+        low, high = wilson_interval(k, m, self.ci_level)
+        return {"": ratio(k, m), "ci_low": low, "ci_high": high, "n_paths": m, "n_single": t.col("single")}
+
+    def output_dtypes(self, built: Mapping[str, nw.Expr | None]) -> dict[str, Any]:
+        named = self.outputs(built)
+        return {c: nw.Int64 for s, c in zip(built, named) if s in ("n_paths", "n_single")}
+
+
+@no_weights("path_coverage", "it counts paths, not rows")
+def path_coverage(y: str, lo: str, hi: str, *, path: str | Sequence[str], ci_level: float = 0.95) -> PathCoverage:
+    """Share of forecast paths covered at every one of their rows, with a Wilson interval over paths.
+
+    A *path* is the set of rows sharing the values of the ``path`` columns,
+    e.g. ``path=["series", "cutoff"]``: every horizon of one series forecast
+    at one cutoff.  The path is covered when ``lo <= y <= hi`` holds at each
+    of its rows; ``path_coverage`` is the share of covered paths of the
+    group, ``k / m``, with the Wilson interval of ``k`` successes in ``m``
+    paths (paths are the independent units, not rows).  Pointwise bands of
+    level ``c`` cover whole paths of ``H`` horizons far less often than ``c``
+    (about ``c^H`` when the errors are independent).
+
+    Extra outputs: ``path_coverage_n_paths`` (``m``) and
+    ``path_coverage_n_single`` (paths of one row: their coverage is the
+    pointwise one, e.g. when ``by=`` splits paths by horizon).  Path
+    columns that are also ``by=`` keys are constant within a group; the path
+    is the other columns (none: the group is one path).  Missing path values
+    are invalid rows.  Computed lazily as a two-level aggregation (the
+    minimum of the covered indicator per (group, path), then sums per
+    group): a second aggregation over the rows, so :func:`~conformal_frames.summarize`
+    cannot merge it.
+
+    Parameters
+    ----------
+    y, lo, hi : str
+        Columns of the observed value and of the band's lower / upper bound.
+    path : str or list of str
+        Columns identifying one path (any dtype).
+    ci_level : float, default 0.95
+        Confidence level of the Wilson interval.
+
+    Returns
+    -------
+    PathCoverage
+        A metric object (outputs ``path_coverage``, ``path_coverage_ci_low``,
+        ``path_coverage_ci_high``, ``path_coverage_n_paths``,
+        ``path_coverage_n_single``).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"s": ["a", "a", "b", "b"], "h": [1, 2, 1, 2],
+    ...                    "y": [1.0, 2.0, 1.0, 5.0], "lo": [0.0] * 4, "hi": [3.0] * 4})
+    >>> df.conformal.path_coverage("y", "lo", "hi", path="s")
+    0.5
+    """
+    return PathCoverage(y=y, lo=lo, hi=hi, path=path, ci_level=ci_level)  # type: ignore[arg-type]

@@ -46,6 +46,7 @@ from conformal_frames.inputs.forecasts import (
     check_crossing,
     check_intervals,
     check_level_column,
+    check_long_crossing,
     check_long_form,
     check_quantiles,
     crossing_outputs,
@@ -83,15 +84,6 @@ def pinball_row(q: Query, y: str, level: QuantileLevel) -> str:
 def _below_row(q: Query, y: str, level: QuantileLevel) -> str:
     """Row column ``1[y <= q_tau]``."""
     return q.row(("below", y, level.row), (nw.col(y) <= nw.col(level.row)).cast(F64), inputs=[y, level.row])
-
-
-def _check_long_crossing(quantiles: object, crossing: str, metric: str) -> None:
-    if isinstance(quantiles, str) and crossing == "sort":
-        msg = (
-            f"{metric}: crossing='sort' needs all quantiles of a forecast on one row (wide form, "
-            "quantiles={level: column}); in the long form each row holds one level and is scored as given"
-        )
-        raise ValueError(msg)
 
 
 # ---------------------------------------------------------------------------
@@ -160,7 +152,7 @@ class PinballLoss(CrossingOutputs, Metric):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_long_form(self.quantiles, self.quantile_level, "pinball_loss")
-        _check_long_crossing(self.quantiles, self.crossing, "pinball_loss")
+        check_long_crossing(self.quantiles, self.crossing, "pinball_loss")
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y = value_row(q, self.y)
@@ -560,7 +552,7 @@ class QuantileCoverage(CrossingOutputs, Metric):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_long_form(self.quantiles, self.quantile_level, "quantile_coverage")
-        _check_long_crossing(self.quantiles, self.crossing, "quantile_coverage")
+        check_long_crossing(self.quantiles, self.crossing, "quantile_coverage")
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y = value_row(q, self.y)

@@ -23,7 +23,13 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[
     target, level = planning.split_target(o["confidence_level"])
     schema = base.collect_schema()
     roles = {k: o[k] for k in ("y", "lo", "hi", "score", "score_y", "sets")}
-    forecast = {"mean": o["mean"], "std": o["std"], **{f"quantiles[{lv:g}]": c for lv, c in _quantiles(o).items()}}
+    forecast = {
+        "mean": o["mean"],
+        "std": o["std"],
+        "point": o["point"],
+        "baseline": o["baseline"],
+        **{f"quantiles[{lv:g}]": c for lv, c in _quantiles(o).items()},
+    }
     for lv, (lo_c, hi_c) in _intervals(o).items():
         forecast |= {f"intervals[{lv:g}][0]": lo_c, f"intervals[{lv:g}][1]": hi_c}
     names = roles | forecast | {"confidence_level": level} | {f"by[{i}]": k for i, k in enumerate(by)}
@@ -64,6 +70,8 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[
         mean=o["mean"],
         std=o["std"],
         crossing=_crossing(o),
+        point=o["point"],
+        baseline=o["baseline"],
     )
     return plan, notes
 
@@ -152,6 +160,8 @@ def report(
     std: str | None = None,
     intervals: dict[float, tuple[str, str]] | None = None,
     crossing: Literal["score", "sort", "invalid"] = "score",
+    point: str | None = None,
+    baseline: str | None = None,
 ) -> Report:
     """Evaluate every applicable metric per group and return a :class:`Report`.
 
@@ -251,6 +261,12 @@ def report(
         first, or invalid rows (``crossing=`` of
         :func:`conformal_frames.pinball_loss`); with "score" and "sort" the
         tables have ``<metric>_n_crossing`` columns.
+    point : str, optional
+        A point forecast of ``y``: ``mae``, ``rmse``, ``bias`` and ``smape``
+        in the ``"forecast"`` table (:func:`conformal_frames.mae`, ...).
+    baseline : str, optional
+        A baseline's point forecast of ``y`` (with ``point``): the skill of
+        the MAE against it, ``mae_skill`` (:func:`conformal_frames.skill_score`).
 
     Returns
     -------
@@ -278,7 +294,14 @@ def report(
         score,
         score_y,
         sets,
-        forecast={"quantiles": quantiles, "intervals": intervals, "mean": mean, "std": std},
+        forecast={
+            "quantiles": quantiles,
+            "intervals": intervals,
+            "mean": mean,
+            "std": std,
+            "point": point,
+            "baseline": baseline,
+        },
     )
     planning.check_options(correction, invalid)
     base = planning.as_frame(frame)

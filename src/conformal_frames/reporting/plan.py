@@ -18,10 +18,12 @@ import narwhals.stable.v2 as nw
 from conformal_frames import engine
 from conformal_frames._validate import check_choice, check_probability
 from conformal_frames._widths import collect
+from conformal_frames.metrics.bootstrap import skill_score
 from conformal_frames.metrics.calibration import brier, ece, ks_test, kuiper_test, reliability, spiegelhalter_test
 from conformal_frames.metrics.conditional import coverage_test
 from conformal_frames.metrics.distributions import crps, pit_histogram, pit_test, quantile_crps
 from conformal_frames.metrics.intervals import coverage, hsic, ssc, ssc_score, width, winkler
+from conformal_frames.metrics.point import bias, mae, rmse, smape
 from conformal_frames.metrics.quantiles import interval_coverage, pinball_loss, quantile_coverage, wis, wis_pairs
 from conformal_frames.metrics.recalibration import score_decomposition, smooth_ece
 from conformal_frames.metrics.sets import empty_rate, set_coverage, set_size, singleton_rate
@@ -63,6 +65,9 @@ class Plan:
     std: str | None = None
     #: crossing quantiles in the forecast family (``crossing=`` of its metrics)
     crossing: str = "score"
+    #: a point forecast of ``y`` (point errors) and a baseline's point forecast (skill)
+    point: str | None = None
+    baseline: str | None = None
 
     @property
     def keys(self) -> list[str]:
@@ -94,6 +99,8 @@ class Plan:
             "confidence_level": self.level_column,
             "mean": self.mean,
             "std": self.std,
+            "point": self.point,
+            "baseline": self.baseline,
             "quantiles": ",".join(f"{lv:g}={c}" for lv, c in (self.quantiles or {}).items()) or None,
             "intervals": ",".join(f"{lv:g}={lo}:{hi}" for lv, (lo, hi) in (self.intervals or {}).items()) or None,
         }
@@ -119,7 +126,7 @@ class Plan:
                 out["calibration"].append(smooth_ece(label, score))
                 out["decomposition"] = [score_decomposition(label, score)]
             out["reliability"] = [reliability(label, score, n_bins=self.n_bins, ci_level=self.ci_level)]
-        if self.y is not None and (self.quantiles or self.intervals or self.mean is not None):
+        if self.y is not None and (self.quantiles or self.intervals or self.mean is not None or self.point is not None):
             out["forecast"] = self._forecast(self.y)
         return out
 
@@ -154,6 +161,11 @@ class Plan:
             ms.append(quantile_coverage(y, quantiles=qs, ci_level=self.ci_level, crossing=cross))
         if self.intervals:
             ms.append(interval_coverage(y, intervals=self.intervals, ci_level=self.ci_level, crossing=self.crossing))
+        if self.point is not None:
+            f = self.point
+            ms += [mae(y, f), rmse(y, f), bias(y, f), smape(y, f)]
+            if self.baseline is not None:
+                ms.append(skill_score(mae(y, f), mae(y, self.baseline)))
         return ms
 
     def _coverage(self, family: str, y: str, **target: Any) -> engine.Metric:
@@ -228,6 +240,9 @@ def check_roles(
     ``forecast`` holds the forecast arguments (``quantiles``, ``intervals``, ``mean``, ``std``).
     """
     given = {k: v for k, v in (forecast or {}).items() if v is not None}
+    if "baseline" in given and "point" not in given:
+        msg = f"{spell('baseline')} is the baseline's point forecast, compared with {spell('point')}; missing {spell('point')}"
+        raise ValueError(msg)
     if ("mean" in given) != ("std" in given):
         missing = spell("std") if "mean" in given else spell("mean")
         msg = f"Gaussian forecasts need {spell('mean')} and {spell('std')}; missing {missing}"

@@ -28,7 +28,8 @@ TITLES = {
     "sets": "Prediction-set metrics per group",
     "forecast": (
         "Forecast scores per group (CRPS; PIT uniformity test; pinball loss; WIS and its components; "
-        "quantile_coverage_mad = mean |coverage - level| over the quantile levels)"
+        "quantile_coverage_mad = mean |coverage - level| over the quantile levels; "
+        "point errors; mae_skill = 1 - MAE / MAE of the baseline)"
     ),
     "pit_histogram": "PIT histogram: frequency per bin (uniform: 1/n_bins; band in .frame('pit_histogram'))",
     "quantile_pit_histogram": (
