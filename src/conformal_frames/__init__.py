@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformal_frames._version import __version__ as __version__
 from conformal_frames.engine import Metric, evaluate
 from conformal_frames.errors import BackendLimitError, ColumnNotFoundError, InvalidRowsError
 from conformal_frames.metrics.bootstrap import bootstrap, bootstrap_difference
@@ -61,8 +62,6 @@ from conformal_frames.results import (
     TestResult,
 )
 from conformal_frames.summaries import finalize, merge_summaries, rolling, summarize
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:

@@ -1,5 +1,8 @@
 """Command line: ``conformal-frames report FILE ...`` and ``conformal-frames demo``.
 
+``python -m conformal_frames`` runs the same command line; ``conformal-frames --version``
+prints the version.
+
 Every failure caused by the user (options, columns, files, data) is one line
 ``conformal-frames: error: ...`` on stderr and one of these exit codes (also
 in ``conformal-frames --help``):
@@ -41,6 +44,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NoReturn
+
+from conformal_frames._version import __version__
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -674,6 +679,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     rp = sub.add_parser(
         "report",
