@@ -22,7 +22,7 @@ def test_one_version() -> None:
 
     assert cf.__version__ == _version.__version__ == "0.3.0.dev0"
     pyproject = (ROOT / "pyproject.toml").read_text()
-    assert re.search(r"^version\s*=", pyproject, re.M) is None and 'dynamic = ["version"]' in pyproject
+    assert re.search(r"^version\s*=\s*\"", pyproject, re.M) is None and 'dynamic = ["version"]' in pyproject
     assert 'version = { attr = "conformal_frames._version.__version__" }' in pyproject
     top = re.search(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(), re.M)
     assert top is not None and cf.__version__.startswith(top.group(1).removesuffix(".0"))
