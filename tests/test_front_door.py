@@ -46,3 +46,46 @@ def test_python_m_runs_the_cli() -> None:
     res = subprocess.run([sys.executable, "-m", "conformal_frames", "report"], capture_output=True, text=True, env=env)
     assert res.returncode == cli.EXIT_USAGE
     assert res.stderr.startswith("conformal-frames: error: ")
+
+
+README = ROOT / "README.md"
+FAMILIES = (
+    "intervals",
+    "sets",
+    "efficiency",
+    "conditional",
+    "calibration",
+    "recalibration",
+    "ranking",
+    "forecasts",
+    "backtests",
+    "comparison",
+    "bootstrap",
+    "monitoring",
+    "report",
+    "plots",
+    "CLI",
+)
+
+
+def test_readme_runs_as_written_in_a_fresh_interpreter(tmp_path: Path) -> None:
+    """Every python block of README.md, in order, as one script in a new process (the first one defines ``df``)."""
+    from test_docs import _blocks
+
+    blocks = _blocks(README)
+    assert blocks and re.search(r"^df = ", blocks[0], re.M), "the README's first snippet must define its df"
+    script = tmp_path / "readme.py"
+    script.write_text("\n".join(blocks))
+    env = {"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg", "HOME": str(tmp_path)}
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert (tmp_path / "report.html").exists() and (tmp_path / "preds.parquet").exists()
+
+
+def test_readme_has_a_line_per_family() -> None:
+    """One runnable line per family: the family's name is a comment of a python block."""
+    from test_docs import _blocks
+
+    comments = " ".join(re.findall(r"#\s*([^\n]*)", "\n".join(_blocks(README))))
+    missing = [f for f in FAMILIES if not re.search(rf"\b{f}\b", comments)]
+    assert not missing, missing
