@@ -89,3 +89,33 @@ def test_readme_has_a_line_per_family() -> None:
     comments = " ".join(re.findall(r"#\s*([^\n]*)", "\n".join(_blocks(README))))
     missing = [f for f in FAMILIES if not re.search(rf"\b{f}\b", comments)]
     assert not missing, missing
+
+
+def test_api_page_lists_every_public_name() -> None:
+    text = (ROOT / "docs" / "api.md").read_text()
+    missing = [name for name in cf.__all__ if not re.search(rf"\b{re.escape(name)}\b", text)]
+    assert not missing, f"public names missing from docs/api.md: {missing}"
+
+
+def test_index_lists_every_page() -> None:
+    """docs/index.md links every page of docs/ (and mkdocs.yml's nav has them all)."""
+    index = (ROOT / "docs" / "index.md").read_text()
+    nav = (ROOT / "mkdocs.yml").read_text()
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md") if p.name != "index.md")
+    assert not [p for p in pages if f"({p})" not in index and f"({p}#" not in index], "pages missing from docs/index.md"
+    assert not [p for p in pages if f": {p}" not in nav], "pages missing from mkdocs.yml's nav"
+
+
+def test_one_install_story() -> None:
+    """docs/getting-started.md installs with the README's commands, from the checkout; every extra is explained there."""
+    bash = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
+    readme = bash.findall(README.read_text())[0]
+    started = (ROOT / "docs" / "getting-started.md").read_text()
+    assert bash.findall(started)[0] == readme
+    assert 'pip install ".[polars]"' in readme and "conformal-frames demo" in readme and "pytest" in readme
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    extras = re.findall(r"^(\w+) = \[", pyproject.split("[project.optional-dependencies]")[1].split("\n[")[0], re.M)
+    assert {"polars", "pandas", "plot"} <= set(extras)
+    assert not [e for e in extras if f"`{e}`" not in started], "extras not explained in docs/getting-started.md"
+    for page in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        assert 'pip install "conformal-frames' not in page.read_text(), f"{page.name} installs from PyPI"
