@@ -151,4 +151,24 @@ __all__ = [
     "worst_slab_coverage",
 ]
 
+
+def _check_keywords(names: list[str]) -> None:
+    """Every public function answers a misspelt keyword with "did you mean" (here and in its own module)."""
+    import inspect
+    import sys
+
+    from conformal_frames._renames import keywords_checked
+
+    scope = globals()
+    for name in names:
+        fn = scope[name]
+        if inspect.isfunction(fn):
+            checked = keywords_checked(fn)
+            scope[name] = checked
+            home = sys.modules.get(fn.__module__)
+            if home is not None and getattr(home, name, None) is fn:
+                setattr(home, name, checked)
+
+
+_check_keywords(__all__)
 register_accessors()

@@ -276,7 +276,8 @@ def interval_rows(q: Query, intervals: Intervals) -> list[tuple[float, str, str]
     out = []
     for level, lo, hi in intervals:
         lo_e, hi_e = q.number(lo), q.number(hi)
-        q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e)
+        swapped = f"are lo and hi swapped? (intervals {level:g}: lo={lo!r}, hi={hi!r})"
+        q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e, hint=swapped)
         out.append((level, q.row(("value", lo), lo_e), q.row(("value", hi), hi_e)))
     return out
 
