@@ -84,3 +84,39 @@ def test_checked_functions_keep_their_identity() -> None:
 
     assert cf.ece is calibration.ece and cf.ece.__name__ == "ece"
     assert list(inspect.signature(cf.ece).parameters)[:3] == ["y", "score", "n_bins"]
+
+
+@pytest.fixture
+def summary(constructor: Any) -> tuple[Any, Any]:
+    data = {"d": [1, 1, 2, 2, 2, 3], "y": [0, 1, 1, 0, 1, 0], "p": [0.1, 0.8, 0.6, 0.3, 0.7, 0.2]}
+    frame = constructor(data)
+    return frame, cf.summarize(frame, cf.ece("y", "p", n_bins=10), cf.brier("y", "p"), by="d")
+
+
+@pytest.mark.spark_cases()
+def test_finalize_and_rolling_without_metrics_are_errors(summary: tuple[Any, Any]) -> None:
+    _, stats = summary
+    with pytest.raises(ValueError, match=r"finalize\(\) needs at least one metric, e\.g\. cf\.finalize\(stats, "):
+        cf.finalize(stats)
+    with pytest.raises(ValueError, match=r"rolling\(\) needs at least one metric"):
+        cf.rolling(stats, index="d", window=2)
+
+
+@pytest.mark.spark_cases()
+def test_parameters_the_summary_does_not_hold_are_named(summary: tuple[Any, Any]) -> None:
+    _, stats = summary
+    with pytest.raises(ValueError) as info:
+        cf.finalize(stats, cf.ece("y", "p", n_bins=20))
+    text = str(info.value)
+    assert "no statistics of ece(y='y', score='p', n_bins=20, strategy='uniform') (20 missing)" in text
+    assert "the summary holds ece(y='y', score='p', n_bins=10, strategy='uniform'), brier(y='y', score='p')" in text
+    assert "cf_sum_" not in text  # no hashed column names
+    out = cf.finalize(stats, cf.ece("y", "p", n_bins=10))  # the summarized parameters finalize
+    assert "ece" in (out.columns if hasattr(out, "columns") else out.collect_schema().names())
+
+
+@pytest.mark.spark_cases()
+def test_summarize_bootstrap_names_the_bootstrap(summary: tuple[Any, Any]) -> None:
+    frame, _ = summary
+    with pytest.raises(ValueError, match=r"do not merge exactly: bootstrap\(ece\): resamples the rows of a group"):
+        cf.summarize(frame, cf.bootstrap(cf.ece("y", "p"), n_resamples=10), by="d")

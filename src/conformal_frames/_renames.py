@@ -81,6 +81,11 @@ def keyword_names(fn: Callable[..., Any]) -> list[str] | None:
     return [p.name for p in params if p.kind in kinds]
 
 
+def passed_on(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """Keywords ``fn`` answers with its own message: renamed ones, and ``weights=`` of a metric without them."""
+    return (*getattr(fn, "__renamed__", ()), *getattr(fn, "__handled_keywords__", ()))
+
+
 def keywords_checked(fn: F) -> F:
     """``fn`` with a "did you mean" for a misspelt keyword (:func:`check_keywords`).
 
@@ -99,7 +104,7 @@ def keywords_checked(fn: F) -> F:
     names = keyword_names(fn)
     if names is None or getattr(fn, "__keywords_checked__", False):
         return fn
-    skip = tuple(getattr(fn, "__renamed__", ()))
+    skip = passed_on(fn)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

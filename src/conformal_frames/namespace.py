@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from conformal_frames._renames import check_keywords, keyword_names
+from conformal_frames._renames import check_keywords, keyword_names, passed_on
 from conformal_frames.engine import InvalidPolicy, Metric, evaluate, evaluate_one, to_lazy
 from conformal_frames.metrics import (
     calibration,
@@ -119,7 +119,7 @@ def _metric_method(name: str, factory: Callable[..., Metric]) -> Callable[..., A
         return evaluate_one(self._frame, metric, by=by, invalid=invalid)
 
     own = _parameters(factory)
-    keywords, renamed = keyword_names(factory), tuple(getattr(factory, "__renamed__", ()))
+    keywords, renamed = keyword_names(factory), passed_on(factory)
     taken = {p.name for p in own} & {"by", "invalid"}
     if taken:  # pragma: no cover - a programming error in a family
         msg = f"factory {name} has parameters {sorted(taken)} that the namespace method adds"
@@ -136,7 +136,7 @@ def _frame_method(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             check_keywords(name, kwargs, keywords[1:], renamed)
         return fn(self._frame, *args, **kwargs)
 
-    keywords, renamed = keyword_names(fn), tuple(getattr(fn, "__renamed__", ()))
+    keywords, renamed = keyword_names(fn), passed_on(fn)
 
     sig = _signature(fn)
     params = _parameters(fn, skip_first=True)

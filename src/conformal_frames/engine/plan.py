@@ -259,7 +259,8 @@ class Plan:
     ) -> Plan:
         """The metrics' statistics registered on a new :class:`Query` of ``schema`` (keys checked)."""
         if not metrics:
-            msg = f"{caller}() needs at least one metric, e.g. cf.{caller}(df, cf.coverage('y', 'lo', 'hi'))"
+            frame = "stats" if caller in ("finalize", "rolling") else "df"  # a summary, or rows
+            msg = f"{caller}() needs at least one metric, e.g. cf.{caller}({frame}, cf.coverage('y', 'lo', 'hi'))"
             raise ValueError(msg)
         counts = {getattr(m, "counts", None) for m in metrics}
         if len(counts) > 1:  # the group's n is the sum of the counts: one column for every metric

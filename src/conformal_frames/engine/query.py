@@ -710,6 +710,7 @@ def no_weights(metric: str, why: str | None = None) -> Callable[[Callable[..., T
                     raise TypeError(msg)
             return fn(*args, **kwargs)
 
+        wrapper.__handled_keywords__ = ("weights", "counts")  # type: ignore[attr-defined]  # its own message
         return wrapper
 
     return decorate
@@ -729,6 +730,7 @@ def no_counts(metric: str, why: str) -> Callable[[Callable[..., T]], Callable[..
                 raise TypeError(msg)
             return fn(*args, **kwargs)
 
+        wrapper.__handled_keywords__ = ("counts",)  # type: ignore[attr-defined]  # its own message
         return wrapper
 
     return decorate
