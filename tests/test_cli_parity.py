@@ -69,7 +69,7 @@ def test_hsic_n_calibration_ci_level(parquet: Path, capsys) -> None:
     [
         (
             ["--y", "y"],
-            "--y alone is not enough: with it give --lo and --hi (intervals), --score (calibration), "
+            "--y alone is not enough: give --lo and --hi (intervals), --score (calibration), "
             "--sets (prediction sets), --quantiles, --intervals or --mean and --std (forecasts)",
         ),
         ([], "nothing to report: give --y with --lo and --hi"),

@@ -257,7 +257,7 @@ def check_roles(
         "(forecasts)"
     )
     if y is not None and lo is None and score is None and sets is None:
-        msg = f"{spell('y')} alone is not enough: with it give {roles}"
+        msg = f"{spell('y')} alone is not enough: give {roles}"
         raise ValueError(msg)
     if y is None and score is None:
         msg = f"nothing to report: give {spell('y')} with {roles}"
