@@ -303,7 +303,7 @@ def _cli_words(message: str) -> str:
 
 
 def _target_note(args: argparse.Namespace) -> None:
-    """Without ``--confidence-level``: which tables the report leaves out (a note on stderr)."""
+    """Without ``--confidence-level``: which tables the report leaves out (a note on stderr, after a success)."""
     if args.confidence_level is not None or (args.lo is None and args.sets is None):
         return
     skipped = [
@@ -426,6 +426,7 @@ def _verdict(rep: Any, args: argparse.Namespace) -> int:
     if s.get("dropped_rows"):
         note = f"conformal-frames: note: {plural(s['dropped_rows'], 'row')} with invalid values dropped ({causes})"
         print(note, file=sys.stderr)
+    _target_note(args)  # notes only when the report succeeded: a failure stays one line
     return EXIT_OK
 
 
@@ -448,7 +449,6 @@ def _run_report(args: argparse.Namespace) -> int:
     lf, fmt = _scan(args)
     by = [c for group in (args.by or []) for item in group for c in item.split(",") if c]
     _check_arguments(args, nw.from_native(lf).collect_schema(), by)
-    _target_note(args)
     directory = _check_out(args.out) if args.out else None
     bounded = _bounded(args.memory, size) and not (args.hsic and args.memory == "auto")  # --hsic needs the rows
     progress.note(
