@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformal_frames._version import __version__ as __version__
 from conformal_frames.engine import Metric, evaluate
 from conformal_frames.errors import BackendLimitError, ColumnNotFoundError, InvalidRowsError
 from conformal_frames.metrics.bootstrap import bootstrap, bootstrap_difference, relative_skill, skill_score
@@ -75,8 +76,6 @@ from conformal_frames.results import (
     TestResult,
 )
 from conformal_frames.summaries import finalize, merge_summaries, rolling, summarize
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
@@ -183,4 +182,24 @@ __all__ = [
     "worst_slab_coverage",
 ]
 
+
+def _check_keywords(names: list[str]) -> None:
+    """Every public function answers a misspelt keyword with "did you mean" (here and in its own module)."""
+    import inspect
+    import sys
+
+    from conformal_frames._renames import keywords_checked
+
+    scope = globals()
+    for name in names:
+        fn = scope[name]
+        if inspect.isfunction(fn):
+            checked = keywords_checked(fn)
+            scope[name] = checked
+            home = sys.modules.get(fn.__module__)
+            if home is not None and getattr(home, name, None) is fn:
+                setattr(home, name, checked)
+
+
+_check_keywords(__all__)
 register_accessors()

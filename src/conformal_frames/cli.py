@@ -1,5 +1,8 @@
 """Command line: ``conformal-frames report FILE ...`` and ``conformal-frames demo``.
 
+``python -m conformal_frames`` runs the same command line; ``conformal-frames --version``
+prints the version.
+
 Every failure caused by the user (options, columns, files, data) is one line
 ``conformal-frames: error: ...`` on stderr and one of these exit codes (also
 in ``conformal-frames --help``):
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -41,6 +45,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NoReturn
+
+from conformal_frames._version import __version__
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -76,6 +82,39 @@ RENAMED_OPTIONS = {
     "--alpha": "--significance",
     "--num-bins": "--n-bins",
     "--ssc-bins": "--ssc-n-bins",
+}
+
+
+#: every keyword of :func:`conformal_frames.report` and its CLI spelling (a test checks the two agree;
+#: a new report option gets its flag here and in the parser)
+REPORT_OPTIONS = {
+    "y": "--y",
+    "lo": "--lo",
+    "hi": "--hi",
+    "score": "--score",
+    "score_y": "--score-y",
+    "sets": "--sets",
+    "classes": "--classes",
+    "by": "--by",
+    "confidence_level": "--confidence-level",
+    "n_bins": "--n-bins",
+    "ssc_n_bins": "--ssc-n-bins",
+    "ci_level": "--ci-level",
+    "significance": "--significance",
+    "correction": "--correction",
+    "n_calibration": "--n-calibration",
+    "hsic": "--hsic",
+    "bounded_memory": "--memory",
+    "invalid": "--invalid",
+    "max_rows": "--max-rows",
+    "max_segments": "--max-segments",
+    "quantiles": "--quantiles",
+    "intervals": "--intervals",
+    "mean": "--mean",
+    "std": "--std",
+    "crossing": "--crossing",
+    "point": "--point",
+    "baseline": "--baseline",
 }
 
 
@@ -253,7 +292,32 @@ def _one_line(exc: BaseException) -> str:
 # ---------------------------------------------------------------------------
 def _flag(role: str) -> str:
     """The CLI spelling of a report argument: ``score_y`` -> ``--score-y``."""
-    return "--by" if role.startswith("by") else "--" + role.replace("_", "-")
+    if role.startswith("by"):
+        return "--by"
+    return REPORT_OPTIONS.get(role, "--" + role.replace("_", "-"))
+
+
+def _cli_words(message: str) -> str:
+    """A message of the Python API in CLI words: ``confidence_level=`` -> ``--confidence-level``."""
+    message = message.replace("bounded_memory=True", "--memory bounded").replace("hsic=True", "--hsic")
+    for keyword, flag in REPORT_OPTIONS.items():
+        message = re.sub(rf"(?<![\w-]){keyword}=(?![\w'\"(\[{{])", flag, message)
+    return message
+
+
+def _target_note(args: argparse.Namespace) -> None:
+    """Without ``--confidence-level``: which tables the report leaves out (a note on stderr, after a success)."""
+    if args.confidence_level is not None or (args.lo is None and args.sets is None):
+        return
+    skipped = [
+        *(["the Winkler score"] if args.lo is not None else []),
+        "the under-coverage test (target, p-values, flagged segments)",
+    ]
+    print(
+        f"conformal-frames: note: no --confidence-level: the report leaves out {' and '.join(skipped)}; "
+        "give the nominal coverage (e.g. --confidence-level 0.9) or the column of levels",
+        file=sys.stderr,
+    )
 
 
 def _check_arguments(args: argparse.Namespace, schema: Any, by: list[str]) -> None:
@@ -276,6 +340,8 @@ def _check_arguments(args: argparse.Namespace, schema: Any, by: list[str]) -> No
         _fail(str(exc), EXIT_USAGE)
     if args.fail_on_under_coverage and args.confidence_level is None:
         _fail("--fail-on-under-coverage needs a target: --confidence-level", EXIT_USAGE)
+    if args.hsic and args.memory == "bounded":
+        _fail("--hsic needs all rows of each group; it cannot run with --memory bounded", EXIT_USAGE)
 
 
 def _text_columns_hint(schema: Any, args: argparse.Namespace, fmt: str) -> str:
@@ -315,6 +381,9 @@ def _evaluate(args: argparse.Namespace, lf: Any, fmt: str, by: list[str], bounde
             ssc_n_bins=args.ssc_n_bins,
             significance=args.significance,
             correction=args.correction,
+            ci_level=args.ci_level,
+            n_calibration=args.n_calibration,
+            hsic=args.hsic,
             bounded_memory=bounded,
             invalid=args.invalid,
             max_rows=args.max_rows,
@@ -329,7 +398,7 @@ def _evaluate(args: argparse.Namespace, lf: Any, fmt: str, by: list[str], bounde
         )
     except (ValueError, TypeError) as exc:
         code = EXIT_INVALID_ROWS if isinstance(exc, InvalidRowsError) else EXIT_USAGE  # the data, not the options
-        _fail(_one_line(exc) + _text_columns_hint(nw.from_native(lf).collect_schema(), args, fmt), code)
+        _fail(_cli_words(_one_line(exc)) + _text_columns_hint(nw.from_native(lf).collect_schema(), args, fmt), code)
     except pl.exceptions.PolarsError as exc:  # e.g. a malformed row deep in a CSV
         _fail(f"cannot read {args.file!r}: {_one_line(exc)}", EXIT_IO)
 
@@ -365,6 +434,7 @@ def _verdict(rep: Any, args: argparse.Namespace) -> int:
     if s.get("dropped_rows"):
         note = f"conformal-frames: note: {plural(s['dropped_rows'], 'row')} with invalid values dropped ({causes})"
         print(note, file=sys.stderr)
+    _target_note(args)  # notes only when the report succeeded: a failure stays one line
     return EXIT_OK
 
 
@@ -388,7 +458,7 @@ def _run_report(args: argparse.Namespace) -> int:
     by = [c for group in (args.by or []) for item in group for c in item.split(",") if c]
     _check_arguments(args, nw.from_native(lf).collect_schema(), by)
     directory = _check_out(args.out) if args.out else None
-    bounded = _bounded(args.memory, size)
+    bounded = _bounded(args.memory, size) and not (args.hsic and args.memory == "auto")  # --hsic needs the rows
     progress.note(
         f"scanning {args.file} ({size / 1e6:,.1f} MB) lazily with polars; "
         + ("bounded memory (no SSC, width quantiles from histograms)" if bounded else "exact SSC and width quantiles")
@@ -556,8 +626,26 @@ def _column_options(p: argparse.ArgumentParser) -> None:
         cols.add_argument(old, action=_Renamed, nargs="?", help=argparse.SUPPRESS)
 
 
+def _checked_level(value: float, part: str, seen: Sequence[float], example: str) -> None:
+    """A level of ``--quantiles`` / ``--intervals``: strictly between 0 and 1, given once (CLI words)."""
+    if not 0 < value < 1:
+        msg = f"level {value:g} in {part!r} is not strictly between 0 and 1 (e.g. {example})"
+        raise argparse.ArgumentTypeError(msg)
+    if value in seen:
+        msg = f"level {value:g} is given twice (e.g. {example})"
+        raise argparse.ArgumentTypeError(msg)
+
+
+def _checked_columns(columns: list[str], example: str) -> None:
+    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    if repeated:
+        msg = f"column {repeated[0]!r} is given twice (e.g. {example})"
+        raise argparse.ArgumentTypeError(msg)
+
+
 def _quantile_columns(text: str) -> dict[float, str]:
-    """``0.1=q10,0.9=q90`` -> ``{0.1: "q10", 0.9: "q90"}`` (levels checked by the report)."""
+    """``0.1=q10,0.9=q90`` -> ``{0.1: "q10", 0.9: "q90"}`` (levels checked here, in CLI words)."""
+    example = "0.1=q10,0.5=q50,0.9=q90"
     out: dict[float, str] = {}
     for part in text.split(","):
         level, sep, column = part.strip().partition("=")
@@ -566,14 +654,17 @@ def _quantile_columns(text: str) -> dict[float, str]:
         except ValueError:
             value = math.nan
         if not sep or not column or value != value:
-            msg = f"expected LEVEL=COLUMN pairs such as 0.1=q10,0.9=q90, got {part.strip()!r}"
+            msg = f"expected LEVEL=COLUMN pairs such as {example}, got {part.strip()!r}"
             raise argparse.ArgumentTypeError(msg)
+        _checked_level(value, part.strip(), list(out), example)
         out[value] = column
+    _checked_columns(list(out.values()), example)
     return out
 
 
 def _interval_columns(text: str) -> dict[float, tuple[str, str]]:
-    """``0.8=lo80:hi80,0.9=lo90:hi90`` -> ``{0.8: ("lo80", "hi80"), ...}`` (levels checked by the report)."""
+    """``0.8=lo80:hi80,0.9=lo90:hi90`` -> ``{0.8: ("lo80", "hi80"), ...}`` (levels checked here, in CLI words)."""
+    example = "0.8=lo80:hi80,0.9=lo90:hi90"
     out: dict[float, tuple[str, str]] = {}
     for part in text.split(","):
         level, sep, columns = part.strip().partition("=")
@@ -583,9 +674,11 @@ def _interval_columns(text: str) -> dict[float, tuple[str, str]]:
         except ValueError:
             value = math.nan
         if not sep or not colon or not lo or not hi or ":" in hi or value != value:
-            msg = f"expected LEVEL=LO:HI pairs such as 0.8=lo80:hi80,0.9=lo90:hi90, got {part.strip()!r}"
+            msg = f"expected LEVEL=LO:HI pairs such as {example}, got {part.strip()!r}"
             raise argparse.ArgumentTypeError(msg)
+        _checked_level(value, part.strip(), list(out), example)
         out[value] = (lo, hi)
+    _checked_columns([c for pair in out.values() for c in pair], example)
     return out
 
 
@@ -597,6 +690,25 @@ def _metric_options(p: argparse.ArgumentParser) -> None:
         metavar="P|COL",
         help="nominal coverage: a number such as 0.9, or the column of nominal levels (several levels "
         "stacked in long format; it becomes a group column and each group's target)",
+    )
+    opts.add_argument(
+        "--ci-level",
+        type=_probability,
+        default=0.95,
+        metavar="P",
+        help="confidence of the per-group coverage intervals (default 0.95)",
+    )
+    opts.add_argument(
+        "--n-calibration",
+        type=_positive_int,
+        metavar="N",
+        help="size of the split-conformal calibration set: the under-coverage test then uses the exact "
+        "Beta-binomial law of the coverage",
+    )
+    opts.add_argument(
+        "--hsic",
+        action="store_true",
+        help="also compute HSIC between coverage and width (reads all rows of each group; not with --memory bounded)",
     )
     opts.add_argument(
         "--significance",
@@ -688,6 +800,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     rp = sub.add_parser(
         "report",

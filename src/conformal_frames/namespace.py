@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
+from conformal_frames._renames import check_keywords, keyword_names, passed_on
 from conformal_frames.engine import InvalidPolicy, Metric, evaluate, evaluate_one, to_lazy
 from conformal_frames.metrics import (
     bootstrap,
@@ -114,6 +115,8 @@ def _parameters(fn: Callable[..., Any], *, skip_first: bool = False) -> list[ins
 
 def _metric_method(name: str, factory: Callable[..., Metric]) -> Callable[..., Any]:
     def method(self: ConformalNamespace, *args: Any, by: Any = None, invalid: Any = None, **kwargs: Any) -> Any:
+        if kwargs and keywords is not None:
+            check_keywords(name, kwargs, [*keywords, "by", "invalid"], renamed)
         try:
             metric = factory(*args, **kwargs)
         except TypeError:
@@ -122,6 +125,7 @@ def _metric_method(name: str, factory: Callable[..., Metric]) -> Callable[..., A
         return evaluate_one(self._frame, metric, by=by, invalid=invalid)
 
     own = _parameters(factory)
+    keywords, renamed = keyword_names(factory), passed_on(factory)
     taken = {p.name for p in own} & {"by", "invalid"}
     if taken:  # pragma: no cover - a programming error in a family
         msg = f"factory {name} has parameters {sorted(taken)} that the namespace method adds"
@@ -134,7 +138,11 @@ def _metric_method(name: str, factory: Callable[..., Metric]) -> Callable[..., A
 
 def _frame_method(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     def method(self: ConformalNamespace, *args: Any, **kwargs: Any) -> Any:
+        if kwargs and keywords is not None:
+            check_keywords(name, kwargs, keywords[1:], renamed)
         return fn(self._frame, *args, **kwargs)
+
+    keywords, renamed = keyword_names(fn), passed_on(fn)
 
     sig = _signature(fn)
     params = _parameters(fn, skip_first=True)

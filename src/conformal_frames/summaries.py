@@ -29,7 +29,7 @@ import hashlib
 import json
 import re
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any, cast
 
 import narwhals.stable.v2 as nw
@@ -43,6 +43,8 @@ __all__ = ["SCHEMA_VERSION", "finalize", "merge_summaries", "rolling", "summariz
 #: version of the summary frame's column schema (see the module docstring)
 SCHEMA_VERSION = 1
 _VERSION, _INPUTS, _CELL, _ORDER = "cf_version", "cf_inputs", "cf_cell", "cf_order"
+#: the key of ``cf_inputs`` that lists the summarized metrics with their parameters
+_HELD = "cf_metrics"
 F64 = nw.Float64
 
 
@@ -89,6 +91,12 @@ class _Plan:
     cells: dict[str, tuple[str, dict[str, str]]]
     #: input column -> dtype text
     inputs: dict[str, str]
+    #: the summarized metrics with their parameters (:func:`_describe`), recorded in ``cf_inputs``
+    held: list[str] = field(default_factory=list)
+
+    def inputs_json(self) -> str:
+        """The ``cf_inputs`` text: the inputs' dtypes, and the metrics under ``"cf_metrics"``."""
+        return json.dumps({**self.inputs, _HELD: self.held} if self.held else self.inputs)
 
 
 def _plan(q: Query) -> _Plan:
@@ -119,7 +127,36 @@ def _refusal(metric: Metric, probe: Query) -> str | None:
     else:
         return None
     alternative = metric.mergeable_alternative or "evaluate it on the rows"
+    inner = getattr(metric, "metric", None)
+    if isinstance(inner, Metric):  # a wrapper such as cf.bootstrap(metric): name it, not only the metric inside
+        what = type(metric).__name__.lower()
+        return (
+            f"{what}({inner.output_name}): resamples the rows of a group (evaluate it on the rows; "
+            f"summarize {inner.output_name} without {what} to merge the estimate)"
+        )
     return f"{metric.output_name}: {why} (mergeable alternative: {alternative})"
+
+
+def _describe(metric: Metric) -> str:
+    """A metric with its parameters, as it was called: ``ece(y='y', score='p', n_bins=10, strategy='uniform')``."""
+    try:
+        shown = [(f.name, getattr(metric, f.name)) for f in fields(metric)]
+    except TypeError:  # not a dataclass
+        return metric.output_name
+    args = ", ".join(f"{k}={v!r}" for k, v in shown if v is not None and k != "name" and not isinstance(v, Metric))
+    inner = getattr(metric, "metric", None)
+    if isinstance(inner, Metric):
+        args = ", ".join([_describe(inner), *([args] if args else [])])
+        return f"{type(metric).__name__.lower()}({args})"
+    return f"{metric.output_name}({args})"
+
+
+def _statistics(schema: Any, keys: list[str], metric: Metric) -> list[str]:
+    """The summary columns ``metric`` needs (its stable statistic names)."""
+    probe = Query(schema=schema, keys=keys)
+    metric.build(probe)
+    plan = _plan(probe)
+    return [*plan.aggs, *[s for _, sums in plan.cells.values() for s in sums]]
 
 
 def _check_mergeable(schema: Any, keys: list[str], metrics: Sequence[Metric]) -> None:
@@ -145,7 +182,7 @@ def _group_part(
     return table.select(
         *eplan.key_columns(),
         nw.lit(SCHEMA_VERSION).cast(nw.Int64).alias(_VERSION),
-        nw.lit(json.dumps(plan.inputs)).alias(_INPUTS),
+        nw.lit(plan.inputs_json()).alias(_INPUTS),
         nw.lit(None, nw.String).alias(_CELL),
         nw.lit(None, F64).alias(_ORDER),
         *eplan.count_columns(policy),
@@ -162,7 +199,7 @@ def _cell_part(
     values: dict[str, nw.Expr] = {
         **{k: nw.col(ik).alias(k) for k, ik in zip(q.keys, q.group)},
         _VERSION: nw.lit(SCHEMA_VERSION).cast(nw.Int64).alias(_VERSION),
-        _INPUTS: nw.lit(json.dumps(plan.inputs)).alias(_INPUTS),
+        _INPUTS: nw.lit(plan.inputs_json()).alias(_INPUTS),
         _CELL: nw.lit(cell_id).alias(_CELL),
         _ORDER: nw.col(order).alias(_ORDER),
         **{name: nw.col(name).cast(F64) for name in sums},
@@ -238,6 +275,7 @@ def summarize(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPoli
     _check_mergeable(schema, keys, metrics)
     plan = _plan(q)
     eplan.defer_totals()  # a partition of zero total weight: checked on the merged totals (finalize)
+    plan.held = [_describe(m) for m in metrics]
     rows, table = eplan.aggregate(lf, policy)
     if eager:  # one pass: collect the group rows, raise on invalid rows, go on lazily
         collected = table.collect()
@@ -339,9 +377,9 @@ def _plan_without_rows(keys_schema: dict[str, Any], metrics: Sequence[Metric], k
     raise ValueError(msg)  # pragma: no cover
 
 
-def _inputs_schema(stats: nw.LazyFrame) -> dict[str, Any] | None:
-    """The metric inputs' dtypes recorded by summarize (and the schema version check);
-    ``None`` for a summary without rows."""
+def _inputs_schema(stats: nw.LazyFrame) -> tuple[dict[str, Any], list[str]] | None:
+    """The metric inputs' dtypes and the metrics recorded by summarize (and the schema version
+    check); ``None`` for a summary without rows."""
     head = stats.select(_VERSION, _INPUTS).filter(~nw.col(_INPUTS).is_null()).head(1).collect()
     if len(head) == 0:
         return None
@@ -349,7 +387,14 @@ def _inputs_schema(stats: nw.LazyFrame) -> dict[str, Any] | None:
     if version != SCHEMA_VERSION:
         msg = f"summary schema version {version} is not supported (this release reads version {SCHEMA_VERSION})"
         raise ValueError(msg)
-    return {name: _parse_dtype(text) for name, text in json.loads(inputs).items()}
+    recorded = json.loads(inputs)
+    held = list(recorded.pop(_HELD, []))
+    return {name: _parse_dtype(text) for name, text in recorded.items()}, held
+
+
+def _holds(held: list[str]) -> str:
+    """``"; the summary holds ece(...), brier(...)"`` (empty for a summary of an earlier release)."""
+    return f"; the summary holds {', '.join(held)}" if held else ""
 
 
 def finalize(stats: Any, *metrics: Metric, by: Any = None) -> Any:
@@ -385,7 +430,7 @@ def finalize(stats: Any, *metrics: Metric, by: Any = None) -> Any:
     """
     lf, eager, keys, schema, summary_keys = _open_summary(stats, by, "finalize")
     recorded = _inputs_schema(lf)
-    inputs = {} if recorded is None else recorded
+    inputs, held = ({}, []) if recorded is None else recorded
     try:
         if recorded is None:  # no rows: the result has none either
             eplan = _plan_without_rows({k: schema[k] for k in summary_keys}, metrics, keys)
@@ -395,7 +440,7 @@ def finalize(stats: Any, *metrics: Metric, by: Any = None) -> Any:
         asked = ", ".join(m.output_name for m in metrics if isinstance(m, Metric))
         msg = (
             f"finalize: the summary has no statistics of {asked} on these inputs ({exc}; "
-            f"the summary's inputs: {sorted(inputs)!r}); summarize with these metrics first"
+            f"the summary's inputs: {sorted(inputs)!r}){_holds(held)}; summarize with these metrics first"
         )
         raise ValueError(msg) from exc
     q = eplan.query
@@ -408,8 +453,11 @@ def finalize(stats: Any, *metrics: Metric, by: Any = None) -> Any:
     if missing and recorded is None:  # no rows: nothing to miss
         lf = lf.with_columns(*[nw.lit(None, F64).alias(name) for name in missing])
     elif missing:
-        asked = ", ".join(m.output_name for m in metrics)
-        msg = f"finalize: the summary has no statistics {missing!r} of {asked}; summarize with these metrics first"
+        asked = ", ".join(_describe(m) for m in metrics if any(c in missing for c in _statistics(q.schema, keys, m)))
+        msg = (
+            f"finalize: the summary has no statistics of {asked} ({len(missing)} missing){_holds(held)}; "
+            "finalize with the summarized parameters, or summarize with these metrics first"
+        )
         raise ValueError(msg)
     table = _merged(lf, eplan, plan, policy)
     tables = [fn(_merged_cells(lf, q, plan, key), q.group, ref) for key, (fn, ref) in q.tables.items()]
@@ -550,6 +598,9 @@ def rolling(stats: Any, *metrics: Metric, index: str, window: Any, by: Any = Non
         One row per (``by``, ``index`` value) whose window holds rows: the
         keys, ``index``, the metrics and ``n``; a frame of the caller's type.
     """
+    if not metrics:
+        msg = "rolling() needs at least one metric, e.g. cf.rolling(stats, cf.coverage('y', 'lo', 'hi'), index='day', window=7)"
+        raise ValueError(msg)
     lf, eager = engine.to_lazy(stats)
     keys = engine.as_keys(by)
     if not isinstance(index, str):

@@ -225,10 +225,20 @@ def _join(left: nw.LazyFrame, right: nw.LazyFrame, keys: list[str]) -> nw.LazyFr
     return left.join(right, how="cross")
 
 
-def worded(message: str, count: int) -> str:
-    """A check's ``message`` with its row count: ``"... in 3 rows"`` (or ``{rows}`` filled in)."""
-    rows = f"{count} row{'s' if count != 1 else ''}"
-    return message.replace("{rows}", rows) if "{rows}" in message else f"{message} in {rows}"
+#: the column of :meth:`Plan.check_count_query` with the number of rows checked
+_CHECKED = "__cf_checked"
+
+
+def worded(message: str, count: int, *, total: int | None = None, hint: str | None = None) -> str:
+    """A check's ``message`` with its row count: ``"... in 3 rows"`` (or ``{rows}`` filled in).
+
+    With a ``hint`` and the ``total`` of rows, a check failing in more than
+    half of them reads ``"... in 9 of 10 rows: <hint>"``.
+    """
+    majority = hint is not None and total is not None and 2 * count > total
+    rows = f"{count} of {total} rows" if majority else f"{count} row{'s' if count != 1 else ''}"
+    text = message.replace("{rows}", rows) if "{rows}" in message else f"{message} in {rows}"
+    return f"{text}: {hint}" if majority else text
 
 
 def _present(value: Any) -> bool:
@@ -286,7 +296,8 @@ class Plan:
     ) -> Plan:
         """The metrics' statistics registered on a new :class:`Query` of ``schema`` (keys checked)."""
         if not metrics:
-            msg = f"{caller}() needs at least one metric, e.g. cf.{caller}(df, cf.coverage('y', 'lo', 'hi'))"
+            frame = "stats" if caller in ("finalize", "rolling") else "df"  # a summary, or rows
+            msg = f"{caller}() needs at least one metric, e.g. cf.{caller}({frame}, cf.coverage('y', 'lo', 'hi'))"
             raise ValueError(msg)
         counts = {getattr(m, "counts", None) for m in metrics}
         if len(counts) > 1:  # the group's n is the sum of the counts: one column for every metric
@@ -450,7 +461,7 @@ class Plan:
         marks = [c.bad.cast(nw.Float64).alias(c.row) for c in q.checks.values()]
         shown = [c.example.alias(q.examples[m]) for m, c in q.checks.items() if c.example is not None]
         sums = [nw.col(c.row).sum() for c in q.checks.values()] + [nw.col(e).min() for e in q.examples.values()]
-        return lf.select(*marks, *shown).select(*sums)
+        return lf.select(*marks, *shown).select(*sums, nw.len().alias(_CHECKED))
 
     def check_counts(self, lf: nw.LazyFrame) -> nw.DataFrame:
         """:meth:`check_count_query`, collected."""
@@ -458,21 +469,30 @@ class Plan:
 
     def causes(self, counts: nw.DataFrame) -> dict[str, int]:
         """Each failing check in the evaluation's own words -> its row count (``counts``: :meth:`check_counts`)."""
-        out = {}
+        return {text: count for _, text, count in self._failing(counts)}
+
+    def _failing(self, counts: nw.DataFrame) -> list[tuple[str, str, int]]:
+        """``(message, worded message, count)`` of every failing check."""
+        out = []
+        total = None
+        for column in (_CHECKED, _N):  # the rows checked: a count pass, or the aggregated table
+            if column in counts.columns:
+                total = int(np.nansum(counts.get_column(column).to_numpy().astype(float)))
+                break
         for message, check in self.query.checks.items():
             count = int(np.nansum(counts.get_column(check.row).to_numpy().astype(float)))
             if count:
-                out[worded(message, count)] = count
+                out.append((message, worded(message, count, total=total, hint=check.hint), count))
         return out
 
     def raise_failed(self, counts: nw.DataFrame) -> None:
         """Raise :class:`~conformal_frames.errors.InvalidRowsError` naming the first failing check, if any."""
-        causes = self.causes(counts)
-        if not causes:
+        failing = self._failing(counts)
+        if not failing:
             return
         q = self.query
-        first = next(iter(causes))
-        message = next(m for m in q.checks if worded(m, causes[first]) == first)
+        causes = {text: count for _, text, count in failing}
+        message, first, _ = failing[0]
         example = _smallest(counts.get_column(q.examples[message]).to_list()) if message in q.examples else None
         text = first + (f", e.g. {example!r}" if example is not None else "")
         raise InvalidRowsError(text, counts=causes, example=example)

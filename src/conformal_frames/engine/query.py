@@ -215,6 +215,8 @@ class _Check:
     bad: nw.Expr
     #: the offending value shown in the error (rows where ``bad``), if any
     example: nw.Expr | None = None
+    #: appended to the message when the check fails in more than half of the rows (the likely fix)
+    hint: str | None = None
 
 
 @dataclass
@@ -392,7 +394,7 @@ class Query:
         """Number of rows in the group (the valid rows with ``invalid="drop"``)."""
         return nw.col(_N)
 
-    def check(self, message: str, bad: nw.Expr, *, example: nw.Expr | None = None) -> None:
+    def check(self, message: str, bad: nw.Expr, *, example: nw.Expr | None = None, hint: str | None = None) -> None:
         """Rows where ``bad`` is true are invalid.
 
         ``bad`` is an expression of the frame's input columns (not of row
@@ -402,14 +404,16 @@ class Query:
         ``"null"``: the group's metric columns are null and ``n_invalid``
         counts the rows; ``"drop"``: the row is left out (``n_dropped``).
         With ``example`` (an expression, e.g. the offending column), the error
-        also names the smallest offending value: ``"..., e.g. 7"``.
+        also names the smallest offending value: ``"..., e.g. 7"``.  With
+        ``hint``, a check failing in more than half of the rows names the
+        likely fix: ``"... in 9 of 10 rows: are lo and hi swapped? ..."``.
         """
         if message not in self.checks:
             # the main aggregation counts the rows failing any check; the
             # count of each check is computed when one fails (Plan.check_counts)
             number = len(self.checks)
             shown = nw.when(bad).then(example) if example is not None else None
-            self.checks[message] = _Check(f"__cf_c{number}", bad, shown)
+            self.checks[message] = _Check(f"__cf_c{number}", bad, shown, hint)
             if shown is not None:
                 self.examples[message] = f"__cf_e{number}"
 
@@ -715,6 +719,7 @@ def no_weights(metric: str, why: str | None = None) -> Callable[[Callable[..., T
                     raise TypeError(msg)
             return fn(*args, **kwargs)
 
+        wrapper.__handled_keywords__ = ("weights", "counts")  # type: ignore[attr-defined]  # its own message
         return wrapper
 
     return decorate
@@ -734,6 +739,7 @@ def no_counts(metric: str, why: str) -> Callable[[Callable[..., T]], Callable[..
                 raise TypeError(msg)
             return fn(*args, **kwargs)
 
+        wrapper.__handled_keywords__ = ("counts",)  # type: ignore[attr-defined]  # its own message
         return wrapper
 
     return decorate

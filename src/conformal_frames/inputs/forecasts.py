@@ -406,9 +406,10 @@ def interval_set_rows(q: Query, intervals: Intervals, crossing: str = "invalid")
     given; ``"sort"`` sorts the set's quantiles row by row
     (:func:`quantile_rows`) and reads each interval back from them.
     """
-    for _, lo, hi in intervals:
+    for level, lo, hi in intervals:
         lo_e, hi_e = q.number(lo), q.number(hi)
-        q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e)
+        swapped = f"are lo and hi swapped? (intervals {level:g}: lo={lo!r}, hi={hi!r})"
+        q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e, hint=swapped)
     if crossing == "invalid":
         nesting_checks(q, intervals)
     quantile_set = intervals_as_quantiles(intervals)

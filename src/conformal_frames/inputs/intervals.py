@@ -9,7 +9,12 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames.engine import Query, indicator
 
-__all__ = ["covered_row", "interval_bounds", "miss_column_row", "width_row"]
+__all__ = ["covered_row", "interval_bounds", "miss_column_row", "swapped_hint", "width_row"]
+
+
+def swapped_hint(lo: str, hi: str) -> str:
+    """The likely fix when ``lo > hi`` in most rows: the bounds were given in the wrong order."""
+    return f"are lo and hi swapped? (lo={lo!r}, hi={hi!r})"
 
 
 # ---------------------------------------------------------------------------
@@ -18,7 +23,7 @@ __all__ = ["covered_row", "interval_bounds", "miss_column_row", "width_row"]
 def interval_bounds(q: Query, lo: str, hi: str) -> tuple[nw.Expr, nw.Expr]:
     """Validated bounds; rows with ``lo > hi`` are invalid."""
     lo_e, hi_e = q.number(lo), q.number(hi)
-    q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e)
+    q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e, hint=swapped_hint(lo, hi))
     return lo_e, hi_e
 
 

@@ -269,17 +269,16 @@ def check_roles(
     if sets is not None and y is None:
         msg = f"prediction-set metrics need {spell('y')} (the true label) with {spell('sets')}"
         raise ValueError(msg)
+    roles = (
+        f"{spell('lo')} and {spell('hi')} (intervals), {spell('score')} (calibration), {spell('sets')} "
+        f"(prediction sets), {spell('quantiles')}, {spell('intervals')} or {spell('mean')} and {spell('std')} "
+        "(forecasts)"
+    )
     if y is not None and lo is None and score is None and sets is None:
-        msg = (
-            f"{spell('y')} alone is not enough: give {spell('lo')} and {spell('hi')} (intervals), "
-            f"{spell('score')} (calibration) or {spell('sets')} (prediction sets)"
-        )
+        msg = f"{spell('y')} alone is not enough: give {roles}"
         raise ValueError(msg)
     if y is None and score is None:
-        msg = (
-            f"nothing to report: give {spell('y')}, {spell('lo')}, {spell('hi')} (intervals), "
-            f"{spell('y')} and {spell('score')} (calibration) or {spell('y')} and {spell('sets')} (prediction sets)"
-        )
+        msg = f"nothing to report: give {spell('y')} with {roles}"
         raise ValueError(msg)
 
 
