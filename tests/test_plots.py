@@ -81,7 +81,7 @@ def test_coverage_vs_level_highlights_the_lowest_groups(df) -> None:
     ax = plots.coverage_vs_level(df, confidence_level="level", by="seg", y="y", lo="lo", hi="hi", highlight=5)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend[0] == "nominal (y = x)" and legend[1] == "other groups (45)"
-    assert "segment_07" in legend[2:] and len(legend) == 7
+    assert "seg=segment_07" in legend[2:] and len(legend) == 7  # legends read key=value
     fig, ax2 = plt.subplots()
     assert plots.coverage_vs_level(df, y="y", lo="lo", hi="hi", ax=ax2) is ax2  # ungrouped
 
