@@ -58,7 +58,15 @@ def _parse(page: str) -> _Page:
 
 @pytest.fixture(scope="module")
 def demo():
-    return report(pl.DataFrame(demo_data(n=3000, seed=0)), y="y", lo="lo", hi="hi", by="segment", confidence_level="level")
+    return report(
+        pl.DataFrame(demo_data(n=3000, seed=0)), y="y", lo="lo", hi="hi", by="segment", confidence_level="level"
+    )
+
+
+@pytest.fixture(scope="module")
+def page_with_plots(demo) -> str:
+    pytest.importorskip("matplotlib", reason="plots need matplotlib ([plot] extra)")
+    return demo.to_html()
 
 
 def test_summary_first_then_contents_tables_figures(demo) -> None:
@@ -80,9 +88,8 @@ def test_summary_first_then_contents_tables_figures(demo) -> None:
     assert "<style>" in page and "@media print" in page and "<link" not in page and "<script" not in page
 
 
-def test_figures_come_after_tables_with_sentence_captions(demo) -> None:
-    pytest.importorskip("matplotlib", reason="plots need matplotlib ([plot] extra)")
-    page = demo.to_html()
+def test_figures_come_after_tables_with_sentence_captions(page_with_plots: str) -> None:
+    page = page_with_plots
     assert page.index('id="tables"') < page.index('id="figures"') < page.index("data:image/png")
     p = _parse(page)
     figures = [c for c in p.captions if c.startswith("Figure ")]
@@ -162,9 +169,8 @@ addEventListener("load", () => {
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (Debian: apt-get install chromium)")
-def test_page_layout_in_headless_chromium(demo, tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib", reason="plots need matplotlib ([plot] extra)")
-    page = demo.to_html()
+def test_page_layout_in_headless_chromium(page_with_plots: str, tmp_path: Path) -> None:
+    page = page_with_plots
     probe = tmp_path / "probe.html"
     probe.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
     shot = tmp_path / "report.png"
