@@ -105,6 +105,11 @@ def test_verdict_without_flags_and_without_a_test() -> None:
     assert 'class="cf-verdict cf-ok"' in ok and "No group is significantly below the target coverage" in ok
     plain = report(df, y="y", lo="lo", hi="hi", by="g")._repr_html_()
     assert "No coverage test: give a target coverage" in plain
+    assert "not tested (invalid rows)" not in ok  # the legend names only what the page shows
+    flawed = df.with_columns(y=pl.when(pl.int_range(pl.len()) == 0).then(None).otherwise(pl.col("y")))
+    warn = report(flawed.lazy(), y="y", lo="lo", hi="hi", by="g", confidence_level=0.9)._repr_html_()
+    assert 'class="cf-verdict cf-warn"' in warn and "1 group could not be tested." in warn
+    assert '<tr class="cf-untested">' in warn and "not tested (invalid rows)" in warn
 
 
 # ---------------------------------------------------------------------------

@@ -193,10 +193,14 @@ class Report:
             '<section id="tables"><h2>Tables</h2>',
         ]
         if any("under_covered" in t.columns for _, _, t, _ in tables):
+            untested = (
+                '<span class="cf-swatch" style="background:#fff3cd"></span>not tested (invalid rows)'
+                if s.get("untested")
+                else ""
+            )
             body.append(
                 '<p class="cf-legend">Highlighted rows:<span class="cf-swatch" style="background:#fbdedb"></span>'
-                'significantly below the target<span class="cf-swatch" style="background:#fff3cd"></span>'
-                "not tested (invalid rows).</p>"
+                f"significantly below the target{untested}.</p>"
             )
         for name, title, t, more in tables:
             caption = render.CAPTIONS.get(name)

@@ -89,6 +89,7 @@ color:#1d2430;max-width:1200px;margin:0 auto;padding:16px 24px 48px;box-sizing:b
 border-radius:4px}
 .cf-report .cf-verdict.cf-bad{border-color:#c0392b;background:#fdf0ef}
 .cf-report .cf-verdict.cf-ok{border-color:#2e8b57;background:#eef8f1}
+.cf-report .cf-verdict.cf-warn{border-color:#d4a017;background:#fff8e1}
 .cf-report .cf-verdict-line{font-size:1.15em;font-weight:600;margin:0 0 0.4em}
 .cf-report .cf-verdict ul{margin:0.2em 0 0.4em;padding-left:1.3em}
 .cf-report .cf-verdict li{margin:0.1em 0}
@@ -384,7 +385,7 @@ def _verdict(s: dict[str, Any]) -> tuple[str, str]:
             cls = "cf-ok" if not untested else ""
         if untested:
             text += f" {plural(untested, 'group')} could not be tested."
-            cls = cls or "cf-bad"
+            cls = cls or "cf-warn"
         return cls, text
     if s.get("pooled_coverage"):
         return "", "No coverage test: give a target coverage (confidence_level=) to test each group."
