@@ -110,6 +110,11 @@ def test_verdict_without_flags_and_without_a_test() -> None:
     warn = report(flawed.lazy(), y="y", lo="lo", hi="hi", by="g", confidence_level=0.9)._repr_html_()
     assert 'class="cf-verdict cf-warn"' in warn and "1 group could not be tested." in warn
     assert '<tr class="cf-untested">' in warn and "not tested (invalid rows)" in warn
+    p = rng.uniform(size=400)
+    scores = pl.DataFrame({"g": ["a", "b"] * 200, "p": p, "e": (rng.uniform(size=400) < p**2).astype(int)})
+    cal = report(scores, y="e", score="p", by="g")
+    worst = cal.frame("calibration").sort("ece")["g"][-1]
+    assert f"Largest expected calibration error in g={worst}: ECE" in cal._repr_html_()
 
 
 # ---------------------------------------------------------------------------

@@ -188,7 +188,7 @@ class Report:
         body = [
             '<div class="cf-report">',
             f"<header><h1>{html.escape(self._header_lines()[0])}</h1>{render.html_meta(s, self.keys, self.columns)}</header>",
-            render.html_headline(s, self.keys, self.columns, self.max_rows),
+            render.html_headline(s, self.keys, self.columns, self.max_rows, self.tables.get("calibration")),
             f'<nav class="cf-toc" aria-label="Contents"><strong>Contents</strong><ol>{"".join(toc)}</ol></nav>',
             '<section id="tables"><h2>Tables</h2>',
         ]

@@ -371,6 +371,18 @@ def _group_html(group: dict[str, Any]) -> str:
     return f"<strong>{html.escape(label(group))}</strong>"
 
 
+def _largest_ece(t: nw.DataFrame | None, keys: list[str]) -> str | None:
+    """The sentence naming the group with the largest ECE (a calibration-only report)."""
+    if t is None or "ece" not in t.columns or not len(t):
+        return None
+    ece = floats(t, "ece")
+    if not np.isfinite(ece).any():
+        return None
+    row = dict(zip(t.columns, t.row(int(np.nanargmax(ece)))))
+    where = f" in {label({k: row[k] for k in keys if k in row})}" if keys else ""
+    return f"Largest expected calibration error{where}: ECE {fmt(row['ece'])} over {row['n']:,} rows."
+
+
 def _verdict(s: dict[str, Any]) -> tuple[str, str]:
     """(CSS class, one sentence) of the under-coverage test."""
     untested = len(s.get("untested") or [])
@@ -393,9 +405,21 @@ def _verdict(s: dict[str, Any]) -> tuple[str, str]:
     return "", f"Metrics of {families} per group; no coverage target applies to them."
 
 
-def html_headline(s: dict[str, Any], keys: list[str], columns: dict[str, str], max_rows: int | None) -> str:
-    """The summary block of the HTML page: verdict, worst and flagged groups, then the facts."""
+def html_headline(
+    s: dict[str, Any],
+    keys: list[str],
+    columns: dict[str, str],
+    max_rows: int | None,
+    calibration: nw.DataFrame | None = None,
+) -> str:
+    """The summary block of the HTML page: verdict, worst and flagged groups, then the facts.
+
+    Without a coverage family, the ``calibration`` table (when given) names the
+    group with the largest ECE as the verdict.
+    """
     cls, text = _verdict(s)
+    if not s.get("pooled_coverage"):
+        text = _largest_ece(calibration, keys) or text
     classes = f"cf-verdict {cls}".strip()
     out = [f'<section id="summary" class="{classes}"><p class="cf-verdict-line">{html.escape(text)}</p>']
     flagged = s.get("under_covered") or []
