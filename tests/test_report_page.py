@@ -140,6 +140,11 @@ def test_ordered_categorical_keeps_its_order_everywhere(tmp_path: Path, capsys) 
     )
     enum = pl.from_pandas(df).with_columns(pl.col("seg").cast(pl.Enum(ORDER)))
     assert report(enum.lazy(), y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9).table["seg"].to_list() == ORDER
+    plots = pytest.importorskip("conformal_frames.plots")
+    pytest.importorskip("matplotlib", reason="plots need matplotlib ([plot] extra)").use("Agg")
+    ax = plots.ssc_bars(df, by="seg", y="y", lo="lo", hi="hi")  # raw rows: the engine's table, not re-sorted
+    assert [t.get_text() for t in ax.get_yticklabels()] == ORDER
+    ax.figure.clf()
     pytest.importorskip("pyarrow", reason="the CLI reads the categories of a Parquet file with pyarrow")
     path = tmp_path / "ordered.parquet"
     df.to_parquet(path)

@@ -97,6 +97,27 @@ def _named(t: nw.DataFrame, keys: list[str]) -> list[str]:
     return [", ".join(f"{k}={v}" for k, v in zip(keys, vals)) for vals in zip(*cols)]
 
 
+def _sorted(t: nw.DataFrame, seg: list[str], *within: str) -> nw.DataFrame:
+    """Rows by segment, the segments in the order they first appear, sorted by ``within`` inside each.
+
+    With a categorical key, the segments keep the table's order: the library's
+    tables come sorted by their keys in the keys' own order (an ordered
+    categorical keeps its category order), which sorting again could lose (a
+    categorical may sort as strings).  Other keys sort by value.
+    """
+    if not seg:
+        return t.sort(*within) if within else t
+    if not any(t.schema[k] == nw.Categorical or t.schema[k] == nw.Enum for k in seg):
+        return t.sort(*seg, *within)
+    labels = _labels(t, seg)
+    first: dict[str, int] = {}
+    for i, g in enumerate(labels):
+        first.setdefault(g, i)
+    order = "__cf_segment_order"
+    rank = nw.new_series(order, [first[g] for g in labels], nw.Int64, backend=nw.get_native_namespace(t))
+    return t.with_columns(rank).sort(order, *within).drop(order)
+
+
 def _need(t: nw.DataFrame, cols: Sequence[str], hint: str) -> None:
     missing = [c for c in cols if c not in t.columns]
     if missing:
@@ -317,7 +338,7 @@ def coverage_by_segment(
     keys = [*seg, *([level] if level is not None else [])]
     t = _coverage_table(data, y, lo, hi, keys)
     if level is not None:
-        t = t.sort(*seg, level) if seg else t.sort(level)
+        t = _sorted(t, seg, level)
     return _coverage_plot(t, seg, level, _targets(t, target, level), max_segments, ax)
 
 
@@ -360,7 +381,7 @@ def coverage_vs_level(
     matplotlib.axes.Axes
     """
     seg, level = engine.as_keys(by), confidence_level
-    t = _coverage_table(data, y, lo, hi, [*seg, level]).sort(*seg, level)
+    t = _sorted(_coverage_table(data, y, lo, hi, [*seg, level]), seg, level)
     ax = _axes(ax)
     labels = _named(t, seg)
     lv, cov = floats(t, level), floats(t, "coverage")
@@ -417,7 +438,7 @@ def _ssc_table(data: Any, y: str | None, lo: str | None, hi: str | None, n_bins:
 def _ssc_plot(
     t: nw.DataFrame, seg: list[str], target: float | None, ranked: list[str] | None, max_segments: int | None, ax: Any
 ) -> Any:
-    t = t.sort(*seg, "bin") if seg else t.sort("bin")
+    t = _sorted(t, seg, "bin")
     labels = _labels(t, seg)
     cov, b = floats(t, "coverage"), np.array(t.get_column("bin").to_list())
     shown, rest = _cap(labels, ranked if ranked is not None else _rank(labels, cov), max_segments)
@@ -654,7 +675,7 @@ def reliability_diagram(
     ]
     if missing:
         _need(t, missing, "pass y=, score= for raw rows")
-    t = t.sort(*seg, cols["score"])  # type: ignore[arg-type]
+    t = _sorted(t, seg, cols["score"])  # type: ignore[arg-type]
     ax = _axes(ax)
     ax.plot([0, 1], [0, 1], ls="--", color=_NOMINAL, lw=1, label="perfect calibration")
     _reliability_lines(ax, t, cols, seg, highlight)
@@ -954,7 +975,7 @@ def quantile_calibration(
         t = _eager(data)
     cols = ("coverage", "coverage_ci_low", "coverage_ci_high")
     _need(t, ["quantile_level", *cols], "pass y=, quantiles= for raw rows")
-    t = t.sort(*seg, "quantile_level")
+    t = _sorted(t, seg, "quantile_level")
     ax = _axes(ax)
     ax.plot([0, 1], [0, 1], ls="--", color=_NOMINAL, lw=1, label="perfect calibration")
     _segment_lines(ax, t, seg, "quantile_level", cols, highlight, "observed frequency")
@@ -1008,7 +1029,7 @@ def pit_histogram(
     else:
         t = _eager(data)
     _need(t, ["bin_low", "bin_high", "frequency", "band_low", "band_high"], "pass y= and a forecast for raw rows")
-    t = t.sort(*seg, "bin_low")
+    t = _sorted(t, seg, "bin_low")
     ax = _axes(ax)
     lows, highs, freq = floats(t, "bin_low"), floats(t, "bin_high"), floats(t, "frequency")
     # the band of the smallest group (the widest), behind everything
@@ -1108,7 +1129,7 @@ def coverage_over_time(
     bounds = [f"{metric}_ci_low", f"{metric}_ci_high"]
     hint = "e.g. cf.rolling(..., cf.coverage(...)); metric= names a column with _ci_low/_ci_high columns"
     _need(t, [index, metric, *bounds, *seg], hint)
-    t = t.sort(*seg, index)
+    t = _sorted(t, seg, index)
     ax = _axes(ax, width=8.0)
     labels = _named(t, seg)
     xs = t.get_column(index).to_list()
