@@ -1123,6 +1123,7 @@ def coverage_over_time(
     >>> ax = plots.coverage_over_time(t, index="day", metric="set_coverage", confidence_level=0.9)
     >>> ax.get_ylabel()
     'set_coverage (confidence band)'
+    >>> matplotlib.pyplot.close(ax.figure)
     """
     seg = engine.as_keys(by)
     t = _eager(data)

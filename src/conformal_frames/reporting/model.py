@@ -228,7 +228,11 @@ class Report:
         return f"<style>{render.CSS}</style>{self._html_body()}"
 
     def to_html(self, path: str | Path | None = None, *, plots: bool = True) -> str:
-        """A self-contained HTML page (plots embedded as base64 PNG).
+        """A self-contained HTML page (plots embedded as base64 PNG, inline CSS for screen and print).
+
+        The page opens with the verdict (the groups significantly below their
+        target, the worst group, the pooled coverage), then a table of contents,
+        the tables (flagged rows highlighted) and the figures, each captioned.
 
         Writes it to ``path`` when given; returns the HTML text.  ``plots=False``
         (or matplotlib missing) leaves the plots out.

@@ -1,4 +1,10 @@
-"""Text and HTML rendering of a report: headline, capped tables.
+"""Text and HTML rendering of a report: headline, capped tables, the HTML page's parts.
+
+The HTML page (:meth:`~conformal_frames.reporting.Report.to_html`) has a
+summary block (:func:`html_headline`: the verdict, flagged, untested and worst
+groups, pooled coverage, the test), tables with sentence captions
+(:data:`CAPTIONS`), figures with sentence captions (:data:`FIGURE_CAPTIONS`)
+and one inline style sheet (:data:`CSS`, screen and print).
 
 Tables longer than ``max_rows`` groups show the groups that matter most (the
 significantly under-covered ones, the untested ones, then the lowest
