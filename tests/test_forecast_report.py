@@ -314,7 +314,7 @@ def test_report_quantile_calibration_figure(tmp_path) -> None:
     assert list(figs) == ["quantile_calibration", "pit_histogram"]
     ax = figs["quantile_calibration"].axes[0]
     table = rep.frame("quantile_coverage").filter(pl.col("g") == "d_many")
-    line = next(ln for ln in ax.get_lines() if ln.get_label() == "d_many")
+    line = next(ln for ln in ax.get_lines() if ln.get_label() == "g=d_many")  # legends read key=value
     np.testing.assert_allclose(line.get_xdata(), table["quantile_level"].to_numpy(), rtol=0)
     np.testing.assert_allclose(line.get_ydata(), table["coverage"].to_numpy(), rtol=1e-12)
     assert [p.name for p in rep.save_plots(tmp_path)] == ["quantile_calibration.png", "pit_histogram.png"]

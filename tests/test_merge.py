@@ -323,7 +323,7 @@ def test_coverage_over_time_plot() -> None:
     stats = cf.summarize(pl.DataFrame(_data(2)), cf.coverage("y", "lo", "hi"), by=["day", "seg"])
     weekly = cf.rolling(stats, cf.coverage("y", "lo", "hi"), index="day", window=3, by="seg")
     ax = plots.coverage_over_time(weekly.lazy(), index="day", by="seg", confidence_level=0.9)
-    assert [line.get_label() for line in ax.get_lines()] == ["a", "b", "c", "nominal"]
+    assert [line.get_label() for line in ax.get_lines()] == ["seg=a", "seg=b", "seg=c", "nominal"]
     first = weekly.filter(pl.col("seg") == "a")
     assert list(ax.get_lines()[0].get_ydata()) == first["coverage"].to_list()
     assert len(ax.collections) == 3  # one Wilson band per segment

@@ -81,7 +81,7 @@ def test_coverage_vs_level_highlights_the_lowest_groups(df) -> None:
     ax = plots.coverage_vs_level(df, confidence_level="level", by="seg", y="y", lo="lo", hi="hi", highlight=5)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend[0] == "nominal (y = x)" and legend[1] == "other groups (45)"
-    assert "segment_07" in legend[2:] and len(legend) == 7
+    assert "seg=segment_07" in legend[2:] and len(legend) == 7  # legends read key=value
     fig, ax2 = plt.subplots()
     assert plots.coverage_vs_level(df, y="y", lo="lo", hi="hi", ax=ax2) is ax2  # ungrouped
 
@@ -205,3 +205,58 @@ def test_many_segments_are_capped_with_a_summary_row() -> None:
         plots.width_distribution(rep.frame("widths"), by="seg", max_segments=None).get_yticklabels()[-1].get_text()
         == "s399"
     )
+
+
+def test_ssc_bars_start_at_zero(df) -> None:
+    ax = plots.ssc_bars(df.filter(df["level"] == 0.9), by="seg", y="y", lo="lo", hi="hi", confidence_level=0.9)
+    assert ax.get_xlim() == (0.0, 1.0)
+
+
+def _days(metric: str = "coverage"):
+    import datetime as dt
+
+    import polars as pl
+
+    days = [dt.date(2024, 3, 1) + dt.timedelta(days=i) for i in range(10)]
+    rows = {"day": days * 2, "model": [9] * 10 + [8] * 10, metric: np.linspace(0.8, 0.95, 20)}
+    rows |= {f"{metric}_ci_low": rows[metric] - 0.05, f"{metric}_ci_high": rows[metric] + 0.03}
+    return pl.DataFrame(rows)
+
+
+def test_coverage_over_time_any_metric_concise_dates_named_legend() -> None:
+    import matplotlib.dates as mdates
+
+    ax = plots.coverage_over_time(_days("set_coverage"), index="day", metric="set_coverage", by="model")
+    assert [line.get_label() for line in ax.get_lines()] == ["model=8", "model=9"]  # key=value, not "8", "9"
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), np.linspace(0.8, 0.95, 20)[10:])
+    assert ax.get_ylabel() == "set_coverage (confidence band)" and ax.get_title() == "set_coverage over time"
+    assert isinstance(ax.xaxis.get_major_formatter(), mdates.ConciseDateFormatter)
+    ax.figure.canvas.draw()
+    ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert len(ticks) <= 8 and len(set(ticks)) == len(ticks)  # 10 days: a few short, distinct labels
+    with pytest.raises(ValueError, match="set_coverage_ci_high"):
+        plots.coverage_over_time(_days("set_coverage").drop("set_coverage_ci_high"), index="day", metric="set_coverage")
+    assert plots.coverage_over_time(_days(), index="day").get_lines()[0].get_label() == "coverage"  # the default
+
+
+def test_two_keys_draw_small_multiples() -> None:
+    """by with two keys: one panel per value of the first key, a shared legend of the second."""
+    import polars as pl
+
+    rng = np.random.default_rng(5)
+    n = 4000
+    region, model = rng.integers(0, 3, n), rng.integers(0, 2, n)
+    x = rng.normal(size=n)
+    half = np.where((region == 1) & (model == 1), 0.5, 1.0) * 1.6449
+    rows = {"region": [f"r{i}" for i in region], "model": [f"m{i}" for i in model], "y": x + rng.standard_normal(n)}
+    parts = [
+        pl.DataFrame(rows | {"level": [lv] * n, "lo": x - z * half, "hi": x + z * half})
+        for lv, z in ((0.8, 0.78), (0.9, 1.0))
+    ]
+    rep = report(pl.concat(parts), y="y", lo="lo", hi="hi", by=["region", "model"], confidence_level="level")
+    fig = rep.figures()["coverage_vs_level"]
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == ["region=r0", "region=r1", "region=r2"]
+    assert fig.get_suptitle().startswith("Coverage vs nominal level by region")
+    assert [t.get_text() for t in fig.legends[0].get_texts()][-2:] == ["model=m0", "model=m1"]
+    assert all([c.get_label() for c in ax.containers] == ["model=m0", "model=m1"] for ax in panels)

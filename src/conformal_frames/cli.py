@@ -209,7 +209,7 @@ def _scan(args: argparse.Namespace) -> tuple[Any, str]:
     fmt, separator = _format_of(path, args.input_format, args.separator)
     try:
         if fmt == "parquet":
-            lf = pl.scan_parquet(path)
+            lf = _ordered_categories(pl.scan_parquet(path), path)
         else:
             nulls = [v for v in args.null_values.split(",")] if args.null_values is not None else None
             lf = pl.scan_csv(
@@ -223,6 +223,39 @@ def _scan(args: argparse.Namespace) -> tuple[Any, str]:
     except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError, ValueError) as exc:  # bad files
         _fail(f"cannot read {path!r} as {fmt}: {_one_line(exc)}", EXIT_IO)
     return lf, fmt
+
+
+def _ordered_categories(lf: Any, path: str) -> Any:
+    """Ordered categorical columns of a Parquet file (a pandas ``Categorical(ordered=True)``)
+    as polars ``Enum`` of the same categories, so groups keep their order, as in Python.
+
+    Polars reads such a column as ``Categorical``, which sorts as strings.  Needs pyarrow
+    (to read the dictionaries of those columns only); without it the columns stay as read.
+    """
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:  # pragma: no cover - depends on the environment
+        return lf
+    import glob
+
+    import polars as pl
+
+    files = sorted(glob.glob(path)) if any(ch in path for ch in "*?[") else [path]
+    if not files:
+        return lf
+    schema = pq.read_schema(files[0])
+    ordered = [f.name for f in schema if getattr(f.type, "ordered", False)]
+    casts = []
+    for name in ordered:
+        categories: dict[Any, None] = {}
+        for file in files:
+            column = pq.read_table(file, columns=[name]).column(name)
+            for chunk in column.chunks:
+                categories.update(dict.fromkeys(chunk.dictionary.to_pylist()))
+        values = [c for c in categories if c is not None]
+        if values and all(isinstance(c, str) for c in values):
+            casts.append(pl.col(name).cast(pl.Enum(values)))
+    return lf.with_columns(*casts) if casts else lf
 
 
 def _check_out(out: str) -> Path:

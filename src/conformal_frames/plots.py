@@ -89,6 +89,35 @@ def _labels(t: nw.DataFrame, keys: list[str]) -> list[str]:
     return [" / ".join(str(v) for v in vals) for vals in zip(*cols)]
 
 
+def _named(t: nw.DataFrame, keys: list[str]) -> list[str]:
+    """Legend labels: ``key=value`` (``region=r3, model=m2``), so a numeric key reads as itself."""
+    if not keys:
+        return ["all rows"] * len(t)
+    cols = [t.get_column(k).to_list() for k in keys]
+    return [", ".join(f"{k}={v}" for k, v in zip(keys, vals)) for vals in zip(*cols)]
+
+
+def _sorted(t: nw.DataFrame, seg: list[str], *within: str) -> nw.DataFrame:
+    """Rows by segment, the segments in the order they first appear, sorted by ``within`` inside each.
+
+    With a categorical key, the segments keep the table's order: the library's
+    tables come sorted by their keys in the keys' own order (an ordered
+    categorical keeps its category order), which sorting again could lose (a
+    categorical may sort as strings).  Other keys sort by value.
+    """
+    if not seg:
+        return t.sort(*within) if within else t
+    if not any(t.schema[k] == nw.Categorical or t.schema[k] == nw.Enum for k in seg):
+        return t.sort(*seg, *within)
+    labels = _labels(t, seg)
+    first: dict[str, int] = {}
+    for i, g in enumerate(labels):
+        first.setdefault(g, i)
+    order = "__cf_segment_order"
+    rank = nw.new_series(order, [first[g] for g in labels], nw.Int64, backend=nw.get_native_namespace(t))
+    return t.with_columns(rank).sort(order, *within).drop(order)
+
+
 def _need(t: nw.DataFrame, cols: Sequence[str], hint: str) -> None:
     missing = [c for c in cols if c not in t.columns]
     if missing:
@@ -309,7 +338,7 @@ def coverage_by_segment(
     keys = [*seg, *([level] if level is not None else [])]
     t = _coverage_table(data, y, lo, hi, keys)
     if level is not None:
-        t = t.sort(*seg, level) if seg else t.sort(level)
+        t = _sorted(t, seg, level)
     return _coverage_plot(t, seg, level, _targets(t, target, level), max_segments, ax)
 
 
@@ -352,9 +381,9 @@ def coverage_vs_level(
     matplotlib.axes.Axes
     """
     seg, level = engine.as_keys(by), confidence_level
-    t = _coverage_table(data, y, lo, hi, [*seg, level]).sort(*seg, level)
+    t = _sorted(_coverage_table(data, y, lo, hi, [*seg, level]), seg, level)
     ax = _axes(ax)
-    labels = _labels(t, seg)
+    labels = _named(t, seg)
     lv, cov = floats(t, level), floats(t, "coverage")
     low, high = floats(t, "coverage_ci_low"), floats(t, "coverage_ci_high")
     runs = _runs(labels)
@@ -409,7 +438,7 @@ def _ssc_table(data: Any, y: str | None, lo: str | None, hi: str | None, n_bins:
 def _ssc_plot(
     t: nw.DataFrame, seg: list[str], target: float | None, ranked: list[str] | None, max_segments: int | None, ax: Any
 ) -> Any:
-    t = t.sort(*seg, "bin") if seg else t.sort("bin")
+    t = _sorted(t, seg, "bin")
     labels = _labels(t, seg)
     cov, b = floats(t, "coverage"), np.array(t.get_column("bin").to_list())
     shown, rest = _cap(labels, ranked if ranked is not None else _rank(labels, cov), max_segments)
@@ -428,9 +457,7 @@ def _ssc_plot(
     if rest:
         _rest_row(ax, len(shown), cov[~drawn], len(rest), "segments (all bins)")
     _segment_axis(ax, shown, len(rest), seg)
-    finite = cov[np.isfinite(cov)]
-    lo_x = min(float(finite.min()) if finite.size else 0.0, target or 1.0)
-    ax.set_xlim(max(0.0, lo_x - 0.05), 1.0)
+    ax.set_xlim(0.0, 1.0)  # bars from 0: their lengths compare as the coverages do
     ax.set_xlabel("coverage within width bin")
     why = "the lowest coverage in a bin" if ranked is None else "the lowest by the test"
     ax.set_title(_capped_title("Size-stratified coverage", shown, len(rest), why))
@@ -457,7 +484,7 @@ def ssc_bars(
     ``data`` is raw rows (give ``y, lo, hi``: computed with
     :func:`conformal_frames.ssc`) or a long table ``keys, bin, coverage, n``
     (the output of ``ssc`` or ``report.frame("ssc")``).  Bin 0 holds the
-    narrowest intervals.  The nominal level is a dashed line.  At most
+    narrowest intervals; the bars start at 0.  The nominal level is a dashed line.  At most
     ``max_segments`` segments: those with the lowest coverage in a bin.
 
     Returns
@@ -592,7 +619,7 @@ def reliability_table(
 
 
 def _reliability_lines(ax: Any, t: nw.DataFrame, cols: dict[str, str | None], seg: list[str], highlight: int) -> None:
-    labels = _labels(t, seg)
+    labels = _named(t, seg)
     xs, ys = floats(t, cols["score"]), floats(t, cols["freq"])  # type: ignore[arg-type]
     counts = floats(t, cols["count"]) if cols["count"] else np.ones(len(t))
     runs = _runs(labels)
@@ -648,7 +675,7 @@ def reliability_diagram(
     ]
     if missing:
         _need(t, missing, "pass y=, score= for raw rows")
-    t = t.sort(*seg, cols["score"])  # type: ignore[arg-type]
+    t = _sorted(t, seg, cols["score"])  # type: ignore[arg-type]
     ax = _axes(ax)
     ax.plot([0, 1], [0, 1], ls="--", color=_NOMINAL, lw=1, label="perfect calibration")
     _reliability_lines(ax, t, cols, seg, highlight)
@@ -675,12 +702,78 @@ def _report_coverage_table(rep: Any) -> nw.DataFrame | None:
     return None
 
 
+#: panels of a small-multiples figure (``by`` with two keys), at most
+MAX_PANELS = 12
+
+
+def _panel_values(t: nw.DataFrame, first: str, priority: list[Any] | None) -> tuple[list[Any], int]:
+    """The first key's values drawn as panels (key order; the worst first when capped), and how many are left out."""
+    values = list(dict.fromkeys(t.get_column(first).to_list()))
+    if len(values) <= MAX_PANELS:
+        return values, 0
+    chosen = set(list(dict.fromkeys([*(priority or []), *values]))[:MAX_PANELS])
+    return [v for v in values if v in chosen], len(values) - MAX_PANELS
+
+
+def _small_multiples(t: nw.DataFrame, seg: list[str], draw: Any, priority: list[Any] | None = None) -> Any:
+    """One panel per value of the first key of ``seg``, one line per value of the second.
+
+    ``draw(table, by, ax)`` draws one panel.  The legend is shared when every
+    panel has the same lines (same colours), else each panel keeps its own.
+    Returns the Figure.
+    """
+    plt = _pyplot()
+    first, second = seg[0], seg[1:]
+    values, left_out = _panel_values(t, first, priority)
+    ncols = min(3, len(values))
+    nrows = -(-len(values) // ncols)
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(3.4 * ncols + 1.8, 3.0 * nrows + 0.8),
+        sharex=True,
+        sharey=True,
+        layout="constrained",
+        squeeze=False,
+    )
+    title, xlabel, ylabel, legends = "", "", "", []
+    for ax, v in zip(axes.flat, values):
+        sub = t.filter(nw.col(first).is_null() if v is None else nw.col(first) == v)
+        draw(sub, second, ax)
+        title, xlabel, ylabel = ax.get_title(), ax.get_xlabel(), ax.get_ylabel()
+        ax.set_title(f"{first}={v}", fontsize=9)
+        ax.set_xlabel("")
+        ax.set_ylabel("")
+        ax.set_aspect("auto")
+        legends.append(ax.get_legend_handles_labels())
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    for i, ax in enumerate(axes.flat[len(values) :], start=len(values)):
+        ax.set_visible(False)
+        if i >= ncols:  # the panel above an empty cell shows its x tick labels
+            axes.flat[i - ncols].xaxis.set_tick_params(labelbottom=True)
+    if all(labels == legends[0][1] for _, labels in legends):
+        fig.legend(*legends[0], loc="outside right upper", fontsize=8, frameon=False)
+    else:
+        for ax in axes.flat[: len(values)]:
+            ax.legend(fontsize=6, frameon=False, loc="best")
+    more = f"\n({len(values)} of {len(values) + left_out} {first} values: the lowest by the test)" if left_out else ""
+    fig.suptitle(f"{title} by {first}{more}")
+    fig.supxlabel(xlabel, fontsize=10)
+    fig.supylabel(ylabel, fontsize=10)
+    return fig
+
+
 def report_figures(rep: Any) -> dict[str, Any]:
     """All applicable plots of a :class:`~conformal_frames.reporting.Report`.
 
     At most ``rep.max_segments`` segments per plot, the same ones in every
     plot (the lowest by the under-coverage test).  With a column of levels,
     the per-bin plots (SSC, widths, reliability) show the middle level.
+    When ``by`` has two keys, the line plots (coverage against the level,
+    reliability, quantile calibration, PIT histograms) are small multiples:
+    one panel per value of the first key (at most 12, those holding the
+    lowest groups by the test), one line per value of the second.
     Figures are closed in pyplot right away (no global state kept); they
     stay usable for ``savefig``.
     """
@@ -705,25 +798,54 @@ def report_figures(rep: Any) -> dict[str, Any]:
         plt.close(ax.figure)
 
     ranked = None
+    priority = None
     if cov is not None:
         goal = _targets(cov, target if level is None else None, level)
         ranked = _coverage_rank(cov, _labels(cov, seg), goal)
+        if len(seg) == 2:
+            first_of = dict(zip(_labels(cov, seg), cov.get_column(seg[0]).to_list()))
+            priority = list(dict.fromkeys(first_of[g] for g in ranked))
         keep("coverage_by_segment", _coverage_plot(cov, seg, level, goal, cap, None))
-        if level is not None:
-            keep_as_is = coverage_vs_level(cov, confidence_level=level, by=seg)
-            figs["coverage_vs_level"] = keep_as_is.figure
-            plt.close(keep_as_is.figure)
+
+    def lines(name: str, t: Any, draw: Any, *, at_level: bool = True) -> None:
+        """A line plot: one Axes, or small multiples when by has two keys."""
+        if len(seg) != 2:
+            ax = draw(t, seg, None)
+            if at_level:
+                keep(name, ax)
+            else:
+                figs[name] = ax.figure
+                plt.close(ax.figure)
+            return
+        fig = _small_multiples(t, seg, draw, priority)
+        if at_level and chosen is not None:
+            head, _, tail = fig.get_suptitle().partition("\n")
+            fig.suptitle(f"{head} at {level} = {chosen:g}" + (f"\n{tail}" if tail else ""))
+        figs[name] = fig
+        plt.close(fig)
+
+    if cov is not None and level is not None:
+        lines(
+            "coverage_vs_level",
+            cov,
+            lambda t, by, ax: coverage_vs_level(t, confidence_level=level, by=by, ax=ax),
+            at_level=False,
+        )
     if "ssc" in rep.tables:
         keep("ssc", _ssc_plot(at(rep.tables["ssc"]), seg, target, ranked, cap, None))
     if "widths" in rep.tables:
         keep("width_distribution", _width_plot(at(rep.tables["widths"]), seg, ranked, cap, None))
     if "reliability" in rep.tables:
-        keep("reliability", reliability_diagram(at(rep.tables["reliability"]), by=seg))
+        lines("reliability", at(rep.tables["reliability"]), lambda t, by, ax: reliability_diagram(t, by=by, ax=ax))
     if "quantile_coverage" in rep.tables:
-        keep("quantile_calibration", quantile_calibration(at(rep.tables["quantile_coverage"]), by=seg))
+        lines(
+            "quantile_calibration",
+            at(rep.tables["quantile_coverage"]),
+            lambda t, by, ax: quantile_calibration(t, by=by, ax=ax),
+        )
     for name in ("pit_histogram", "quantile_pit_histogram"):
         if name in rep.tables:
-            keep(name, pit_histogram(at(rep.tables[name]), by=seg))
+            lines(name, at(rep.tables[name]), lambda t, by, ax: pit_histogram(t, by=by, ax=ax))
     return figs
 
 
@@ -766,7 +888,7 @@ def corp_reliability_diagram(
     seg = engine.as_keys(by)
     table = _eager(corp_reliability(data, y, score, n_resamples=n_resamples, ci_level=ci_level, seed=seed, by=by))
     parts = _eager(engine.evaluate_one(data, score_decomposition(y, score), by))
-    labels, part_labels = _labels(table, seg), _labels(parts, seg)
+    labels, part_labels = _named(table, seg), _named(parts, seg)
     excess = dict(zip(part_labels, floats(parts, "miscalibration") * floats(parts, "n")))  # n * MCB
     shown = sorted(excess, key=lambda g: -np.nan_to_num(excess[g], nan=-1.0))[:highlight]
     ax = _axes(ax)
@@ -801,7 +923,7 @@ def _segment_lines(
     ax: Any, t: nw.DataFrame, seg: list[str], x: str, cols: tuple[str, str, str], highlight: int, label: str
 ) -> None:
     """One line (with its band) per segment; beyond ``highlight`` segments, the others grey."""
-    labels = _labels(t, seg)
+    labels = _named(t, seg)
     xs, ys, lows, highs = (floats(t, c) for c in (x, *cols))
     runs = _runs(labels)
     worst = {g: float(np.nanmax(np.abs(ys[s] - xs[s]))) for g, s in runs.items()}
@@ -853,7 +975,7 @@ def quantile_calibration(
         t = _eager(data)
     cols = ("coverage", "coverage_ci_low", "coverage_ci_high")
     _need(t, ["quantile_level", *cols], "pass y=, quantiles= for raw rows")
-    t = t.sort(*seg, "quantile_level")
+    t = _sorted(t, seg, "quantile_level")
     ax = _axes(ax)
     ax.plot([0, 1], [0, 1], ls="--", color=_NOMINAL, lw=1, label="perfect calibration")
     _segment_lines(ax, t, seg, "quantile_level", cols, highlight, "observed frequency")
@@ -907,7 +1029,7 @@ def pit_histogram(
     else:
         t = _eager(data)
     _need(t, ["bin_low", "bin_high", "frequency", "band_low", "band_high"], "pass y= and a forecast for raw rows")
-    t = t.sort(*seg, "bin_low")
+    t = _sorted(t, seg, "bin_low")
     ax = _axes(ax)
     lows, highs, freq = floats(t, "bin_low"), floats(t, "bin_high"), floats(t, "frequency")
     # the band of the smallest group (the widest), behind everything
@@ -917,7 +1039,7 @@ def pit_histogram(
     if not seg:
         ax.bar(lows, freq, width=highs - lows, align="edge", color="C0", alpha=0.75, label="PIT frequency", zorder=2)
     else:
-        runs = _runs(_labels(t, seg))
+        runs = _runs(_named(t, seg))
         worst = {g: float(np.nanmax(np.abs(freq[s] - (highs[s] - lows[s])))) for g, s in runs.items()}
         shown = list(runs) if len(runs) <= highlight else sorted(runs, key=lambda g: -worst[g])[:highlight]
         others = [g for g in runs if g not in shown]
@@ -938,29 +1060,48 @@ def pit_histogram(
 # ---------------------------------------------------------------------------
 # coverage over time (monitoring)
 # ---------------------------------------------------------------------------
+def _date_axis(ax: Any, values: list[Any]) -> None:
+    """Concise date ticks (``AutoDateLocator`` + ``ConciseDateFormatter``) when the index holds dates."""
+    import datetime as dt
+
+    sample = next((v for v in values if v is not None), None)
+    if isinstance(sample, (dt.date, np.datetime64)) or type(sample).__name__ == "Timestamp":
+        import matplotlib.dates as mdates
+
+        locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+
+
 def coverage_over_time(
     data: Any,
     *,
     index: str,
+    metric: str = "coverage",
     by: str | Sequence[str] | None = None,
     confidence_level: float | None = None,
     ax: Any = None,
 ) -> Any:
-    """Coverage against time with its Wilson band and the nominal line.
+    """A metric against time with its confidence band (coverage by default) and the nominal line.
 
-    One line per group of ``by`` (the coverage at each ``index`` value), its
-    Wilson interval as a shaded band, the nominal coverage as a dashed line.
-    Typically the output of :func:`~conformal_frames.rolling` with
-    :func:`~conformal_frames.coverage` (e.g. 7-day rolling coverage by
-    segment), or of ``evaluate(..., by=[..., "day"])``.
+    One line per group of ``by`` (the metric at each ``index`` value), its
+    interval ``<metric>_ci_low`` / ``<metric>_ci_high`` as a shaded band,
+    the nominal coverage as a dashed line.  Typically the output of
+    :func:`~conformal_frames.rolling` with :func:`~conformal_frames.coverage`
+    (e.g. 7-day rolling coverage by segment), or of
+    ``evaluate(..., by=[..., "day"])``.  Dates get concise ticks
+    (matplotlib's ``ConciseDateFormatter``); legends read ``key=value``.
 
     Parameters
     ----------
     data
-        A table with ``index``, ``coverage``, ``coverage_ci_low`` and
-        ``coverage_ci_high`` per (``by``, ``index``) (collected if lazy).
+        A table with ``index``, ``metric``, ``<metric>_ci_low`` and
+        ``<metric>_ci_high`` per (``by``, ``index``) (collected if lazy).
     index : str
         The time column (x axis).
+    metric : str, default "coverage"
+        The metric drawn: any column with its ``_ci_low`` / ``_ci_high``
+        columns, e.g. ``"set_coverage"`` or ``"coverage_mondrian"``.
     by : str or list of str, optional
         Group columns: one line per group.
     confidence_level : float, optional
@@ -970,22 +1111,40 @@ def coverage_over_time(
     Returns
     -------
     matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import datetime as dt, matplotlib, polars as pl
+    >>> matplotlib.use("Agg")
+    >>> from conformal_frames import plots
+    >>> days = [dt.date(2024, 1, d) for d in range(1, 11)]
+    >>> t = pl.DataFrame({"day": days, "set_coverage": [0.9] * 10,
+    ...                   "set_coverage_ci_low": [0.85] * 10, "set_coverage_ci_high": [0.94] * 10})
+    >>> ax = plots.coverage_over_time(t, index="day", metric="set_coverage", confidence_level=0.9)
+    >>> ax.get_ylabel()
+    'set_coverage (confidence band)'
+    >>> matplotlib.pyplot.close(ax.figure)
     """
     seg = engine.as_keys(by)
     t = _eager(data)
-    _need(t, [index, "coverage", "coverage_ci_low", "coverage_ci_high", *seg], "e.g. cf.rolling(..., cf.coverage(...))")
-    t = t.sort(*seg, index)
+    bounds = [f"{metric}_ci_low", f"{metric}_ci_high"]
+    hint = "e.g. cf.rolling(..., cf.coverage(...)); metric= names a column with _ci_low/_ci_high columns"
+    _need(t, [index, metric, *bounds, *seg], hint)
+    t = _sorted(t, seg, index)
     ax = _axes(ax, width=8.0)
-    labels = _labels(t, seg)
+    labels = _named(t, seg)
+    xs = t.get_column(index).to_list()
     for name, rows in _runs(labels).items():
-        x = t.get_column(index).to_list()[rows]
-        low, high, cov = (floats(t, c)[rows] for c in ("coverage_ci_low", "coverage_ci_high", "coverage"))
-        (line,) = ax.plot(x, cov, marker=".", linewidth=1.2, label=name if seg else "coverage")
+        x = xs[rows]
+        low, high, value = (floats(t, c)[rows] for c in (*bounds, metric))
+        (line,) = ax.plot(x, value, marker=".", linewidth=1.2, label=name if seg else metric)
         ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
     if confidence_level is not None:
         ax.axhline(float(confidence_level), color=_NOMINAL, linestyle="--", linewidth=1, label="nominal")
+    _date_axis(ax, xs)
     ax.set_xlabel(index)
-    ax.set_ylabel("coverage (Wilson band)")
-    ax.set_title("Coverage over time")
+    ax.set_ylabel(f"{metric} (confidence band)" if metric != "coverage" else "coverage (Wilson band)")
+    ax.set_title("Coverage over time" if metric == "coverage" else f"{metric} over time")
+    ax.grid(alpha=0.3)
     _legend(ax)
     return ax

@@ -145,6 +145,10 @@ class Report:
 
     def _display_tables(self) -> list[tuple[str, nw.DataFrame, str]]:
         """(title, table, left-out line) as shown in text and HTML: capped, per-bin tables pivoted."""
+        return [(title, t, more) for _, title, t, more in self._named_tables()]
+
+    def _named_tables(self) -> list[tuple[str, str, nw.DataFrame, str]]:
+        """(name, title, table, left-out line) of each displayed table, in display order."""
         main = self.tables[main_family(self.tables)]
         shown = render.shown_keys(main, self.keys, self.max_rows)
         out = []
@@ -156,7 +160,7 @@ class Report:
                 t = render.pivot_bins(t, keys, "coverage" if name == "ssc" else "frequency")
             t, left = render.restrict(t, keys, shown)
             more = render.more_line(left, f"rep.frame({name!r})") if left else ""
-            out.append((render.TITLES.get(name, name), t, more))
+            out.append((name, render.TITLES.get(name, name), t, more))
         return out
 
     def __str__(self) -> str:
@@ -170,20 +174,53 @@ class Report:
         return f"<Report: {s['rows']} rows, {s['groups']} groups, families {s.get('families')}>"
 
     def _html_body(self, *, images: dict[str, str] | None = None) -> str:
-        lines = self._header_lines()
-        head = "".join(f"<li>{html.escape(line)}</li>" for line in lines[1:])
-        body = [f'<div class="cf-report"><h2>{html.escape(lines[0])}</h2><ul>{head}</ul>']
+        """The page: title, the summary (verdict, worst and flagged groups), contents, tables, figures."""
+        s = self.summary
+        flagged = {tuple(g["group"].get(k) for k in self.keys) for g in s.get("under_covered") or []}
+        tables = self._named_tables()
+        toc = ['<li><a href="#summary">Summary</a></li>', '<li><a href="#tables">Tables</a><ol>']
+        toc += [f'<li><a href="#table-{name}">{html.escape(title)}</a></li>' for name, title, _, _ in tables]
+        toc.append("</ol></li>")
         if images:
-            body.append("<h3>Plots</h3>")
-            for name, data in images.items():
-                body.append(
-                    f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
-                    f"<figcaption>{html.escape(name.replace('_', ' '))}</figcaption></figure>"
-                )
-        for title, t, more in self._display_tables():
-            body.append(f"<h3>{html.escape(title)}</h3>{render.html_table(t, self.keys)}")
+            toc.append('<li><a href="#figures">Figures</a><ol>')
+            toc += [f'<li><a href="#figure-{name}">{html.escape(_figure_title(name))}</a></li>' for name in images]
+            toc.append("</ol></li>")
+        body = [
+            '<div class="cf-report">',
+            f"<header><h1>{html.escape(self._header_lines()[0])}</h1>{render.html_meta(s, self.keys, self.columns)}</header>",
+            render.html_headline(s, self.keys, self.columns, self.max_rows, self.tables.get("calibration")),
+            f'<nav class="cf-toc" aria-label="Contents"><strong>Contents</strong><ol>{"".join(toc)}</ol></nav>',
+            '<section id="tables"><h2>Tables</h2>',
+        ]
+        if any("under_covered" in t.columns for _, _, t, _ in tables):
+            untested = (
+                '<span class="cf-swatch" style="background:#fff3cd"></span>not tested (invalid rows)'
+                if s.get("untested")
+                else ""
+            )
+            body.append(
+                '<p class="cf-legend">Highlighted rows:<span class="cf-swatch" style="background:#fbdedb"></span>'
+                f"significantly below the target{untested}.</p>"
+            )
+        for name, title, t, more in tables:
+            caption = render.CAPTIONS.get(name)
+            body.append(f'<section id="table-{name}"><h3>{html.escape(title)}</h3>')
+            if caption:
+                body.append(f'<p class="cf-caption">{html.escape(caption)}</p>')
+            body.append(f'<div class="cf-scroll">{render.html_table(t, self.keys, flagged)}</div>')
             if more:
                 body.append(f'<p class="cf-more">{html.escape(more)}</p>')
+            body.append("</section>")
+        body.append("</section>")
+        if images:
+            body.append('<section id="figures"><h2>Figures</h2>')
+            for i, (name, data) in enumerate(images.items(), start=1):
+                caption = render.FIGURE_CAPTIONS.get(name, _figure_title(name) + ".")
+                body.append(
+                    f'<figure id="figure-{name}"><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+                    f"<figcaption><strong>Figure {i}.</strong> {html.escape(caption)}</figcaption></figure>"
+                )
+            body.append("</section>")
         body.append("</div>")
         return "".join(body)
 
@@ -191,7 +228,11 @@ class Report:
         return f"<style>{render.CSS}</style>{self._html_body()}"
 
     def to_html(self, path: str | Path | None = None, *, plots: bool = True) -> str:
-        """A self-contained HTML page (plots embedded as base64 PNG).
+        """A self-contained HTML page (plots embedded as base64 PNG, inline CSS for screen and print).
+
+        The page opens with the verdict (the groups significantly below their
+        target, the worst group, the pooled coverage), then a table of contents,
+        the tables (flagged rows highlighted) and the figures, each captioned.
 
         Writes it to ``path`` when given; returns the HTML text.  ``plots=False``
         (or matplotlib missing) leaves the plots out.
@@ -206,7 +247,8 @@ class Report:
         title = html.escape(self._header_lines()[0])
         page = (
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>{title}</title><style>{render.CSS}</style></head><body>"
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<title>{title}</title><style>{render.CSS}</style></head><body style="margin:0">'
             f"{self._html_body(images=images)}</body></html>\n"
         )
         if path is not None:
@@ -251,6 +293,23 @@ class Report:
         if path is not None:
             Path(path).write_text(text + "\n", encoding="utf-8")
         return text
+
+
+#: the figures' short names in the table of contents
+_FIGURE_TITLES = {
+    "coverage_by_segment": "Coverage by group",
+    "coverage_vs_level": "Coverage against the nominal level",
+    "ssc": "Size-stratified coverage",
+    "width_distribution": "Interval widths",
+    "reliability": "Reliability diagram",
+    "quantile_calibration": "Quantile calibration",
+    "pit_histogram": "PIT histogram",
+    "quantile_pit_histogram": "PIT histogram of the quantile forecast",
+}
+
+
+def _figure_title(name: str) -> str:
+    return _FIGURE_TITLES.get(name, name.replace("_", " ").capitalize())
 
 
 def _number(v: Any) -> Any:

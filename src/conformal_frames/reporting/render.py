@@ -1,4 +1,10 @@
-"""Text and HTML rendering of a report: headline, capped tables.
+"""Text and HTML rendering of a report: headline, capped tables, the HTML page's parts.
+
+The HTML page (:meth:`~conformal_frames.reporting.Report.to_html`) has a
+summary block (:func:`html_headline`: the verdict, flagged, untested and worst
+groups, pooled coverage, the test), tables with sentence captions
+(:data:`CAPTIONS`), figures with sentence captions (:data:`FIGURE_CAPTIONS`)
+and one inline style sheet (:data:`CSS`, screen and print).
 
 Tables longer than ``max_rows`` groups show the groups that matter most (the
 significantly under-covered ones, the untested ones, then the lowest
@@ -39,14 +45,98 @@ TITLES = {
     "interval_coverage": "Interval coverage per confidence level: coverage (Wilson interval), mean width, mean Winkler score",
 }
 
-CSS = (
-    ".cf-report{font-family:system-ui,sans-serif;font-size:14px}"
-    ".cf-report table{border-collapse:collapse;margin:0 0 1em 0}"
-    ".cf-report th,.cf-report td{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap}"
-    ".cf-report th{background:#f0f0f0}.cf-report tr.cf-flag td{background:#fde2e1}"
-    ".cf-report tr.cf-untested td{background:#fff3cd}.cf-report p.cf-more{color:#555;font-style:italic}"
-    ".cf-report img{max-width:100%}.cf-report figure{display:inline-block;vertical-align:top;margin:0 1em 1em 0}"
-)
+#: one sentence under each table's heading (the HTML page)
+CAPTIONS = {
+    "intervals": (
+        "One row per group: the share of rows whose interval holds y (with its confidence interval), the mean width, "
+        "the Winkler score and the one-sided test of coverage against the target."
+    ),
+    "ssc": (
+        "Coverage within each width bin of a group (equal-count bins, bin 0 the narrowest intervals): "
+        "a conditional method keeps every bin near the target."
+    ),
+    "calibration": "One row per group: expected calibration error, Brier score and the calibration tests.",
+    "decomposition": "The Brier score of each group split into miscalibration, discrimination and uncertainty.",
+    "reliability": "The observed frequency of the event in each score bin: a calibrated score matches its bin.",
+    "sets": "One row per group: the share of sets that hold the true label, the mean set size and the test.",
+    "forecast": "One row per group: the forecast scores (lower is better) and the PIT uniformity test.",
+    "pit_histogram": "The share of PIT values in each bin: a calibrated forecast puts 1/n_bins in every bin.",
+    "quantile_pit_histogram": "The PIT histogram of the quantile forecast: a calibrated forecast is flat.",
+    "quantile_coverage": "For each quantile level, the share of rows with y at or below the quantile.",
+    "interval_coverage": "For each confidence level, the coverage of the central interval, its width and score.",
+}
+
+#: one sentence under each figure (the HTML page), by figure name
+FIGURE_CAPTIONS = {
+    "coverage_by_segment": (
+        "Coverage of each group with its confidence interval; the dashed line is the target "
+        "and red points are groups significantly below it."
+    ),
+    "coverage_vs_level": "Coverage against the nominal level for each group; the diagonal is exact coverage.",
+    "ssc": "Coverage within each width bin, bars from 0; the dashed line is the target.",
+    "width_distribution": "Interval widths of each group: box from the 25th to the 75th percentile, whiskers 5-95.",
+    "reliability": "Observed frequency against the mean score per bin; the diagonal is perfect calibration.",
+    "quantile_calibration": "Observed share of y below each quantile against its level; the diagonal is calibration.",
+    "pit_histogram": "PIT histogram of the forecast; a calibrated forecast stays inside the grey band.",
+    "quantile_pit_histogram": "PIT histogram of the quantile forecast; a calibrated forecast stays inside the band.",
+}
+
+#: the page's style: readable on screen and in print, scoped to ``.cf-report``
+CSS = """
+.cf-report{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;font-size:15px;line-height:1.45;
+color:#1d2430;max-width:1200px;margin:0 auto;padding:16px 24px 48px;box-sizing:border-box}
+.cf-report *{box-sizing:border-box}
+.cf-report h1{font-size:1.55em;margin:0.2em 0 0.1em}
+.cf-report h2{font-size:1.25em;margin:1.6em 0 0.4em;padding-bottom:0.2em;border-bottom:2px solid #e3e7ee}
+.cf-report h3{font-size:1.05em;margin:1.4em 0 0.2em}
+.cf-report p{margin:0.3em 0 0.6em}
+.cf-report .cf-meta{color:#5a6473;font-size:0.9em;margin:0 0 1em}
+.cf-report .cf-meta code{font-size:0.95em}
+.cf-report .cf-verdict{border-left:6px solid #7a8699;background:#f4f6f9;padding:12px 18px;margin:0 0 1.2em;
+border-radius:4px}
+.cf-report .cf-verdict.cf-bad{border-color:#c0392b;background:#fdf0ef}
+.cf-report .cf-verdict.cf-ok{border-color:#2e8b57;background:#eef8f1}
+.cf-report .cf-verdict.cf-warn{border-color:#d4a017;background:#fff8e1}
+.cf-report .cf-verdict-line{font-size:1.15em;font-weight:600;margin:0 0 0.4em}
+.cf-report .cf-verdict ul{margin:0.2em 0 0.4em;padding-left:1.3em}
+.cf-report .cf-verdict li{margin:0.1em 0}
+.cf-report .cf-facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:0.4em 0}
+.cf-report .cf-facts dt{font-weight:600;color:#3d4756}.cf-report .cf-facts dd{margin:0}
+.cf-report .cf-notes{color:#5a6473;font-size:0.9em}
+.cf-report .cf-warning{color:#8a1f11;font-weight:600}
+.cf-report nav.cf-toc{background:#fafbfc;border:1px solid #e3e7ee;border-radius:4px;padding:8px 18px;margin:0 0 1em}
+.cf-report nav.cf-toc ol{margin:0.2em 0;padding-left:1.4em}
+.cf-report nav.cf-toc a{color:#1f5fa8;text-decoration:none}.cf-report nav.cf-toc a:hover{text-decoration:underline}
+.cf-report .cf-caption{color:#3d4756;font-size:0.92em;max-width:75ch}
+.cf-report .cf-scroll{overflow-x:auto;max-width:100%;margin:0 0 0.6em}
+.cf-report table{border-collapse:collapse;margin:0 0 0.4em 0;font-size:0.86em;font-variant-numeric:tabular-nums}
+.cf-report th,.cf-report td{border-bottom:1px solid #e3e7ee;padding:3px 8px;text-align:right;white-space:nowrap}
+.cf-report th{background:#f0f3f7;border-bottom:2px solid #c9d1dc;white-space:normal;vertical-align:bottom}
+.cf-report th.cf-key,.cf-report td.cf-key{text-align:left;font-weight:600}
+.cf-report tbody tr:nth-child(even) td{background:#fafbfc}
+.cf-report tr.cf-flag td,.cf-report tbody tr.cf-flag:nth-child(even) td{background:#fbdedb}
+.cf-report tr.cf-flag td:first-child{box-shadow:inset 4px 0 0 #c0392b}
+.cf-report tr.cf-untested td,.cf-report tbody tr.cf-untested:nth-child(even) td{background:#fff3cd}
+.cf-report .cf-legend{font-size:0.85em;color:#5a6473}
+.cf-report .cf-swatch{display:inline-block;width:0.9em;height:0.9em;vertical-align:-0.1em;border-radius:2px;
+margin:0 0.3em 0 0.8em}
+.cf-report p.cf-more{color:#5a6473;font-style:italic}
+.cf-report figure{margin:0 0 1.6em;break-inside:avoid;page-break-inside:avoid}
+.cf-report img{max-width:100%;height:auto;display:block;border:1px solid #e3e7ee}
+.cf-report figcaption{font-size:0.92em;color:#3d4756;margin-top:0.3em;max-width:75ch}
+@media print{
+.cf-report{max-width:none;padding:0;font-size:10.5pt;color:#000}
+.cf-report nav.cf-toc{break-after:avoid}
+.cf-report h2,.cf-report h3{break-after:avoid;page-break-after:avoid}
+.cf-report .cf-scroll{overflow:visible}
+.cf-report table{font-size:8.5pt}
+.cf-report tr{break-inside:avoid;page-break-inside:avoid}
+.cf-report tr.cf-flag td,.cf-report tr.cf-untested td,.cf-report .cf-verdict{-webkit-print-color-adjust:exact;
+print-color-adjust:exact}
+.cf-report img{border:none;max-height:24cm;width:auto}
+.cf-report a{color:inherit}
+}
+"""
 
 
 # ---------------------------------------------------------------------------
@@ -167,17 +257,35 @@ def text_table(t: nw.DataFrame, keys: Sequence[str] = ()) -> str:
     return "\n".join([line(cols), sep, *[line(r) for r in rows]])
 
 
-def html_table(t: nw.DataFrame, keys: Sequence[str] = ()) -> str:
+def _header(column: str) -> str:
+    """A column name that may wrap after its underscores (narrow columns, same text)."""
+    return "_<wbr>".join(html.escape(part) for part in column.split("_"))
+
+
+def html_table(t: nw.DataFrame, keys: Sequence[str] = (), flagged: set[tuple[Any, ...]] | None = None) -> str:
+    """An HTML table: key columns left-aligned; flagged rows (``under_covered``, or whose keys are
+    in ``flagged``) get the class ``cf-flag``, untested ones ``cf-untested``."""
     cols = list(t.columns)
     is_key = [c in keys for c in cols]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    head = "".join(
+        f'<th class="cf-key">{_header(c)}</th>' if k else f"<th>{_header(c)}</th>" for c, k in zip(cols, is_key)
+    )
     flag = cols.index("under_covered") if "under_covered" in cols else None
+    key_idx = [i for i, k in enumerate(is_key) if k]
     body = []
     for r in t.iter_rows():
         cls = ""
         if flag is not None:
             cls = ' class="cf-flag"' if r[flag] is True else ' class="cf-untested"' if r[flag] is None else ""
-        body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(_cell(v, k))}</td>" for v, k in zip(r, is_key)) + "</tr>")
+        elif flagged and key_idx and tuple(plain(r[i]) for i in key_idx) in flagged:
+            cls = ' class="cf-flag"'
+        cells = "".join(
+            f'<td class="cf-key">{html.escape(_cell(v, True))}</td>'
+            if k
+            else f"<td>{html.escape(_cell(v, False))}</td>"
+            for v, k in zip(r, is_key)
+        )
+        body.append(f"<tr{cls}>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
@@ -261,3 +369,146 @@ def header_lines(s: dict[str, Any], keys: list[str], columns: dict[str, str], ma
         )
     lines += [f"note: {note}" for note in s.get("notes", [])]
     return lines
+
+
+# ---------------------------------------------------------------------------
+# the HTML headline: the verdict, the worst group, the flagged groups
+# ---------------------------------------------------------------------------
+def _group_html(group: dict[str, Any]) -> str:
+    return f"<strong>{html.escape(label(group))}</strong>"
+
+
+def _largest_ece(t: nw.DataFrame | None, keys: list[str]) -> str | None:
+    """The sentence naming the group with the largest ECE (a calibration-only report)."""
+    if t is None or "ece" not in t.columns or not len(t):
+        return None
+    ece = floats(t, "ece")
+    if not np.isfinite(ece).any():
+        return None
+    row = dict(zip(t.columns, t.row(int(np.nanargmax(ece)))))
+    where = f" in {label({k: row[k] for k in keys if k in row})}" if keys else ""
+    return f"Largest expected calibration error{where}: ECE {fmt(row['ece'])} over {row['n']:,} rows."
+
+
+def _verdict(s: dict[str, Any]) -> tuple[str, str]:
+    """(CSS class, one sentence) of the under-coverage test."""
+    untested = len(s.get("untested") or [])
+    if "under_covered" in s:
+        k, tested = len(s["under_covered"]), s["tested"]
+        if k:
+            are = "is" if k == 1 else "are"
+            text = f"{k} of {plural(tested, 'tested group')} {are} significantly below the target coverage."
+            cls = "cf-bad"
+        else:
+            text = f"No group is significantly below the target coverage ({plural(tested, 'group')} tested)."
+            cls = "cf-ok" if not untested else ""
+        if untested:
+            text += f" {plural(untested, 'group')} could not be tested."
+            cls = cls or "cf-warn"
+        return cls, text
+    if s.get("pooled_coverage"):
+        return "", "No coverage test: give a target coverage (confidence_level=) to test each group."
+    families = ", ".join(s.get("families") or [])
+    return "", f"Metrics of {families} per group; no coverage target applies to them."
+
+
+def html_headline(
+    s: dict[str, Any],
+    keys: list[str],
+    columns: dict[str, str],
+    max_rows: int | None,
+    calibration: nw.DataFrame | None = None,
+) -> str:
+    """The summary block of the HTML page: verdict, worst and flagged groups, then the facts.
+
+    Without a coverage family, the ``calibration`` table (when given) names the
+    group with the largest ECE as the verdict.
+    """
+    cls, text = _verdict(s)
+    if not s.get("pooled_coverage"):
+        text = _largest_ece(calibration, keys) or text
+    classes = f"cf-verdict {cls}".strip()
+    out = [f'<section id="summary" class="{classes}"><p class="cf-verdict-line">{html.escape(text)}</p>']
+    flagged = s.get("under_covered") or []
+    limit = len(flagged) if max_rows is None else max_rows
+    if flagged:
+        items = [
+            f"<li>{_group_html(g['group'])}: coverage {fmt(g['coverage'])}, target {g['target']:g}, "
+            f"n = {g['n']:,}, adjusted p = {fmt(g['pvalue_adjusted'])}</li>"
+            for g in flagged[:limit]
+        ]
+        if len(flagged) > limit:
+            items.append(f"<li>... and {plural(len(flagged) - limit, 'more group')} (rep.under_covered)</li>")
+        out.append(f"<p>Significantly under-covered:</p><ul>{''.join(items)}</ul>")
+    untested = s.get("untested") or []
+    if untested:
+        items = []
+        for g in untested[: len(untested) if max_rows is None else max_rows]:
+            bad = g.get("n_invalid", 0)
+            items.append(
+                f"<li>{_group_html(g['group'])}: n = {g['n']:,}"
+                + (f", {plural(bad, 'invalid row')}" if bad else "")
+                + "</li>"
+            )
+        out.append(f"<p>Not tested (rows with invalid values):</p><ul>{''.join(items)}</ul>")
+    facts: list[tuple[str, str]] = []
+    if s.get("worst_group"):
+        w = s["worst_group"]
+        target = f", target {w['target']:g}" if w["target"] is not None else ""
+        facts.append(
+            ("Worst group", f"{_group_html(w['group'])}: coverage {fmt(w['coverage'])}{target}, n = {w['n']:,}")
+        )
+    for item in s.get("pooled_coverage", []):
+        name = "Pooled coverage" + (f" at {item['target']:g}" if item["target"] is not None else "")
+        value = f"{fmt(item['coverage'])} over {item['n']:,} rows"
+        if "gap" in item:
+            value += (
+                f"; mean |coverage - target| over groups {fmt(item['gap'])} (row-weighted {fmt(item['gap_weighted'])})"
+            )
+        if item.get("n_excluded"):
+            value += f"; {plural(item['n_excluded'], 'row')} of untested groups or invalid excluded"
+        facts.append((name, html.escape(value)))
+    if s.get("test"):
+        facts.append(("Test", html.escape(s["test"])))
+    if facts:
+        out.append('<dl class="cf-facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>")
+    notes = []
+    if s.get("invalid_rows"):
+        causes = "; ".join(s.get("invalid_causes") or []) or "missing, infinite or out-of-range values"
+        notes.append(
+            '<li class="cf-warning">'
+            + html.escape(
+                f"{plural(s['invalid_rows'], 'row')} with invalid values ({causes}): their groups have null metrics."
+            )
+            + "</li>"
+        )
+    if s.get("dropped_rows"):
+        causes = "; ".join(s.get("invalid_causes") or [])
+        notes.append(
+            "<li>"
+            + html.escape(
+                f"{plural(s['dropped_rows'], 'row')} with invalid values dropped"
+                + (f" ({causes})" if causes else "")
+                + "; n counts the valid rows."
+            )
+            + "</li>"
+        )
+    notes += [f"<li>{html.escape(n[:1].upper() + n[1:])}.</li>" for n in s.get("notes", [])]
+    if notes:
+        out.append(f'<ul class="cf-notes">{"".join(notes)}</ul>')
+    out.append("</section>")
+    return "".join(out)
+
+
+def html_meta(s: dict[str, Any], keys: list[str], columns: dict[str, str]) -> str:
+    """One line under the title: the columns of each role, the families, the target."""
+    parts = []
+    if columns:
+        parts.append(
+            "Columns " + ", ".join(f"{html.escape(k)} = <code>{html.escape(str(v))}</code>" for k, v in columns.items())
+        )
+    if s.get("families"):
+        parts.append("families " + html.escape(", ".join(s["families"])))
+    if s.get("target"):
+        parts.append(f"target coverage {html.escape(str(s['target']))}")
+    return f'<p class="cf-meta">{"; ".join(parts)}.</p>' if parts else ""
