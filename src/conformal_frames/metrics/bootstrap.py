@@ -24,8 +24,13 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
 from conformal_frames._validate import check_column, check_positive_int, optional
-from conformal_frames.engine import FinalizeFn, Metric, Query, TableRef, Weighting
-from conformal_frames.numerics.resample import clean_row, replicate_weight_rows
+from conformal_frames.engine import FinalizeFn, Metric, Query, TableFn, TableRef, Weighting, aggregate
+from conformal_frames.numerics.resample import (
+    clean_row,
+    replicate_constants,
+    replicate_count_row,
+    replicate_hash_rows,
+)
 
 __all__ = ["bootstrap", "bootstrap_difference"]
 METHODS: list[str] = []  # metric wrappers: use them in evaluate
@@ -236,14 +241,7 @@ class _Bootstrapped(Metric):
             main = m.build(q)[""]
             assert main is not None  # one-pass metrics have expressions
             points.append(main)
-        counts = replicate_weight_rows(
-            q,
-            sorted(columns),
-            seed=self.seed,
-            n_resamples=self.n_resamples,
-            block=self.block,
-        )
-        values = [self._combine([_replicate(q, m, c) for m in metrics]) for c in counts]
+        hashed = replicate_hash_rows(q, sorted(columns), block=self.block)
         key = (
             "bootstrap",
             self.output_name,
@@ -252,6 +250,8 @@ class _Bootstrapped(Metric):
             self.block,
             self.ci_level,
         )
+        table = q.table(key, _replicate_table(q, metrics, self._combine, hashed, self.seed, self.n_resamples))
+        values = [table.col(f"r{b}") for b in range(self.n_resamples)]
         ref = q.finalize(key, _percentiles(values, list(q.group), self.ci_level))
         # one resampling unit (one row, one block): every replicate repeats the value; no interval
         several = _units(q, self.block) > 1.5
@@ -260,6 +260,67 @@ class _Bootstrapped(Metric):
             "ci_low": nw.when(several).then(ref.col("low")),
             "ci_high": nw.when(several).then(ref.col("high")),
         }
+
+
+#: row columns of replicate work per chunk of replicates on in-memory engines
+#: (polars, pandas): the memory of a chunk is this many Float64 columns of the rows
+CHUNK_COLUMNS = 96
+
+
+def _sub_query(q: Query) -> Query:
+    """A query that sees the rows ``q`` registered (same names), and nothing else of it."""
+    return Query(schema=q.schema, keys=list(q.keys), group=list(q.group), rows=dict(q.rows))
+
+
+def _in_memory(frame: nw.LazyFrame) -> bool:
+    """Engines that materialise every row column of a ``with_columns`` (polars in memory, pandas)."""
+    impl = frame.implementation
+    return bool(impl.is_polars() or impl.is_pandas_like())
+
+
+def _replicate_table(
+    q: Query,
+    metrics: Sequence[Metric],
+    combine: Any,
+    hashed: tuple[str, str, str],
+    seed: int,
+    n_resamples: int,
+) -> TableFn:
+    """The table of the replicate values ``r<b>`` per group, computed chunk by chunk of replicates.
+
+    Every chunk is a sub-query over the row frame: its replicates' counts and
+    weighted rows, their sums per group and the replicate values.  On
+    in-memory engines a chunk holds about :data:`CHUNK_COLUMNS` row columns,
+    so the memory does not grow with ``n_resamples``; elsewhere (DuckDB,
+    Spark, ...) one chunk holds every replicate.  A replicate's value is the
+    same expression over the same sums whatever the chunk.
+    """
+    constants = replicate_constants(seed, n_resamples)
+
+    def chunk(rows: nw.LazyFrame, keys: list[str], ref: TableRef, first: int, last: int) -> tuple[nw.LazyFrame, int]:
+        sub = _sub_query(q)
+        values = []
+        for b in range(first, last):
+            counts = replicate_count_row(sub, hashed, seed=seed, b=b, k=constants[b])
+            values.append(combine([_replicate(sub, m, counts) for m in metrics]).alias(ref.name(f"r{b}")))
+        new = [r for k, r in sub.rows.items() if k not in q.rows]
+        frame = rows
+        for level in sorted({r.level for r in new}):
+            frame = frame.with_columns(*[r.expr.alias(r.name) for r in new if r.level == level])
+        aggs = [nw.len().alias(Query.count), *[e.alias(n) for n, e in sub.aggs.values()]]
+        return aggregate(frame, keys, aggs).select(*keys, *values), len(new)
+
+    def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        first, width = chunk(rows, keys, ref, 0, 1)
+        size = max(1, CHUNK_COLUMNS // max(width, 1)) if _in_memory(rows) else n_resamples
+        parts = [chunk(rows, keys, ref, 0, min(size, n_resamples))[0]]
+        parts += [chunk(rows, keys, ref, b, min(b + size, n_resamples))[0] for b in range(size, n_resamples, size)]
+        table = parts[0]
+        for part in parts[1:]:
+            table = table.join(part, on=keys, how="left") if keys else table.join(part, how="cross")
+        return table
+
+    return build
 
 
 def _units(q: Query, block: str | None) -> nw.Expr:
