@@ -23,6 +23,7 @@ from typing import Any, cast
 import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
+from conformal_frames._progress import advance
 from conformal_frames._validate import check_column, check_positive_int, optional
 from conformal_frames.engine import FinalizeFn, Metric, Query, TableFn, TableRef, Weighting, aggregate
 from conformal_frames.numerics.resample import (
@@ -272,6 +273,18 @@ def _sub_query(q: Query) -> Query:
     return Query(schema=q.schema, keys=list(q.keys), group=list(q.group), rows=dict(q.rows))
 
 
+def _ticking(part: nw.LazyFrame, column: str, key: object, total: int) -> nw.LazyFrame:
+    """``part`` (a polars chunk) that reports a progress step when its ``column`` is computed."""
+    import polars as pl  # the part is a polars frame
+
+    def tick(values: Any) -> Any:
+        advance(key, "bootstrap chunks", total)
+        return values
+
+    native = part.to_native().with_columns(pl.col(column).map_batches(tick, return_dtype=pl.Float64))
+    return nw.from_native(native)
+
+
 def _in_memory(frame: nw.LazyFrame) -> bool:
     """Engines that materialise every row column of a ``with_columns`` (polars in memory, pandas)."""
     impl = frame.implementation
@@ -311,10 +324,13 @@ def _replicate_table(
         return aggregate(frame, keys, aggs).select(*keys, *values), len(new)
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        first, width = chunk(rows, keys, ref, 0, 1)
+        width = chunk(rows, keys, ref, 0, 1)[1]  # the row columns of one replicate
         size = max(1, CHUNK_COLUMNS // max(width, 1)) if _in_memory(rows) else n_resamples
-        parts = [chunk(rows, keys, ref, 0, min(size, n_resamples))[0]]
-        parts += [chunk(rows, keys, ref, b, min(b + size, n_resamples))[0] for b in range(size, n_resamples, size)]
+        starts = range(0, n_resamples, size)
+        parts = [chunk(rows, keys, ref, b, min(b + size, n_resamples))[0] for b in starts]
+        if rows.implementation.is_polars():  # a progress step per chunk, when a bar is open
+            key = object()  # this bootstrap of this compiled query
+            parts = [_ticking(part, ref.name(f"r{b}"), key, len(parts)) for part, b in zip(parts, starts)]
         table = parts[0]
         for part in parts[1:]:
             table = table.join(part, on=keys, how="left") if keys else table.join(part, how="cross")

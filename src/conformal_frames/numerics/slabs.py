@@ -357,17 +357,11 @@ def worst_slab(
     :func:`lowest_slab_mean` on every block.  ``tick(k)`` is called after
     each block with its number of directions (progress).
     """
-    n = len(c)
-    if tick is not None:
-        blocks = _blocks(x, c, v, need, chunk_cells=chunk_cells, search_rows=search_rows)
-        lam = math.inf
-        for done, value in blocks:
-            lam = value
-            tick(done)
-        return lam
     lam = math.inf
-    for _, value in _blocks(x, c, v, need, chunk_cells=chunk_cells, search_rows=search_rows):
+    for done, value in _blocks(x, c, v, need, chunk_cells=chunk_cells, search_rows=search_rows):
         lam = value
+        if tick is not None:
+            tick(done)
     return lam
 
 
