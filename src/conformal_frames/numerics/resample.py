@@ -54,10 +54,12 @@ from conformal_frames.engine import Query, total
 
 __all__ = [
     "POISSON_MAX",
+    "P",
     "poisson_thresholds",
     "replicate_constants",
     "replicate_count_row",
     "replicate_hash_rows",
+    "replicate_terms",
     "replicate_weight_rows",
 ]
 
@@ -243,14 +245,33 @@ def replicate_hash_rows(q: Query, columns: Sequence[str], *, block: str | None =
     return g_sq, g_hi, g_lo
 
 
-def replicate_count_row(q: Query, hashed: tuple[str, str, str], *, seed: int, b: int, k: float) -> str:
+def replicate_terms(k: float) -> tuple[float, float, float]:
+    """The constants ``(c1, c2, c3)`` of the replicate of constant ``K_b = k`` (see :func:`replicate_count_row`)."""
+    return _replicate_constants(k)
+
+
+def replicate_count_row(
+    q: Query,
+    hashed: tuple[str, str, str],
+    *,
+    seed: int,
+    b: int,
+    k: float = 0.0,
+    constants: Sequence[nw.Expr] | None = None,
+) -> str:
     """Row column: the Poisson(1) count of replicate ``b`` (``k``: its constant ``K_b``).
 
     ``hashed`` is :func:`replicate_hash_rows`; two row columns per replicate:
-    ``(G + K_b)^2 mod P`` from the three shared ones, then the count.
+    ``(G + K_b)^2 mod P`` from the three shared ones, then the count.  With
+    ``constants`` (three expressions, e.g. columns holding
+    :func:`replicate_terms` of each row's replicate) instead of ``k``, one
+    row column serves many replicates: the same arithmetic on the same numbers.
     """
     g_sq, g_hi, g_lo = hashed
-    c1, c2, c3 = _replicate_constants(k)
+    if constants is None:
+        c1, c2, c3 = (nw.lit(c) for c in _replicate_constants(k))
+    else:
+        c1, c2, c3 = constants
     v = nw.col(g_sq) + c1 * nw.col(g_hi) + c2 * nw.col(g_lo) + c3
     h = q.row(("boot_h", g_sq, seed, b), _mod_p(v), inputs=[g_sq, g_hi, g_lo])
     count = total((nw.col(h) > t).cast(nw.Float64) for t in poisson_thresholds())
