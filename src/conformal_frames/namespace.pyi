@@ -229,7 +229,7 @@ class ConformalNamespace:
         classes: Sequence[Label] | None = ...,
         features: str | Sequence[str],
         delta: float = ...,
-        n_directions: int = ...,
+        n_directions: int | None = ...,
         seed: int = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
@@ -561,6 +561,7 @@ class ConformalNamespace:
         mean: str | None = ...,
         std: str | None = ...,
         intervals: dict[float, tuple[str, str]] | None = ...,
+        progress: bool | None = ...,
     ) -> Report: ...
 
 def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...

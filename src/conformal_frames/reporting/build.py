@@ -8,6 +8,7 @@ from typing import Any, Literal
 import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
+from conformal_frames._progress import steps, task
 from conformal_frames._renames import renamed
 from conformal_frames._widths import collect
 from conformal_frames.reporting import plan as planning
@@ -143,6 +144,7 @@ def report(
     mean: str | None = None,
     std: str | None = None,
     intervals: dict[float, tuple[str, str]] | None = None,
+    progress: bool | None = False,
 ) -> Report:
     """Evaluate every applicable metric per group and return a :class:`Report`.
 
@@ -234,6 +236,10 @@ def report(
         and level with the coverage, its Wilson interval, the mean width and
         Winkler score (:func:`conformal_frames.interval_coverage`).  Rows
         where ``lo > hi`` or the intervals are not nested are invalid rows.
+    progress : bool or None, default False
+        A progress bar on stderr over the report's stages and the steps of
+        its metrics (see :func:`conformal_frames.evaluate`); ``None``: when
+        stderr is a terminal (the command line's default).
 
     Returns
     -------
@@ -254,6 +260,16 @@ def report(
     ['b']
     """
     options = dict(locals())
+    options.pop("progress")
+    with task("report", progress), steps("report stages", 2) as tick:
+        return _report(frame, options, tick)
+
+
+def _report(frame: Any, options: dict[str, Any], tick: Any) -> Report:
+    y, lo, hi, score, score_y, sets = (options[k] for k in ("y", "lo", "hi", "score", "score_y", "sets"))
+    quantiles, intervals, mean, std = (options[k] for k in ("quantiles", "intervals", "mean", "std"))
+    correction, invalid = options["correction"], options["invalid"]
+    max_rows, max_segments = options["max_rows"], options["max_segments"]
     planning.check_roles(
         y,
         lo,
@@ -267,10 +283,12 @@ def report(
     base = planning.as_frame(frame)
     plan, notes = _make_plan(base, options)
     rep = _evaluate(base, plan)
+    tick(1)
     test = test_description(plan) if plan.has_target else None
     causes = rep.summary["invalid_causes"]
     rep.summary = summarize(rep.tables, plan.keys, plan.confidence_level, test, notes)
     rep.summary["invalid_causes"] = causes
     rep.columns = plan.columns()
     rep.max_rows, rep.max_segments = max_rows, max_segments
+    tick(1)
     return rep
