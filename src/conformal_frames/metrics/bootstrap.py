@@ -257,8 +257,9 @@ class _Bootstrapped(Metric):
         }
 
 
-#: replicates per chunk on polars: the memory of a chunk is this many copies of the rows it reads
-CHUNK = 4
+#: (row, replicate) pairs per chunk on polars: ``CHUNK_CELLS // n`` replicates per chunk of ``n`` rows
+#: (4 on 1e6 rows), so a chunk holds about this many values of each column it reads
+CHUNK_CELLS = 4_000_000
 
 
 def _sub_query(q: Query) -> Query:
@@ -270,12 +271,12 @@ def _sub_query(q: Query) -> Query:
 class _Replicates:
     """The table of the interval per group: the replicate values, chunk by chunk of replicates.
 
-    Polars: a chunk of :data:`CHUNK` replicates is the row frame cross-joined
-    with their constants (one row per row and replicate), so one replicate's
+    Polars: a chunk of replicates is the row frame cross-joined with their
+    constants (one row per row and replicate), so one replicate's
     expressions serve every replicate (building a query costs per expression
-    node) and the memory is that of ``CHUNK`` copies of the rows the
-    replicates read, whatever ``n_resamples``; the chunks run one after the
-    other (a progress step each).  Other backends: one sub-query with an
+    node) and the memory is that of :data:`CHUNK_CELLS` (row, replicate)
+    pairs of the columns the replicates read, whatever ``n_resamples``; the
+    chunks run one after the other (a progress step each).  Other backends: one sub-query with an
     expression per replicate (DuckDB and Spark stream the rows).  Either way a
     replicate's counts are the same numbers and its value the same
     expression over its sums.
@@ -324,7 +325,7 @@ class _Replicates:
         """Polars: the replicate values, one row per (group, replicate), chunk after chunk.
 
         One chunk query is built (its source: the rows cross-joined with the
-        constants of :data:`CHUNK` replicates, read through a polars IO
+        constants of a chunk of replicates, read through a polars IO
         source) and run per chunk on the collected rows, in a ``map_batches``
         step of the lazy query.
         """
@@ -373,14 +374,15 @@ class _Replicates:
             frame = frame.with_columns(*[r.expr.alias(r.name) for r in new if r.level == level])
         aggs = [nw.len().alias(Query.count), *[e.alias(n) for n, e in sub.aggs.values()]]
         chunk_query = aggregate(frame, [*keys, b_col], aggs).select(*keys, value).to_native()
-        starts = range(0, self.n_resamples, CHUNK)
         key = object()  # this bootstrap of this compiled query: its progress steps
 
         def run(df: Any) -> Any:
+            size = max(1, min(self.n_resamples, CHUNK_CELLS // max(len(df), 1)))
+            starts = range(0, self.n_resamples, size)
             parts = []
             try:
                 for first in starts:
-                    now["rows"], now["constants"] = df, constants.slice(first, CHUNK)
+                    now["rows"], now["constants"] = df, constants.slice(first, size)
                     parts.append(chunk_query.collect())
                     advance(key, "bootstrap chunks", len(starts))
             finally:
