@@ -23,7 +23,11 @@ FRAME_FUNCTIONS: dict[str, Callable[..., Any]]
 class ConformalNamespace:
     def __init__(self, frame: Any) -> None: ...
     def evaluate(
-        self, *metrics: Metric, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+        self,
+        *metrics: Metric,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def coverage(
         self,
@@ -36,6 +40,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def cwc(
         self,
@@ -49,6 +54,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def hsic(
         self,
@@ -59,6 +65,7 @@ class ConformalNamespace:
         kernel_sizes: tuple[float, float] = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def ssc(
         self,
@@ -71,6 +78,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def ssc_score(
         self,
@@ -83,6 +91,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def width(
         self,
@@ -93,6 +102,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def winkler(
         self,
@@ -105,6 +115,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def empty_rate(
         self,
@@ -115,6 +126,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def set_coverage(
         self,
@@ -127,6 +139,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def set_size(
         self,
@@ -137,6 +150,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def set_ssc(
         self,
@@ -149,6 +163,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def set_ssc_score(
         self,
@@ -161,6 +176,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def singleton_rate(
         self,
@@ -171,6 +187,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def efficiency_criteria(
         self,
@@ -183,6 +200,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def coverage_gap(
         self,
@@ -199,6 +217,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def coverage_test(
         self,
@@ -218,6 +237,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def worst_slab_coverage(
         self,
@@ -233,6 +253,7 @@ class ConformalNamespace:
         seed: int = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def ece(
         self,
@@ -245,6 +266,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def mce(
         self,
@@ -257,6 +279,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def brier(
         self,
@@ -267,6 +290,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def reliability(
         self,
@@ -280,6 +304,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def top_label_ece(
         self,
@@ -294,6 +319,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def classwise_ece(
         self,
@@ -307,6 +333,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def ks_test(
         self,
@@ -317,6 +344,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def kuiper_test(
         self,
@@ -327,6 +355,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def spiegelhalter_test(
         self,
@@ -337,9 +366,16 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def smooth_ece(
-        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+        self,
+        y: str,
+        score: str,
+        *,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def score_decomposition(
         self,
@@ -351,6 +387,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def auroc(
         self,
@@ -361,9 +398,16 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def auarc(
-        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+        self,
+        y: str,
+        score: str,
+        *,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def diebold_mariano_test(
         self,
@@ -376,6 +420,7 @@ class ConformalNamespace:
         horizon: int = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def interval_coverage(
         self,
@@ -387,6 +432,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def pinball_loss(
         self,
@@ -399,6 +445,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def quantile_coverage(
         self,
@@ -412,6 +459,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def wis(
         self,
@@ -424,6 +472,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def christoffersen_test(
         self,
@@ -435,6 +484,7 @@ class ConformalNamespace:
         order_by: str,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def kupiec_test(
         self,
@@ -445,6 +495,7 @@ class ConformalNamespace:
         confidence_level: float | str,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def longest_miss_run(
         self,
@@ -455,6 +506,7 @@ class ConformalNamespace:
         order_by: str,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def crps(
         self,
@@ -469,6 +521,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def pit_histogram(
         self,
@@ -484,6 +537,7 @@ class ConformalNamespace:
         weights: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def pit_test(
         self,
@@ -496,6 +550,7 @@ class ConformalNamespace:
         seed: int = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def cumulative_differences(
         self,
