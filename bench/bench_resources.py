@@ -49,7 +49,7 @@ def child(case: str, n: int) -> None:
 
 
 def run(case: str, n: int) -> tuple[float, float]:
-    """``(seconds, peak GB)`` of one case in a subprocess."""
+    """``(seconds, peak GB)`` of one case in a subprocess (its CPU seconds printed too)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent / "src"), env.get("PYTHONPATH", "")])
     proc = subprocess.Popen(
@@ -62,6 +62,7 @@ def run(case: str, n: int) -> tuple[float, float]:
     if proc.returncode:
         raise SystemExit(f"{case} failed ({proc.returncode})")
     result = json.loads(out.strip().splitlines()[-1])
+    print(f"# {case}: {result['seconds']:.1f} s wall, {usage.ru_utime + usage.ru_stime:.1f} s CPU (process)")
     return float(result["seconds"]), usage.ru_maxrss / 1e6  # KiB on Linux -> GB
 
 
