@@ -100,3 +100,16 @@ def test_summarize_warns_on_many_cells_and_rounds_scores() -> None:
         np.testing.assert_allclose(got[c].to_numpy(), want[c].to_numpy(), rtol=1e-12)
     with pytest.raises(ValueError, match="score_decimals"):
         cf.summarize(df, cf.ks_test("y", "s"), score_decimals=-1)
+
+
+def test_report_progress_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    from conformal_frames.reporting import report
+
+    df = pl.DataFrame(
+        {"seg": ["a"] * 20 + ["b"] * 20, "y": [0.5] * 40, "lo": [0.0] * 30 + [0.6] * 10, "hi": [1.0] * 40}
+    )
+    report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9)
+    assert capsys.readouterr().err == ""
+    rep = report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9, progress=True)
+    assert "report" in capsys.readouterr().err
+    assert rep.table["coverage"].to_list() == [1.0, 0.5]
