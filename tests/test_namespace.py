@@ -37,7 +37,7 @@ def test_every_method_has_its_factory_parameters_by_invalid_and_full_docstring(n
     factory = namespace.METRIC_FACTORIES[name]
     method = getattr(DF.conformal, name)
     params = inspect.signature(method).parameters
-    assert list(params) == [*inspect.signature(factory).parameters, "by", "invalid"]
+    assert list(params) == [*inspect.signature(factory).parameters, "by", "invalid", "progress"]
     own = inspect.signature(factory, eval_str=True).parameters
     for p in own.values():
         assert (params[p.name].kind, params[p.name].default, params[p.name].annotation) == (
@@ -106,7 +106,11 @@ def _runtime_params(method: Any) -> list[tuple[str, str, bool, str | None]]:
     for p in list(inspect.signature(method).parameters.values())[1:]:
         annotation = written[p.name].annotation if p.name in written else p.annotation
         if not isinstance(annotation, str):
-            annotation = {"by": "str | Sequence[str] | None", "invalid": "InvalidPolicy | None"}[p.name]
+            annotation = {
+                "by": "str | Sequence[str] | None",
+                "invalid": "InvalidPolicy | None",
+                "progress": "bool | None",
+            }[p.name]
         out.append((p.name, p.kind.name, p.default is not inspect.Parameter.empty, _norm(annotation)))
     return out
 

@@ -39,7 +39,11 @@ FRAME_FUNCTIONS: dict[str, Callable[..., Any]]
 class ConformalNamespace:
     def __init__(self, frame: Any) -> None: ...
     def evaluate(
-        self, *metrics: Metric, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+        self,
+        *metrics: Metric,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
 '''
 
@@ -80,7 +84,11 @@ def _source_parameters(method: Callable[..., Any]) -> tuple[list[inspect.Paramet
     own = [p for p in sig.parameters.values() if p.name in runtime]
     extra = [
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
-        for name, annotation in (("by", "str | Sequence[str] | None"), ("invalid", "InvalidPolicy | None"))
+        for name, annotation in (
+            ("by", "str | Sequence[str] | None"),
+            ("invalid", "InvalidPolicy | None"),
+            ("progress", "bool | None"),
+        )
         if name in runtime and name not in sig.parameters
     ]
     returns = "Any" if extra else str(sig.return_annotation)

@@ -248,7 +248,7 @@ FIELD_CHECKS: dict[str, Check] = {
     "significance": check_probability,
     "confidence_level": check_level,
     "n_bins": check_positive_int,
-    "n_directions": check_positive_int,
+    "n_directions": optional(check_positive_int),
     "n_splits": check_positive_int,
     "strategy": choice("uniform", "quantile"),
     "eta": check_finite,

@@ -115,6 +115,7 @@ REPORT_OPTIONS = {
     "crossing": "--crossing",
     "point": "--point",
     "baseline": "--baseline",
+    "progress": "--progress",
 }
 
 
@@ -410,6 +411,7 @@ def _evaluate(args: argparse.Namespace, lf: Any, fmt: str, by: list[str], bounde
             classes=_classes(args.classes),
             by=by or None,
             confidence_level=args.confidence_level,
+            progress=False if getattr(args, "quiet", False) else None,  # a bar on a terminal
             n_bins=args.n_bins,
             ssc_n_bins=args.ssc_n_bins,
             significance=args.significance,

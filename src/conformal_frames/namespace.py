@@ -72,10 +72,11 @@ _KW = inspect.Parameter.KEYWORD_ONLY
 _SELF = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _BY = inspect.Parameter("by", _KW, default=None, annotation=str | Sequence[str] | None)
 _INVALID = inspect.Parameter("invalid", _KW, default=None, annotation=InvalidPolicy | None)
+_PROGRESS = inspect.Parameter("progress", _KW, default=False, annotation=bool | None)
 _RETURNS = (
     "\n    The ``.conformal`` method evaluates this metric on the frame: ``by=`` groups it "
-    "(column name or names) and ``invalid=`` sets the invalid-row policy "
-    "(see :func:`conformal_frames.evaluate`).  It returns a float (eager, ungrouped score), "
+    "(column name or names), ``invalid=`` sets the invalid-row policy and "
+    "``progress=True`` shows a progress bar on stderr (see :func:`conformal_frames.evaluate`).  It returns a float (eager, ungrouped score), "
     "a test result (eager, ungrouped test) or a frame of the caller's type "
     "(grouped, long tables, or lazy input).\n"
 )
@@ -94,10 +95,14 @@ class ConformalNamespace:
         self._frame = frame
 
     def evaluate(
-        self, *metrics: Metric, by: str | Sequence[str] | None = None, invalid: InvalidPolicy | None = None
+        self,
+        *metrics: Metric,
+        by: str | Sequence[str] | None = None,
+        invalid: InvalidPolicy | None = None,
+        progress: bool | None = False,
     ) -> Any:
         """Many metrics in one pass; see :func:`conformal_frames.evaluate`."""
-        return evaluate(self._frame, *metrics, by=by, invalid=invalid)
+        return evaluate(self._frame, *metrics, by=by, invalid=invalid, progress=progress)
 
 
 def _signature(fn: Callable[..., Any]) -> inspect.Signature:
@@ -114,23 +119,25 @@ def _parameters(fn: Callable[..., Any], *, skip_first: bool = False) -> list[ins
 
 
 def _metric_method(name: str, factory: Callable[..., Metric]) -> Callable[..., Any]:
-    def method(self: ConformalNamespace, *args: Any, by: Any = None, invalid: Any = None, **kwargs: Any) -> Any:
+    def method(
+        self: ConformalNamespace, *args: Any, by: Any = None, invalid: Any = None, progress: Any = False, **kwargs: Any
+    ) -> Any:
         if kwargs and keywords is not None:
-            check_keywords(name, kwargs, [*keywords, "by", "invalid"], renamed)
+            check_keywords(name, kwargs, [*keywords, "by", "invalid", "progress"], renamed)
         try:
             metric = factory(*args, **kwargs)
         except TypeError:
             to_lazy(self._frame)  # a frame whose column names are not strings: say that first
             raise
-        return evaluate_one(self._frame, metric, by=by, invalid=invalid)
+        return evaluate_one(self._frame, metric, by=by, invalid=invalid, progress=progress)
 
     own = _parameters(factory)
     keywords, renamed = keyword_names(factory), passed_on(factory)
-    taken = {p.name for p in own} & {"by", "invalid"}
+    taken = {p.name for p in own} & {"by", "invalid", "progress"}
     if taken:  # pragma: no cover - a programming error in a family
         msg = f"factory {name} has parameters {sorted(taken)} that the namespace method adds"
         raise TypeError(msg)
-    method.__signature__ = inspect.Signature([_SELF, *own, _BY, _INVALID], return_annotation=Any)  # type: ignore[attr-defined]
+    method.__signature__ = inspect.Signature([_SELF, *own, _BY, _INVALID, _PROGRESS], return_annotation=Any)  # type: ignore[attr-defined]
     method.__doc__ = (factory.__doc__ or "").rstrip() + "\n" + _RETURNS
     _name(method, name, factory)
     return method

@@ -24,7 +24,11 @@ FRAME_FUNCTIONS: dict[str, Callable[..., Any]]
 class ConformalNamespace:
     def __init__(self, frame: Any) -> None: ...
     def evaluate(
-        self, *metrics: Metric, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+        self,
+        *metrics: Metric,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def coverage(
         self,
@@ -37,6 +41,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def cwc(
         self,
@@ -50,6 +55,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def hsic(
         self,
@@ -60,6 +66,7 @@ class ConformalNamespace:
         kernel_sizes: tuple[float, float] = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def path_coverage(
         self,
@@ -71,6 +78,7 @@ class ConformalNamespace:
         ci_level: float = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def ssc(
         self,
@@ -83,6 +91,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def ssc_score(
         self,
@@ -95,6 +104,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def width(
         self,
@@ -105,6 +115,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def winkler(
         self,
@@ -117,6 +128,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def empty_rate(
         self,
@@ -127,6 +139,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def set_coverage(
         self,
@@ -139,6 +152,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def set_size(
         self,
@@ -149,6 +163,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def set_ssc(
         self,
@@ -161,6 +176,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def set_ssc_score(
         self,
@@ -173,6 +189,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def singleton_rate(
         self,
@@ -183,6 +200,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def efficiency_criteria(
         self,
@@ -195,6 +213,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def coverage_gap(
         self,
@@ -211,6 +230,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def coverage_test(
         self,
@@ -230,6 +250,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def worst_slab_coverage(
         self,
@@ -241,10 +262,11 @@ class ConformalNamespace:
         classes: Sequence[Label] | None = ...,
         features: str | Sequence[str],
         delta: float = ...,
-        n_directions: int = ...,
+        n_directions: int | None = ...,
         seed: int = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def ece(
         self,
@@ -257,6 +279,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def mce(
         self,
@@ -269,6 +292,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def brier(
         self,
@@ -279,6 +303,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def reliability(
         self,
@@ -292,6 +317,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def top_label_ece(
         self,
@@ -306,6 +332,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def classwise_ece(
         self,
@@ -319,6 +346,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def ks_test(
         self,
@@ -329,6 +357,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def kuiper_test(
         self,
@@ -339,6 +368,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def spiegelhalter_test(
         self,
@@ -349,9 +379,16 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def smooth_ece(
-        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+        self,
+        y: str,
+        score: str,
+        *,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def score_decomposition(
         self,
@@ -363,6 +400,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def auroc(
         self,
@@ -373,9 +411,16 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def auarc(
-        self, y: str, score: str, *, by: str | Sequence[str] | None = ..., invalid: InvalidPolicy | None = ...
+        self,
+        y: str,
+        score: str,
+        *,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def diebold_mariano_test(
         self,
@@ -388,6 +433,7 @@ class ConformalNamespace:
         horizon: int | str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def interval_coverage(
         self,
@@ -400,6 +446,7 @@ class ConformalNamespace:
         crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def pinball_loss(
         self,
@@ -413,6 +460,7 @@ class ConformalNamespace:
         crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def quantile_coverage(
         self,
@@ -427,6 +475,7 @@ class ConformalNamespace:
         crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def wis(
         self,
@@ -440,6 +489,7 @@ class ConformalNamespace:
         crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def christoffersen_test(
         self,
@@ -452,6 +502,7 @@ class ConformalNamespace:
         miss: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def kupiec_test(
         self,
@@ -463,6 +514,7 @@ class ConformalNamespace:
         miss: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def longest_miss_run(
         self,
@@ -473,6 +525,7 @@ class ConformalNamespace:
         order_by: str,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def crps(
         self,
@@ -488,6 +541,7 @@ class ConformalNamespace:
         member_weights: str | Sequence[str] | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def pit_histogram(
         self,
@@ -505,6 +559,7 @@ class ConformalNamespace:
         member_weights: str | Sequence[str] | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def pit_test(
         self,
@@ -519,6 +574,7 @@ class ConformalNamespace:
         member_weights: str | Sequence[str] | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def quantile_crps(
         self,
@@ -530,6 +586,7 @@ class ConformalNamespace:
         crossing: str = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def bias(
         self,
@@ -540,6 +597,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def mae(
         self,
@@ -550,6 +608,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def mape(
         self,
@@ -560,6 +619,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def mase(
         self,
@@ -571,6 +631,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def mse(
         self,
@@ -581,6 +642,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def rmse(
         self,
@@ -591,6 +653,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def rmsse(
         self,
@@ -602,6 +665,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def scaled_crps(
         self,
@@ -613,6 +677,7 @@ class ConformalNamespace:
         crossing: Literal["score", "sort", "invalid"] = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def scaled_pinball(
         self,
@@ -626,6 +691,7 @@ class ConformalNamespace:
         crossing: Literal["score", "sort", "invalid"] = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def smape(
         self,
@@ -636,6 +702,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def log_loss(
         self,
@@ -646,6 +713,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def log_score(
         self,
@@ -657,6 +725,7 @@ class ConformalNamespace:
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
     ) -> Any: ...
     def cumulative_differences(
         self,
@@ -737,6 +806,7 @@ class ConformalNamespace:
         crossing: Literal["score", "sort", "invalid"] = ...,
         point: str | None = ...,
         baseline: str | None = ...,
+        progress: bool | None = ...,
     ) -> Report: ...
 
 def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...

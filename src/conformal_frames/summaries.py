@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, cast
@@ -35,6 +36,8 @@ from typing import Any, cast
 import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
+from conformal_frames._progress import task
+from conformal_frames._validate import check_positive_int
 from conformal_frames.engine import Cells, InvalidPolicy, Metric, Plan, Query
 from conformal_frames.errors import BooleanColumnError, ColumnNotFoundError
 
@@ -214,7 +217,20 @@ def _cell_part(
     )
 
 
-def summarize(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPolicy | None = None) -> Any:
+#: ``summarize`` warns when the (group, score) cells exceed this fraction of the rows ...
+CELL_FRACTION = 0.5
+#: ... on at least this many rows
+CELL_ROWS = 10_000
+
+
+def summarize(
+    frame: Any,
+    *metrics: Metric,
+    by: Any = None,
+    invalid: InvalidPolicy | None = None,
+    score_decimals: int | None = None,
+    progress: bool | None = False,
+) -> Any:
     """The sufficient statistics of ``metrics`` per group, as a mergeable frame.
 
     One row per group (and, for ``ks_test``, ``kuiper_test`` and ``auroc``,
@@ -240,6 +256,16 @@ def summarize(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPoli
         As in :func:`~conformal_frames.evaluate`; with ``"null"`` the summary
         carries ``n_invalid`` (a group with invalid rows finalizes to null
         metrics), with ``"drop"`` it carries ``n_dropped``.
+    score_decimals : int, optional
+        Round the score columns (``score=``) of the metrics with cells
+        (``ks_test``, ``kuiper_test``, ``auroc``) to this many decimals
+        before the cells are formed: at most ``10^d + 1`` cells per group for
+        scores in ``[0, 1]``.  The metrics are then those of the rounded
+        scores.  Without it, an eager summary whose cells exceed half of its
+        rows (on at least 10,000 rows) warns: the summary would be nearly as
+        large as the data.
+    progress : bool or None, default False
+        A progress bar on stderr (see :func:`~conformal_frames.evaluate`).
 
     Returns
     -------
@@ -259,12 +285,23 @@ def summarize(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPoli
     >>> cf.finalize(stats, cf.coverage("y", "lo", "hi"))["coverage"].item()
     0.75
     """
+    with task("summarize", progress):
+        return _summarize(frame, metrics, by, invalid, score_decimals)
+
+
+def _summarize(
+    frame: Any, metrics: Sequence[Metric], by: Any, invalid: InvalidPolicy | None, score_decimals: int | None
+) -> Any:
     lf, eager = engine.to_lazy(frame)
     keys = engine.as_keys(by)
     policy = engine.policy(invalid, eager)
+    if score_decimals is not None:
+        score_decimals = check_positive_int(score_decimals, "score_decimals", at_least=0)
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
     lf = engine.normalized_keys(lf, keys)
+    if score_decimals is not None:
+        lf = _rounded_scores(lf, keys, metrics, score_decimals)
     schema = lf.collect_schema()
     _check_summary_keys(keys)
     if not metrics:
@@ -291,8 +328,40 @@ def summarize(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPoli
     result = nw.concat(parts, how="vertical") if len(parts) > 1 else out
     result = result.sort(*keys, _CELL, _ORDER, nulls_last=False) if keys or plan.cells else result
     if eager:
-        return nw.to_native(nw.maybe_reset_index(result.collect()))
+        collected = result.collect()
+        if plan.cells and score_decimals is None:
+            _warn_cells(collected)
+        return nw.to_native(nw.maybe_reset_index(collected))
     return nw.to_native(result)
+
+
+def _rounded_scores(lf: nw.LazyFrame, keys: list[str], metrics: Sequence[Metric], decimals: int) -> nw.LazyFrame:
+    """``lf`` with the score columns of the metrics with cells rounded to ``decimals``."""
+    schema = lf.collect_schema()
+    scores = set()
+    for m in metrics:
+        score = getattr(m, "score", None)
+        if not isinstance(m, Metric) or not isinstance(score, str) or score not in schema:
+            continue
+        probe = Query(schema=schema, keys=list(keys))
+        m.build(probe)
+        if probe.cell_tables and schema[score].is_float():
+            scores.add(score)
+    return lf.with_columns(*[nw.col(c).round(decimals) for c in sorted(scores)]) if scores else lf
+
+
+def _warn_cells(summary: nw.DataFrame) -> None:
+    """Warn when the (group, score) cells approach the rows the summary stands for."""
+    rows = int(summary.get_column("n").sum() or 0)
+    cells = len(summary) - int(summary.get_column(_CELL).is_null().sum())
+    if rows >= CELL_ROWS and cells > CELL_FRACTION * rows:
+        msg = (
+            f"summarize: {cells:,} (group, score) cells for {rows:,} rows: the summary is nearly as large "
+            "as the data (ks_test, kuiper_test and auroc keep one row per group and distinct score); "
+            "round the scores with score_decimals=, e.g. score_decimals=3 (at most 1,001 cells per group "
+            "for scores in [0, 1])"
+        )
+        warnings.warn(msg, UserWarning, stacklevel=4)
 
 
 def _check_summary_keys(keys: list[str]) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames._progress import steps
 from conformal_frames.engine.query import _GID, _INVALID, _N, Query
 
 __all__ = ["group_apply", "numpy_apply", "polars_lazy"]
@@ -60,7 +61,9 @@ def group_apply(frame: nw.DataFrame, rows: nw.LazyFrame, q: Query) -> nw.DataFra
     new = []
     valid = _valid_mask(frame)
     for step in q.group_steps.values():
-        values = np.asarray(step.fn(group_index, n_groups, {c: data[c] for c in step.rows}), dtype=float)
+        with steps(step.what, 1) as tick:  # a step of the open progress bar, if any
+            values = np.asarray(step.fn(group_index, n_groups, {c: data[c] for c in step.rows}), dtype=float)
+            tick(1)
         new.append(nw.new_series(step.output, np.where(valid, values, np.nan), nw.Float64, backend=ns).fill_nan(None))
     return frame.with_columns(*new)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import narwhals.stable.v2 as nw
 
+from conformal_frames._progress import task
 from conformal_frames.engine import _pandas_polars, _plan_cache
 from conformal_frames.engine.plan import Plan, _backend, as_keys, compile_query, normalized_keys, policy, to_lazy
 from conformal_frames.engine.query import InvalidPolicy, Metric, Query
@@ -123,7 +124,9 @@ def _used_columns(
     return tuple(sorted(Plan.of(dict(schema), metrics, list(keys)).query.used))
 
 
-def evaluate(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPolicy | None = None) -> Any:
+def evaluate(
+    frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPolicy | None = None, progress: bool | None = False
+) -> Any:
     """Evaluate any number of metrics in one pass.
 
     Parameters
@@ -147,6 +150,12 @@ def evaluate(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPolic
         the rows left out (a group whose rows are all invalid stays, with
         ``n = 0`` and null metrics).  On lazy input ``"raise"`` runs the
         checks when called (the metrics stay lazy).
+    progress : bool or None, default False
+        A progress bar on stderr while work that runs in steps does
+        (bootstrap chunks, worst-slab directions, per-group numpy steps):
+        tqdm's when installed (``pip install conformal-frames[progress]``),
+        a plain line otherwise.  ``None``: when stderr is a terminal.  Lazy
+        input runs its work when collected, after the call: no bar.
 
     Returns
     -------
@@ -172,7 +181,8 @@ def evaluate(frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPolic
     │ b   ┆ 1.0      ┆ 0.34238         ┆ 1.0              ┆ 2.0   ┆ 2   │
     └─────┴──────────┴─────────────────┴──────────────────┴───────┴─────┘
     """
-    return nw.to_native(compute(frame, metrics, by, invalid=invalid))
+    with task("evaluate", progress):
+        return nw.to_native(compute(frame, metrics, by, invalid=invalid))
 
 
 def _long_table(result: nw.DataFrame | nw.LazyFrame, metric: Metric, keys: list[str]) -> Any:
@@ -192,9 +202,12 @@ def _long_table(result: nw.DataFrame | nw.LazyFrame, metric: Metric, keys: list[
     return nw.to_native(long if isinstance(result, nw.LazyFrame) else nw.maybe_reset_index(long.collect()))
 
 
-def evaluate_one(frame: Any, metric: Metric, by: Any = None, *, invalid: InvalidPolicy | None = None) -> Any:
+def evaluate_one(
+    frame: Any, metric: Metric, by: Any = None, *, invalid: InvalidPolicy | None = None, progress: bool | None = False
+) -> Any:
     """A single metric with the return contract of the ``.conformal`` methods."""
-    result = compute(frame, [metric], by, invalid=invalid)
+    with task(metric.output_name, progress):
+        result = compute(frame, [metric], by, invalid=invalid)
     keys = as_keys(by)
     if metric.long:
         return _long_table(result, metric, keys)

@@ -23,9 +23,18 @@ from typing import Any, cast
 import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
+from conformal_frames._progress import advance
 from conformal_frames._validate import check_column, check_positive_int, optional
-from conformal_frames.engine import FinalizeFn, Metric, Query, TableRef, Weighting, no_weights
-from conformal_frames.numerics.resample import clean_row, replicate_weight_rows
+from conformal_frames.engine import Metric, Query, TableRef, Weighting, aggregate, no_weights
+from conformal_frames.numerics.resample import (
+    P,
+    clean_row,
+    poisson_thresholds,
+    replicate_constants,
+    replicate_count_row,
+    replicate_hash_rows,
+    replicate_terms,
+)
 
 __all__ = ["bootstrap", "bootstrap_difference", "relative_skill", "skill_score"]
 METHODS: list[str] = []  # metric wrappers: use them in evaluate
@@ -157,52 +166,44 @@ def _unpivot(frame: nw.LazyFrame, on: list[str], index: list[str], value: str, v
     return frame.unpivot(on=on, index=index, value_name=value, variable_name=variable)
 
 
-def _percentiles(values: list[nw.Expr], group: list[str], ci_level: float) -> FinalizeFn:
-    """Finalize: the percentile interval (numpy's "linear" method) of the replicate values per group.
+def _interval(long: nw.LazyFrame, keys: list[str], ref: TableRef, ci_level: float) -> nw.LazyFrame:
+    """The percentile interval (numpy's "linear" method) of the replicate values per group.
 
-    The replicate values are unpivoted to one row per (group, replicate);
-    the ``k``-th smallest value is ``max(v : rank_min(v) <= k)``, so two
-    order statistics and their interpolation weight per bound are elementary
-    aggregations.  Replicates with a missing value (e.g. a group whose counts
-    are all zero) are left out.
+    ``long`` has one row per (group, replicate): the keys and the value
+    ``ref.name("v")``.  The ``k``-th smallest value is ``max(v : rank_min(v)
+    <= k)``, so two order statistics and their interpolation weight per
+    bound are elementary aggregations.  Replicates with a missing value (e.g.
+    a group whose counts are all zero) are left out.  Returns the keys and
+    ``ref.name("low")``, ``ref.name("high")`` (one row without keys).
     """
     probs = {"low": (1.0 - ci_level) / 2.0, "high": 1.0 - (1.0 - ci_level) / 2.0}
-
-    def build(table: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
-        names = [ref.name(f"r{b}") for b in range(len(values))]
-        value, rank, m = ref.name("v"), ref.name("rank"), ref.name("m")
-        idx = group or [ref.name("one")]
-        wide = table.with_columns(*[e.alias(c) for e, c in zip(values, names)])
-        if not group:
-            wide = wide.with_columns(nw.lit(0).alias(idx[0]))
-        long = _unpivot(wide.select(*idx, *names), names, idx, value, ref.name("var"))
-        long = long.filter(~nw.col(value).is_null()).filter(~nw.col(value).is_nan())
-        long = long.with_columns(
-            engine.over(nw.col(value).rank("min"), idx).cast(nw.Float64).alias(rank),
-            engine.over(nw.col(value).count(), idx).cast(nw.Float64).alias(m),
-        )
-        parts, aggs = [], []
-        for side, p in probs.items():
-            h = (nw.col(m) - 1.0) * p
-            j = h.floor()
-            lower = nw.when(nw.col(rank) <= j + 1.0).then(nw.col(value))
-            upper = nw.when(nw.col(rank) <= nw.min_horizontal(j + 2.0, nw.col(m))).then(nw.col(value))
-            parts += [
-                lower.alias(ref.name(f"{side}_a")),
-                upper.alias(ref.name(f"{side}_b")),
-                (h - j).alias(ref.name(f"{side}_t")),
-            ]
-            aggs += [nw.col(ref.name(f"{side}_{x}")).max() for x in "abt"]
-        stats = long.with_columns(*parts).group_by(*idx).agg(*aggs)
-        wide = wide.join(stats, on=idx, how="left")
-        out = [
-            (ref.col(f"{s}_a") + ref.col(f"{s}_t") * (ref.col(f"{s}_b") - ref.col(f"{s}_a"))).alias(ref.name(s))
-            for s in probs
+    value, rank, m = ref.name("v"), ref.name("rank"), ref.name("m")
+    idx = keys or [ref.name("one")]
+    if not keys:
+        long = long.with_columns(nw.lit(0).alias(idx[0]))
+    long = long.filter(~nw.col(value).is_null()).filter(~nw.col(value).is_nan())
+    long = long.with_columns(
+        engine.over(nw.col(value).rank("min"), idx).cast(nw.Float64).alias(rank),
+        engine.over(nw.col(value).count(), idx).cast(nw.Float64).alias(m),
+    )
+    parts, aggs = [], []
+    for side, p in probs.items():
+        h = (nw.col(m) - 1.0) * p
+        j = h.floor()
+        lower = nw.when(nw.col(rank) <= j + 1.0).then(nw.col(value))
+        upper = nw.when(nw.col(rank) <= nw.min_horizontal(j + 2.0, nw.col(m))).then(nw.col(value))
+        parts += [
+            lower.alias(ref.name(f"{side}_a")),
+            upper.alias(ref.name(f"{side}_b")),
+            (h - j).alias(ref.name(f"{side}_t")),
         ]
-        wide = wide.with_columns(*out)
-        return wide.drop(*names, *([idx[0]] if not group else []))
-
-    return build
+        aggs += [nw.col(ref.name(f"{side}_{x}")).max() for x in "abt"]
+    stats = aggregate(long.with_columns(*parts), keys, aggs)  # without keys: one row, also when empty
+    out = [
+        (ref.col(f"{s}_a") + ref.col(f"{s}_t") * (ref.col(f"{s}_b") - ref.col(f"{s}_a"))).alias(ref.name(s))
+        for s in probs
+    ]
+    return stats.select(*keys, *out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -237,14 +238,7 @@ class _Bootstrapped(Metric):
             main = m.build(q)[""]
             assert main is not None  # one-pass metrics have expressions
             points.append(main)
-        counts = replicate_weight_rows(
-            q,
-            sorted(columns),
-            seed=self.seed,
-            n_resamples=self.n_resamples,
-            block=self.block,
-        )
-        values = [self._combine([_replicate(q, m, c) for m in metrics]) for c in counts]
+        hashed = replicate_hash_rows(q, sorted(columns), block=self.block)
         key = (
             "bootstrap",
             self.output_name,
@@ -253,7 +247,8 @@ class _Bootstrapped(Metric):
             self.block,
             self.ci_level,
         )
-        ref = q.finalize(key, _percentiles(values, list(q.group), self.ci_level))
+        replicates = _Replicates(q, metrics, self._combine, hashed, self.seed, self.n_resamples, self.ci_level)
+        ref = q.table(key, replicates.table)
         # one resampling unit (one row, one block): every replicate repeats the value; no interval
         several = _units(q, self.block) > 1.5
         return {
@@ -261,6 +256,142 @@ class _Bootstrapped(Metric):
             "ci_low": nw.when(several).then(ref.col("low")),
             "ci_high": nw.when(several).then(ref.col("high")),
         }
+
+
+#: (row, replicate) pairs per chunk on polars: ``CHUNK_CELLS // n`` replicates per chunk of ``n`` rows
+#: (4 on 1e6 rows), so a chunk holds about this many values of each column it reads
+CHUNK_CELLS = 4_000_000
+
+
+def _sub_query(q: Query) -> Query:
+    """A query that sees the rows ``q`` registered (same names), and nothing else of it."""
+    return Query(schema=q.schema, keys=list(q.keys), group=list(q.group), rows=dict(q.rows))
+
+
+@dataclass
+class _Replicates:
+    """The table of the interval per group: the replicate values, chunk by chunk of replicates.
+
+    Polars: a chunk of replicates is the row frame cross-joined with their
+    constants (one row per row and replicate), so one replicate's
+    expressions serve every replicate (building a query costs per expression
+    node) and the memory is that of :data:`CHUNK_CELLS` (row, replicate)
+    pairs of the columns the replicates read, whatever ``n_resamples``; the
+    chunks run one after the other (a progress step each).  Other backends: one sub-query with an
+    expression per replicate (DuckDB and Spark stream the rows).  Either way a
+    replicate's counts are the same numbers and its value the same
+    expression over its sums.
+    """
+
+    q: Query
+    metrics: Sequence[Metric]
+    combine: Any
+    hashed: tuple[str, str, str]
+    seed: int
+    n_resamples: int
+    ci_level: float
+
+    def table(self, rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        if rows.implementation.is_polars():
+            long = self._long(rows, keys, ref)
+        else:
+            wide, names = self._wide(rows, keys, ref)
+            long = (
+                _unpivot(wide, names, keys, ref.name("v"), ref.name("var"))
+                if keys
+                else self._unpivot_one(wide, names, ref)
+            )
+        return _interval(long, keys, ref, self.ci_level)
+
+    def _unpivot_one(self, wide: nw.LazyFrame, names: list[str], ref: TableRef) -> nw.LazyFrame:
+        one = ref.name("one")
+        wide = wide.with_columns(nw.lit(0).alias(one))
+        return _unpivot(wide, names, [one], ref.name("v"), ref.name("var")).drop(one)
+
+    def _wide(self, rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> tuple[nw.LazyFrame, list[str]]:
+        sub = _sub_query(self.q)
+        values, names = [], []
+        for b, k in enumerate(replicate_constants(self.seed, self.n_resamples)):
+            counts = replicate_count_row(sub, self.hashed, seed=self.seed, b=b, k=k)
+            names.append(ref.name(f"r{b}"))
+            values.append(self.combine([_replicate(sub, m, counts) for m in self.metrics]).alias(names[-1]))
+        new = [r for k, r in sub.rows.items() if k not in self.q.rows]
+        frame = rows
+        for level in sorted({r.level for r in new}):
+            frame = frame.with_columns(*[r.expr.alias(r.name) for r in new if r.level == level])
+        aggs = [nw.len().alias(Query.count), *[e.alias(n) for n, e in sub.aggs.values()]]
+        return aggregate(frame, keys, aggs).select(*keys, *values), names
+
+    def _long(self, rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        """Polars: the replicate values, one row per (group, replicate), chunk after chunk.
+
+        One chunk query is built (its source: the rows cross-joined with the
+        constants of a chunk of replicates, read through a polars IO
+        source) and run per chunk on the collected rows, in a ``map_batches``
+        step of the lazy query.
+        """
+        import polars as pl  # a polars row frame
+        from polars.io.plugins import register_io_source
+
+        b_col, c_cols, w_col = ref.name("b"), [ref.name("c1"), ref.name("c2"), ref.name("c3")], ref.name("w")
+        sub = _sub_query(self.q)
+        counts = sub.row(("boot_count", w_col), nw.col(w_col))  # computed by the source (below)
+        value = self.combine([_replicate(sub, m, counts) for m in self.metrics]).alias(ref.name("v"))
+        new = [r for k, r in sub.rows.items() if k not in self.q.rows]
+        terms = [replicate_terms(k) for k in replicate_constants(self.seed, self.n_resamples)]
+        constants = pl.DataFrame(
+            {
+                b_col: pl.Series(range(self.n_resamples), dtype=pl.Int64),
+                **{c: pl.Series([t[i] for t in terms], dtype=pl.Float64) for i, c in enumerate(c_cols)},
+            }
+        )
+        native_rows = rows.to_native()
+        schema = pl.Schema({**dict(native_rows.collect_schema()), **dict(constants.schema), w_col: pl.Float64})
+        now: dict[str, Any] = {}  # the rows and constants of the chunk being computed
+        # the counts of replicate_count_row, computed here in polars: (G + K_b)^2 mod P by the same
+        # exact integer arithmetic, then the number of thresholds below it (one search, not 12 comparisons)
+        g_sq, g_hi, g_lo = (pl.col(c) for c in self.hashed)
+        v = g_sq + pl.col(c_cols[0]) * g_hi + pl.col(c_cols[1]) * g_lo + pl.col(c_cols[2])
+        h = v - (v / P).floor() * P
+        count = pl.lit(pl.Series(poisson_thresholds())).search_sorted(h, side="left").cast(pl.Float64).alias(w_col)
+        hashing = [*self.hashed, *c_cols]
+
+        def read(with_columns: list[str] | None, predicate: Any, n_rows: int | None, batch_size: int | None) -> Any:
+            names = with_columns if with_columns is not None else list(schema)
+            left, right = now["rows"], now["constants"]
+            wanted = set(names) | (set(hashing) if w_col in names else set())
+            frame = left.select([c for c in left.columns if c in wanted]).join(
+                right.select([c for c in right.columns if c in wanted]), how="cross"
+            )
+            if w_col in names:
+                frame = frame.with_columns(count)
+            frame = frame.select(names)
+            if predicate is not None:
+                frame = frame.filter(predicate)
+            yield frame if n_rows is None else frame.head(n_rows)
+
+        frame = nw.from_native(register_io_source(read, schema=schema))
+        for level in sorted({r.level for r in new}):
+            frame = frame.with_columns(*[r.expr.alias(r.name) for r in new if r.level == level])
+        aggs = [nw.len().alias(Query.count), *[e.alias(n) for n, e in sub.aggs.values()]]
+        chunk_query = aggregate(frame, [*keys, b_col], aggs).select(*keys, value).to_native()
+        key = object()  # this bootstrap of this compiled query: its progress steps
+
+        def run(df: Any) -> Any:
+            size = max(1, min(self.n_resamples, CHUNK_CELLS // max(len(df), 1)))
+            starts = range(0, self.n_resamples, size)
+            parts = []
+            try:
+                for first in starts:
+                    now["rows"], now["constants"] = df, constants.slice(first, size)
+                    parts.append(chunk_query.collect())
+                    advance(key, "bootstrap chunks", len(starts))
+            finally:
+                now.clear()  # the caller's data is not kept
+            return pl.concat(parts)
+
+        out_schema = pl.Schema({**{k: native_rows.collect_schema()[k] for k in keys}, ref.name("v"): pl.Float64})
+        return nw.from_native(native_rows.map_batches(run, schema=out_schema, streamable=False))
 
 
 def _units(q: Query, block: str | None) -> nw.Expr:

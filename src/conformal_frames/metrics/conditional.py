@@ -31,6 +31,7 @@ from typing import Any, Literal
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames._progress import steps as progress_steps
 from conformal_frames._renames import renamed
 from conformal_frames._validate import (
     check_columns,
@@ -53,8 +54,8 @@ from conformal_frames.engine import (
 from conformal_frames.inputs.levels import level_row
 from conformal_frames.inputs.sets import Label
 from conformal_frames.inputs.target import Target, TargetMetric, target
+from conformal_frames.numerics.slabs import default_directions, slab_directions, slab_need, worst_slab
 from conformal_frames.numerics.slabs import min_slab_mean as min_slab_mean
-from conformal_frames.numerics.slabs import slab_directions, slab_need, worst_slab
 from conformal_frames.numerics.stats import ratio, wilson_interval
 from conformal_frames.results import CoverageTestResult
 
@@ -604,18 +605,22 @@ def coverage_test(
 # ---------------------------------------------------------------------------
 # worst-slab coverage
 # ---------------------------------------------------------------------------
-def _slab_groups(n_features: int, delta: float, n_directions: int, seed: int) -> GroupFn:
+def _slab_groups(n_features: int, delta: float, n_directions: int | None, seed: int) -> GroupFn:
     def fn(group: np.ndarray, n_groups: int, data: dict[str, np.ndarray]) -> np.ndarray:
         cols = list(data.values())
         x_all = np.column_stack(cols[:n_features])
         c_all = np.asarray(cols[n_features], dtype=float)
-        v = slab_directions(n_directions, n_features, seed)
+        sizes = np.bincount(group, minlength=n_groups)
+        chosen = [n_directions or default_directions(int(k)) for k in sizes]
+        v_all = slab_directions(max(chosen, default=1), n_features, seed)
         out = np.full(n_groups, np.nan)
-        for g in range(n_groups):
-            sel = group == g
-            n = int(sel.sum())
-            if n:
-                out[g] = worst_slab(x_all[sel], c_all[sel], v, slab_need(delta, n))
+        with progress_steps("worst_slab_coverage", sum(m for m, k in zip(chosen, sizes) if k)) as tick:
+            for g in range(n_groups):
+                sel = group == g
+                n = int(sizes[g])
+                if n:
+                    v = v_all[: chosen[g]]  # the first directions of the seed's sequence
+                    out[g] = worst_slab(x_all[sel], c_all[sel], v, slab_need(delta, n), tick=tick)
         return out
 
     return fn
@@ -626,7 +631,7 @@ class WorstSlab(TargetMetric):
     target: Target
     features: tuple[str, ...]
     delta: float = checked(check_fraction, 0.1)
-    n_directions: int = 1000
+    n_directions: int | None = checked(optional(check_positive_int), None)
     seed: int = 0
     default_name = "worst_slab_coverage"
     mergeable_alternative = "coverage by= the slab columns you care about"
@@ -653,7 +658,7 @@ def worst_slab_coverage(
     classes: Sequence[Label] | None = None,
     features: str | Sequence[str],
     delta: float = 0.1,
-    n_directions: int = 1000,
+    n_directions: int | None = None,
     seed: int = 0,
 ) -> WorstSlab:
     """Worst-slab coverage over random directions in feature space.
@@ -692,8 +697,13 @@ def worst_slab_coverage(
         Numeric feature columns spanning the space of slabs.
     delta : float, default 0.1
         Smallest fraction of the group's rows a slab must hold, in (0, 1].
-    n_directions : int, default 1000
-        Number of random directions ``M``.
+    n_directions : int, optional
+        Number of random directions ``M``.  Default (``None``): 1000 on
+        groups of up to 100,000 rows, then ``1e8 / n`` (at least 100), so
+        that the work (about ``M n``) stays bounded on large groups: 100
+        directions on 1e6 rows.  The directions are the first ``M`` of the
+        seed's sequence, so a smaller ``M`` searches a subset of a larger
+        one's directions.
     seed : int, default 0
         Seed of the random directions.
 

@@ -52,7 +52,16 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames.engine import Query, total
 
-__all__ = ["POISSON_MAX", "poisson_thresholds", "replicate_constants", "replicate_weight_rows"]
+__all__ = [
+    "POISSON_MAX",
+    "P",
+    "poisson_thresholds",
+    "replicate_constants",
+    "replicate_count_row",
+    "replicate_hash_rows",
+    "replicate_terms",
+    "replicate_weight_rows",
+]
 
 #: the prime modulus 2^31 - 1 (Mersenne): 2^32 = 2 (mod P)
 P = 2147483647.0
@@ -220,15 +229,11 @@ def _replicate_constants(k: float) -> tuple[float, float, float]:
     return float(c2 * 65536 % p), float(c2), float(kk * kk % p)
 
 
-def replicate_weight_rows(
-    q: Query, columns: Sequence[str], *, seed: int, n_resamples: int, block: str | None = None
-) -> list[str]:
-    """Row columns of the Poisson(1) counts of replicates ``0..n_resamples - 1``.
+def replicate_hash_rows(q: Query, columns: Sequence[str], *, block: str | None = None) -> tuple[str, str, str]:
+    """Row columns ``(G^2 mod P, G_hi, G_lo)`` of the row hash ``G``, shared by every replicate.
 
     ``columns`` are the hashed input columns (the metric's inputs); with
     ``block`` only that column is hashed and rows of a block share counts.
-    Per replicate two row columns: ``(G + K_b)^2 mod P`` from three per-row
-    columns (no repeated subexpressions), then the count.
     """
     hashed = [block] if block is not None else list(columns)
     values = [clean_row(q, c) for c in hashed]
@@ -237,12 +242,50 @@ def replicate_weight_rows(
     g_hi = q.row(("boot_ghi", g), (g_col / 65536.0).floor(), inputs=[g])
     g_lo = q.row(("boot_glo", g), g_col - (g_col / 65536.0).floor() * 65536.0, inputs=[g])
     g_sq = q.row(("boot_gsq", g), _square(g_col), inputs=[g])
-    thresholds = poisson_thresholds()
-    out = []
-    for b, k in enumerate(replicate_constants(seed, n_resamples)):
-        c1, c2, c3 = _replicate_constants(k)
-        v = nw.col(g_sq) + c1 * nw.col(g_hi) + c2 * nw.col(g_lo) + c3
-        h = q.row(("boot_h", g, seed, b), _mod_p(v), inputs=[g_sq, g_hi, g_lo])
-        count = total((nw.col(h) > t).cast(nw.Float64) for t in thresholds)
-        out.append(q.row(("boot_w", g, seed, b), count, inputs=[h]))
-    return out
+    return g_sq, g_hi, g_lo
+
+
+def replicate_terms(k: float) -> tuple[float, float, float]:
+    """The constants ``(c1, c2, c3)`` of the replicate of constant ``K_b = k`` (see :func:`replicate_count_row`)."""
+    return _replicate_constants(k)
+
+
+def replicate_count_row(
+    q: Query,
+    hashed: tuple[str, str, str],
+    *,
+    seed: int,
+    b: int,
+    k: float = 0.0,
+    constants: Sequence[nw.Expr] | None = None,
+) -> str:
+    """Row column: the Poisson(1) count of replicate ``b`` (``k``: its constant ``K_b``).
+
+    ``hashed`` is :func:`replicate_hash_rows`; two row columns per replicate:
+    ``(G + K_b)^2 mod P`` from the three shared ones, then the count.  With
+    ``constants`` (three expressions, e.g. columns holding
+    :func:`replicate_terms` of each row's replicate) instead of ``k``, one
+    row column serves many replicates: the same arithmetic on the same numbers.
+    """
+    g_sq, g_hi, g_lo = hashed
+    if constants is None:
+        c1, c2, c3 = (nw.lit(c) for c in _replicate_constants(k))
+    else:
+        c1, c2, c3 = constants
+    v = nw.col(g_sq) + c1 * nw.col(g_hi) + c2 * nw.col(g_lo) + c3
+    h = q.row(("boot_h", g_sq, seed, b), _mod_p(v), inputs=[g_sq, g_hi, g_lo])
+    count = total((nw.col(h) > t).cast(nw.Float64) for t in poisson_thresholds())
+    return q.row(("boot_w", g_sq, seed, b), count, inputs=[h])
+
+
+def replicate_weight_rows(
+    q: Query, columns: Sequence[str], *, seed: int, n_resamples: int, block: str | None = None
+) -> list[str]:
+    """Row columns of the Poisson(1) counts of replicates ``0..n_resamples - 1``.
+
+    :func:`replicate_hash_rows`, then :func:`replicate_count_row` per replicate
+    (the bootstrap itself registers them chunk by chunk).
+    """
+    hashed = replicate_hash_rows(q, columns, block=block)
+    constants = replicate_constants(seed, n_resamples)
+    return [replicate_count_row(q, hashed, seed=seed, b=b, k=k) for b, k in enumerate(constants)]

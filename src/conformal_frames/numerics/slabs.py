@@ -27,20 +27,40 @@ out a direction that one sort per direction would have found better.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 #: directions x rows per block of projections (the memory of one block)
 CHUNK_CELLS = 2_000_000
-#: buckets of the lower bounds (at most n // 8)
+#: buckets of the lower bounds (at least; ``n // 16`` on more rows, at most ``n // 8``)
 BINS = 4096
+#: directions of ``n_directions=None``: ``DIRECTIONS`` up to ``DIRECTION_CELLS / DIRECTIONS`` rows,
+#: then ``DIRECTION_CELLS / n`` (at least ``MIN_DIRECTIONS``)
+DIRECTIONS = 1000
+DIRECTION_CELLS = 10**8
+MIN_DIRECTIONS = 100
 #: fewer rows: every direction is solved (the bounds would cost more than they save)
 SEARCH_ROWS = 1000
 
 
 def slab_directions(n_directions: int, d: int, seed: int) -> np.ndarray:
-    """The random directions: ``default_rng(seed).standard_normal((M, d))``."""
+    """The random directions: ``default_rng(seed).standard_normal((M, d))``.
+
+    The generator fills the array row by row: the first ``k`` directions of
+    ``M`` are the ``k`` directions of ``n_directions=k``.
+    """
     return np.random.default_rng(seed).standard_normal((n_directions, d))
+
+
+def default_directions(n: int) -> int:
+    """``n_directions=None`` on ``n`` rows: 1000 up to 1e5 rows, then ``1e8 / n``, at least 100.
+
+    The work of the search is about ``n_directions * n`` (the bounds of every
+    direction, :func:`bucket_lower_bounds`): it stays near ``1e8`` cells on
+    large groups.
+    """
+    return int(min(DIRECTIONS, max(MIN_DIRECTIONS, DIRECTION_CELLS // max(n, 1))))
 
 
 # ---------------------------------------------------------------------------
@@ -327,24 +347,44 @@ def worst_slab(
     *,
     chunk_cells: int = CHUNK_CELLS,
     search_rows: int = SEARCH_ROWS,
+    tick: Callable[[int], None] | None = None,
 ) -> float:
     """``min`` over the directions ``v`` of :func:`min_slab_mean` of ``x v`` (``x`` is ``(n, d)``).
 
     Exactly that minimum, by the search of the module docstring, block by
     block of directions (the blocks of ``chunk_cells`` projected values on
     which :func:`_projections` always runs); below ``search_rows`` rows, by
-    :func:`lowest_slab_mean` on every block.
+    :func:`lowest_slab_mean` on every block.  ``tick(k)`` is called after
+    each block with its number of directions (progress).
     """
+    lam = math.inf
+    for done, value in _blocks(x, c, v, need, chunk_cells=chunk_cells, search_rows=search_rows):
+        lam = value
+        if tick is not None:
+            tick(done)
+    return lam
+
+
+def _blocks(
+    x: np.ndarray, c: np.ndarray, v: np.ndarray, need: int, *, chunk_cells: int, search_rows: int
+) -> Iterator[tuple[int, float]]:
+    """The search of :func:`worst_slab`, block by block: ``(directions of the block, minimum so far)``."""
     n = len(c)
     step = max(1, chunk_cells // (n + 1))
     if not (np.isfinite(x).all() and np.isin(c, (0.0, 1.0)).all()):  # invalid rows: their group is null
-        return min(float(min_slab_mean(_projections(x, v, s, step).T, c, need).min()) for s in range(0, len(v), step))
+        low = math.inf
+        for s in range(0, len(v), step):
+            low = min(low, float(min_slab_mean(_projections(x, v, s, step).T, c, need).min()))
+            yield len(v[s : s + step]), low
+        return
     lam = float(c.sum()) / n  # the whole range
     if n < max(search_rows, 16):  # (16: at least 2 buckets)
         for start in range(0, len(v), step):
             lam = lowest_slab_mean(_projections(x, v, start, step).T, c, need, lam)
-        return lam
-    bins = min(BINS, n // 8)
+            yield len(v[start : start + step]), lam
+        return
+    # narrow buckets on many rows: tighter bounds rule out more directions (the bounds stay bounds)
+    bins = min(max(BINS, n // 16), n // 8)
     as_x = False  # the minimum over the slabs of x is in lam (one feature)
     for start in range(0, len(v), step):
         zt = _projections(x, v, start, step)
@@ -359,7 +399,7 @@ def worst_slab(
                 zt = zt[:, ~repeats]
         if zt.shape[1]:
             lam = _search_block(zt, c, need, bins, lam)
-    return lam
+        yield len(v[start : start + step]), lam
 
 
 def slab_need(delta: float, n: int) -> int:

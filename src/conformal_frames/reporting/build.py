@@ -8,6 +8,7 @@ from typing import Any, Literal
 import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
+from conformal_frames._progress import steps, task
 from conformal_frames._renames import renamed
 from conformal_frames._widths import collect
 from conformal_frames.reporting import plan as planning
@@ -162,6 +163,7 @@ def report(
     crossing: Literal["score", "sort", "invalid"] = "score",
     point: str | None = None,
     baseline: str | None = None,
+    progress: bool | None = False,
 ) -> Report:
     """Evaluate every applicable metric per group and return a :class:`Report`.
 
@@ -267,6 +269,10 @@ def report(
     baseline : str, optional
         A baseline's point forecast of ``y`` (with ``point``): the skill of
         the MAE against it, ``mae_skill`` (:func:`conformal_frames.skill_score`).
+    progress : bool or None, default False
+        A progress bar on stderr over the report's stages and the steps of
+        its metrics (see :func:`conformal_frames.evaluate`); ``None``: when
+        stderr is a terminal (the command line's default).
 
     Returns
     -------
@@ -287,6 +293,16 @@ def report(
     ['b']
     """
     options = dict(locals())
+    options.pop("progress")
+    with task("report", progress), steps("report stages", 2) as tick:
+        return _report(frame, options, tick)
+
+
+def _report(frame: Any, options: dict[str, Any], tick: Any) -> Report:
+    y, lo, hi, score, score_y, sets = (options[k] for k in ("y", "lo", "hi", "score", "score_y", "sets"))
+    quantiles, intervals, mean, std = (options[k] for k in ("quantiles", "intervals", "mean", "std"))
+    correction, invalid = options["correction"], options["invalid"]
+    max_rows, max_segments = options["max_rows"], options["max_segments"]
     planning.check_roles(
         y,
         lo,
@@ -299,18 +315,20 @@ def report(
             "intervals": intervals,
             "mean": mean,
             "std": std,
-            "point": point,
-            "baseline": baseline,
+            "point": options["point"],
+            "baseline": options["baseline"],
         },
     )
     planning.check_options(correction, invalid)
     base = planning.as_frame(frame)
     plan, notes = _make_plan(base, options)
     rep = _evaluate(base, plan)
+    tick(1)
     test = test_description(plan) if plan.has_target else None
     causes = rep.summary["invalid_causes"]
     rep.summary = summarize(rep.tables, plan.keys, plan.confidence_level, test, notes)
     rep.summary["invalid_causes"] = causes
     rep.columns = plan.columns()
     rep.max_rows, rep.max_segments = max_rows, max_segments
+    tick(1)
     return rep
