@@ -25,8 +25,8 @@ HERE = Path(__file__).resolve().parent
 ROWS: list[tuple[str, str, str, str]] = []
 
 
-def record(target: str, measured: str, ok: bool, note: str = "") -> None:
-    verdict = "met" if ok else "missed"
+def record(target: str, measured: str, ok: bool | None, note: str = "") -> None:
+    verdict = "-" if ok is None else "met" if ok else "missed"
     ROWS.append((target, measured, verdict, note))
     print(f"{target}: {measured} -> {verdict} {note}", flush=True)
 
@@ -96,7 +96,7 @@ def per_call() -> None:
             ratio <= 3,
         )
         if threads == "1":
-            record("5. pandas coverage+ssc, 1,000 rows by 3 groups (was 13.0 ms)", f"{t['pandas'] * 1e3:.2f} ms", True)
+            record("5. pandas coverage+ssc, 1,000 rows by 3 groups (was 13.0 ms)", f"{t['pandas'] * 1e3:.2f} ms", None)
 
 
 SORTS = r"""
