@@ -194,24 +194,98 @@ def conformal(frame: Any) -> ConformalNamespace:
     return ConformalNamespace(frame)
 
 
-def register_accessors() -> None:
-    """Register ``.conformal`` on pandas and polars frames that are installed."""
+def _register_pandas(pd: Any) -> None:
     import warnings
 
-    try:
-        import pandas as pd
-    except ImportError:  # pragma: no cover - depends on the environment
-        pass
-    else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # re-registration on reload
-            pd.api.extensions.register_dataframe_accessor("conformal")(ConformalNamespace)
-    try:
-        import polars as pl
-    except ImportError:  # pragma: no cover
-        pass
-    else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            pl.api.register_dataframe_namespace("conformal")(ConformalNamespace)
-            pl.api.register_lazyframe_namespace("conformal")(ConformalNamespace)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # re-registration on reload
+        pd.api.extensions.register_dataframe_accessor("conformal")(ConformalNamespace)
+
+
+def _register_polars(pl: Any) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        pl.api.register_dataframe_namespace("conformal")(ConformalNamespace)
+        pl.api.register_lazyframe_namespace("conformal")(ConformalNamespace)
+
+
+#: libraries that get the ``.conformal`` accessor, and how
+_REGISTER: dict[str, Callable[[Any], None]] = {"pandas": _register_pandas, "polars": _register_polars}
+
+
+class _RegisterOnImport:
+    """A ``sys.meta_path`` finder that registers the accessor once pandas / polars is imported.
+
+    Importing pandas and polars costs ~0.5 s, so ``import conformal_frames``
+    does not import them: a library already imported is registered at once;
+    one imported later is registered right after its own ``__init__`` ran
+    (the finder delegates to the other finders and only wraps ``exec_module``
+    of the loader they return).  It removes itself when nothing is pending.
+    """
+
+    def __init__(self, pending: dict[str, Callable[[Any], None]]) -> None:
+        self.pending = pending
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        register = self.pending.get(fullname)
+        if register is None:
+            return None
+        import sys
+
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:  # pragma: no cover - the library is not installed
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):  # pragma: no cover
+            return spec
+        original = loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            original(module)
+            self.done(fullname)
+            try:
+                register(module)
+            except Exception as exc:  # pragma: no cover - never break the caller's import
+                import warnings
+
+                warnings.warn(f"conformal_frames: .conformal not registered on {fullname}: {exc!r}", stacklevel=2)
+
+        setattr(loader, "exec_module", exec_module)  # noqa: B010 - this loader instance only
+        return spec
+
+    def done(self, name: str) -> None:
+        import sys
+
+        self.pending.pop(name, None)
+        if not self.pending and self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+
+def register_accessors() -> None:
+    """Register ``.conformal`` on pandas and polars frames, now or when they are imported.
+
+    A library already imported is registered at once; otherwise a light import
+    hook registers it when the caller imports it (``import conformal_frames``
+    does not import pandas or polars).
+    """
+    import sys
+
+    for finder in list(sys.meta_path):
+        if isinstance(finder, _RegisterOnImport):
+            sys.meta_path.remove(finder)
+    pending = {}
+    for name, register in _REGISTER.items():
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "api"):
+            register(module)
+        else:
+            pending[name] = register
+    if pending:
+        sys.meta_path.insert(0, _RegisterOnImport(pending))  # type: ignore[arg-type]

@@ -637,6 +637,15 @@ class Compiled:
         q, table = self.query, self.table
         final_cols: list[nw.Expr | str] = [*self.plan.key_columns(), *self.names, *self.plan.count_columns(self.policy)]
         frame = None
+        if eager and not (q.group_steps or q.numpy_steps):
+            # one collect with the final selection: a second query costs ~0.5 ms on small frames
+            checked = self.policy == "raise"
+            frame = table.select(*final_cols, *([nw.col(_INVALID)] if checked else [])).collect()
+            if checked:
+                if has_invalid(frame):
+                    self.plan.raise_failed(self._failed(table))
+                frame = frame.drop(_INVALID)
+            return nw.maybe_reset_index(declared_dtypes(frame, q))
         if self.policy == "raise":
             if not eager:  # asked for: run the checks now (the metrics stay lazy)
                 self.plan.raise_failed(self._failed(table))

@@ -40,12 +40,12 @@ times a polynomial approximation of the Mills ratio (see
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, cast
 
 import narwhals.stable.v2 as nw
 import numpy as np
-from scipy.special import ndtr
 
 __all__ = [
     "brownian_max_abs_cdf",
@@ -100,6 +100,12 @@ def _cdf_sf(x: np.ndarray, theta: np.ndarray, tail: np.ndarray) -> tuple[np.ndar
     return np.where(nan, np.nan, cdf), np.where(nan, np.nan, sf)
 
 
+def _ndtr(x: np.ndarray) -> np.ndarray:
+    from scipy.special import ndtr  # imported where used: scipy costs ~0.2 s at import
+
+    return np.asarray(ndtr(x))
+
+
 def _max_abs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(cdf, sf) of sup |B| on [0, 1], elementwise (NaN stays NaN)."""
     small, large = _ranges(x)
@@ -110,7 +116,7 @@ def _max_abs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     theta *= 4.0 / math.pi
     tail = np.zeros_like(large)
     for k in range(_KS_TAIL_TERMS):
-        tail += (-1) ** k * ndtr(-(2 * k + 1) * large)
+        tail += (-1) ** k * _ndtr(-(2 * k + 1) * large)
     tail *= 4.0
     return _cdf_sf(x, theta, tail)
 
@@ -124,7 +130,7 @@ def _range(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         theta += (8.0 / small**2 + 2.0 / (h2 * _PI2)) * np.exp(-2.0 * h2 * _PI2 / small**2)
     tail = np.zeros_like(large)
     for k in range(1, _KUIPER_TAIL_TERMS + 1):
-        tail += (-1) ** (k - 1) * k * ndtr(-k * large)
+        tail += (-1) ** (k - 1) * k * _ndtr(-k * large)
     tail *= 8.0
     return _cdf_sf(x, theta, tail)
 
@@ -244,6 +250,7 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 BIG = 1e6  # Phi_c(1e6) = 0 in double precision; avoids inf / inf
 
 
+@functools.cache
 def _mills_coefficients() -> tuple[float, ...]:
     from numpy.polynomial import chebyshev
     from scipy.special import erfcx
@@ -257,16 +264,14 @@ def _mills_coefficients() -> tuple[float, ...]:
     return tuple(float(c) for c in coefficients)
 
 
-_MILLS = _mills_coefficients()
-
-
 def phi_c(a: nw.Expr, t: nw.Expr) -> nw.Expr:
     """``Phi_c(a)`` for ``a`` in ``[0, 1e6]``, given ``t = (a - K)/(a + K)``.
 
     Pass column references: both are repeated.
     """
-    h: nw.Expr = nw.lit(_MILLS[-1])
-    for c in _MILLS[-2::-1]:
+    mills = _mills_coefficients()
+    h: nw.Expr = nw.lit(mills[-1])
+    for c in mills[-2::-1]:
         h = h * t + c
     return (-0.5 * a * a).exp() * _INV_SQRT_2PI * h / (a + _MILLS_K)
 
