@@ -580,6 +580,21 @@ COLUMN_CASES = {
     "kupiec_test": lambda: cf.kupiec_test(1, "lo", "hi", confidence_level=0.9),
     "christoffersen_test": lambda: cf.christoffersen_test(1, "lo", "hi", confidence_level=0.9, order_by="t"),
     "longest_miss_run": lambda: cf.longest_miss_run(1, "lo", "hi", order_by="t"),
+    "path_coverage": lambda: cf.path_coverage(1, "lo", "hi", path="p"),
+    "mae": lambda: cf.mae(1, "f"),
+    "mse": lambda: cf.mse(1, "f"),
+    "rmse": lambda: cf.rmse(1, "f"),
+    "bias": lambda: cf.bias(1, "f"),
+    "mape": lambda: cf.mape(1, "f"),
+    "smape": lambda: cf.smape(1, "f"),
+    "mase": lambda: cf.mase(1, "f", scale="s"),
+    "rmsse": lambda: cf.rmsse(1, "f", scale="s"),
+    "scaled_pinball": lambda: cf.scaled_pinball(1, quantiles={0.5: "q"}, scale="s"),
+    "scaled_crps": lambda: cf.scaled_crps(1, quantiles={0.5: "q"}),
+    "naive_scale": lambda: cf.naive_scale(pl.DataFrame(BASE), 1, by="g", order_by="t"),
+    "log_loss": lambda: cf.log_loss(1, "s"),
+    "log_score": lambda: cf.log_score(1, mean="m", std="s"),
+    "relative_skill": lambda: cf.relative_skill(pl.DataFrame(BASE), cf.mae(1, "f"), model="m"),
 }
 _PARAM = {"width": "lo", "set_size": "sets", "singleton_rate": "sets", "empty_rate": "sets"}
 
