@@ -61,7 +61,7 @@ pl = pytest.importorskip("polars")
 #: exclusion below (search for "issue 25 defect N"); drop it once fixed.
 KNOWN_DEFECTS: set[int] = set()  # defects 1-8 fixed (issue 25); the filters stay for bisecting
 #: defects the fuzz found beyond issue 25's list (see the narrow exclusions "new defect X")
-NEW_DEFECTS: set[str] = {"internal-name", "bool-key-concat"}
+NEW_DEFECTS: set[str] = set()  # "internal-name", "bool-key-concat" fixed; the filters stay for bisecting
 if "CF_FUZZ_KNOWN_DEFECTS" in os.environ:  # e.g. CF_FUZZ_KNOWN_DEFECTS="" runs without the exclusions
     _listed = os.environ["CF_FUZZ_KNOWN_DEFECTS"].replace(",", " ").split()
     KNOWN_DEFECTS = {int(x) for x in _listed if x.isdigit()}
@@ -766,7 +766,7 @@ def test_invariances(family: str) -> None:
             scaled.data["w"] = case.data["w"] * c
             same_tables(base, run(scaled, backend), f"weights x {c}", rtol=1e-11, atol=atol)
         if "internal-name" in NEW_DEFECTS and any(v.startswith("__cf_") for v in case.names.values()):
-            return  # new defect internal-name: summarize() recurses without end on a column named "__cf_r0"
+            return  # new defect internal-name (fixed): summarize() recursed on a column named "__cf_r0"
         # summarize / finalize = evaluate
         frame = native(case, backend)
         ms = metrics(case)
@@ -792,8 +792,8 @@ def test_invariances(family: str) -> None:
             (2 in KNOWN_DEFECTS and one_empty and case.by is None)  # issue 25 defect 2
             or (3 in KNOWN_DEFECTS and one_empty and case.by is not None)  # issue 25 defect 3
             or (8 in KNOWN_DEFECTS and zero_partition)  # issue 25 defect 8
-            # new defect bool-key-concat: a pandas day whose Boolean keys are all null has a float key
-            # column; concatenated with another day's bool keys, False becomes 0.0 before merge_summaries
+            # new defect bool-key-concat (fixed): a pandas day whose Boolean keys are all null had a float key
+            # column; concatenated with another day's bool keys, False became 0.0 before merge_summaries
             or (
                 "bool-key-concat" in NEW_DEFECTS
                 and backend == "pandas"

@@ -274,3 +274,43 @@ def test_pandas_object_lists_without_elements(case: str) -> None:
     out = to_pandas(cf.evaluate(frame, metric))
     assert list(out["n"]) == [0]
     assert out.drop(columns="n").isna().all().all()
+
+
+# -- 8. input columns named like the engine's internal columns ------------------------
+def test_columns_named_like_internal_columns(constructor: Any) -> None:
+    odd = {"y": "__cf_r1", "p": "__cf_r0", "q": "__cf_r2", "g": "__cf_k0"}
+    d = {"y": [1.0, 0.0, 1.0, 1.0, 0.0, 1.0], "p": [0.9, 0.2, 0.4, 0.7, 0.6, 0.1], "g": ["a", "a", "a", "b", "b", "b"]}
+    d["q"] = [0.5, 0.5, 0.8, 0.3, 0.2, 0.9]
+
+    def metrics(c: dict[str, str]) -> list[Any]:
+        return [cf.ece(c["y"], c["p"], n_bins=2), cf.brier(c["y"], c["q"]), cf.auroc(c["y"], c["p"])]
+
+    plain = to_pandas(cf.evaluate(constructor(d), *metrics({c: c for c in odd}), by="g"))
+    frame = constructor({odd[c]: v for c, v in d.items()})
+    got = to_pandas(cf.evaluate(frame, *metrics(odd), by=odd["g"]))
+    stats = cf.summarize(frame, *metrics(odd), by=odd["g"])  # recursed without end on "__cf_r0"
+    for ms in (metrics(odd), metrics(odd)[1:2]):  # finalize all metrics, or a subset
+        merged = to_pandas(cf.finalize(stats, *ms, by=odd["g"]))
+        names = [m.output_name for m in ms]
+        assert_close(merged[names].to_numpy(), plain[names].to_numpy())
+    assert_close(got[["ece", "brier", "auroc"]].to_numpy(), plain[["ece", "brier", "auroc"]].to_numpy())
+    assert list(got[odd["g"]]) == ["a", "b"]
+
+
+# -- 9. pandas: a day whose Boolean keys with nulls are all null ----------------------
+def test_all_null_boolean_key_day_concatenates_on_pandas() -> None:
+    pd = pytest.importorskip("pandas")
+    cov = cf.coverage("y", "lo", "hi")
+    days = [
+        pd.DataFrame({"g": pd.Series([None, None], dtype=object), **{k: v[:2] for k, v in DAY.items()}}),
+        pd.DataFrame({"g": [True, False, False], **DAY}),  # bool dtype: no nulls this day
+    ]
+    parts = [cf.summarize(day, cov, by="g", invalid="drop") for day in days]
+    assert parts[0]["g"].dtype == object  # pandas groups an all-null object key into float64
+    merged = cf.merge_summaries(_concat(parts), by="g")
+    got = cf.finalize(merged, cov, by="g")
+    expected = cf.evaluate(pd.concat(days, ignore_index=True), cov, by="g", invalid="drop")
+    assert list(got["g"].iloc[:2]) == [False, True] and got["g"].iloc[2] is not False  # not 0.0, 1.0
+    assert [type(k) for k in got["g"].iloc[:2]] == [bool, bool]
+    assert_close(got["coverage"], expected["coverage"])
+    assert list(got["n"]) == list(expected["n"]) == [2, 1, 0]

@@ -331,8 +331,23 @@ def _summarize(
         collected = result.collect()
         if plan.cells and score_decimals is None:
             _warn_cells(collected)
-        return nw.to_native(nw.maybe_reset_index(collected))
+        return nw.to_native(nw.maybe_reset_index(_object_keys(collected, schema, keys)))
     return nw.to_native(result)
+
+
+def _object_keys(summary: nw.DataFrame, schema: Any, keys: list[str]) -> nw.DataFrame:
+    """``summary`` with the object key columns of the input kept object columns (pandas).
+
+    pandas groups an object column whose values are all null (e.g. a day whose
+    Boolean keys with nulls are all null) into a float64 key; concatenated with
+    another day's summary, whose keys are ``bool``, ``False`` would become
+    ``0.0`` before :func:`merge_summaries`.  An object key keeps the values.
+    """
+    if not summary.implementation.is_pandas_like():
+        return summary
+    out = summary.schema
+    drifted = [k for k in keys if schema[k] in (nw.String, nw.Object) and out[k] != schema[k]]
+    return summary.with_columns(*[nw.col(k).cast(nw.Object) for k in drifted]) if drifted else summary
 
 
 def _rounded_scores(lf: nw.LazyFrame, keys: list[str], metrics: Sequence[Metric], decimals: int) -> nw.LazyFrame:

@@ -291,7 +291,19 @@ class Query:
 
     def __post_init__(self) -> None:
         if not self.group:
-            self.group = [f"__cf_k{i}" for i in range(len(self.keys))]
+            self.group = [self._internal(f"__cf_k{i}") for i in range(len(self.keys))]
+
+    def _internal(self, name: str) -> str:
+        """``name``, or ``name`` with leading underscores added until it is no input column.
+
+        Metrics refer to row columns by name in their structural keys, next to input
+        column names: an internal name never equals a column of the frame (a column
+        may be called ``"__cf_r0"``), so a key reads unambiguously (see
+        ``summaries._canonical_keys``).
+        """
+        while name in self.schema:
+            name = "_" + name
+        return name
 
     #: aggregated column counting the invalid rows of each group (0 = valid);
     #: a numpy step may take it as an input
@@ -355,7 +367,7 @@ class Query:
         least one input (the group keys exist from the second layer on).
         """
         if key not in self.rows:
-            self.rows[key] = _Row(f"__cf_r{len(self.rows)}", expr, self._level(inputs))
+            self.rows[key] = _Row(self._internal(f"__cf_r{len(self.rows)}"), expr, self._level(inputs))
         return self.rows[key].name
 
     def _level(self, inputs: Sequence[str]) -> int:
