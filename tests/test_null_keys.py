@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tests.helpers import assert_close, to_pandas
 
 import conformal_frames as cf
+from helpers import assert_close, to_pandas
 
 N = 18
 
@@ -65,7 +65,9 @@ def test_null_key_group_is_computed(constructor: Any, name: str) -> None:
         if c in ("g",):
             continue
         assert_close(got[c], want[c], what=f"{name}: {c}")
-    assert np.isfinite(np.asarray(got[[c for c in got.columns if c not in ("g", "n", "n_invalid")]].iloc[2], float)).any()
+    assert np.isfinite(
+        np.asarray(got[[c for c in got.columns if c not in ("g", "n", "n_invalid")]].iloc[2], float)
+    ).any()
 
 
 @pytest.mark.spark_cases([{"name": "ece"}])

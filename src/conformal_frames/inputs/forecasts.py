@@ -479,7 +479,7 @@ def horizon_row(q: Query, column: str) -> str:
     ``by=`` that does not include the horizon column).
     """
     bad = f"column {column!r} (horizon=) has values that are not integers >= 1"
-    if column in q.keys:  # by=[..., horizon]: the group's own key (null keys are invalid already)
+    if column in q.keys:  # by=[..., horizon]: the group's own key (a null key: a group too)
         if not q.schema[column].is_numeric():
             msg = f"column {column!r} (horizon=) must hold positive integers, found dtype {q.schema[column]}"
             raise TypeError(msg)
