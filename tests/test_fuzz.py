@@ -600,8 +600,10 @@ def expected(case: Case) -> dict[Any, dict[str, Any]]:
     w = case.data.get("w")
     out: dict[Any, dict[str, Any]] = {}
     for key, rows in groups.items():
+        if key == ("missing",) and case.invalid == "drop":
+            continue  # a null (or NaN) key: a group of its own, dropped with its rows under "drop"
         idx = np.array(rows, dtype=int)
-        ok = valid[idx] & (key != ("missing",))
+        ok = valid[idx]
         if w is not None and ok.any() and w[idx[ok]].sum() == 0:
             out[key] = {"zero_weight": True}
             continue

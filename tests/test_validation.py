@@ -92,14 +92,12 @@ def test_lower_bound_above_upper_bound(constructor):
 
 
 def test_null_group_keys(constructor):
+    # a null key is a group of its own, sorted last, its metrics computed (tests/test_null_keys.py)
     frame = constructor(_with(g=["a", None, "b", "b"]))
-    if constructor.lazy:
-        out = to_pandas(cf.evaluate(frame, cf.coverage("y", "lo", "hi"), by="g"))
-        assert list(out["n_invalid"]) == [0, 0, 1]  # the null group sorts last
-        assert np.isnan(out["coverage"][2])
-    else:
-        with pytest.raises(ValueError, match=r"group column 'g' \(by=\) has null values in 1 row; fill or drop"):
-            cf.evaluate(frame, cf.coverage("y", "lo", "hi"), by="g")
+    out = to_pandas(cf.evaluate(frame, cf.coverage("y", "lo", "hi"), by="g"))
+    assert out["g"].isna().tolist() == [False, False, True]
+    assert list(out["n"]) == [1, 2, 1]
+    assert not np.isnan(out["coverage"][2])
 
 
 @pytest.mark.parametrize(
@@ -316,16 +314,11 @@ def test_64_bit_integers_within_2_53_are_exact(constructor):
     assert out["width"][0] == 3.0
 
 
-def test_nan_group_key_is_an_invalid_row_on_every_backend(constructor):
+def test_nan_group_key_is_a_null_key_on_every_backend(constructor):
     d = {**BASE, "k": [1.0, math.nan, 2.0, 2.0]}
-    frame = constructor(d)
-    if not constructor.lazy:
-        with pytest.raises(ValueError, match=r"group column 'k' \(by=\) has null or NaN values in 1 row"):
-            cf.evaluate(frame, cf.coverage("y", "lo", "hi"), by="k")
-        return
-    out = to_pandas(cf.evaluate(frame, cf.coverage("y", "lo", "hi"), by="k"))
-    assert list(out["k"][:2]) == [1.0, 2.0] and list(out["n_invalid"][:2]) == [0, 0]
-    assert list(out["n_invalid"][2:]) == [1] and math.isnan(out["coverage"][2])
+    out = to_pandas(cf.evaluate(constructor(d), cf.coverage("y", "lo", "hi"), by="k"))
+    assert list(out["k"][:2]) == [1.0, 2.0] and out["k"].isna().tolist() == [False, False, True]  # NaN: null
+    assert list(out["n"]) == [1, 2, 1] and not math.isnan(out["coverage"][2])
 
 
 def test_keys_are_sorted_by_value(constructor):

@@ -14,6 +14,7 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames import engine
 from conformal_frames.engine import aggregate
 
 __all__ = ["WIDTH_HISTOGRAM_BINS", "WIDTH_QUANTILES", "collect", "floats", "widths_histogram", "widths_query"]
@@ -78,7 +79,7 @@ def _histogram_counts(frame: Any, lo: str, hi: str, keys: list[str], bins: int) 
         # a small collected table joins without buffering the rows (measured: the
         # lazy self-join made polars' streaming engine hold O(rows) memory)
         stats = nw.from_native(stats.collect(engine="streaming").to_native().lazy())
-    joined = rows.join(stats, on=keys, how="inner") if keys else rows.join(stats, how="cross")
+    joined = engine.join_keys(rows, stats, keys, how="inner") if keys else rows.join(stats, how="cross")
     span = nw.col("max") - nw.col("min")
     pos = nw.when(span > 0).then((nw.col(_W) - nw.col("min")) / span * bins).otherwise(nw.lit(0.0))
     b = pos.floor().clip(lower_bound=0, upper_bound=bins - 1).cast(nw.Int64).alias("__b")

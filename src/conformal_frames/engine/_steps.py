@@ -9,7 +9,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._progress import steps
-from conformal_frames.engine.query import _GID, _INVALID, _N, Query
+from conformal_frames.engine.query import _GID, _INVALID, _N, Query, join_keys
 
 __all__ = ["group_apply", "numpy_apply", "polars_lazy"]
 
@@ -51,7 +51,9 @@ def group_apply(frame: nw.DataFrame, rows: nw.LazyFrame, q: Query) -> nw.DataFra
     if keys:
         gid = frame.select(*keys).with_row_index(_GID)
         narrow = rows.select(*keys, *needed).collect()
-        narrow = narrow.join(gid, on=keys, how="inner") if len(narrow) else narrow.with_columns(nw.lit(0).alias(_GID))
+        narrow = (
+            join_keys(narrow, gid, keys, how="inner") if len(narrow) else narrow.with_columns(nw.lit(0).alias(_GID))
+        )
         group_index = narrow.get_column(_GID).to_numpy().astype(np.int64)
     else:
         narrow = rows.select(*needed).collect()

@@ -139,7 +139,8 @@ def evaluate(
     by
         Group column name(s).  ``None`` evaluates the whole frame (one row).
         Groups are sorted by the keys' values (see the backend matrix for
-        categorical keys); a null or NaN key is an invalid row.
+        categorical keys); the rows of a null (or NaN) key form one group,
+        sorted last (``invalid="drop"`` drops them).
     invalid : {"raise", "drop", "null"}, optional
         What rows that fail a check (missing values, ``lo > hi``, labels
         outside their set, ...) do.  ``"raise"`` (default for eager input): a

@@ -28,6 +28,7 @@ from conformal_frames.engine.query import (
     _NumpyStep,
     aggregate,
     indicator,
+    join_keys,
 )
 from conformal_frames.errors import BackendLimitError, InvalidRowsError
 
@@ -176,14 +177,33 @@ def _check_keys(schema: Mapping[str, Any], keys: list[str]) -> None:
 
 
 def _key_checks(q: Query) -> None:
-    """Null (and NaN) group keys make their rows invalid on every backend."""
-    for k in q.keys:
-        bad = nw.col(k).is_null()
-        what = "null"
-        if q.schema[k].is_float():
-            bad = bad | nw.col(k).is_nan()
-            what = "null or NaN"
-        q.check(f"group column {k!r} (by=) has {what} values in {{rows}}; fill or drop them first", bad)
+    """Null (and NaN) group keys are no invalid rows: their rows form one group (the key null, sorted last).
+
+    A NaN float key is a null key (:func:`null_keys`); ``invalid="drop"``
+    drops the rows of a null key (and so their group).
+    """
+
+
+def null_keys(keys: Sequence[str], schema: Mapping[str, Any]) -> nw.Expr | None:
+    """The rows whose group key is null (or NaN, for a float key); ``None`` without keys."""
+    bad: nw.Expr | None = None
+    for k in keys:
+        this = nw.col(k).is_null()
+        if k in schema and schema[k].is_float():
+            this = this | nw.col(k).is_nan().fill_null(False)
+        bad = this if bad is None else bad | this
+    return bad
+
+
+def key_values(keys: Sequence[str], schema: Mapping[str, Any], names: Sequence[str]) -> list[nw.Expr]:
+    """The group keys under the internal ``names``, a NaN float key null (one group with the nulls)."""
+    out = []
+    for k, ik in zip(keys, names):
+        col = nw.col(k)
+        if k in schema and schema[k].is_float():
+            col = nw.when(~col.is_nan()).then(col)
+        out.append(col.alias(ik))
+    return out
 
 
 def _build_outputs(q: Query, metrics: Sequence[Metric]) -> dict[str, nw.Expr | None]:
@@ -212,7 +232,7 @@ def _rows_frame(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
     layers: dict[int, list[nw.Expr]] = {}
     for r in q.rows.values():
         layers.setdefault(r.level, []).append(r.expr.alias(r.name))
-    rows = lf.select(*[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)], *layers.get(0, []))
+    rows = lf.select(*key_values(q.keys, q.schema, q.group), *layers.get(0, []))
     for level in sorted(layers):
         if level > 0:
             rows = rows.with_columns(*layers[level])
@@ -221,7 +241,7 @@ def _rows_frame(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
 
 def _join(left: nw.LazyFrame, right: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
     if keys:
-        return left.join(right, on=keys, how="left")
+        return join_keys(left, right, keys)
     return left.join(right, how="cross")
 
 
@@ -324,6 +344,11 @@ class Plan:
         return cls(q)
 
     # -- the invalid-row policy ---------------------------------------------
+    def drop_null_keys(self, lf: nw.LazyFrame) -> nw.LazyFrame:
+        """``lf`` without the rows of a null (or NaN) group key (``invalid="drop"``: their group goes)."""
+        nulls = null_keys(self.query.keys, self.query.schema)
+        return lf if nulls is None else lf.filter(~nulls)
+
     def invalid_mask(self) -> nw.Expr:
         """A boolean expression over the input columns: the row fails a check."""
         bad = [c.bad for c in self.query.checks.values()]
@@ -343,10 +368,10 @@ class Plan:
                 self.raise_failed(self.check_counts(lf))
             return lf, None
         if policy == "drop":
-            return lf.filter(~self.invalid_mask()), None
+            return self.drop_null_keys(lf).filter(~self.invalid_mask()), None
         q = self.query
         flagged = lf.select(
-            *[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)],
+            *key_values(q.keys, q.schema, q.group),
             self.invalid_mask().cast(nw.Float64).alias(_INVALID),
         )
         table = aggregate(flagged, q.group, [nw.col(_INVALID).sum()])
@@ -366,8 +391,9 @@ class Plan:
             q.row(_INVALID, indicator(anybad))
         counts = None
         if policy == "drop":
+            lf = self.drop_null_keys(lf)
             flagged = lf.with_columns(anybad.alias(_DROPPED))
-            ikeys = [nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)]
+            ikeys = key_values(q.keys, q.schema, q.group)
             marks = flagged.select(*ikeys, nw.col(_DROPPED).cast(nw.Float64))
             counts = aggregate(marks, q.group, [nw.col(_DROPPED).sum()])
             lf = flagged.filter(~nw.col(_DROPPED)).drop(_DROPPED)
@@ -407,7 +433,7 @@ class Plan:
         q = self.query
         f64 = nw.Float64
         rows = frame.select(
-            *[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)],
+            *key_values(q.keys, q.schema, q.group),
             nw.col("n").cast(f64).alias(_N),
             (nw.col("n_invalid").cast(f64) if policy == "null" else nw.lit(0.0)).alias(_INVALID),
             *([nw.col("n_dropped").cast(f64).alias(_DROPPED)] if policy == "drop" else []),

@@ -847,3 +847,38 @@ class Metric:
         for a missing column or a wrong dtype.  Nothing is computed.
         """
         return list(self.outputs(self.build(Query(schema=schema, keys=list(keys)))))
+
+
+def _filled(key: nw.Expr, dtype: Any) -> nw.Expr:
+    """``key`` without nulls, a value of one type on both sides of a join (nulls told apart by an indicator)."""
+    if dtype.is_numeric():
+        return key.fill_null(0)
+    if dtype == nw.Boolean:
+        return key.fill_null(False)
+    if dtype != nw.String:  # categorical, dates, ...: compared as text
+        key = key.cast(nw.String)
+    return key.fill_null("")
+
+
+_FrameT = TypeVar("_FrameT", nw.LazyFrame, nw.DataFrame)
+
+
+def join_keys(left: _FrameT, right: _FrameT, keys: Sequence[str], *, how: Literal["left", "inner"] = "left") -> _FrameT:
+    """``left.join(right, on=keys, how=how)`` with a null key equal to a null key.
+
+    A null group key forms a group of its own (see :func:`null_keys`): the
+    per-group tables join back on it.  Each key joins as a filled value and
+    an is-null indicator; the result has ``left``'s key columns (``right``'s
+    are dropped).
+    """
+    if not keys:
+        return left.join(right, how="cross")
+    schema = left.collect_schema()
+    on: list[str] = []
+    made: list[nw.Expr] = []
+    for i, k in enumerate(keys):
+        value, null = f"__cf_jv{i}", f"__cf_jn{i}"
+        made += [_filled(nw.col(k), schema[k]).alias(value), nw.col(k).is_null().cast(nw.Int8).alias(null)]
+        on += [value, null]
+    joined = left.with_columns(*made).join(right.with_columns(*made).drop(*keys), on=on, how=how)
+    return joined.drop(*on)

@@ -64,7 +64,7 @@ from typing import Any, Literal
 import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import check_choice, check_columns, fail, is_number
-from conformal_frames.engine import Metric, Query, TableRef, indicator, over, total
+from conformal_frames.engine import Metric, Query, TableRef, indicator, join_keys, over, total
 from conformal_frames.inputs.levels import level_column_row
 from conformal_frames.numerics.stats import max_of, min_of, ratio
 
@@ -479,7 +479,7 @@ def horizon_row(q: Query, column: str) -> str:
     ``by=`` that does not include the horizon column).
     """
     bad = f"column {column!r} (horizon=) has values that are not integers >= 1"
-    if column in q.keys:  # by=[..., horizon]: the group's own key (null keys are invalid already)
+    if column in q.keys:  # by=[..., horizon]: the group's own key (a null key: a group too)
         if not q.schema[column].is_numeric():
             msg = f"column {column!r} (horizon=) must hold positive integers, found dtype {q.schema[column]}"
             raise TypeError(msg)
@@ -735,7 +735,7 @@ def ensemble_rows(rows: nw.LazyFrame, keys: list[str], ens: Ensemble, ref: Table
     count = nw.col(ref.name("c"))
     nulls = ties.with_columns(nw.when(nw.col(x).is_null()).then(count).otherwise(0.0).alias(ref.name("nulls")))
     nulls = nulls.group_by(*keys, rid).agg(nw.col(ref.name("nulls")).sum())
-    return nulls.join(per, on=[*keys, rid], how="left")
+    return join_keys(nulls, per, [*keys, rid])
 
 
 # ---------------------------------------------------------------------------

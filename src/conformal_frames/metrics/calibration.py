@@ -1271,7 +1271,7 @@ def cumulative_differences(
         return nw.to_native(nw.maybe_reset_index(out.collect()) if eager else out)
     assert validity is not None
     ok = validity.select(*keys, nw.col("n_invalid").alias("__cf_n_invalid"))
-    cells = cells.join(ok, on=keys, how="left") if keys else cells.join(ok, how="cross")
+    cells = engine.join_keys(cells, ok, keys) if keys else cells.join(ok, how="cross")
     valid = nw.col("__cf_n_invalid") == 0
     out = cells.select(
         *keys,

@@ -99,7 +99,7 @@ def _lag_sum_table(c: str, t: str, h: str) -> engine.TableFn:
             engine.over(nw.col(c).cum_sum(), keys, order_by=t).alias(cum),
         )
         shifted = f.select(*keys, (nw.col(r) + nw.col(h).cast(nw.Int64)).alias(r), nw.col(cum).alias(lag))
-        joined = f.join(shifted, on=[*keys, r], how="left")
+        joined = engine.join_keys(f, shifted, [*keys, r])
         term = nw.col(c) * (nw.col(cum) - nw.col(c) - nw.col(lag).fill_null(0.0))
         return engine.aggregate(joined.with_columns(term.alias(s)), keys, [nw.col(s).sum()])
 

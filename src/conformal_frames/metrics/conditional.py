@@ -48,6 +48,7 @@ from conformal_frames.engine import (
     TableFn,
     TableRef,
     aggregate,
+    join_keys,
     no_weights,
     over,
 )
@@ -170,7 +171,7 @@ def _gap_table(
             nw.col(cnt if weight is None else rc).alias(ref.name("worst_n")),
         )
         if keys:
-            return stats.join(worst, on=keys, how="left")
+            return join_keys(stats, worst, keys)
         one = ref.name("one")  # a left join on a constant: one row even when there is no group
         joined = stats.with_columns(nw.lit(1).alias(one)).join(
             worst.with_columns(nw.lit(1).alias(one)), on=one, how="left"

@@ -41,6 +41,7 @@ from conformal_frames.engine import (
     TableFn,
     TableRef,
     aggregate,
+    join_keys,
     no_counts,
     no_weights,
     ordered_cells,
@@ -600,7 +601,7 @@ def _ks_table(source: PITSource, seed: int) -> TableFn:
         below = nw.col(u) - (nw.col(end) - nw.col(c)) / nw.col(tot)
         ties = ties.with_columns(nw.max_horizontal(above, below).alias(d))
         if keys:
-            return aggregate(ties, keys, [nw.col(d).max()]).join(bad, on=keys, how="left")
+            return join_keys(aggregate(ties, keys, [nw.col(d).max()]), bad, keys)
         # no keys: the maximum as a group of its own, joined to the one row of ``bad``; the
         # maximum of no rows (an empty frame, every row dropped) is then a typed null on
         # every engine (pandas with Arrow dtypes makes an object column of pd.NA otherwise)
