@@ -301,7 +301,8 @@ class Query:
         may be called ``"__cf_r0"``), so a key reads unambiguously (see
         ``summaries._canonical_keys``).
         """
-        while name in self.schema:
+        columns = self.schema.keys()  # the real columns (a guessed schema claims every name)
+        while name in columns:
             name = "_" + name
         return name
 
