@@ -565,7 +565,7 @@ def test_pit_histogram_plot():
     long = cf.evaluate(df, table, by="g")
     assert "pit_histogram_bin3" in long.columns
     ax = plots.pit_histogram(df.conformal.pit_histogram("y", samples="ens", n_bins=4, by="g"), by="g")
-    assert [t.get_text() for t in ax.get_legend().get_texts()][1:-1] == sorted(set(d["g"]))
+    assert [t.get_text() for t in ax.get_legend().get_texts()][1:-1] == [f"g={g}" for g in sorted(set(d["g"]))]
     with pytest.raises(ValueError, match="missing column"):
         plots.pit_histogram(df)
 
@@ -642,8 +642,8 @@ def test_quantile_calibration_plot():
     d = quantile_data(51, n=120)
     for g, idx in group_dict(d["g"]).items():
         observed = (d["y"][idx, None] <= quantile_matrix(d)[idx]).mean(axis=0)
-        np.testing.assert_allclose(lines[g].get_ydata(), observed, rtol=1e-15)
-        np.testing.assert_allclose(lines[g].get_xdata(), LEVELS, rtol=1e-15)
+        np.testing.assert_allclose(lines[f"g={g}"].get_ydata(), observed, rtol=1e-15)
+        np.testing.assert_allclose(lines[f"g={g}"].get_xdata(), LEVELS, rtol=1e-15)
     with pytest.raises(ValueError, match="give both y= and quantiles="):
         plots.quantile_calibration(df, y="y")
 

@@ -146,7 +146,10 @@ def test_crossing_quantiles_are_counted_never_scored(constructor) -> None:
 def test_interval_pairs_lo_above_hi_counted_per_level(eager_constructor) -> None:
     data = {"l8": [1.0, 2.0, 3.0], "h8": [2.0, 1.0, 0.0], "l9": [0.0, 0.0, 0.0], "h9": [5.0, 5.0, 5.0]}
     metric = _Widths(intervals={0.9: ("l9", "h9"), 0.8: ("l8", "h8")})
-    with pytest.raises(ValueError, match=r"^column 'l8' is greater than column 'h8' in 2 rows$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^column 'l8' is greater than column 'h8' in 2 of 3 rows: are lo and hi swapped\? \(intervals 0.8: lo='l8', hi='h8'\)$",
+    ):
         cf.evaluate(eager_constructor(data), metric)
     data["h8"] = [2.0, 3.0, 4.0]
     out = pl.from_pandas(nw.from_native(cf.evaluate(eager_constructor(data), metric)).to_pandas())
@@ -455,9 +458,15 @@ def test_crossing_rows_in_each_metric(eager_constructor) -> None:
     ]:
         with pytest.raises(ValueError, match=message):
             cf.evaluate(eager_constructor(data), metric)
-    with pytest.raises(ValueError, match=r"^column 'm' is greater than column 'lo' in 2 rows$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^column 'm' is greater than column 'lo' in 2 of 3 rows: are lo and hi swapped\? \((intervals 0.5: )?lo='m', hi='lo'\)$",
+    ):
         cf.evaluate(eager_constructor(data), cf.interval_coverage("y", intervals={0.5: ("m", "lo")}))
-    with pytest.raises(ValueError, match=r"^column 'm' is greater than column 'lo' in 2 rows$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^column 'm' is greater than column 'lo' in 2 of 3 rows: are lo and hi swapped\? \((intervals 0.5: )?lo='m', hi='lo'\)$",
+    ):
         cf.evaluate(eager_constructor(data), cf.wis("y", intervals={0.5: ("m", "lo")}, median="hi", **invalid))
     dropped = to_pandas(cf.evaluate(eager_constructor(data), cf.wis("y", quantiles=q, **invalid), invalid="drop"))
     assert dropped["n"].tolist() == [2]
