@@ -665,13 +665,14 @@ class Compiled:
         frame = None
         if eager and not (q.group_steps or q.numpy_steps):
             # one collect with the final selection: a second query costs ~0.5 ms on small frames
-            checked = self.policy == "raise"
-            frame = table.select(*final_cols, *([nw.col(_INVALID)] if checked else [])).collect()
-            if checked:
-                if has_invalid(frame):
-                    self.plan.raise_failed(self._failed(table))
-                frame = frame.drop(_INVALID)
-            return nw.maybe_reset_index(declared_dtypes(frame, q))
+            if self.policy != "raise":
+                return nw.maybe_reset_index(declared_dtypes(table.select(*final_cols).collect(), q))
+            # the counts are cast after the check: a NaN count cannot be cast to Int64
+            raw = [*q.group, *self.names, _N, *[i for _, i in _POLICY_COLUMNS[self.policy]], _INVALID]
+            frame = table.select(*dict.fromkeys(raw)).collect()
+            if has_invalid(frame):
+                self.plan.raise_failed(self._failed(table))
+            return nw.maybe_reset_index(declared_dtypes(frame.select(*final_cols), q))
         if self.policy == "raise":
             if not eager:  # asked for: run the checks now (the metrics stay lazy)
                 self.plan.raise_failed(self._failed(table))
