@@ -305,12 +305,15 @@ def test_all_null_boolean_key_day_concatenates_on_pandas() -> None:
         pd.DataFrame({"g": pd.Series([None, None], dtype=object), **{k: v[:2] for k, v in DAY.items()}}),
         pd.DataFrame({"g": [True, False, False], **DAY}),  # bool dtype: no nulls this day
     ]
-    parts = [cf.summarize(day, cov, by="g", invalid="drop") for day in days]
-    assert parts[0]["g"].dtype == object  # pandas groups an all-null object key into float64
-    merged = cf.merge_summaries(_concat(parts), by="g")
-    got = cf.finalize(merged, cov, by="g")
-    expected = cf.evaluate(pd.concat(days, ignore_index=True), cov, by="g", invalid="drop")
-    assert list(got["g"].iloc[:2]) == [False, True] and got["g"].iloc[2] is not False  # not 0.0, 1.0
-    assert [type(k) for k in got["g"].iloc[:2]] == [bool, bool]
-    assert_close(got["coverage"], expected["coverage"])
-    assert list(got["n"]) == list(expected["n"]) == [2, 1, 0]
+    # the null key is a group of its own (computed under "null"; "drop" drops it)
+    for invalid, n in (("null", [2, 1, 2]), ("drop", [2, 1])):
+        parts = [cf.summarize(day, cov, by="g", invalid=invalid) for day in days]
+        assert parts[0]["g"].dtype == object  # pandas groups an all-null object key into float64
+        merged = cf.merge_summaries(_concat(parts), by="g")
+        got = cf.finalize(merged, cov, by="g")
+        expected = cf.evaluate(pd.concat(days, ignore_index=True), cov, by="g", invalid=invalid)
+        assert list(got["g"].iloc[:2]) == [False, True]  # not 0.0, 1.0
+        assert [type(k) for k in got["g"].iloc[:2]] == [bool, bool]
+        assert len(got) == len(n) and (len(n) == 2 or pd.isna(got["g"].iloc[2]))
+        assert_close(got["coverage"], expected["coverage"])
+        assert list(got["n"]) == list(expected["n"]) == n

@@ -327,14 +327,14 @@ def test_corp_reliability_diagram_draws_the_fit_band_and_decomposition():
     _, labels = ax.get_legend_handles_labels()
     assert labels[0] == "perfect calibration" and len(labels) == 3
     for label in labels[1:]:
-        group = label.split("\n")[0]
+        group = label.split("\n")[0].removeprefix("g=")
         assert group in top
         row = parts.filter(pl.col("g") == group).row(0, named=True)
         assert f"MCB {row['miscalibration']:.3f}" in label and f"S {row['score']:.3f}" in label
     # the drawn curve is the PAV fit of the group
     corp = cf.corp_reliability(pl.DataFrame(d), "y", "s", by="g")
     line = ax.get_lines()[1]
-    fit = corp.filter(pl.col("g") == labels[1].split("\n")[0])
+    fit = corp.filter(pl.col("g") == labels[1].split("\n")[0].removeprefix("g="))
     assert_close(line.get_ydata(), fit["recalibrated"].to_numpy())
     assert "4 more groups not drawn" in ax.get_title()  # g0..g3, one, two: 6 groups, 2 drawn
     plt.close(ax.figure)

@@ -439,7 +439,7 @@ def quantile_crps(
     >>> import conformal_frames
     >>> df = pl.DataFrame({"y": [0.0, 1.0], "q25": [-0.5, -0.5], "q50": [0.0, 0.0], "q75": [0.5, 0.5]})
     >>> df.conformal.quantile_crps("y", quantiles={0.25: "q25", 0.5: "q50", 0.75: "q75"})
-    0.4375
+    0.5
 
     References
     ----------

@@ -127,7 +127,8 @@ def long_by_level(
         {
             level_column: nw.lit(level, F64),
             **{s: nw.col(f"{name}_{level_suffix(level)}{'_' + x if x else ''}").cast(F64) for s, x in stats.items()},
-            **{c: nw.col(f"{name}_{c}").cast(F64) for c in per_group},
+            # counts (n_crossing) keep the wide table's integer dtype
+            **{c: nw.col(f"{name}_{c}") if c == "n_crossing" else nw.col(f"{name}_{c}").cast(F64) for c in per_group},
             "n": group_rows(frame, name),
         }
         for level in levels
@@ -297,15 +298,15 @@ def pinball_loss(
     >>> df.conformal.pinball_loss("y", quantiles={0.1: "q10", 0.5: "q50", 0.9: "q90"})
     0.5
     >>> df.conformal.pinball_loss("y", quantiles={0.1: "q10", 0.9: "q90"}, per_level=True)
-    shape: (2, 3)
-    ┌────────────────┬──────────────┬─────┐
-    │ quantile_level ┆ pinball_loss ┆ n   │
-    │ ---            ┆ ---          ┆ --- │
-    │ f64            ┆ f64          ┆ i64 │
-    ╞════════════════╪══════════════╪═════╡
-    │ 0.1            ┆ 0.2          ┆ 2   │
-    │ 0.9            ┆ 0.55         ┆ 2   │
-    └────────────────┴──────────────┴─────┘
+    shape: (2, 4)
+    ┌────────────────┬──────────────┬────────────┬─────┐
+    │ quantile_level ┆ pinball_loss ┆ n_crossing ┆ n   │
+    │ ---            ┆ ---          ┆ ---        ┆ --- │
+    │ f64            ┆ f64          ┆ i64        ┆ i64 │
+    ╞════════════════╪══════════════╪════════════╪═════╡
+    │ 0.1            ┆ 0.2          ┆ 0          ┆ 2   │
+    │ 0.9            ┆ 0.55         ┆ 0          ┆ 2   │
+    └────────────────┴──────────────┴────────────┴─────┘
 
     References
     ----------
