@@ -96,8 +96,10 @@ def test_summarize_warns_on_many_cells_and_rounds_scores() -> None:
     rounded = df.with_columns(pl.col("s").round(2))
     want = cf.evaluate(rounded, cf.ks_test("y", "s"), cf.auroc("y", "s"), by="g")
     got = cf.finalize(small, cf.ks_test("y", "s"), cf.auroc("y", "s"), by="g")
-    for c in ("ks_test", "ks_test_pvalue", "auroc"):
+    for c in ("ks_test", "auroc"):
         np.testing.assert_allclose(got[c].to_numpy(), want[c].to_numpy(), rtol=1e-12)
+    # p ~ 1e-107: its relative error is about G^2 (~500) times that of the statistic G
+    np.testing.assert_allclose(got["ks_test_pvalue"].to_numpy(), want["ks_test_pvalue"].to_numpy(), rtol=1e-9)
     with pytest.raises(ValueError, match="score_decimals"):
         cf.summarize(df, cf.ks_test("y", "s"), score_decimals=-1)
 
