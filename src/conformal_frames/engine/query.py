@@ -192,8 +192,8 @@ def ordered_cells(
     cast is its own step before the ordered window: on pandas,
     ``cast(...).cum_sum().over(order_by=...)`` ignores ``order_by``.
     """
-    if running and rows.implementation.is_polars():
-        return _polars_ordered_cells(rows, keys, order, sums, running)
+    if running and not keys and rows.implementation.is_polars():
+        return _polars_ordered_cells(rows, order, sums, running)
     cells = rows.group_by(*keys, order).agg(*[nw.col(c).sum() for c in sums])
     cells = cells.with_columns(*[nw.col(c).cast(nw.Float64) for c in sums])
     if not running:
@@ -203,39 +203,31 @@ def ordered_cells(
     )
 
 
-def _polars_ordered_cells(
-    rows: nw.LazyFrame, keys: Sequence[str], order: str, sums: Sequence[str], running: Sequence[str]
-) -> nw.LazyFrame:
-    """:func:`ordered_cells` on polars by one sort instead of a hash aggregation of every distinct value.
+def _polars_ordered_cells(rows: nw.LazyFrame, order: str, sums: Sequence[str], running: Sequence[str]) -> nw.LazyFrame:
+    """Ungrouped :func:`ordered_cells` on polars: one sort instead of a hash aggregation of every distinct value.
 
-    The rows are sorted by (keys, ``order``); the running total of each sum
-    column is its cumulative sum over the rows, read at the last row of each
-    run of tied values (a tie counts whole, at its value: the same cells as the
+    The rows are sorted by ``order``; the running total of each sum column is
+    its cumulative sum over the rows, read at the last row of each run of
+    tied values (a tie counts whole, at its value: the same cells as the
     aggregation).  A cell's sum is the difference of consecutive running
-    totals (exact for counts).  About 2x faster at 2e6 distinct values and
-    without the hash table (docs/performance.md).
+    totals (exact for counts).  About 2x faster at 2e6 distinct values
+    (docs/performance.md).  Grouped, the per-group windows this needs cost
+    more than the aggregation saves, so groups keep the aggregation.
     """
     import polars as pl  # only reached for polars input
 
-    part = list(keys)
-
-    def within(e: pl.Expr) -> pl.Expr:
-        return e.over(part) if part else e
-
     tmp = {c: f"__cf_cells_{i}" for i, c in enumerate(sums)}
-    last = within(pl.int_range(pl.len()) == pl.len() - 1)
-    end = last | pl.col(order).ne_missing(within(pl.col(order).shift(-1)))
+    end = (pl.int_range(pl.len()) == pl.len() - 1) | pl.col(order).ne_missing(pl.col(order).shift(-1))
     lf = (
         rows.to_native()
-        .select(*part, order, *[pl.col(c).cast(pl.Float64).alias(tmp[c]) for c in sums])
-        .sort([*part, order], nulls_last=True)
-        .with_columns(*[within(pl.col(t).cum_sum()) for t in tmp.values()])
+        .select(order, *[pl.col(c).cast(pl.Float64).alias(tmp[c]) for c in sums])
+        .sort(order, nulls_last=True)
+        .with_columns(*[pl.col(t).cum_sum() for t in tmp.values()])
         .filter(end)
     )
     cells = lf.select(
-        *part,
         order,
-        *[(pl.col(t) - within(pl.col(t).shift(1)).fill_null(0.0)).alias(c) for c, t in tmp.items()],
+        *[(pl.col(t) - pl.col(t).shift(1).fill_null(0.0)).alias(c) for c, t in tmp.items()],
         *[pl.col(tmp[c]).alias(running_total(c)) for c in running],
     )
     return nw.from_native(cells)
