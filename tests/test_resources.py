@@ -115,3 +115,32 @@ def test_report_progress_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     rep = report(df, y="y", lo="lo", hi="hi", by="seg", confidence_level=0.9, progress=True)
     assert "report" in capsys.readouterr().err
     assert rep.table["coverage"].to_list() == [1.0, 0.5]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ungrouped_polars_cells_by_one_sort_equal_the_aggregation(seed: int) -> None:
+    # polars builds ungrouped ordered cells by a sort and a cumulative sum read
+    # at the end of each tie run; they are the per-score sums of the aggregation
+    import narwhals.stable.v2 as nw
+
+    from conformal_frames.engine.query import ordered_cells, running_total
+
+    rng = np.random.default_rng(seed)
+    n = 400
+    s = np.round(rng.random(n), 1)  # heavy ties; one score only once
+    s[0] = 0.55
+    d, k = rng.standard_normal(n), rng.integers(0, 3, n)
+    rows = nw.from_native(pl.DataFrame({"s": s, "d": d, "k": k}).lazy())
+    cells = ordered_cells(rows, [], "s", ["d", "k"], running=["d"]).collect().sort("s")
+    values = np.unique(s)
+    sums = np.array([d[s == v].sum() for v in values])
+    np.testing.assert_array_equal(cells["s"].to_numpy(), values)
+    np.testing.assert_allclose(cells["d"].to_numpy(), sums, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(cells["k"].to_numpy(), [k[s == v].sum() for v in values])
+    assert cells["k"].dtype == nw.Float64
+    np.testing.assert_allclose(cells[running_total("d")].to_numpy(), np.cumsum(sums), rtol=1e-12, atol=1e-12)
+    # row order does not change the cells (to the rounding of the sums)
+    perm = rng.permutation(n)
+    shuffled = nw.from_native(pl.DataFrame({"s": s[perm], "d": d[perm], "k": k[perm]}).lazy())
+    again = ordered_cells(shuffled, [], "s", ["d", "k"], running=["d"]).collect().sort("s")
+    np.testing.assert_allclose(again[running_total("d")].to_numpy(), np.cumsum(sums), rtol=1e-12, atol=1e-12)
