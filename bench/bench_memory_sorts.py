@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CASES = ("ks_test", "kuiper_test", "auroc", "ssc_score", "ece_quantile")
+CASES = ("ks_test", "kuiper_test", "auroc", "ssc_score", "ece (quantile bins)")
 
 
 def _rss_gb() -> float:
@@ -29,32 +29,13 @@ def _rss_gb() -> float:
 
 
 def child(case: str, n: int, grouped: bool) -> None:
-    import numpy as np
-    import polars as pl
+    sys.path.insert(0, str(HERE))
+    from bench_metrics import sort_metrics, sorts_data
 
     import conformal_frames as cf
 
-    rng = np.random.default_rng(0)
-    s = rng.beta(2, 2, n)
-    lo = -1.645 + 0.1 * rng.standard_normal(n)
-    df = pl.DataFrame(
-        {
-            "seg": rng.integers(0, 5, n),
-            "score": s,
-            "label": (rng.random(n) < s).astype(np.int64),
-            "y": rng.standard_normal(n),
-            "lo": lo,
-            "hi": lo + 3.29 + 0.5 * s,
-        }
-    )
-    del s, lo
-    metric = {
-        "ks_test": cf.ks_test("label", "score"),
-        "kuiper_test": cf.kuiper_test("label", "score"),
-        "auroc": cf.auroc("label", "score"),
-        "ssc_score": cf.ssc_score("y", "lo", "hi", n_bins=3),
-        "ece_quantile": cf.ece("label", "score", n_bins=10, strategy="quantile"),
-    }[case]
+    df = sorts_data(n, n_segments=5)
+    metric = sort_metrics()[case]
     cf.evaluate(df.head(1000), metric, by="seg" if grouped else None)  # lazy imports out of the figure
     base = _rss_gb()
     cf.evaluate(df, metric, by="seg" if grouped else None)

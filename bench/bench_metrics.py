@@ -76,6 +76,35 @@ def make_data(n: int, n_segments: int, seed: int = 0, *, ties: bool = False) -> 
 # --------------------------------------------------------------------------
 # hand-written polars doing the same computations
 # --------------------------------------------------------------------------
+def sorts_data(n: int, *, n_segments: int = 0, seed: int = 0) -> pl.DataFrame:
+    """The frame of the sort-based benches: a Beta(2, 2) score and its label, an interval around y.
+
+    ``n_segments > 0`` adds a key column ``seg`` (drawn last: the other columns stay the same).
+    """
+    rng = np.random.default_rng(seed)
+    s = rng.beta(2, 2, n)
+    df = pl.DataFrame(
+        {
+            "score": s,
+            "label": (rng.random(n) < s).astype(np.int64),
+            "y": rng.standard_normal(n),
+            "lo": -1.645 + 0.1 * rng.standard_normal(n),
+        }
+    ).with_columns(hi=pl.col("lo") + 3.29 + 0.5 * pl.col("score"))
+    return df.with_columns(seg=rng.integers(0, n_segments, n)) if n_segments else df
+
+
+def sort_metrics() -> dict[str, Any]:
+    """The sort-based metrics of issue 23's items 3 and 4, by name."""
+    return {
+        "ks_test": cf.ks_test("label", "score"),
+        "kuiper_test": cf.kuiper_test("label", "score"),
+        "auroc": cf.auroc("label", "score"),
+        "ssc_score": cf.ssc_score("y", "lo", "hi", n_bins=3),
+        "ece (quantile bins)": cf.ece("label", "score", n_bins=10, strategy="quantile"),
+    }
+
+
 def polars_coverage_width(df: pl.DataFrame, by: str | None) -> pl.DataFrame:
     exprs = [
         ((pl.col("lo") <= pl.col("y")) & (pl.col("y") <= pl.col("hi"))).mean().alias("coverage"),

@@ -102,26 +102,17 @@ def per_call() -> None:
 SORTS = r"""
 import gc, json, sys, time
 sys.path.insert(0, sys.argv[1])
-import numpy as np, polars as pl
+import polars as pl
 import conformal_frames as cf
+from bench_metrics import sort_metrics, sorts_data
 n = int(sys.argv[2])
-rng = np.random.default_rng(0)
-s = rng.beta(2, 2, n)
-df = pl.DataFrame({"score": s, "label": (rng.random(n) < s).astype(np.int64),
-                   "y": rng.standard_normal(n), "lo": -1.645 + 0.1 * rng.standard_normal(n)})
-df = df.with_columns(hi=pl.col("lo") + 3.29 + 0.5 * pl.col("score"))
+df = sorts_data(n)
 def best(fn, r=3):
     out = []
     for _ in range(r):
         gc.collect(); t = time.perf_counter(); fn(); out.append(time.perf_counter() - t)
     return min(out)
-metrics = {
-    "ks_test": cf.ks_test("label", "score"),
-    "kuiper_test": cf.kuiper_test("label", "score"),
-    "auroc": cf.auroc("label", "score"),
-    "ssc_score": cf.ssc_score("y", "lo", "hi", n_bins=3),
-    "ece (quantile bins)": cf.ece("label", "score", n_bins=10, strategy="quantile"),
-}
+metrics = sort_metrics()
 out = {"sort": best(lambda: df.select(pl.col("score").sort()))}
 for name, m in metrics.items():
     out[name] = best(lambda m=m: cf.evaluate(df, m))
