@@ -127,8 +127,7 @@ def long_by_level(
         {
             level_column: nw.lit(level, F64),
             **{s: nw.col(f"{name}_{level_suffix(level)}{'_' + x if x else ''}").cast(F64) for s, x in stats.items()},
-            # counts (n_crossing) keep the wide table's integer dtype
-            **{c: nw.col(f"{name}_{c}") if c == "n_crossing" else nw.col(f"{name}_{c}").cast(F64) for c in per_group},
+            **{c: nw.col(f"{name}_{c}") for c in per_group},  # the wide table's dtypes (n_eff Float64, counts Int64)
             "n": group_rows(frame, name),
         }
         for level in levels
