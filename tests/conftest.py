@@ -77,6 +77,15 @@ def spark_session() -> Any:
             # no call-site capture per PySpark function call (a stack walk and
             # four py4j calls each): building a query makes a third of the calls
             .config("spark.python.sql.dataFrameDebugging.enabled", "false")
+            # interpreted expressions too: the test frames are tiny, and compiling
+            # each query's generated code (Janino) costs more than running it (the
+            # suite's Spark tests: 1,249 -> 1,075 worker-seconds, docs/performance.md);
+            # the results are the same, Spark tests its two evaluation modes against
+            # each other
+            .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+            # no adaptive re-planning of the tiny shuffles, no console progress bars
+            .config("spark.sql.adaptive.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .getOrCreate()
         )
         session.sparkContext.setLogLevel("ERROR")

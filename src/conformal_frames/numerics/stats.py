@@ -31,14 +31,18 @@ def wilson_interval(successes: nw.Expr, n: nw.Expr, confidence: float) -> tuple[
     z2 = z * z
     center = (successes + z2 / 2) / (n + z2)
     # clip: invalid rows (labels outside {0, 1}) can make k > n before they are reported
-    half = z / (n + z2) * ((successes * (n - successes) / n).clip(lower_bound=0.0) + z2 / 4).sqrt()
+    half = z / (n + z2) * ((successes * (n - successes)).clip(lower_bound=0.0) / n + z2 / 4).sqrt()
     estimate = successes / n
     # a clip by the estimate, not a when/then that repeats the raw bound (every
     # expression node costs query-building time) nor min/max_horizontal (Dask
-    # cannot align a horizontal reduction over the aggregated frame)
-    low = (center - half).clip(upper_bound=estimate)
-    high = (center + half).clip(lower_bound=estimate)
-    return low.clip(lower_bound=0.0, upper_bound=1.0), high.clip(lower_bound=0.0, upper_bound=1.0)
+    # cannot align a horizontal reduction over the aggregated frame).  One clip
+    # per bound: SQL engines repeat a clipped expression (a null test and the
+    # clip), so nested clips copied the interval's arithmetic four times into
+    # a Spark plan.  With 0 <= estimate <= 1 these are the clips to [0, 1] as well
+    # (an estimate outside [0, 1] comes from invalid rows, whose group is null).
+    low = (center - half).clip(lower_bound=0.0, upper_bound=estimate)
+    high = (center + half).clip(lower_bound=estimate, upper_bound=1.0)
+    return low, high
 
 
 def proportion(w: Weighting, hits: nw.Expr, ci_level: float) -> dict[str, nw.Expr | None]:
