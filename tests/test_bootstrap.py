@@ -20,7 +20,14 @@ from scipy import stats
 import conformal_frames as cf
 from conformal_frames.engine import Query
 from conformal_frames.engine.plan import _rows_frame
-from conformal_frames.numerics.resample import replicate_weight_rows
+from conformal_frames.numerics.resample import (
+    poisson_counts,
+    poisson_thresholds,
+    replicate_constants,
+    replicate_hash_rows,
+    replicate_terms,
+    replicate_weight_rows,
+)
 from helpers import assert_close, to_pandas
 
 SPARK_ONCE = "covered by the [pyspark] case of the grouped test"
@@ -148,6 +155,29 @@ def test_counts_match_the_numpy_twin_bit_for_bit(constructor):
     for b in range(4):
         counts = got.groupby(key)[f"c{b}"].apply(sorted).to_list()
         assert counts == exp.groupby(key)[f"c{b}"].apply(sorted).to_list()
+
+
+def test_numpy_counts_match_the_expression_counts_bit_for_bit():
+    # the polars bootstrap computes the counts in numpy (a table of cells of h): the same numbers
+    data = _awkward_values(2000, 5)
+    lf = nw.from_native(pd.DataFrame(data)).lazy()
+    q = Query(schema=lf.collect_schema(), keys=[])
+    hashed = replicate_hash_rows(q, ["x", "y"])
+    rows = replicate_weight_rows(q, ["x", "y"], seed=11, n_resamples=6)
+    out = to_pandas(_rows_frame(lf, q).select(*hashed, *rows))
+    values = [out[c].to_numpy() for c in hashed]
+    for b, k in enumerate(replicate_constants(11, 6)):
+        np.testing.assert_array_equal(poisson_counts(values, replicate_terms(k)), out[rows[b]].to_numpy())
+
+
+def test_numpy_counts_at_the_thresholds():
+    # h on both sides of every threshold (the cells a threshold falls into are searched)
+    thresholds = np.array(poisson_thresholds())
+    h = np.unique(np.concatenate([np.floor(thresholds) + d for d in range(-2, 3)] + [[0.0, P - 1.0]]))
+    h = h[(h >= 0) & (h < P)]
+    zeros = np.zeros_like(h)
+    got = poisson_counts([h, zeros, zeros], (0.0, 0.0, 0.0))
+    np.testing.assert_array_equal(got, (h[:, None] > thresholds[None, :]).sum(axis=1))
 
 
 def test_counts_are_poisson_and_independent():

@@ -16,7 +16,9 @@ aggregation over ``n_groups * n_resamples`` values).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -27,9 +29,8 @@ from conformal_frames._progress import advance
 from conformal_frames._validate import check_column, check_positive_int, optional
 from conformal_frames.engine import Metric, Query, TableRef, Weighting, aggregate, no_weights
 from conformal_frames.numerics.resample import (
-    P,
     clean_row,
-    poisson_thresholds,
+    poisson_counts,
     replicate_constants,
     replicate_count_row,
     replicate_hash_rows,
@@ -261,6 +262,8 @@ class _Bootstrapped(Metric):
 #: (row, replicate) pairs per chunk on polars: ``CHUNK_CELLS // n`` replicates per chunk of ``n`` rows
 #: (4 on 1e6 rows), so a chunk holds about this many values of each column it reads
 CHUNK_CELLS = 4_000_000
+#: replicates per chunk at most: a chunk query has an expression per replicate (building costs per node)
+MAX_CHUNK_REPLICATES = 16
 
 
 def _sub_query(q: Query) -> Query:
@@ -295,7 +298,7 @@ class _Replicates:
         if rows.implementation.is_polars():
             long = self._long(rows, keys, ref)
         else:
-            wide, names = self._wide(rows, keys, ref)
+            wide, names = self._wide(rows, keys, ref, self._hashed_counts())
             long = (
                 _unpivot(wide, names, keys, ref.name("v"), ref.name("var"))
                 if keys
@@ -308,13 +311,15 @@ class _Replicates:
         wide = wide.with_columns(nw.lit(0).alias(one))
         return _unpivot(wide, names, [one], ref.name("v"), ref.name("var")).drop(one)
 
-    def _wide(self, rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> tuple[nw.LazyFrame, list[str]]:
+    def _wide(
+        self, rows: nw.LazyFrame, keys: list[str], ref: TableRef, counts: Sequence[Callable[[Query], str]]
+    ) -> tuple[nw.LazyFrame, list[str]]:
+        """The values of one replicate per count row (``counts[i](sub)`` registers it) as columns per group."""
         sub = _sub_query(self.q)
         values, names = [], []
-        for b, k in enumerate(replicate_constants(self.seed, self.n_resamples)):
-            counts = replicate_count_row(sub, self.hashed, seed=self.seed, b=b, k=k)
-            names.append(ref.name(f"r{b}"))
-            values.append(self.combine([_replicate(sub, m, counts) for m in self.metrics]).alias(names[-1]))
+        for i, count in enumerate(counts):
+            names.append(ref.name(f"r{i}"))
+            values.append(self.combine([_replicate(sub, m, count(sub)) for m in self.metrics]).alias(names[-1]))
         new = [r for k, r in sub.rows.items() if k not in self.q.rows]
         frame = rows
         for level in sorted({r.level for r in new}):
@@ -322,76 +327,91 @@ class _Replicates:
         aggs = [nw.len().alias(Query.count), *[e.alias(n) for n, e in sub.aggs.values()]]
         return aggregate(frame, keys, aggs).select(*keys, *values), names
 
+    def _hashed_counts(self) -> list[Callable[[Query], str]]:
+        """Count rows of every replicate as expressions (the per-replicate query of SQL engines)."""
+        constants = replicate_constants(self.seed, self.n_resamples)
+        return [
+            functools.partial(replicate_count_row, hashed=self.hashed, seed=self.seed, b=b, k=k)
+            for b, k in enumerate(constants)
+        ]
+
     def _long(self, rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
         """Polars: the replicate values, one row per (group, replicate), chunk after chunk.
 
-        One chunk query is built (its source: the rows cross-joined with the
-        constants of a chunk of replicates, read through a polars IO
-        source) and run per chunk on the collected rows, in a ``map_batches``
-        step of the lazy query.
+        A chunk query of ``size`` replicates is built once (its source: the
+        rows and one count column per replicate, computed in numpy by
+        :func:`~conformal_frames.numerics.resample.poisson_counts`, read
+        through a polars IO source) and run per chunk on the collected rows,
+        in a ``map_batches`` step of the lazy query.
         """
         import polars as pl  # a polars row frame
         from polars.io.plugins import register_io_source
 
-        b_col, c_cols, w_col = ref.name("b"), [ref.name("c1"), ref.name("c2"), ref.name("c3")], ref.name("w")
-        sub = _sub_query(self.q)
-        counts = sub.row(("boot_count", w_col), nw.col(w_col))  # computed by the source (below)
-        value = self.combine([_replicate(sub, m, counts) for m in self.metrics]).alias(ref.name("v"))
-        new = [r for k, r in sub.rows.items() if k not in self.q.rows]
         terms = [replicate_terms(k) for k in replicate_constants(self.seed, self.n_resamples)]
-        constants = pl.DataFrame(
-            {
-                b_col: pl.Series(range(self.n_resamples), dtype=pl.Int64),
-                **{c: pl.Series([t[i] for t in terms], dtype=pl.Float64) for i, c in enumerate(c_cols)},
-            }
-        )
         native_rows = rows.to_native()
-        schema = pl.Schema({**dict(native_rows.collect_schema()), **dict(constants.schema), w_col: pl.Float64})
-        now: dict[str, Any] = {}  # the rows and constants of the chunk being computed
-        # the counts of replicate_count_row, computed here in polars: (G + K_b)^2 mod P by the same
-        # exact integer arithmetic, then the number of thresholds below it (one search, not 12 comparisons)
-        g_sq, g_hi, g_lo = (pl.col(c) for c in self.hashed)
-        v = g_sq + pl.col(c_cols[0]) * g_hi + pl.col(c_cols[1]) * g_lo + pl.col(c_cols[2])
-        h = v - (v / P).floor() * P
-        count = pl.lit(pl.Series(poisson_thresholds())).search_sorted(h, side="left").cast(pl.Float64).alias(w_col)
-        hashing = [*self.hashed, *c_cols]
+        row_schema = dict(native_rows.collect_schema())
+        now: dict[str, Any] = {}  # the rows, hash values and replicate terms of the chunk being computed
+        queries: dict[int, tuple[Any, list[str]]] = {}
 
         def read(with_columns: list[str] | None, predicate: Any, n_rows: int | None, batch_size: int | None) -> Any:
-            names = with_columns if with_columns is not None else list(schema)
-            left, right = now["rows"], now["constants"]
-            wanted = set(names) | (set(hashing) if w_col in names else set())
-            frame = left.select([c for c in left.columns if c in wanted]).join(
-                right.select([c for c in right.columns if c in wanted]), how="cross"
+            df, counts = now["rows"], now["counts"]
+            names = with_columns if with_columns is not None else [*df.columns, *counts]
+            frame = df.select([c for c in names if c in row_schema]).with_columns(
+                pl.Series(w, v) for w, v in counts.items() if w in names
             )
-            if w_col in names:
-                frame = frame.with_columns(count)
             frame = frame.select(names)
             if predicate is not None:
                 frame = frame.filter(predicate)
             yield frame if n_rows is None else frame.head(n_rows)
 
-        frame = nw.from_native(register_io_source(read, schema=schema))
-        for level in sorted({r.level for r in new}):
-            frame = frame.with_columns(*[r.expr.alias(r.name) for r in new if r.level == level])
-        aggs = [nw.len().alias(Query.count), *[e.alias(n) for n, e in sub.aggs.values()]]
-        chunk_query = aggregate(frame, [*keys, b_col], aggs).select(*keys, value).to_native()
+        def chunk_query(size: int) -> tuple[Any, list[str]]:
+            if size not in queries:
+                w_cols = [ref.name(f"w{i}") for i in range(size)]
+                schema = pl.Schema({**row_schema, **dict.fromkeys(w_cols, pl.Float64)})
+                source = nw.from_native(register_io_source(read, schema=schema))
+                counts = [functools.partial(_count_column, w) for w in w_cols]
+                wide, _ = self._wide(source, keys, ref, counts)
+                queries[size] = (wide.to_native(), w_cols)
+            return queries[size]
+
         key = object()  # this bootstrap of this compiled query: its progress steps
+        value = ref.name("v")
 
         def run(df: Any) -> Any:
-            size = max(1, min(self.n_resamples, CHUNK_CELLS // max(len(df), 1)))
-            starts = range(0, self.n_resamples, size)
+            size = max(1, min(self.n_resamples, MAX_CHUNK_REPLICATES, CHUNK_CELLS // max(len(df), 1)))
+            chunks = [terms[first : first + size] for first in range(0, self.n_resamples, size)]
+            hashed = [df.get_column(c).to_numpy() for c in self.hashed]
             parts = []
-            try:
-                for first in starts:
-                    now["rows"], now["constants"] = df, constants.slice(first, size)
-                    parts.append(chunk_query.collect())
-                    advance(key, "bootstrap chunks", len(starts))
-            finally:
-                now.clear()  # the caller's data is not kept
+            # the next chunk's counts (numpy) are computed while polars sums the current one
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                try:
+                    now["rows"] = df
+                    pending = pool.submit(_chunk_counts, hashed, chunks[0])
+                    for i, chunk in enumerate(chunks):
+                        query, names = chunk_query(len(chunk))
+                        now["counts"] = dict(zip(names, pending.result()))
+                        if i + 1 < len(chunks):
+                            pending = pool.submit(_chunk_counts, hashed, chunks[i + 1])
+                        # in memory: the streaming engine takes twice as long on these wide sums (polars 2.1)
+                        wide = query.collect(engine="in-memory")
+                        parts.append(wide.unpivot(index=keys, value_name=value).select(*keys, value))
+                        advance(key, "bootstrap chunks", len(chunks))
+                finally:
+                    now.clear()  # the caller's data is not kept
             return pl.concat(parts)
 
-        out_schema = pl.Schema({**{k: native_rows.collect_schema()[k] for k in keys}, ref.name("v"): pl.Float64})
+        out_schema = pl.Schema({**{k: row_schema[k] for k in keys}, value: pl.Float64})
         return nw.from_native(native_rows.map_batches(run, schema=out_schema, streamable=False))
+
+
+def _chunk_counts(hashed: Sequence[Any], terms: Sequence[tuple[float, float, float]]) -> list[Any]:
+    """The count values of a chunk's replicates (numpy arrays)."""
+    return [poisson_counts(hashed, t) for t in terms]
+
+
+def _count_column(column: str, sub: Query) -> str:
+    """The row of a count column the chunk's source computes."""
+    return sub.row(("boot_count", column), nw.col(column))
 
 
 def _units(q: Query, block: str | None) -> nw.Expr:

@@ -45,16 +45,19 @@ numpy re-implementation bit for bit.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
 import narwhals.stable.v2 as nw
+import numpy as np
 
 from conformal_frames.engine import Query, total
 
 __all__ = [
     "POISSON_MAX",
     "P",
+    "poisson_counts",
     "poisson_thresholds",
     "replicate_constants",
     "replicate_count_row",
@@ -257,25 +260,60 @@ def replicate_count_row(
     seed: int,
     b: int,
     k: float = 0.0,
-    constants: Sequence[nw.Expr] | None = None,
 ) -> str:
     """Row column: the Poisson(1) count of replicate ``b`` (``k``: its constant ``K_b``).
 
     ``hashed`` is :func:`replicate_hash_rows`; two row columns per replicate:
-    ``(G + K_b)^2 mod P`` from the three shared ones, then the count.  With
-    ``constants`` (three expressions, e.g. columns holding
-    :func:`replicate_terms` of each row's replicate) instead of ``k``, one
-    row column serves many replicates: the same arithmetic on the same numbers.
+    ``(G + K_b)^2 mod P`` from the three shared ones, then the count
+    (:func:`poisson_counts` computes the same numbers in numpy).
     """
     g_sq, g_hi, g_lo = hashed
-    if constants is None:
-        c1, c2, c3 = (nw.lit(c) for c in _replicate_constants(k))
-    else:
-        c1, c2, c3 = constants
+    c1, c2, c3 = (nw.lit(c) for c in _replicate_constants(k))
     v = nw.col(g_sq) + c1 * nw.col(g_hi) + c2 * nw.col(g_lo) + c3
     h = q.row(("boot_h", g_sq, seed, b), _mod_p(v), inputs=[g_sq, g_hi, g_lo])
     count = total((nw.col(h) > t).cast(nw.Float64) for t in poisson_thresholds())
     return q.row(("boot_w", g_sq, seed, b), count, inputs=[h])
+
+
+#: width of a cell of the count table of :func:`poisson_counts` (``2^31 / 2^16`` cells)
+_CELL = 32768.0
+
+
+@functools.cache
+def _count_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The thresholds, the count below each cell of ``h`` and whether a threshold falls inside the cell."""
+    thresholds = np.array(poisson_thresholds())
+    starts = np.arange(int(P // _CELL) + 1) * _CELL
+    below = np.searchsorted(thresholds, starts, side="left").astype(np.float64)
+    inside = np.zeros(starts.size, dtype=bool)
+    inside[(thresholds // _CELL).astype(np.intp)] = True
+    return thresholds, below, inside
+
+
+def poisson_counts(hashed: Sequence[np.ndarray], terms: tuple[float, float, float]) -> np.ndarray:
+    """The counts of :func:`replicate_count_row` in numpy, bit for bit (Float64).
+
+    ``hashed``: the values of the three :func:`replicate_hash_rows` columns;
+    ``terms``: :func:`replicate_terms` of the replicate.  The same exact
+    integer arithmetic gives ``h``; its count (the thresholds below it) is read
+    from a table of ``2^16`` cells of ``h``, searched only in the few cells a
+    threshold falls into: twice as fast as a search per value.
+    """
+    g_sq, g_hi, g_lo = hashed
+    c1, c2, c3 = terms
+    h = g_sq + c1 * g_hi
+    h += c2 * g_lo
+    h += c3
+    quotient = h / P
+    np.floor(quotient, out=quotient)
+    quotient *= P
+    h -= quotient  # (G + K_b)^2 mod P, an integer in [0, P)
+    thresholds, below, inside = _count_table()
+    cell = (h * (1.0 / _CELL)).astype(np.intp)
+    counts = below[cell]
+    near = np.flatnonzero(inside[cell])
+    counts[near] = np.searchsorted(thresholds, h[near], side="left")
+    return counts
 
 
 def replicate_weight_rows(
