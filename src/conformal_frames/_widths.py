@@ -15,7 +15,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames import engine
-from conformal_frames.engine import aggregate
+from conformal_frames.engine import aggregate, sort_result
 
 __all__ = ["WIDTH_HISTOGRAM_BINS", "WIDTH_QUANTILES", "collect", "floats", "widths_histogram", "widths_query"]
 
@@ -67,7 +67,7 @@ def widths_query(frame: Any, lo: str, hi: str, keys: list[str]) -> Any:
     aggs = [nw.col(_W).quantile(q, interpolation="linear").alias(_qname(q)) for q in WIDTH_QUANTILES]
     aggs += [nw.col(_W).min().alias("min"), nw.col(_W).max().alias("max"), nw.col(_W).mean().alias("mean")]
     out = aggregate(rows, keys, aggs)
-    return out.sort(*keys) if keys else out
+    return sort_result(out, *keys)
 
 
 def _histogram_counts(frame: Any, lo: str, hi: str, keys: list[str], bins: int) -> nw.DataFrame:

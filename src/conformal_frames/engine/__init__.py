@@ -45,6 +45,7 @@ from conformal_frames.engine.query import (
     ordered_cells,
     over,
     running_total,
+    sort_result,
     stack,
     total,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "over",
     "policy",
     "running_total",
+    "sort_result",
     "stack",
     "to_lazy",
     "total",

@@ -29,6 +29,7 @@ from conformal_frames.engine.query import (
     aggregate,
     indicator,
     join_keys,
+    sort_result,
 )
 from conformal_frames.errors import BackendLimitError, InvalidRowsError
 
@@ -566,7 +567,7 @@ class Plan:
                 final |= {k: final[k].cast(t) for k, t in q.output_dtypes.items() if k in final}
             table = table.with_columns(*[e.alias(k) for k, e in final.items()])
         if q.group:
-            table = table.sort(*q.group, nulls_last=True)
+            table = sort_result(table, *q.group, nulls_last=True)
         return Compiled(table=table, plan=self, names=list(self.outputs), rows=rows, policy=policy)
 
     def count_columns(self, policy: InvalidPolicy) -> list[nw.Expr]:

@@ -27,7 +27,7 @@ import narwhals.stable.v2 as nw
 from conformal_frames import engine
 from conformal_frames._progress import advance
 from conformal_frames._validate import check_column, check_positive_int, optional
-from conformal_frames.engine import Metric, Query, TableRef, Weighting, aggregate, no_weights
+from conformal_frames.engine import Metric, Query, TableRef, Weighting, aggregate, no_weights, sort_result
 from conformal_frames.numerics.resample import (
     clean_row,
     poisson_counts,
@@ -801,5 +801,5 @@ def relative_skill(
     scores = scores.with_columns(*out).with_columns(*[nw.when(ok).then(nw.col(c)).alias(c) for c in skills])
     rest = [c for c in scores.collect_schema().names() if c not in {*keys, model, name, log, *skills}]
     columns = [*keys, model, name, *skills, *rest]
-    result = scores.select(*columns).sort(*keys, model)
+    result = sort_result(scores.select(*columns), *keys, model)
     return result.collect().to_native() if eager else result.to_native()

@@ -577,7 +577,7 @@ class Reliability(Metric):
             }
             for m in range(self.n_bins)
         ]
-        return engine.stack(frame, keys, parts).filter(nw.col("n") > 0).sort(*keys, "bin")
+        return engine.sort_result(engine.stack(frame, keys, parts).filter(nw.col("n") > 0), *keys, "bin")
 
 
 @renamed(num_bins="n_bins", ci="ci_level")

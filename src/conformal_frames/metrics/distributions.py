@@ -47,6 +47,7 @@ from conformal_frames.engine import (
     ordered_cells,
     over,
     running_total,
+    sort_result,
     total,
 )
 from conformal_frames.inputs.forecasts import (
@@ -733,7 +734,7 @@ class PITHistogram(_PITMetric):
             )
             for k in range(self.n_bins)
         ]
-        return nw.concat(parts, how="vertical").sort(*keys, "bin")
+        return sort_result(nw.concat(parts, how="vertical"), *keys, "bin")
 
 
 @dataclass(frozen=True, kw_only=True)

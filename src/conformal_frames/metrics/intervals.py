@@ -30,6 +30,7 @@ from conformal_frames.engine import (
     ordered_cells,
     over,
     running_total,
+    sort_result,
     stack,
     total,
 )
@@ -321,7 +322,7 @@ class SSC(Metric):
             }
             for b in range(self.n_bins)
         ]
-        return stack(frame, keys, parts).filter(nw.col("n") > 0).sort(*keys, "bin")
+        return sort_result(stack(frame, keys, parts).filter(nw.col("n") > 0), *keys, "bin")
 
 
 @renamed(num_bins="n_bins")

@@ -24,7 +24,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
 from conformal_frames._validate import check_column, check_columns, check_positive_int
-from conformal_frames.engine import InvalidPolicy, Metric, Query, no_weights, total
+from conformal_frames.engine import InvalidPolicy, Metric, Query, no_weights, sort_result, total
 from conformal_frames.inputs.forecasts import (
     CrossingOutputs,
     Quantiles,
@@ -698,7 +698,7 @@ def naive_scale(
             nw.when(ok).then(nw.col("naive_mse")).alias("naive_mse"),
             nw.col(bad).cast(nw.Int64),
         )
-    out = out.sort(*keys)
+    out = sort_result(out, *keys)
     if rule == "raise" and eager:
         result = out.collect()
         if result[bad].sum():

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import check_boolean, checked, optional
-from conformal_frames.engine import Metric, Query, TableRef, Weighting, indicator, stack, total
+from conformal_frames.engine import Metric, Query, TableRef, Weighting, indicator, sort_result, stack, total
 from conformal_frames.inputs.forecasts import (
     CrossingOutputs,
     Intervals,
@@ -132,7 +132,7 @@ def long_by_level(
         }
         for level in levels
     ]
-    return stack(frame, keys, parts).sort(*keys, level_column)
+    return sort_result(stack(frame, keys, parts), *keys, level_column)
 
 
 # ---------------------------------------------------------------------------
@@ -193,12 +193,13 @@ def _to_long(
     """A per-level metric's long table; in the long form the level is already a by= key."""
     name = metric.output_name
     if isinstance(levels, str):  # long form: one level per group, the group's own key
-        return frame.select(
+        table = frame.select(
             *keys,
             *[nw.col(f"{name}_level{'_' + s if s else ''}").alias(c) for c, s in stats.items()],
             *[nw.col(f"{name}_{c}").alias(c) for c in per_group],
             group_rows(frame, name),
-        ).sort(*keys)
+        )
+        return sort_result(table, *keys)
     values = [float(level[0]) for level in levels]  # type: ignore[attr-defined]
     return long_by_level(frame, keys, name, values, stats, column, per_group)
 

@@ -45,7 +45,7 @@ from conformal_frames._validate import (
     checked,
     optional,
 )
-from conformal_frames.engine import Query, stack
+from conformal_frames.engine import Query, sort_result, stack
 from conformal_frames.inputs.sets import (
     Label,
     SetMetric,
@@ -404,7 +404,7 @@ class SetSSC(SetMetric):
             }
             for b, (lo, hi) in enumerate(self._strata())
         ]
-        return stack(frame, keys, parts).filter(nw.col("n") > 0).sort(*keys, "size_min")
+        return sort_result(stack(frame, keys, parts).filter(nw.col("n") > 0), *keys, "size_min")
 
 
 @renamed(num_bins="n_bins")
