@@ -35,8 +35,9 @@ def compute(
             fast = _pandas_by_polars(lf, metrics, keys, chosen, reusable=reusable)
             if fast is not None:
                 return _notify(fast, metrics)
+        options = _collect_options(frame, lf) if eager else {}
         with _plan_cache.bound(frame, lf, metrics, keys, chosen, compile_query, reusable=reusable) as compiled:
-            return _notify(compiled.finish(eager=eager), metrics)
+            return _notify(compiled.finish(eager=eager, collect_options=options), metrics)
     except BackendLimitError:
         raise
     except (NotImplementedError, RuntimeError) as exc:
@@ -51,6 +52,28 @@ def compute(
             f"({exc}); collect the data to pandas or polars first, or use polars"
         )
         raise BackendLimitError(msg, backend=backend) from exc
+
+
+#: eager polars frames up to this many rows run on polars' in-memory engine: on a small
+#: frame it answers in about two thirds of the streaming engine's time (polars 2.1)
+IN_MEMORY_ROWS = 100_000
+
+
+def _collect_options(frame: Any, lf: nw.LazyFrame) -> dict[str, Any]:
+    """The ``collect`` options of an eager call: polars' in-memory engine on a small frame."""
+    if not lf.implementation.is_polars() or not _has_in_memory_engine():
+        return {}
+    native = frame.to_native() if isinstance(frame, nw.DataFrame) else frame
+    return {"engine": "in-memory"} if len(native) <= IN_MEMORY_ROWS else {}
+
+
+@functools.cache
+def _has_in_memory_engine() -> bool:
+    """polars >= 1.25 names its engines ``"in-memory"`` and ``"streaming"``."""
+    import polars as pl  # a polars frame is being evaluated
+
+    major, minor = (int(x) for x in pl.__version__.split(".")[:2])
+    return (major, minor) >= (1, 25)
 
 
 def _notify(result: nw.DataFrame | nw.LazyFrame, metrics: Sequence[Metric]) -> nw.DataFrame | nw.LazyFrame:

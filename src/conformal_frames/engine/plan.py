@@ -621,6 +621,15 @@ def declared_dtypes(frame: nw.DataFrame, q: Query) -> nw.DataFrame:
     return nw.from_native(native, eager_only=True)
 
 
+def _without(frame: nw.DataFrame, column: str) -> nw.DataFrame:
+    """The collected ``frame`` without ``column`` (polars: in place, no second query)."""
+    if frame.implementation.is_polars():
+        native = frame.to_native()
+        native.drop_in_place(column)  # our own collected frame
+        return nw.from_native(native, eager_only=True)
+    return frame.drop(column)
+
+
 def has_invalid(table: nw.DataFrame) -> bool:
     """Whether a collected aggregated table counts a row failing a check."""
     return bool(np.nansum(table.get_column(_INVALID).to_numpy().astype(float)) > 0)
@@ -641,10 +650,27 @@ class Compiled:
     #: the rows failing each check (:meth:`Plan.check_counts`), computed when asked;
     #: ``None``: the table itself has a column per check (:meth:`Plan.aggregate_counted`)
     counts: Callable[[], nw.DataFrame] | None = None
+    #: the final selection of an eager result, built once (a cached plan serves many calls)
+    _selection: nw.LazyFrame | None = field(default=None, repr=False)
 
     @property
     def query(self) -> Query:
         return self.plan.query
+
+    def _selected(self) -> nw.LazyFrame:
+        """The table with the result's columns; under ``"raise"`` with the invalid count too.
+
+        A group with invalid rows raises there: its count (NaN or inf under
+        bad ``counts=``) is not cast.
+        """
+        if self._selection is None:
+            plan = self.plan
+            counts = plan.count_columns(self.policy)
+            if self.policy == "raise":
+                n = nw.when(nw.col(_INVALID) == 0).then(nw.col(_N)).otherwise(0)
+                counts = [n.cast(nw.Int64).alias("n"), nw.col(_INVALID)]
+            self._selection = self.table.select(*plan.key_columns(), *self.names, *counts)
+        return self._selection
 
     def _failed(self, table: nw.LazyFrame | nw.DataFrame) -> nw.DataFrame:
         """The per-check counts (``table``: the aggregated table, collected or not)."""
@@ -654,7 +680,7 @@ class Compiled:
             return table
         return table.select(*[ch.row for ch in self.query.checks.values()], *self.query.examples.values()).collect()
 
-    def finish(self, *, eager: bool) -> nw.DataFrame | nw.LazyFrame:
+    def finish(self, *, eager: bool, collect_options: Mapping[str, Any] | None = None) -> nw.DataFrame | nw.LazyFrame:
         """The result: keys, outputs (numpy and per-group steps run), ``n`` and the policy's count.
 
         Under ``"raise"``, invalid rows raise :class:`~conformal_frames.errors.InvalidRowsError`
@@ -666,14 +692,12 @@ class Compiled:
         frame = None
         if eager and not (q.group_steps or q.numpy_steps):
             # one collect with the final selection: a second query costs ~0.5 ms on small frames
-            if self.policy != "raise":
-                return nw.maybe_reset_index(declared_dtypes(table.select(*final_cols).collect(), q))
-            # the counts are cast after the check: a NaN count cannot be cast to Int64
-            raw = [*q.group, *self.names, _N, *[i for _, i in _POLICY_COLUMNS[self.policy]], _INVALID]
-            frame = table.select(*dict.fromkeys(raw)).collect()
-            if has_invalid(frame):
-                self.plan.raise_failed(self._failed(table))
-            return nw.maybe_reset_index(declared_dtypes(frame.select(*final_cols), q))
+            frame = self._selected().collect(**(collect_options or {}))
+            if self.policy == "raise":
+                if has_invalid(frame):
+                    self.plan.raise_failed(self._failed(table))
+                frame = _without(frame, _INVALID)
+            return nw.maybe_reset_index(declared_dtypes(frame, q))
         if self.policy == "raise":
             if not eager:  # asked for: run the checks now (the metrics stay lazy)
                 self.plan.raise_failed(self._failed(table))
