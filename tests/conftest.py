@@ -55,7 +55,7 @@ _SPARK: list[Any] = []
 
 
 def spark_session() -> Any:
-    """One local Spark session (``local[2]``) for the whole test session."""
+    """One local Spark session (``local[1]``, two shuffle partitions) for the whole test session."""
     if not _SPARK:
         import os
 
@@ -63,7 +63,10 @@ def spark_session() -> Any:
         from pyspark.sql import SparkSession
 
         session = (
-            SparkSession.builder.master("local[2]")
+            # one task thread: each xdist worker has a JVM of its own and the machine
+            # two cores (local[2] oversubscribed them: Spark tests ~20% slower); two
+            # shuffle partitions keep multi-partition results (order, merges) tested
+            SparkSession.builder.master("local[1]")
             .appName("conformal-frames-tests")
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "2")
@@ -71,6 +74,7 @@ def spark_session() -> Any:
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.driver.memory", "2g")
+            .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
             # interpreted plans: the p-value series exceed Janino's 64 KB
             # method limit and every query would log a codegen fallback
             .config("spark.sql.codegen.wholeStage", "false")
