@@ -118,6 +118,24 @@ def test_single_expressions_match_numpy():
     assert_close(out["nz"].to_numpy(), ndtr(-z), rtol=1e-12, atol=1e-300)
 
 
+def test_frame_steps_equal_the_single_expressions_bit_for_bit():
+    # the frame steps evaluate the Mills polynomial in steps of intermediate columns:
+    # the same operations in the same order as the one expression
+    import polars as pl
+
+    x = np.concatenate([np.linspace(0.0, 40.0, 401), [1e-4, 1.999999, 2.0, math.inf]])
+    lf = nw.from_native(pl.DataFrame({"x": x, "z": np.concatenate([-x[::-1], x])[: len(x)]})).lazy()
+    steps = brownian.with_normal_sf(brownian.with_max_abs_sf(lf, "x", "ks", "_a_"), "z", "nz", "_c_")
+    steps = brownian.with_range_sf(steps, "x", "ku", "_b_").collect()
+    single = lf.select(
+        brownian.max_abs_sf_expr(nw.col("x")).alias("ks"),
+        brownian.range_sf_expr(nw.col("x")).alias("ku"),
+        brownian.normal_sf_expr(nw.col("z")).alias("nz"),
+    ).collect()
+    for c in ("ks", "ku", "nz"):
+        np.testing.assert_array_equal(steps[c].to_numpy(), single[c].to_numpy())
+
+
 def test_null_statistic_gives_null_pvalue(constructor):
     frame = nw.from_native(constructor({"x": [1.0, None, 3.0]}))
     lf = frame.lazy() if isinstance(frame, nw.DataFrame) else frame
