@@ -12,7 +12,7 @@ import narwhals.stable.v2 as nw
 from conformal_frames._progress import task
 from conformal_frames.engine import _pandas_polars, _plan_cache
 from conformal_frames.engine.plan import Plan, _backend, as_keys, compile_query, normalized_keys, policy, to_lazy
-from conformal_frames.engine.query import InvalidPolicy, Metric, Query
+from conformal_frames.engine.query import InvalidPolicy, Metric, Query, polars_in_memory
 from conformal_frames.errors import BackendLimitError
 
 __all__ = ["compute", "evaluate", "evaluate_one"]
@@ -61,19 +61,10 @@ IN_MEMORY_ROWS = 100_000
 
 def _collect_options(frame: Any, lf: nw.LazyFrame) -> dict[str, Any]:
     """The ``collect`` options of an eager call: polars' in-memory engine on a small frame."""
-    if not lf.implementation.is_polars() or not _has_in_memory_engine():
+    if not lf.implementation.is_polars():
         return {}
     native = frame.to_native() if isinstance(frame, nw.DataFrame) else frame
-    return {"engine": "in-memory"} if len(native) <= IN_MEMORY_ROWS else {}
-
-
-@functools.cache
-def _has_in_memory_engine() -> bool:
-    """polars >= 1.25 names its engines ``"in-memory"`` and ``"streaming"``."""
-    import polars as pl  # a polars frame is being evaluated
-
-    major, minor = (int(x) for x in pl.__version__.split(".")[:2])
-    return (major, minor) >= (1, 25)
+    return polars_in_memory() if len(native) <= IN_MEMORY_ROWS else {}
 
 
 def _notify(result: nw.DataFrame | nw.LazyFrame, metrics: Sequence[Metric]) -> nw.DataFrame | nw.LazyFrame:

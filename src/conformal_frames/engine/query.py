@@ -62,6 +62,7 @@ __all__ = [
     "no_weights",
     "ordered_cells",
     "over",
+    "polars_in_memory",
     "running_total",
     "sort_result",
     "stack",
@@ -110,6 +111,16 @@ def sort_result(frame: nw.LazyFrame, *by: str, nulls_last: bool = False) -> nw.L
         order = [F.asc_nulls_last(c) if nulls_last else F.asc_nulls_first(c) for c in by]
         return nw.from_native(frame.to_native().coalesce(1).sortWithinPartitions(*order))
     return frame.sort(*by, nulls_last=nulls_last)
+
+
+@functools.cache
+def polars_in_memory() -> dict[str, Any]:
+    """``collect`` options for polars' in-memory engine (polars >= 1.25 names its engines);
+    empty on older polars, whose default is that engine."""
+    import polars as pl  # a polars frame is being collected
+
+    major, minor = (int(x) for x in pl.__version__.split(".")[:2])
+    return {"engine": "in-memory"} if (major, minor) >= (1, 25) else {}
 
 
 def over(expr: nw.Expr, partition: Sequence[str], *, order_by: str | Sequence[str] | None = None) -> nw.Expr:

@@ -27,7 +27,16 @@ import narwhals.stable.v2 as nw
 from conformal_frames import engine
 from conformal_frames._progress import advance
 from conformal_frames._validate import check_column, check_positive_int, optional
-from conformal_frames.engine import Metric, Query, TableRef, Weighting, aggregate, no_weights, sort_result
+from conformal_frames.engine import (
+    Metric,
+    Query,
+    TableRef,
+    Weighting,
+    aggregate,
+    no_weights,
+    polars_in_memory,
+    sort_result,
+)
 from conformal_frames.numerics.resample import (
     clean_row,
     poisson_counts,
@@ -350,7 +359,7 @@ class _Replicates:
         terms = [replicate_terms(k) for k in replicate_constants(self.seed, self.n_resamples)]
         native_rows = rows.to_native()
         row_schema = dict(native_rows.collect_schema())
-        now: dict[str, Any] = {}  # the rows, hash values and replicate terms of the chunk being computed
+        now: dict[str, Any] = {}  # the rows and the count columns of the chunk being computed
         queries: dict[int, tuple[Any, list[str]]] = {}
 
         def read(with_columns: list[str] | None, predicate: Any, n_rows: int | None, batch_size: int | None) -> Any:
@@ -393,7 +402,7 @@ class _Replicates:
                         if i + 1 < len(chunks):
                             pending = pool.submit(_chunk_counts, hashed, chunks[i + 1])
                         # in memory: the streaming engine takes twice as long on these wide sums (polars 2.1)
-                        wide = query.collect(engine="in-memory")
+                        wide = query.collect(**polars_in_memory())
                         parts.append(wide.unpivot(index=keys, value_name=value).select(*keys, value))
                         advance(key, "bootstrap chunks", len(chunks))
                 finally:
