@@ -276,12 +276,14 @@ def test_wilson_interval_contains_its_estimate(constructor, level):
     # every n <= 200 and every k in 0..n, evaluated by each backend's engine
     import narwhals.stable.v2 as nw
 
+    from conformal_frames.engine import Query
     from conformal_frames.numerics.stats import wilson_interval
 
     k, n = _all_proportions()
     frame = nw.from_native(constructor({"k": k, "n": n}))
-    low, high = wilson_interval(nw.col("k"), nw.col("n"), level)
-    out = frame.select("k", "n", low.alias("low"), high.alias("high"))
+    q = Query(schema=frame.collect_schema(), keys=[])
+    low, high = wilson_interval(q, "k", "n", level)
+    out = q.with_values(frame).select("k", "n", low.alias("low"), high.alias("high"))
     got = to_pandas(out.to_native()).sort_values(["n", "k"]).reset_index(drop=True)
     est = got["k"].to_numpy() / got["n"].to_numpy()
     assert (got["low"].to_numpy() <= est).all() and (est <= got["high"].to_numpy()).all()

@@ -554,6 +554,7 @@ class Plan:
         q = self.query
         for sub in tables:
             table = _join(table, sub, q.group)
+        table = q.with_values(table)
         for finalize, fref in q.finalizers.values():
             table = finalize(table, fref)
         exprs = {k: v for k, v in self.outputs.items() if v is not None}

@@ -270,6 +270,13 @@ class _Row:
 
 
 @dataclass
+class _Value:
+    name: str
+    expr: nw.Expr
+    level: int
+
+
+@dataclass
 class _Check:
     #: column of the check's row count in the frame :meth:`~conformal_frames.engine.Plan.check_counts` returns
     row: str
@@ -333,6 +340,8 @@ class Query:
     examples: dict[str, str] = field(default_factory=dict)
     tables: dict[Hashable, tuple[TableFn, TableRef]] = field(default_factory=dict)
     finalizers: dict[Hashable, tuple[FinalizeFn, TableRef]] = field(default_factory=dict)
+    #: columns of the aggregated table written before the finalizers (see :meth:`value`)
+    values: dict[Hashable, _Value] = field(default_factory=dict)
     numpy_steps: list[_NumpyStep] = field(default_factory=list)
     group_steps: dict[str, _GroupStep] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)
@@ -548,6 +557,37 @@ class Query:
         value: T = self.state[key]
         return value
 
+    def value(self, expr: nw.Expr, *, key: Hashable = None, inputs: Sequence[str] = ()) -> str:
+        """Register a column of the aggregated table (one row per group); returns its name.
+
+        ``expr`` reads aggregated columns (:meth:`sum`, :attr:`n`, table
+        columns) and the values named in ``inputs``; a value is written one
+        ``with_columns`` level above its inputs, before the finalizers and the
+        outputs.  An expression that reuses a value then reads a column:
+        narwhals writes ``x / y`` on Spark as a ``CASE`` with ``x`` in four
+        places (a clip or a square root: two), so a value inlined into nested
+        arithmetic grows the plan exponentially (a weighted Wilson interval:
+        180 KB of plan, seconds to analyse and to compile).  ``key``: a
+        structural key shared by the metrics that need the same value
+        (default: a value of its own).
+        """
+        if key is None:
+            key = ("__value", len(self.values))
+        if key not in self.values:
+            levels = {v.name: v.level for v in self.values.values()}
+            level = max((levels[i] + 1 for i in inputs if i in levels), default=0)
+            self.values[key] = _Value(f"__cf_v{len(self.values)}", expr, level)
+        return self.values[key].name
+
+    def with_values(self, table: _FrameT) -> _FrameT:
+        """The aggregated ``table`` with the :meth:`value` columns: one ``with_columns`` per level."""
+        levels: dict[int, list[nw.Expr]] = {}
+        for v in self.values.values():
+            levels.setdefault(v.level, []).append(v.expr.alias(v.name))
+        for level in sorted(levels):
+            table = table.with_columns(*levels[level])
+        return table
+
     def finalize(self, key: Hashable, fn: FinalizeFn) -> TableRef:
         """A multi-step finalize: ``fn(table, ref) -> table`` adds columns named
         ``ref.name(...)`` to the aggregated table (one row per group) before the
@@ -734,23 +774,29 @@ class Weighting:
             return self.q.n
         if self.frequency:
             return self.total
+        return nw.col(self._n_eff())
+
+    def _n_eff(self) -> str:
+        """The value (:meth:`Query.value`) of Kish's ``n_eff`` of weighted sums."""
         square = self.q.sum(self.square)
         # null, not NaN, when no weight is left (invalid="drop" removed the rows of positive weight)
-        return nw.when(square > 0.0).then(self.total**2 / square)
+        return self.q.value(nw.when(square > 0.0).then(self.total**2 / square), key=("n_eff", self.row, self.square))
 
-    def binomial(self, successes: nw.Expr) -> tuple[nw.Expr, nw.Expr]:
-        """``(k, n)`` of a binomial proportion whose weighted count is ``successes``.
+    def binomial(self, successes: str) -> tuple[str, str]:
+        """The columns ``(k, n)`` of a binomial proportion whose weighted count is the column ``successes``.
 
-        Without weights ``(successes, q.n)`` (the counted ``successes`` and
+        Without weights ``(successes, q.count)`` (the counted ``successes`` and
         ``sum k`` with counts only); with weights the proportion ``p =
-        successes / total`` at Kish's sample size: ``(p * n_eff, n_eff)``.
+        successes / total`` at Kish's sample size: ``(p * n_eff, n_eff)``,
+        both values (:meth:`Query.value`).
         """
         if self.row is None:
-            return successes, self.q.n
+            return successes, self.q.count
         if self.frequency:
-            return successes, self.total
-        n_eff = self.n_eff
-        return successes / self.total * n_eff, n_eff
+            return successes, self.q.agg("sum", self.row)
+        n_eff = self._n_eff()
+        k = self.q.value(nw.col(successes) / self.total * nw.col(n_eff), key=("kish", successes, n_eff), inputs=[n_eff])
+        return k, n_eff
 
     def positive(self, row: str) -> str:
         """The row column ``x_i`` where ``w_i > 0``, null elsewhere (for minima and maxima)."""

@@ -555,11 +555,11 @@ class Reliability(Metric):
         out: dict[str, nw.Expr | None] = {}
         for m in range(self.n_bins):
             n, k, tot = (t.col(f"{x}{m}") for x in ("n", "y", "s"))
-            rows, k_ci, n_ci = n, k, n
+            rows, k_ci, n_ci = n, t.name(f"y{m}"), t.name(f"n{m}")
             if self.weights is not None:  # the frequency's interval at Kish's n_eff of the bin
-                rows, n_ci = t.col(f"r{m}"), ratio(n**2, t.col(f"q{m}"))
-                k_ci = ratio(k, n) * n_ci
-            low, high = wilson_interval(k_ci, n_ci, self.ci_level)
+                rows, n_ci = t.col(f"r{m}"), q.value(ratio(n**2, t.col(f"q{m}")))
+                k_ci = q.value(ratio(k, n) * nw.col(n_ci), inputs=[n_ci])
+            low, high = wilson_interval(q, k_ci, n_ci, self.ci_level)
             out[f"bin{m}_mean_score"] = ratio(tot, n)
             out[f"bin{m}"] = ratio(k, n)
             out[f"bin{m}_ci_low"] = nw.when(n > 0).then(low)

@@ -413,31 +413,25 @@ class CoverageTest(TargetMetric):
     def _counts(self, q: Query) -> tuple[str, str, nw.Expr, dict[str, nw.Expr | None]]:
         """The aggregated columns of ``k`` and ``n`` the tests read, the estimate and its extra outputs.
 
-        With weights: ``k = p n_eff`` and ``n = n_eff`` (Kish), added to the
-        aggregated table by a finalize step.
+        With weights: ``k = p n_eff`` and ``n = n_eff`` (Kish), values of the
+        query (:meth:`~conformal_frames.engine.Weighting.binomial`).
         """
         covered = self.target.covered(q)
         w = q.weighting(self.weights, counts=self.counts)
         if not w.weighted:  # counts alone: the sums of the repeated rows; n, their number, is the group's n
             k_name = q.agg("sum", w.of(covered))
             return k_name, q.count, ratio(nw.col(k_name), q.n), {}
-        hits = w.sum(covered)
-        k_eff, n_eff = w.binomial(hits)
-
-        def kish(table: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
-            return table.with_columns(k_eff.alias(ref.name("k")), n_eff.alias(ref.name("n")))
-
-        t = q.finalize(("coverage_test_kish", covered, w.row), kish)
-        return t.name("k"), t.name("n"), ratio(hits, w.total), {"n_eff": t.col("n")}
+        hits = q.agg("sum", w.of(covered))
+        k, n = w.binomial(hits)
+        return k, n, ratio(nw.col(hits), w.total), {"n_eff": nw.col(n)}
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         k_name, n_name, estimate, extra = self._counts(q)
-        k, n = nw.col(k_name), (q.n if self.weights is None else nw.col(n_name))
         name = self.output_name
         suffixes = ["pvalue", "pvalue_holm", "pvalue_bh", "flag"]
         out: dict[str, nw.Expr | None] = {"": estimate}
         if self.method == "wilson":
-            low, high = wilson_interval(k, n, self.ci_level)
+            low, high = wilson_interval(q, k_name, n_name, self.ci_level)
             out.update({"ci_low": low, "ci_high": high})
         else:
             suffixes += ["ci_low", "ci_high"]

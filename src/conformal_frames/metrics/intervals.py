@@ -58,7 +58,7 @@ class Coverage(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights, counts=self.counts)
-        return proportion(w, w.sum(covered_row(q, self.y, self.lo, self.hi)), self.ci_level)
+        return proportion(w, covered_row(q, self.y, self.lo, self.hi), self.ci_level)
 
 
 @renamed(ci="ci_level")
@@ -742,7 +742,7 @@ class PathCoverage(Metric):
             path.append(q.row(("path", p), col))
         t = q.table(("path_coverage", covered, *path), _path_table(covered, path))
         k, m = t.col("k"), t.col("m")
-        low, high = wilson_interval(k, m, self.ci_level)
+        low, high = wilson_interval(q, t.name("k"), t.name("m"), self.ci_level)
         return {"": ratio(k, m), "ci_low": low, "ci_high": high, "n_paths": m, "n_single": t.col("single")}
 
     def output_dtypes(self, built: Mapping[str, nw.Expr | None]) -> dict[str, Any]:

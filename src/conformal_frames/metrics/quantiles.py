@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import narwhals.stable.v2 as nw
 
 from conformal_frames._validate import check_boolean, checked, optional
-from conformal_frames.engine import Metric, Query, TableRef, Weighting, indicator, sort_result, stack, total
+from conformal_frames.engine import Metric, Query, Weighting, indicator, sort_result, stack, total
 from conformal_frames.inputs.forecasts import (
     CrossingOutputs,
     Intervals,
@@ -204,28 +204,9 @@ def _to_long(
     return long_by_level(frame, keys, name, values, stats, column, per_group)
 
 
-def _wilson(
-    q: Query, w: Weighting, key: tuple[str, str], hits: list[nw.Expr], ci_level: float
-) -> list[tuple[nw.Expr, nw.Expr]]:
-    """The Wilson interval of each (weighted) proportion ``hits / total``.
-
-    Unweighted: ``(hits, n)``.  Weighted: at Kish's ``n_eff``, with ``n_eff``
-    and each ``k = hits / total * n_eff`` first written as columns (a
-    finalize step): inlined, the Wilson expression repeats them, and Spark
-    plans the nested repetition in minutes.
-    """
-    if not w.weighted:
-        return [wilson_interval(h, q.n, ci_level) for h in hits]
-    n_eff, total_w = w.n_eff, w.total
-
-    def columns(table: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
-        table = table.with_columns(n_eff.alias(ref.name("n_eff")))
-        return table.with_columns(
-            *[(h / total_w * nw.col(ref.name("n_eff"))).alias(ref.name(f"k{i}")) for i, h in enumerate(hits)]
-        )
-
-    ref = q.finalize(("kish_wilson", *key, len(hits)), columns)
-    return [wilson_interval(ref.col(f"k{i}"), ref.col("n_eff"), ci_level) for i in range(len(hits))]
+def _wilson(q: Query, w: Weighting, rows: list[str], ci_level: float) -> list[tuple[nw.Expr, nw.Expr]]:
+    """The Wilson interval of each (weighted) proportion of the row columns ``rows`` (at Kish's ``n_eff``)."""
+    return [wilson_interval(q, *w.binomial(q.agg("sum", w.of(r))), ci_level) for r in rows]
 
 
 def _n_eff(weights: str | None) -> tuple[str, ...]:
@@ -561,8 +542,9 @@ class QuantileCoverage(CrossingOutputs, Metric):
         w = q.weighting(self.weights, counts=self.counts)
         out: dict[str, nw.Expr | None] = {}
         deviations = []
-        hits = [w.sum(_below_row(q, y, lv)) for lv in levels]
-        bounds = _wilson(q, w, ("quantile_coverage", self.output_name), hits, self.ci_level) if self.per_level else []
+        below = [_below_row(q, y, lv) for lv in levels]
+        hits = [w.sum(r) for r in below]
+        bounds = _wilson(q, w, below, self.ci_level) if self.per_level else []
         for k, lv in enumerate(levels):
             cov = ratio(hits[k], w.total)
             deviations.append((cov - lv.group_tau).abs())
@@ -734,7 +716,7 @@ class IntervalCoverage(CrossingOutputs, Metric):
             for _, lo_r, hi_r in bounds_rows
         ]
         all_hits = [w.sum(c) for c in covered]
-        bounds = _wilson(q, w, ("interval_coverage", self.output_name), all_hits, self.ci_level)
+        bounds = _wilson(q, w, covered, self.ci_level)
         for k, (level, lo_r, hi_r) in enumerate(bounds_rows):
             hits, (low, high) = all_hits[k], bounds[k]
             miss = (nw.col(lo_r) - yc).clip(lower_bound=0.0) + (yc - nw.col(hi_r)).clip(lower_bound=0.0)

@@ -76,7 +76,7 @@ class SetCoverage(SetMetric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights, counts=self.counts)
-        return proportion(w, w.sum(set_covered_row(q, self.y, self.spec)), self.ci_level)
+        return proportion(w, set_covered_row(q, self.y, self.spec), self.ci_level)
 
 
 @renamed(ci="ci_level")

@@ -11,52 +11,61 @@ import narwhals.stable.v2 as nw
 from conformal_frames._validate import check_probability
 
 if TYPE_CHECKING:
-    from conformal_frames.engine import Weighting
+    from conformal_frames.engine import Query, Weighting
 
 
-def wilson_interval(successes: nw.Expr, n: nw.Expr, confidence: float) -> tuple[nw.Expr, nw.Expr]:
+def wilson_interval(q: Query, successes: str, n: str, confidence: float) -> tuple[nw.Expr, nw.Expr]:
     """Wilson score interval for a binomial proportion, as two expressions.
 
     ``(k + z^2/2) / (n + z^2) -/+ z / (n + z^2) * sqrt(k (n - k) / n + z^2 / 4)``
-    with ``z`` the two-sided normal quantile of ``confidence``.  Null for n = 0.
+    with ``z`` the two-sided normal quantile of ``confidence``, ``k`` and
+    ``n`` the aggregated columns ``successes`` and ``n``.  Null for n = 0.
 
-    The bounds always contain the estimate ``k / n``: rounding can put
-    ``center + half`` one ulp below 1 when ``k = n`` (and ``center - half``
-    above 0 when ``k = 0``), so each bound is widened to the estimate where it
-    falls short (a change of at most a few ulps) and clipped to ``[0, 1]``.
+    The centre, the half width and the estimate ``k / n`` are values of the
+    query (:meth:`~conformal_frames.engine.Query.value`): the bounds reuse
+    them, and inlined, SQL engines copy each into every branch of the clips
+    and divisions (Spark's plan of a coverage grew to 14 KB).
+
+    The bounds always contain the estimate: rounding can put ``center +
+    half`` one ulp below 1 when ``k = n`` (and ``center - half`` above 0 when
+    ``k = 0``), so each bound is widened to the estimate where it falls short
+    (a change of at most a few ulps) and clipped to ``[0, 1]``.
     """
     from scipy.special import ndtri  # imported where used: scipy costs ~0.2 s at import
 
     z = float(ndtri(0.5 + check_probability(confidence, "ci") / 2))
     z2 = z * z
-    center = (successes + z2 / 2) / (n + z2)
+    k, m = nw.col(successes), nw.col(n)
+    center = (k + z2 / 2) / (m + z2)
     # clip: invalid rows (labels outside {0, 1}) can make k > n before they are reported
-    half = z / (n + z2) * ((successes * (n - successes)).clip(lower_bound=0.0) / n + z2 / 4).sqrt()
-    estimate = successes / n
-    # a clip by the estimate, not a when/then that repeats the raw bound (every
-    # expression node costs query-building time) nor min/max_horizontal (Dask
-    # cannot align a horizontal reduction over the aggregated frame).  One clip
-    # per bound: SQL engines repeat a clipped expression (a null test and the
-    # clip), so nested clips copied the interval's arithmetic four times into
-    # a Spark plan.  With 0 <= estimate <= 1 these are the clips to [0, 1] as well
-    # (an estimate outside [0, 1] comes from invalid rows, whose group is null).
-    low = (center - half).clip(lower_bound=0.0, upper_bound=estimate)
-    high = (center + half).clip(lower_bound=estimate, upper_bound=1.0)
+    half = z / (m + z2) * ((k * (m - k)).clip(lower_bound=0.0) / m + z2 / 4).sqrt()
+    parts = {"center": center, "half": half, "estimate": k / m}
+    c, h, estimate = (
+        nw.col(q.value(e, key=("wilson", part, successes, n, z), inputs=[successes, n])) for part, e in parts.items()
+    )
+    # a clip by the estimate, not a when/then that repeats the raw bound nor
+    # min/max_horizontal (Dask cannot align a horizontal reduction over the
+    # aggregated frame).  With 0 <= estimate <= 1 these are the clips to
+    # [0, 1] as well (an estimate outside [0, 1] comes from invalid rows,
+    # whose group is null).
+    low = (c - h).clip(lower_bound=0.0, upper_bound=estimate)
+    high = (c + h).clip(lower_bound=estimate, upper_bound=1.0)
     return low, high
 
 
-def proportion(w: Weighting, hits: nw.Expr, ci_level: float) -> dict[str, nw.Expr | None]:
-    """A (weighted) proportion ``hits / total`` with its Wilson interval.
+def proportion(w: Weighting, row: str, ci_level: float) -> dict[str, nw.Expr | None]:
+    """A (weighted) proportion ``hits / total`` of the row column ``row`` with its Wilson interval.
 
     With weights the interval is taken at Kish's effective sample size
     (:meth:`~conformal_frames.engine.Weighting.binomial`) and ``n_eff`` is an
     output too.
     """
+    hits = w.q.agg("sum", w.of(row))
     k, n = w.binomial(hits)
-    low, high = wilson_interval(k, n, ci_level)
-    out: dict[str, nw.Expr | None] = {"": ratio(hits, w.total), "ci_low": low, "ci_high": high}
+    low, high = wilson_interval(w.q, k, n, ci_level)
+    out: dict[str, nw.Expr | None] = {"": ratio(nw.col(hits), w.total), "ci_low": low, "ci_high": high}
     if w.weighted:
-        out["n_eff"] = n
+        out["n_eff"] = nw.col(n)
     return out
 
 
