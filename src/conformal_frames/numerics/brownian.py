@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import narwhals.stable.v2 as nw
@@ -297,16 +297,16 @@ def _with_mills(frame: Any, ts: Sequence[str], hs: Sequence[str]) -> tuple[Any, 
     (returned last: the columns added).
 
     The same operations in the same order as :func:`phi_c` (the same values).
-    On Spark, which analyses the whole plan again at every step, the
-    expressions are Horner's rule itself and no column is added.
+    On Spark, which analyses the whole plan again at every step, Horner's
+    rule is one step: a column all the same, as ``Phi_c`` divides it (narwhals
+    writes a Spark division with its numerator in four places).
     """
     mills = _mills_coefficients()
     rest = list(mills[-2::-1])
     current = [nw.lit(mills[-1])] * len(ts)
-    if frame.implementation.is_spark_like():
-        return frame, [_horner(h, nw.col(t), rest) for h, t in zip(current, ts)], []
+    step = len(rest) if frame.implementation.is_spark_like() else _HORNER_STEP
     while rest:
-        chunk, rest = rest[:_HORNER_STEP], rest[_HORNER_STEP:]
+        chunk, rest = rest[:step], rest[step:]
         frame = frame.with_columns(*[_horner(h, nw.col(t), chunk).alias(o) for h, t, o in zip(current, ts, hs)])
         current = [nw.col(o) for o in hs]
     return frame, current, list(hs)
@@ -330,20 +330,24 @@ def normal_sf_expr(z: nw.Expr) -> nw.Expr:
     return nw.when(~z.is_null()).then(nw.when(z >= 0.0).then(q).otherwise(1.0 - q))
 
 
-def _theta_max_abs_cdf(x: nw.Expr) -> nw.Expr:
+def _theta_square(x: nw.Expr) -> nw.Expr:
+    """``x^2`` of the theta series, ``x`` clipped to their range."""
     xs = x.clip(_TINY, _SWITCH)
-    terms = [
-        ((-1) ** k / (2 * k + 1)) * (-((2 * k + 1) ** 2) * _PI2 / 8.0 / (xs * xs)).exp() for k in range(_KS_THETA_TERMS)
-    ]
+    return xs * xs
+
+
+def _theta_max_abs_cdf(xx: nw.Expr) -> nw.Expr:
+    """The theta series of ``P(sup |B| <= x)``, given ``xx = _theta_square(x)``."""
+    terms = [((-1) ** k / (2 * k + 1)) * (-((2 * k + 1) ** 2) * _PI2 / 8.0 / xx).exp() for k in range(_KS_THETA_TERMS)]
     return (4.0 / math.pi) * nw.sum_horizontal(*terms)
 
 
-def _theta_range_cdf(x: nw.Expr) -> nw.Expr:
-    xs = x.clip(_TINY, _SWITCH)
+def _theta_range_cdf(xx: nw.Expr) -> nw.Expr:
+    """The theta series of ``P(range <= x)``, given ``xx = _theta_square(x)``."""
     terms = []
     for k in range(_KUIPER_THETA_TERMS):
         h2 = (k + 0.5) ** 2
-        terms.append((8.0 / (xs * xs) + 2.0 / (h2 * _PI2)) * (-2.0 * h2 * _PI2 / (xs * xs)).exp())
+        terms.append((8.0 / xx + 2.0 / (h2 * _PI2)) * (-2.0 * h2 * _PI2 / xx).exp())
     return nw.sum_horizontal(*terms)
 
 
@@ -354,12 +358,20 @@ _KS_TAIL = ((1.0, 4.0), (3.0, -4.0))
 _KUIPER_TAIL = ((1.0, 8.0), (2.0, -16.0), (3.0, 24.0), (4.0, -32.0))
 
 
-def _sf_expr(x: nw.Expr, theta: nw.Expr, tail: nw.Expr) -> nw.Expr:
+def _sf_raw(x: nw.Expr, theta: nw.Expr, tail: nw.Expr) -> nw.Expr:
+    """The survival function before its clip to ``[0, 1]`` (see :func:`_sf_expr`)."""
     sf = nw.when(x >= _SWITCH).then(tail).otherwise(1.0 - theta)
-    sf = nw.when(x <= _TINY).then(nw.lit(1.0)).otherwise(sf).clip(0.0, 1.0)
+    return nw.when(x <= _TINY).then(nw.lit(1.0)).otherwise(sf)
+
+
+def _sf_of_raw(x: nw.Expr, raw: nw.Expr) -> nw.Expr:
     # explicit: horizontal sums skip nulls (and pandas' NaN), which would turn
     # a missing statistic into p = 1
-    return nw.when(~x.is_null()).then(sf)
+    return nw.when(~x.is_null()).then(raw.clip(0.0, 1.0))
+
+
+def _sf_expr(x: nw.Expr, theta: nw.Expr, tail: nw.Expr) -> nw.Expr:
+    return _sf_of_raw(x, _sf_raw(x, theta, tail))
 
 
 def _tail_expr(x: nw.Expr, series: tuple[tuple[float, float], ...]) -> nw.Expr:
@@ -373,12 +385,12 @@ def max_abs_sf_expr(x: nw.Expr) -> nw.Expr:
     ``+inf`` gives 0; null stays null.  On SQL engines prefer
     :func:`with_max_abs_sf` (same series, intermediate columns).
     """
-    return _sf_expr(x, _theta_max_abs_cdf(x), _tail_expr(x, _KS_TAIL))
+    return _sf_expr(x, _theta_max_abs_cdf(_theta_square(x)), _tail_expr(x, _KS_TAIL))
 
 
 def range_sf_expr(x: nw.Expr) -> nw.Expr:
     """``P(range > x)`` as one narwhals expression (see :func:`brownian_range_sf`)."""
-    return _sf_expr(x, _theta_range_cdf(x), _tail_expr(x, _KUIPER_TAIL))
+    return _sf_expr(x, _theta_range_cdf(_theta_square(x)), _tail_expr(x, _KUIPER_TAIL))
 
 
 # ---------------------------------------------------------------------------
@@ -399,9 +411,16 @@ def with_normal_sf(frame: Any, z: str, out: str, tmp: str) -> Any:
     return frame.with_columns(result.alias(out)).drop(a, t, *added)
 
 
-def _with_sf(frame: Any, x: str, out: str, tmp: str, theta: nw.Expr, series: tuple[tuple[float, float], ...]) -> Any:
-    """``out = P(X > x)``: ``1 - theta`` below 2, the tail series above."""
-    xl, xf = f"{tmp}xl", f"{tmp}xf"
+def _with_sf(
+    frame: Any, x: str, out: str, tmp: str, theta: Callable[[nw.Expr], nw.Expr], series: tuple[tuple[float, float], ...]
+) -> Any:
+    """``out = P(X > x)``: ``1 - theta(x^2)`` below 2, the tail series above.
+
+    Every argument the series repeat is a column first (the clipped square,
+    ``m x``, Mills' ``H``; the unclipped value): inlined, SQL engines copy them
+    into each branch of a clip or a division.
+    """
+    xl, xf, xx, raw = f"{tmp}xl", f"{tmp}xf", f"{tmp}xx", f"{tmp}raw"
     # the series run on a filled Float64 copy (a missing statistic stays
     # null through _sf_expr): an all-null column may have no float dtype
     # (pyarrow-backed pandas), and numpy's exp rejects it
@@ -409,18 +428,21 @@ def _with_sf(frame: Any, x: str, out: str, tmp: str, theta: nw.Expr, series: tup
     frame = frame.with_columns(nw.col(xf).clip(lower_bound=_SWITCH, upper_bound=BIG).alias(xl))
     zs = [f"{tmp}z{i}" for i in range(len(series))]
     ts = [f"{tmp}t{i}" for i in range(len(series))]
-    frame = frame.with_columns(*[(m * nw.col(xl)).alias(z) for z, (m, _w) in zip(zs, series)])
+    frame = frame.with_columns(
+        _theta_square(nw.col(xf)).alias(xx), *[(m * nw.col(xl)).alias(z) for z, (m, _w) in zip(zs, series)]
+    )
     hs = [f"{tmp}h{i}" for i in range(len(series))]
     frame, mills, added = _with_mills(frame.with_columns(*[t_of(nw.col(z)).alias(t) for z, t in zip(zs, ts)]), ts, hs)
     tail = nw.sum_horizontal(*[w * _phi_c_of(nw.col(z), h) for z, h, (_m, w) in zip(zs, mills, series)])
-    return frame.with_columns(_sf_expr(nw.col(x), theta, tail).alias(out)).drop(xl, xf, *zs, *ts, *added)
+    frame = frame.with_columns(_sf_raw(nw.col(x), theta(nw.col(xx)), tail).alias(raw))
+    return frame.with_columns(_sf_of_raw(nw.col(x), nw.col(raw)).alias(out)).drop(xl, xf, xx, raw, *zs, *ts, *added)
 
 
 def with_max_abs_sf(frame: Any, x: str, out: str, tmp: str) -> Any:
     """Add ``out = P(sup|B| > x)`` (the KS p-value) to a narwhals frame; see :func:`brownian_max_abs_sf`."""
-    return _with_sf(frame, x, out, tmp, _theta_max_abs_cdf(nw.col(f"{tmp}xf")), _KS_TAIL)
+    return _with_sf(frame, x, out, tmp, _theta_max_abs_cdf, _KS_TAIL)
 
 
 def with_range_sf(frame: Any, x: str, out: str, tmp: str) -> Any:
     """Add ``out = P(range > x)`` (the Kuiper p-value) to a narwhals frame; see :func:`brownian_range_sf`."""
-    return _with_sf(frame, x, out, tmp, _theta_range_cdf(nw.col(f"{tmp}xf")), _KUIPER_TAIL)
+    return _with_sf(frame, x, out, tmp, _theta_range_cdf, _KUIPER_TAIL)
