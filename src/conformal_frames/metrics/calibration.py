@@ -1063,11 +1063,10 @@ def _spiegelhalter_finalize(a: str, b: str) -> engine.FinalizeFn:
     """z and p-values (``z``, ``p1``, ``p2``) from the main aggregation's sums (one pass over the rows)."""
 
     def build(out: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
-        z, za, p1, p2 = (ref.name(x) for x in ("z", "za", "p1", "p2"))
+        z, p1, p2 = (ref.name(x) for x in ("z", "p1", "p2"))
         out = out.with_columns(_null_or_inf(nw.col(a), nw.col(b).clip(lower_bound=0.0).sqrt()).alias(z))
         # one tail evaluation: q = Phi_c(|Z|); one-sided p = q (Z >= 0) or 1 - q
-        out = out.with_columns(nw.col(z).abs().alias(za))
-        out = with_normal_sf(out, za, p2, ref.name("t_"))
+        out = with_normal_sf(out, z, p2, ref.name("t_"), absolute=True)
         one_sided = nw.when(nw.col(z) >= 0.0).then(nw.col(p2)).otherwise(1.0 - nw.col(p2))
         return out.with_columns(one_sided.alias(p1), (2.0 * nw.col(p2)).clip(upper_bound=1.0).alias(p2))
 

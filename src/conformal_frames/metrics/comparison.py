@@ -73,10 +73,9 @@ def order_row(q: Query, order_by: str) -> str:
 
 def _dm_finalize(stat: nw.Expr) -> engine.FinalizeFn:
     def build(out: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
-        z, za, p = ref.name("z"), ref.name("za"), ref.name("p")
+        z, p = ref.name("z"), ref.name("p")
         out = out.with_columns(stat.alias(z))
-        out = out.with_columns(nw.col(z).abs().alias(za))
-        out = with_normal_sf(out, za, p, ref.name("t_"))
+        out = with_normal_sf(out, z, p, ref.name("t_"), absolute=True)
         return out.with_columns((2.0 * nw.col(p)).clip(upper_bound=1.0).alias(p))
 
     return build

@@ -400,14 +400,15 @@ def range_sf_expr(x: nw.Expr) -> nw.Expr:
 # engines (DuckDB, Spark) parse and plan slowly.  These steps materialise the
 # arguments as columns, so each expression references column names only.
 # The calibration tests use them on their aggregated tables (one row per group).
-def with_normal_sf(frame: Any, z: str, out: str, tmp: str) -> Any:
-    """Add column ``out = 1 - Phi(z)``; ``tmp`` prefixes scratch columns (dropped)."""
+def with_normal_sf(frame: Any, z: str, out: str, tmp: str, *, absolute: bool = False) -> Any:
+    """Add column ``out = 1 - Phi(z)`` (``absolute``: ``1 - Phi(|z|)``); ``tmp`` prefixes scratch columns (dropped)."""
     a, t, h = f"{tmp}a", f"{tmp}t", f"{tmp}h"
-    frame = frame.with_columns(nw.col(z).abs().clip(upper_bound=BIG).alias(a))
-    frame, (mills,), added = _with_mills(frame.with_columns(t_of(nw.col(a)).alias(t)), [t], [h])
+    folded = nw.col(z).abs().clip(upper_bound=BIG)
+    frame = frame.with_columns(folded.alias(a), t_of(folded).alias(t))
+    frame, (mills,), added = _with_mills(frame, [t], [h])
     q = _phi_c_of(nw.col(a), mills)
     zc = nw.col(z)
-    result = nw.when(~zc.is_null()).then(nw.when(zc >= 0.0).then(q).otherwise(1.0 - q))
+    result = nw.when(~zc.is_null()).then(q if absolute else nw.when(zc >= 0.0).then(q).otherwise(1.0 - q))
     return frame.with_columns(result.alias(out)).drop(a, t, *added)
 
 
