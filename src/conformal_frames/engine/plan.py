@@ -554,13 +554,14 @@ class Plan:
         q = self.query
         for sub in tables:
             table = _join(table, sub, q.group)
-        table = q.with_values(table)
+        exprs = {k: v for k, v in self.outputs.items() if v is not None}
+        # the mask once as a column (every expression node costs query-building time),
+        # in the values' first with_columns (each is a plan analysis on Spark)
+        mask = [((nw.col(_INVALID) == 0) & (nw.col(_N) > 0)).alias(_VALID)] if exprs else []
+        table = q.with_values(table, *mask)
         for finalize, fref in q.finalizers.values():
             table = finalize(table, fref)
-        exprs = {k: v for k, v in self.outputs.items() if v is not None}
         if exprs:
-            # the mask once as a column: every expression node costs query-building time
-            table = table.with_columns(((nw.col(_INVALID) == 0) & (nw.col(_N) > 0)).alias(_VALID))
             valid = nw.col(_VALID)
             null = None if keep_dtypes else nw.lit(None, nw.Float64)
             final = {k: nw.when(valid).then(e).otherwise(null) for k, e in exprs.items()}

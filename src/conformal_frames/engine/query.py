@@ -579,9 +579,12 @@ class Query:
             self.values[key] = _Value(f"__cf_v{len(self.values)}", expr, level)
         return self.values[key].name
 
-    def with_values(self, table: _FrameT) -> _FrameT:
-        """The aggregated ``table`` with the :meth:`value` columns: one ``with_columns`` per level."""
-        levels: dict[int, list[nw.Expr]] = {}
+    def with_values(self, table: _FrameT, *first: nw.Expr) -> _FrameT:
+        """The aggregated ``table`` with the :meth:`value` columns: one ``with_columns`` per level.
+
+        ``first``: more columns of the aggregated table, written with the first level.
+        """
+        levels: dict[int, list[nw.Expr]] = {0: list(first)} if first else {}
         for v in self.values.values():
             levels.setdefault(v.level, []).append(v.expr.alias(v.name))
         for level in sorted(levels):
