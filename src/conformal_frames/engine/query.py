@@ -752,7 +752,11 @@ class Weighting:
 
     def sum(self, row: str) -> nw.Expr:
         """``sum_i w_i x_i`` per group."""
-        return self.q.sum(self.of(row))
+        return nw.col(self.summed(row))
+
+    def summed(self, row: str) -> str:
+        """The aggregated column of :meth:`sum` (e.g. the successes of :meth:`binomial`)."""
+        return self.q.agg("sum", self.of(row))
 
     @property
     def total(self) -> nw.Expr:

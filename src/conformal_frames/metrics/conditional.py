@@ -419,9 +419,9 @@ class CoverageTest(TargetMetric):
         covered = self.target.covered(q)
         w = q.weighting(self.weights, counts=self.counts)
         if not w.weighted:  # counts alone: the sums of the repeated rows; n, their number, is the group's n
-            k_name = q.agg("sum", w.of(covered))
+            k_name = w.summed(covered)
             return k_name, q.count, ratio(nw.col(k_name), q.n), {}
-        hits = q.agg("sum", w.of(covered))
+        hits = w.summed(covered)
         k, n = w.binomial(hits)
         return k, n, ratio(nw.col(hits), w.total), {"n_eff": nw.col(n)}
 

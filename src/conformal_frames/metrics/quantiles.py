@@ -206,7 +206,7 @@ def _to_long(
 
 def _wilson(q: Query, w: Weighting, rows: list[str], ci_level: float) -> list[tuple[nw.Expr, nw.Expr]]:
     """The Wilson interval of each (weighted) proportion of the row columns ``rows`` (at Kish's ``n_eff``)."""
-    return [wilson_interval(q, *w.binomial(q.agg("sum", w.of(r))), ci_level) for r in rows]
+    return [wilson_interval(q, *w.binomial(w.summed(r)), ci_level) for r in rows]
 
 
 def _n_eff(weights: str | None) -> tuple[str, ...]:

@@ -60,7 +60,7 @@ def proportion(w: Weighting, row: str, ci_level: float) -> dict[str, nw.Expr | N
     (:meth:`~conformal_frames.engine.Weighting.binomial`) and ``n_eff`` is an
     output too.
     """
-    hits = w.q.agg("sum", w.of(row))
+    hits = w.summed(row)
     k, n = w.binomial(hits)
     low, high = wilson_interval(w.q, k, n, ci_level)
     out: dict[str, nw.Expr | None] = {"": ratio(nw.col(hits), w.total), "ci_low": low, "ci_high": high}
