@@ -142,3 +142,19 @@ def test_null_statistic_gives_null_pvalue(constructor):
     out = to_pandas(brownian.with_range_sf(brownian.with_max_abs_sf(lf, "x", "ks", "_a_"), "x", "ku", "_b_").collect())
     assert out["ks"].isna().tolist() == [False, True, False]
     assert out["ku"].isna().tolist() == [False, True, False]
+
+
+def test_normal_sf_of_several_columns_in_the_same_steps(constructor):
+    # several tails share the steps (one projection each on Spark): each equals its own call
+    z = np.concatenate([np.linspace(-12.0, 12.0, 49), [0.0, 37.0]])
+    frame = nw.from_native(constructor({"z": z, "w": z[::-1] / 3.0}))
+    lf = frame.lazy() if isinstance(frame, nw.DataFrame) else frame
+    both = to_pandas(brownian.with_normal_sf(lf, ["z", "w"], ["pz", "pw"], "_s_", absolute=True).collect())
+    assert list(both.columns) == ["z", "w", "pz", "pw"]  # scratch columns dropped
+    one = brownian.with_normal_sf(
+        brownian.with_normal_sf(lf, "z", "pz", "_a_", absolute=True), "w", "pw", "_b_", absolute=True
+    )
+    one = to_pandas(one.collect())
+    for c in ("pz", "pw"):
+        np.testing.assert_array_equal(both[c].to_numpy(float), one[c].to_numpy(float))
+    assert_close(both["pz"], ndtr(-np.abs(z)), rtol=1e-12, atol=1e-300)

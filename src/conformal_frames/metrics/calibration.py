@@ -50,6 +50,7 @@ from conformal_frames.engine import (
 from conformal_frames.inputs.binary import Precision, binary_inputs, binary_row, score_precision, score_row
 from conformal_frames.inputs.sets import Label, label_exprs
 from conformal_frames.numerics.brownian import (
+    abs_normal_tail,
     brownian_max_abs_cdf,
     brownian_max_abs_sf,
     brownian_range_cdf,
@@ -57,7 +58,6 @@ from conformal_frames.numerics.brownian import (
     kolmogorov_smirnov_cdf,
     kuiper_cdf,
     with_max_abs_sf,
-    with_normal_sf,
     with_range_sf,
 )
 from conformal_frames.numerics.stats import max_of, ratio, weighted_cut, wilson_interval
@@ -1059,20 +1059,6 @@ def kuiper_test(y: str, score: str, *, weights: str | None = None, counts: str |
     return KuiperTest(y=y, score=score, weights=weights, counts=counts)
 
 
-def _spiegelhalter_finalize(a: str, b: str) -> engine.FinalizeFn:
-    """z and p-values (``z``, ``p1``, ``p2``) from the main aggregation's sums (one pass over the rows)."""
-
-    def build(out: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
-        z, p1, p2 = (ref.name(x) for x in ("z", "p1", "p2"))
-        out = out.with_columns(_null_or_inf(nw.col(a), nw.col(b).clip(lower_bound=0.0).sqrt()).alias(z))
-        # one tail evaluation: q = Phi_c(|Z|); one-sided p = q (Z >= 0) or 1 - q
-        out = with_normal_sf(out, z, p2, ref.name("t_"), absolute=True)
-        one_sided = nw.when(nw.col(z) >= 0.0).then(nw.col(p2)).otherwise(1.0 - nw.col(p2))
-        return out.with_columns(one_sided.alias(p1), (2.0 * nw.col(p2)).clip(upper_bound=1.0).alias(p2))
-
-    return build
-
-
 @dataclass(frozen=True, kw_only=True)
 class SpiegelhalterTest(Metric):
     y: str
@@ -1091,8 +1077,12 @@ class SpiegelhalterTest(Metric):
         w = q.weighting(self.weights, counts=self.counts)
         num, den = w.of(num), w.squared(den)  # weighted: sum w (...) over sqrt(sum w^2 (...))
         key = ("spiegelhalter", y, s) if w.row is None else ("spiegelhalter", y, s, w.row)
-        t = q.finalize(key, _spiegelhalter_finalize(q.agg("sum", num), q.agg("sum", den)))
-        return {"": t.col("z"), "pvalue": t.col("p1"), "pvalue_two_sided": t.col("p2")}
+        a, b = nw.col(q.agg("sum", num)), nw.col(q.agg("sum", den))
+        z_name = q.value(_null_or_inf(a, b.clip(lower_bound=0.0).sqrt()), key=key)
+        z, tail = nw.col(z_name), q.finalize(key, abs_normal_tail(z_name)).col("q")
+        # one-sided: q when Z >= 0, else 1 - q; two-sided: 2 q
+        one_sided = nw.when(z >= 0.0).then(tail).otherwise(1.0 - tail)
+        return {"": z, "pvalue": one_sided, "pvalue_two_sided": (2.0 * tail).clip(upper_bound=1.0)}
 
 
 def spiegelhalter_test(

@@ -20,7 +20,7 @@ from conformal_frames._validate import check_column, choice
 from conformal_frames.engine import Metric, Query, TableRef, no_weights
 from conformal_frames.inputs.binary import binary_row
 from conformal_frames.inputs.forecasts import check_horizon, horizon_row
-from conformal_frames.numerics.brownian import with_normal_sf
+from conformal_frames.numerics.brownian import abs_normal_tail
 from conformal_frames.numerics.stats import ratio
 from conformal_frames.results import DieboldMarianoTestResult
 
@@ -69,16 +69,6 @@ def order_row(q: Query, order_by: str) -> str:
         repeated,
     )
     return q.row(("order", order_by), col)
-
-
-def _dm_finalize(stat: nw.Expr) -> engine.FinalizeFn:
-    def build(out: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
-        z, p = ref.name("z"), ref.name("p")
-        out = out.with_columns(stat.alias(z))
-        out = with_normal_sf(out, z, p, ref.name("t_"), absolute=True)
-        return out.with_columns((2.0 * nw.col(p)).clip(upper_bound=1.0).alias(p))
-
-    return build
 
 
 def _lag_sum_table(c: str, t: str, h: str) -> engine.TableFn:
@@ -142,8 +132,9 @@ class DieboldMarianoTest(Metric):
         varies = gamma0 > _ROUNDING**2 * ratio(scale, q.n)
         stat = nw.when((variance > 0.0) & varies).then(mean_d / variance.sqrt())
         key = ("diebold_mariano", a, b, t, self.horizon)
-        ref = q.finalize(key, _dm_finalize(stat))
-        return {"": ref.col("z"), "pvalue": ref.col("p")}
+        z = q.value(stat, key=key)
+        tail = q.finalize(key, abs_normal_tail(z)).col("q")
+        return {"": nw.col(z), "pvalue": (2.0 * tail).clip(upper_bound=1.0)}
 
 
 @no_weights(

@@ -102,16 +102,19 @@ def _chi2_1_finalize(lrs: dict[str, nw.Expr]) -> FinalizeFn:
 
     def build(out: nw.LazyFrame, ref: TableRef) -> nw.LazyFrame:
         out = out.with_columns(*[e.alias(ref.name(k)) for k, e in lrs.items()])
-        for k in lrs:
-            root = ref.name(f"{k}_root")
-            out = out.with_columns(nw.col(ref.name(k)).sqrt().alias(root))
-            out = with_normal_sf(out, root, ref.name(f"{k}_p"), ref.name(f"{k}_t"))
-            pvalue = (2.0 * nw.col(ref.name(f"{k}_p"))).clip(upper_bound=1.0)
-            # LR = 0 (e.g. no miss for LR_ind): exactly 1, not the tail series' 1 - 1e-15
-            out = out.with_columns(
-                nw.when(nw.col(ref.name(k)) == 0.0).then(1.0).otherwise(pvalue).alias(ref.name(f"{k}_p"))
-            )
-        return out
+        roots, tails = [ref.name(f"{k}_root") for k in lrs], [ref.name(f"{k}_q") for k in lrs]
+        out = out.with_columns(*[nw.col(ref.name(k)).sqrt().alias(r) for k, r in zip(lrs, roots)])
+        out = with_normal_sf(out, roots, tails, ref.name("t_"))  # every tail in the same steps
+        # LR = 0 (e.g. no miss for LR_ind): exactly 1, not the tail series' 1 - 1e-15
+        return out.with_columns(
+            *[
+                nw.when(nw.col(ref.name(k)) == 0.0)
+                .then(1.0)
+                .otherwise((2.0 * nw.col(q)).clip(upper_bound=1.0))
+                .alias(ref.name(f"{k}_p"))
+                for k, q in zip(lrs, tails)
+            ]
+        )
 
     return build
 

@@ -400,16 +400,44 @@ def range_sf_expr(x: nw.Expr) -> nw.Expr:
 # engines (DuckDB, Spark) parse and plan slowly.  These steps materialise the
 # arguments as columns, so each expression references column names only.
 # The calibration tests use them on their aggregated tables (one row per group).
-def with_normal_sf(frame: Any, z: str, out: str, tmp: str, *, absolute: bool = False) -> Any:
-    """Add column ``out = 1 - Phi(z)`` (``absolute``: ``1 - Phi(|z|)``); ``tmp`` prefixes scratch columns (dropped)."""
-    a, t, h = f"{tmp}a", f"{tmp}t", f"{tmp}h"
-    folded = nw.col(z).abs().clip(upper_bound=BIG)
-    frame = frame.with_columns(folded.alias(a), t_of(folded).alias(t))
-    frame, (mills,), added = _with_mills(frame, [t], [h])
-    q = _phi_c_of(nw.col(a), mills)
-    zc = nw.col(z)
-    result = nw.when(~zc.is_null()).then(q if absolute else nw.when(zc >= 0.0).then(q).otherwise(1.0 - q))
-    return frame.with_columns(result.alias(out)).drop(a, t, *added)
+def with_normal_sf(
+    frame: Any, z: str | Sequence[str], out: str | Sequence[str], tmp: str, *, absolute: bool = False
+) -> Any:
+    """Add column ``out = 1 - Phi(z)`` (``absolute``: ``1 - Phi(|z|)``); ``tmp`` prefixes scratch columns (dropped).
+
+    ``z`` and ``out`` may be sequences of as many names: every tail in the same steps.
+    """
+    zs: list[str] = [z] if isinstance(z, str) else list(z)
+    outs: list[str] = [out] if isinstance(out, str) else list(out)
+    a, t, h = ([f"{tmp}{c}{i}" for i in range(len(zs))] for c in "ath")
+    folded = [nw.col(c).abs().clip(upper_bound=BIG) for c in zs]
+    frame = frame.with_columns(*[f.alias(n) for f, n in zip(folded, a)], *[t_of(f).alias(n) for f, n in zip(folded, t)])
+    frame, mills, added = _with_mills(frame, t, h)
+    results: dict[str, nw.Expr] = {}
+    for zc, ac, m, o in zip(map(nw.col, zs), a, mills, outs):
+        q = _phi_c_of(nw.col(ac), m)
+        results[o] = nw.when(~zc.is_null()).then(q if absolute else nw.when(zc >= 0.0).then(q).otherwise(1.0 - q))
+    return _with_last(frame, results, [*a, *t, *added])
+
+
+def abs_normal_tail(z: str) -> Callable[[Any, Any], Any]:
+    """A finalize step (``fn(table, ref)``): ``ref.name("q") = 1 - Phi(|z|)`` of the column ``z``.
+
+    One tail evaluation serves a one-sided p-value (``q`` or ``1 - q`` by the
+    sign of ``z``) and a two-sided one (``2 q``), both written by the metric's
+    outputs.
+    """
+
+    def build(out: Any, ref: Any) -> Any:
+        return with_normal_sf(out, z, ref.name("q"), ref.name("t_"), absolute=True)
+
+    return build
+
+
+def _with_last(frame: Any, results: dict[str, nw.Expr], scratch: Sequence[str]) -> Any:
+    """``frame`` with the ``results`` columns (name -> expression) and without the ``scratch`` ones,
+    in one projection (on Spark each ``with_columns`` or ``drop`` is a plan analysis of its own)."""
+    return frame.select(nw.exclude(*results, *scratch), *[e.alias(k) for k, e in results.items()])
 
 
 def _with_sf(
@@ -421,22 +449,24 @@ def _with_sf(
     ``m x``, Mills' ``H``; the unclipped value): inlined, SQL engines copy them
     into each branch of a clip or a division.
     """
-    xl, xf, xx, raw = f"{tmp}xl", f"{tmp}xf", f"{tmp}xx", f"{tmp}raw"
+    xl, xx, raw = f"{tmp}xl", f"{tmp}xx", f"{tmp}raw"
     # the series run on a filled Float64 copy (a missing statistic stays
     # null through _sf_expr): an all-null column may have no float dtype
     # (pyarrow-backed pandas), and numpy's exp rejects it
-    frame = frame.with_columns(nw.col(x).fill_null(1.0).cast(nw.Float64).alias(xf))
-    frame = frame.with_columns(nw.col(xf).clip(lower_bound=_SWITCH, upper_bound=BIG).alias(xl))
+    xf = nw.col(x).fill_null(1.0).cast(nw.Float64)
+    frame = frame.with_columns(xf.clip(lower_bound=_SWITCH, upper_bound=BIG).alias(xl), _theta_square(xf).alias(xx))
     zs = [f"{tmp}z{i}" for i in range(len(series))]
     ts = [f"{tmp}t{i}" for i in range(len(series))]
+    # t of m x written from m x itself (not its column): the same operations, one step fewer
     frame = frame.with_columns(
-        _theta_square(nw.col(xf)).alias(xx), *[(m * nw.col(xl)).alias(z) for z, (m, _w) in zip(zs, series)]
+        *[(m * nw.col(xl)).alias(z) for z, (m, _w) in zip(zs, series)],
+        *[t_of(m * nw.col(xl)).alias(t) for t, (m, _w) in zip(ts, series)],
     )
     hs = [f"{tmp}h{i}" for i in range(len(series))]
-    frame, mills, added = _with_mills(frame.with_columns(*[t_of(nw.col(z)).alias(t) for z, t in zip(zs, ts)]), ts, hs)
+    frame, mills, added = _with_mills(frame, ts, hs)
     tail = nw.sum_horizontal(*[w * _phi_c_of(nw.col(z), h) for z, h, (_m, w) in zip(zs, mills, series)])
     frame = frame.with_columns(_sf_raw(nw.col(x), theta(nw.col(xx)), tail).alias(raw))
-    return frame.with_columns(_sf_of_raw(nw.col(x), nw.col(raw)).alias(out)).drop(xl, xf, xx, raw, *zs, *ts, *added)
+    return _with_last(frame, {out: _sf_of_raw(nw.col(x), nw.col(raw))}, [xl, xx, raw, *zs, *ts, *added])
 
 
 def with_max_abs_sf(frame: Any, x: str, out: str, tmp: str) -> Any:
