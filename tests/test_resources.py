@@ -6,6 +6,7 @@ asked, the summary warning.  No timings.
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
@@ -53,7 +54,14 @@ def test_bootstrap_polars_chunks_match_the_per_replicate_query() -> None:
         np.testing.assert_allclose(got[c].to_numpy(), other[c].to_numpy(), rtol=1e-12)
 
 
-def test_progress_on_stderr_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("bar", ["tqdm", "plain"])
+def test_progress_on_stderr_when_asked(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, bar: str
+) -> None:
+    if bar == "tqdm":
+        pytest.importorskip("tqdm")
+    else:
+        monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm raises ImportError
     df = _frame()
     metric = cf.bootstrap(cf.brier("y", "s"), n_resamples=10)
     cf.evaluate(df, metric, by="g")

@@ -55,16 +55,21 @@ class _Bar:
         self.done = 0
         self.seen: dict[Hashable, int] = {}
         self._last = 0.0
+        #: tqdm's bar, opened at the first steps (a task without steps prints nothing)
         self._tqdm: Any = None
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            return
-        self._tqdm = tqdm(total=0, desc=desc, file=sys.stderr, leave=False, dynamic_ncols=True)
+
+    def _open_tqdm(self) -> Any:
+        if self._tqdm is None:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                return None
+            self._tqdm = tqdm(total=0, desc=self.desc, file=sys.stderr, leave=False, dynamic_ncols=True)
+        return self._tqdm
 
     def expect(self, steps: int, what: str) -> None:
         self.total += steps
-        if self._tqdm is not None:
+        if self._open_tqdm() is not None:
             self._tqdm.total = self.total
             self._tqdm.set_description(f"{self.desc}: {what}", refresh=False)
             self._tqdm.refresh()
