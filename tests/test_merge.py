@@ -41,6 +41,7 @@ def _metrics() -> list[cf.Metric]:
         cf.kuiper_test("label", "score"),
         cf.auroc("label", "score"),
         cf.ece("label", "score", n_bins=5),
+        cf.ece("label", "score", n_bins=4, strategy="quantile").alias("ece_q"),
         cf.brier("label", "score"),
         cf.spiegelhalter_test("label", "score"),
     ]
@@ -138,7 +139,7 @@ def test_finalize_subset_and_missing_statistics() -> None:
 @pytest.mark.parametrize(
     ("metric", "named", "alternative"),
     [
-        (cf.ece("label", "score", strategy="quantile"), "ece", "strategy='uniform'"),
+        (cf.ece("label", "score", strategy="quantile", weights="w"), "ece", "strategy='uniform'"),
         (cf.ece("label", "score", n_bins=50), "ece", "n_bins <= 32"),
         (cf.ssc("y", "lo", "hi"), "ssc", "coverage by="),
         (cf.hsic("y", "lo", "hi"), "hsic", "coverage and width"),
@@ -146,7 +147,7 @@ def test_finalize_subset_and_missing_statistics() -> None:
     ],
 )
 def test_summarize_refuses_metrics_that_do_not_merge(metric: cf.Metric, named: str, alternative: str) -> None:
-    frame = pl.DataFrame(_data())
+    frame = pl.DataFrame(_data()).with_columns(w=pl.lit(1.5))
     with pytest.raises(ValueError, match=rf"do not merge exactly: {named}: .*alternative: .*{alternative}"):
         cf.summarize(frame, cf.coverage("y", "lo", "hi"), metric, by="seg")
 

@@ -233,8 +233,9 @@ def summarize(
 ) -> Any:
     """The sufficient statistics of ``metrics`` per group, as a mergeable frame.
 
-    One row per group (and, for ``ks_test``, ``kuiper_test`` and ``auroc``,
-    one row per group and distinct score) with the columns described in
+    One row per group (and, for ``ks_test``, ``kuiper_test``, ``auroc`` and
+    unweighted quantile-binned ``ece`` / ``mce``, one row per group and
+    distinct score) with the columns described in
     :mod:`conformal_frames.summaries` (schema version 1).  Summaries of several
     frames (days, partitions, Spark executors) concatenate; :func:`finalize`
     merges their rows into any coarser grouping and finalizes the metrics
@@ -258,7 +259,8 @@ def summarize(
         metrics), with ``"drop"`` it carries ``n_dropped``.
     score_decimals : int, optional
         Round the score columns (``score=``) of the metrics with cells
-        (``ks_test``, ``kuiper_test``, ``auroc``) to this many decimals
+        (``ks_test``, ``kuiper_test``, ``auroc``, quantile-binned ``ece`` /
+        ``mce``) to this many decimals
         before the cells are formed: at most ``10^d + 1`` cells per group for
         scores in ``[0, 1]``.  The metrics are then those of the rounded
         scores.  Without it, an eager summary whose cells exceed half of its
@@ -372,7 +374,8 @@ def _warn_cells(summary: nw.DataFrame) -> None:
     if rows >= CELL_ROWS and cells > CELL_FRACTION * rows:
         msg = (
             f"summarize: {cells:,} (group, score) cells for {rows:,} rows: the summary is nearly as large "
-            "as the data (ks_test, kuiper_test and auroc keep one row per group and distinct score); "
+            "as the data (ks_test, kuiper_test, auroc and quantile-binned ece keep one row per group and distinct "
+            "score); "
             "round the scores with score_decimals=, e.g. score_decimals=3 (at most 1,001 cells per group "
             "for scores in [0, 1])"
         )

@@ -60,7 +60,7 @@ from conformal_frames.numerics.brownian import (
     with_max_abs_sf,
     with_range_sf,
 )
-from conformal_frames.numerics.stats import max_of, ratio, weighted_cut, wilson_interval
+from conformal_frames.numerics.stats import equal_count_bin, max_of, ratio, weighted_cut, wilson_interval
 from conformal_frames.results import KSTestResult, KuiperTestResult, SpiegelhalterTestResult
 
 METHODS = [
@@ -153,15 +153,7 @@ def bin_row(
     part = (s_row, *within)
     r_row = q.row(("rank", *part), q.over(s.rank("min"), *within).cast(F64) - 1.0, inputs=part)
     n_row = q.row(("count", *part), q.over(s.count(), *within).cast(F64), inputs=part)
-    r, n = nw.col(r_row), nw.col(n_row)
-    size = (n / m).floor()
-    extra = n - size * m
-    head = extra * (size + 1.0)
-    b = (
-        nw.when(r < head)
-        .then((r / (size + 1.0)).floor())
-        .otherwise(extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor())
-    )
+    b = equal_count_bin(nw.col(r_row), nw.col(n_row), n_bins)
     return q.row(("qbin", n_bins, *part), b, inputs=[r_row, n_row])
 
 
@@ -201,23 +193,53 @@ def _bins_table(y: str, s: str, b: str, sub: str | None, weight: str | None = No
     """
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        cnt, sy, ss, ad, gap, ece_j = (ref.name(x) for x in ("cnt", "sy", "ss", "ad", "gap", "ecej"))
+        cnt, sy, ss = (ref.name(x) for x in ("cnt", "sy", "ss"))
         cells_keys = [*keys, *([sub] if sub else [])]
         size = nw.len().alias(cnt) if weight is None else nw.col(weight).sum().alias(cnt)
         if weight is not None:
             rows = rows.filter(nw.col(weight) > 0.0)
         cells = rows.group_by(*cells_keys, b).agg(size, nw.col(y).sum().alias(sy), nw.col(s).sum().alias(ss))
-        cells = cells.with_columns(nw.col(cnt).cast(F64), (nw.col(sy) - nw.col(ss)).abs().alias(ad))
-        cells = cells.with_columns((nw.col(ad) / nw.col(cnt)).alias(gap))
-        if sub is None:
-            return aggregate(cells, keys, [nw.col(ad).sum().alias(ad), nw.col(gap).max().alias(gap)])
-        per = cells.group_by(*cells_keys).agg(nw.col(ad).sum().alias(ad), nw.col(cnt).sum().alias(cnt))
-        per = per.with_columns((nw.col(ad) / nw.col(cnt)).alias(ece_j))
-        return aggregate(
-            per,
-            keys,
-            [nw.col(ece_j).sum().alias(ece_j), nw.col(ece_j).count().alias(cnt), nw.col(ad).sum().alias(ad)],
+        return _bin_errors_table(cells, keys, ref, sub)
+
+    return build
+
+
+def _bin_errors_table(cells: nw.LazyFrame, keys: list[str], ref: TableRef, sub: str | None) -> nw.LazyFrame:
+    """:func:`_bins_table` from one row per (group, ``sub``, bin) with its count and sums ``cnt``, ``sy``, ``ss``."""
+    cnt, sy, ss, ad, gap, ece_j = (ref.name(x) for x in ("cnt", "sy", "ss", "ad", "gap", "ecej"))
+    cells = cells.with_columns(nw.col(cnt).cast(F64), (nw.col(sy) - nw.col(ss)).abs().alias(ad))
+    cells = cells.with_columns((nw.col(ad) / nw.col(cnt)).alias(gap))
+    if sub is None:
+        return aggregate(cells, keys, [nw.col(ad).sum().alias(ad), nw.col(gap).max().alias(gap)])
+    per = cells.group_by(*keys, sub).agg(nw.col(ad).sum().alias(ad), nw.col(cnt).sum().alias(cnt))
+    per = per.with_columns((nw.col(ad) / nw.col(cnt)).alias(ece_j))
+    return aggregate(
+        per,
+        keys,
+        [nw.col(ece_j).sum().alias(ece_j), nw.col(ece_j).count().alias(cnt), nw.col(ad).sum().alias(ad)],
+    )
+
+
+def _quantile_bins_table(y: str, s: str, one: str, n_bins: int) -> engine.TableFn:
+    """:func:`_bins_table` of unweighted quantile bins, from the ordered cells of the scores.
+
+    One row per (group, distinct score) (:meth:`~conformal_frames.engine.Query.cells`):
+    its rows ``one``, the sum of ``y`` and the running row count.  The rows
+    with a smaller score are the running count less the cell's own: the
+    position of :func:`bin_row`'s quantile bins, so a cell goes whole to the
+    bin of its rows.  No rank of the rows (a single-threaded sort on polars),
+    and mergeable: a summary keeps the cells.
+    """
+
+    def build(cells: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        cnt, sy, ss, b, n = (ref.name(x) for x in ("cnt", "sy", "ss", "bin", "n"))
+        cells = cells.with_columns(
+            over(nw.col(one).sum(), keys).alias(n), (nw.col(one) * nw.col(s)).alias(ss), nw.col(y).alias(sy)
         )
+        before = nw.col(running_total(one)) - nw.col(one)
+        cells = cells.with_columns(equal_count_bin(before, nw.col(n), n_bins).alias(b))
+        per_bin = cells.group_by(*keys, b).agg(nw.col(one).sum().alias(cnt), nw.col(sy).sum(), nw.col(ss).sum())
+        return _bin_errors_table(per_bin, keys, ref, None)
 
     return build
 
@@ -235,6 +257,10 @@ def _binned(
 ) -> TableRef:
     """Register the binned table (:func:`_bins_table`); returns its handle."""
     weight = w.row if w is not None else None
+    if strategy == "quantile" and weight is None and sub is None:
+        one = q.row(("one",), nw.lit(1.0))
+        fn = _quantile_bins_table(y_row, s_row, one, n_bins)
+        return q.cells(("qbins", y_row, s_row, n_bins), fn, order=s_row, sums=(one, y_row), running=(one,))
     b = bin_row(q, s_row, n_bins, strategy, within=[sub] if sub else [], precision=precision, weight=weight)
     if w is not None and weight is not None:
         y_row, s_row = w.of(y_row), w.of(s_row)
@@ -290,7 +316,7 @@ class ECE(Metric):
     weights: str | None = None
     counts: str | None = None
     default_name = "ece"
-    mergeable_alternative = "ece with strategy='uniform' and n_bins <= 32"
+    mergeable_alternative = "ece with strategy='uniform' and n_bins <= 32, or strategy='quantile' without weights"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         prec, w = score_precision(q, self.score), q.weighting(self.weights, counts=self.counts)
@@ -373,7 +399,7 @@ class MCE(Metric):
     weights: str | None = None
     counts: str | None = None
     default_name = "mce"
-    mergeable_alternative = "mce with strategy='uniform' and n_bins <= 32"
+    mergeable_alternative = "mce with strategy='uniform' and n_bins <= 32, or strategy='quantile' without weights"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         y, s, prec = binary_row(q, self.y), score_row(q, self.score), score_precision(q, self.score)

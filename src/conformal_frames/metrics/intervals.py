@@ -168,23 +168,11 @@ def width(lo: str, hi: str, *, weights: str | None = None, counts: str | None = 
 SSC_TIE_RTOL = 1e-9
 
 
-def _equal_count_bin(r: nw.Expr, n: nw.Expr, n_bins: int) -> nw.Expr:
-    """The bin of position ``r`` when ``n`` positions are cut into ``n_bins`` runs
-    whose sizes differ by at most one (the first ``n % n_bins`` runs longer)."""
-    m = float(n_bins)
-    size = (n / m).floor()
-    extra = n - size * m
-    head = extra * (size + 1.0)
-    in_head = (r / (size + 1.0)).floor()
-    in_tail = extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor()
-    return nw.when(r < head).then(in_head).otherwise(in_tail)
-
-
 def _bin_by_starts(cells: nw.LazyFrame, keys: list[str], ref: TableRef, close: nw.Expr, n_bins: int) -> nw.LazyFrame:
     """The bin of each distinct width (unweighted SSC), without a running maximum.
 
     A tie group goes to the bin of its start position ``before`` (rows of
-    smaller width).  Bin ``k`` of ``_equal_count_bin`` starts at the position
+    smaller width).  Bin ``k`` of :func:`~conformal_frames.numerics.stats.equal_count_bin` starts at the position
     ``c_k = k * floor(n / M) + min(k, n % M)`` (the cut points of
     :func:`~conformal_frames.numerics.stats.weighted_cut`); ``first<k>`` is the least
     group start at or after ``c_k``.  As ``before`` (a row count) strictly

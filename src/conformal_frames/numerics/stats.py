@@ -88,6 +88,22 @@ def min_of(*exprs: nw.Expr) -> nw.Expr:
     return exprs[0] if len(exprs) == 1 else nw.min_horizontal(*exprs)
 
 
+def equal_count_bin(r: nw.Expr, n: nw.Expr, n_bins: int) -> nw.Expr:
+    """The bin (Float64) of position ``r`` when ``n`` positions are cut into ``n_bins`` runs
+    whose sizes differ by at most one (the first ``n % n_bins`` runs longer).
+
+    The same bins as :func:`weighted_cut` for an integer ``n``, in one
+    comparison instead of ``n_bins - 1``.
+    """
+    m = float(n_bins)
+    size = (n / m).floor()
+    extra = n - size * m
+    head = extra * (size + 1.0)
+    in_head = (r / (size + 1.0)).floor()
+    in_tail = extra + ((r - head) / nw.max_horizontal(size, nw.lit(1.0))).floor()
+    return nw.when(r < head).then(in_head).otherwise(in_tail)
+
+
 def weighted_cut(position: nw.Expr, total_weight: nw.Expr, n_bins: int) -> nw.Expr:
     """The bin (Float64) of a ``position`` in ``[0, W)`` when ``W`` is cut into ``n_bins`` runs.
 
