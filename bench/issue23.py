@@ -177,13 +177,17 @@ def item_9(rows: int) -> None:
     """PySpark, in a subprocess of its own (its JVM): ``bench_metrics.py --spark-only``."""
     args = [sys.executable, str(HERE / "bench_metrics.py"), "--spark-only", "--spark-rows", str(rows)]
     proc = subprocess.run(args, env=_env(), capture_output=True, text=True, check=True)
+    found = False
     for line in proc.stdout.splitlines():
-        if "hand-written groupBy" in line and line.startswith("|"):
+        # the repeated call (the issue's figure), then a first call on a frame (no kept result)
+        if ("hand-written groupBy" in line or "first evaluate on a frame" in line) and line.startswith("|"):
             what, ours, other, _shown, _target = (c.strip() for c in line.strip("|").split("|"))
             ratio = float(ours) / float(other)
             detail = f"{float(ours):.0f} / {float(other):.0f} ms"
             bound("9", what, ratio, 2.0, "x the hand-written query", detail)
-            return
+            found = True
+    if found:
+        return
     _add(Row("9", "PySpark evaluate vs groupBy().agg()", "<= 2x", "no figure (see the script's output)", None, "-"))
 
 

@@ -1,8 +1,11 @@
-"""The compiled queries reused across calls on eager polars frames (``_plan_cache``)."""
+"""The compiled queries reused across calls on eager polars frames, and the results kept per Spark frame (``_plan_cache``)."""
 
 from __future__ import annotations
 
 import concurrent.futures
+import gc
+import weakref
+from typing import Any
 
 import narwhals.stable.v2 as nw
 import numpy as np
@@ -128,3 +131,47 @@ def test_a_nested_call_of_the_same_query_restores_the_outer_frame() -> None:
     _assert_same(nw.to_native(got), _uncached(outer))
     (plan,) = _plan_cache._PLANS.values()
     assert plan.frame is None
+
+
+def _collected(result: object) -> pl.DataFrame:
+    """A lazy result of any backend as a polars frame sorted by the key."""
+    return pl.from_arrow(nw.from_native(result).collect("pyarrow").to_arrow()).sort("g")  # type: ignore[return-value]
+
+
+def test_a_repeated_lazy_call_on_spark_returns_the_kept_result(lazy_constructor: Any) -> None:
+    """Classic PySpark keeps the result per (frame, metrics, keys, policy); other lazy backends build again."""
+    _plan_cache.clear()
+    frame = lazy_constructor(_frame(8, n=300).to_dict(as_series=False))
+    first = cf.evaluate(frame, *METRICS, by="g")
+    again = cf.evaluate(frame, *METRICS, by="g")
+    made_anew = cf.evaluate(frame, *[type(m)(**vars(m)) for m in METRICS], by="g")  # equal metrics
+    kept = lazy_constructor.id == "pyspark"
+    assert (again is first) is kept and (made_anew is first) is kept
+    _assert_same(_collected(again), _collected(first))
+    # another policy, other keys or other metrics: another result
+    assert cf.evaluate(frame, *METRICS, by="g", invalid="drop") is not first
+    assert cf.evaluate(frame, *METRICS[:2], by="g") is not first
+    assert cf.evaluate(frame, *METRICS) is not first
+    # "raise" runs its checks when called: built on every call
+    checked = cf.evaluate(frame, *METRICS, by="g", invalid="raise")
+    assert cf.evaluate(frame, *METRICS, by="g", invalid="raise") is not checked
+    _assert_same(_collected(checked), _collected(first).drop("n_invalid"))
+
+
+def test_a_kept_result_goes_with_its_frame(lazy_constructor: Any) -> None:
+    _plan_cache.clear()
+    frame = lazy_constructor(_frame(9, n=50).to_dict(as_series=False))
+    cf.evaluate(frame, *METRICS, by="g")
+    assert len(_plan_cache._RESULTS) == (lazy_constructor.id == "pyspark")
+    alive = weakref.ref(frame)
+    del frame
+    gc.collect()
+    assert alive() is None and len(_plan_cache._RESULTS) == 0
+
+
+def test_kept_results_per_frame_are_bounded(lazy_constructor: Any) -> None:
+    _plan_cache.clear()
+    frame = lazy_constructor(_frame(10, n=50).to_dict(as_series=False))
+    for k in range(_plan_cache.MAX_RESULTS + 3):
+        cf.evaluate(frame, cf.coverage("y", "lo", "hi", ci_level=0.5 + k / 1000))
+    assert all(len(kept) <= _plan_cache.MAX_RESULTS for kept in _plan_cache._RESULTS.values())

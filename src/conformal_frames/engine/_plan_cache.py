@@ -9,6 +9,15 @@ one :func:`~conformal_frames.engine.compile_query` builds; only its input
 node differs.  Everything else (lazy frames, other backends, metrics that
 reshape the input in :meth:`~conformal_frames.engine.Metric.prepare`, metrics
 whose parameters are not hashable) compiles on every call.
+
+On classic PySpark, building a query costs a py4j round trip per expression
+node (about 0.7 s for the 8 single-pass metrics), and Spark optimizes each new
+query again when it runs (about 0.9 s more).  A Spark ``DataFrame`` is an
+immutable plan, so the result of a lazy call is kept per input frame (held
+weakly: the entry goes with the frame) and per (metrics, keys, policy): a
+repeated call on the same frame returns the same result frame, whose
+optimized plan Spark keeps.  Calls that run work when called
+(``invalid="raise"`` runs its checks) build every time.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
@@ -104,7 +114,7 @@ def bound(
     apart the queries that ``compile_fn`` builds otherwise than
     :func:`~conformal_frames.engine.compile_query` does.
     """
-    native = frame.to_native() if isinstance(frame, nw.DataFrame) else frame
+    native = _native(frame)
     key = _key(lf, metrics, keys, policy) if reusable and _polars_eager(native) else None
     if key is None:
         yield compile_fn(lf, metrics, keys, invalid=policy)
@@ -148,7 +158,57 @@ def _polars_eager(frame: Any) -> bool:
     return pl is not None and isinstance(frame, pl.DataFrame)
 
 
+#: results kept per Spark frame (least recently used dropped first)
+MAX_RESULTS = 16
+
+_RESULTS: weakref.WeakKeyDictionary[Any, OrderedDict[Hashable, nw.LazyFrame]] = weakref.WeakKeyDictionary()
+
+
+def kept(frame: Any, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+    """``build()``, or the result an earlier ``build()`` gave for the same classic PySpark frame and ``key``.
+
+    ``key`` holds what the result depends on besides the frame (metrics,
+    keys, policy); a key that is not hashable, a frame of another backend or
+    a result that is not lazy is not kept.
+    """
+    native = _native(frame)
+    if not spark_classic(native) or not _hashable(key):
+        return build()
+    with _PLANS_LOCK:
+        results = _RESULTS.get(native)
+        if results is not None and key in results:
+            results.move_to_end(key)
+            return results[key]
+    result = build()
+    if isinstance(result, nw.LazyFrame):
+        with _PLANS_LOCK:
+            results = _RESULTS.setdefault(native, OrderedDict())
+            results[key] = result
+            while len(results) > MAX_RESULTS:
+                results.popitem(last=False)
+    return result
+
+
+def _hashable(key: tuple[Any, ...]) -> bool:
+    try:
+        hash(key)
+    except TypeError:  # a parameter such as a dict or list
+        return False
+    return True
+
+
+def _native(frame: Any) -> Any:
+    return frame.to_native() if isinstance(frame, (nw.DataFrame, nw.LazyFrame)) else frame
+
+
+def spark_classic(frame: Any) -> bool:
+    """Whether ``frame`` (native or narwhals) is a classic PySpark ``DataFrame``."""
+    # pyspark 4 (classic, not Spark Connect), and pyspark 3
+    return type(_native(frame)).__module__ in ("pyspark.sql.classic.dataframe", "pyspark.sql.dataframe")
+
+
 def clear() -> None:
-    """Forget every cached query."""
+    """Forget every cached query and kept result."""
     with _PLANS_LOCK:
         _PLANS.clear()
+        _RESULTS.clear()

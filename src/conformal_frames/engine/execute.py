@@ -21,7 +21,20 @@ __all__ = ["compute", "evaluate", "evaluate_one"]
 def compute(
     frame: Any, metrics: Sequence[Metric], by: Any = None, *, invalid: InvalidPolicy | None = None
 ) -> nw.LazyFrame | nw.DataFrame:
-    """Narwhals-level evaluation: a narwhals DataFrame (eager) or LazyFrame."""
+    """Narwhals-level evaluation: a narwhals DataFrame (eager) or LazyFrame.
+
+    Lazy calls on classic PySpark frames keep their result for the next
+    identical call (see :mod:`conformal_frames.engine._plan_cache`).
+    """
+    if invalid == "raise" or not _plan_cache.spark_classic(frame):  # "raise" runs its checks when called
+        return _compute(frame, metrics, by, invalid=invalid)
+    key = (tuple(metrics), tuple(as_keys(by)), invalid)
+    return _plan_cache.kept(frame, key, lambda: _compute(frame, metrics, by, invalid=invalid))
+
+
+def _compute(
+    frame: Any, metrics: Sequence[Metric], by: Any = None, *, invalid: InvalidPolicy | None = None
+) -> nw.LazyFrame | nw.DataFrame:
     lf, eager = to_lazy(frame)
     keys = as_keys(by)
     chosen = policy(invalid, eager)
