@@ -71,7 +71,9 @@ def test_progress_on_stderr_when_asked(
     rng = np.random.default_rng(0)
     slab = pl.DataFrame({"x": rng.random(200), "y": rng.random(200), "lo": 0.1, "hi": 0.9})
     slab.conformal.worst_slab_coverage("y", "lo", "hi", features=["x"], n_directions=5, progress=True)
-    assert "worst_slab_coverage" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "worst_slab_coverage: directions" in err
+    assert "worst_slab_coverage: worst_slab_coverage" not in err and "0it" not in err  # named once; no empty bar
     cf.summarize(df, cf.ks_test("y", "s"), by="g", progress=True)
     assert capsys.readouterr().err == ""  # no stepped work: an empty bar prints nothing
     with pytest.raises(TypeError, match="progress="):

@@ -58,20 +58,23 @@ class _Bar:
         #: tqdm's bar, opened at the first steps (a task without steps prints nothing)
         self._tqdm: Any = None
 
-    def _open_tqdm(self) -> Any:
+    def _open_tqdm(self, what: str) -> Any:
         if self._tqdm is None:
             try:
                 from tqdm import tqdm
             except ImportError:
                 return None
-            self._tqdm = tqdm(total=0, desc=self.desc, file=sys.stderr, leave=False, dynamic_ncols=True)
+            # opened with its first total and name: no empty "0it" line first
+            self._tqdm = tqdm(
+                total=self.total, desc=self._label(what), file=sys.stderr, leave=False, dynamic_ncols=True
+            )
         return self._tqdm
 
     def expect(self, steps: int, what: str) -> None:
         self.total += steps
-        if self._open_tqdm() is not None:
+        if self._open_tqdm(what) is not None:
             self._tqdm.total = self.total
-            self._tqdm.set_description(f"{self.desc}: {what}", refresh=False)
+            self._tqdm.set_description(self._label(what), refresh=False)
             self._tqdm.refresh()
         else:
             self.what = what
@@ -89,10 +92,14 @@ class _Bar:
         if not force and now - self._last < _INTERVAL:
             return
         self._last = now
-        what = getattr(self, "what", "")
-        label = f"{self.desc}: {what}" if what else self.desc
-        sys.stderr.write(f"\r{label} {self.done}/{self.total}")
+        sys.stderr.write(f"\r{self._label(getattr(self, 'what', ''))} {self.done}/{self.total}")
         sys.stderr.flush()
+
+    def _label(self, what: str) -> str:
+        """The bar's name, then what its current steps are (a step that starts with the name: the step alone)."""
+        if not what:
+            return self.desc
+        return what if what.startswith(self.desc) else f"{self.desc}: {what}"
 
     def close(self) -> None:
         if self._tqdm is not None:

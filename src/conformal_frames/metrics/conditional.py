@@ -609,7 +609,7 @@ def _slab_groups(n_features: int, delta: float, n_directions: int | None, seed: 
         chosen = [n_directions or default_directions(int(k)) for k in sizes]
         v_all = slab_directions(max(chosen, default=1), n_features, seed)
         out = np.full(n_groups, np.nan)
-        with progress_steps("worst_slab_coverage", sum(m for m, k in zip(chosen, sizes) if k)) as tick:
+        with progress_steps("directions", sum(m for m, k in zip(chosen, sizes) if k)) as tick:
             for g in range(n_groups):
                 sel = group == g
                 n = int(sizes[g])
