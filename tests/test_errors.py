@@ -71,9 +71,9 @@ def test_eager_pandas_with_a_bad_row_runs_the_query_once(monkeypatch: pytest.Mon
     calls: list[str] = []
     finish = engine_plan.Compiled.finish
 
-    def counted(self: Any, *, eager: bool) -> Any:
+    def counted(self: Any, *, eager: bool, collect_options: Any = None) -> Any:
         calls.append(str(self.table.implementation))
-        return finish(self, eager=eager)
+        return finish(self, eager=eager, collect_options=collect_options)
 
     monkeypatch.setattr(engine_plan.Compiled, "finish", counted)
     with pytest.raises(cf.InvalidRowsError, match=LO_GT_HI):
