@@ -86,11 +86,7 @@ def _key(lf: nw.LazyFrame, metrics: Sequence[Any], keys: list[str], policy: str)
     """The cache key of a call, or ``None`` when its metrics' parameters are not hashable."""
     # the native schema: polars dtypes carry more than narwhals' (e.g. categories)
     key = (tuple(metrics), tuple(keys), policy, tuple(lf.to_native().collect_schema().items()))
-    try:
-        hash(key)
-    except TypeError:  # a parameter such as a dict or list
-        return None
-    return key
+    return key if _hashable(key) else None
 
 
 @contextmanager
