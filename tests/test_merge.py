@@ -101,7 +101,7 @@ def test_summary_schema() -> None:
     frame = pl.DataFrame(_data())
     stats = cf.summarize(frame, cf.coverage("y", "lo", "hi"), cf.ks_test("label", "score"), by="seg")
     assert stats.columns[:6] == ["seg", "cf_version", "cf_inputs", "cf_cell", "cf_order", "n"]
-    assert stats["cf_version"].unique().to_list() == [1]
+    assert stats["cf_version"].unique().to_list() == [2]
     group_rows = stats.filter(pl.col("cf_cell").is_null())
     assert group_rows["seg"].to_list() == ["a", "b", "c"]
     assert group_rows["n"].sum() == frame.height
@@ -311,7 +311,7 @@ def test_merge_summaries_keeps_missing_statistics_missing() -> None:
     stats = cf.summarize(frame, cf.coverage("y", "lo", "hi"), width, by=["day", "seg"])
     other = cf.summarize(frame.with_columns(day=pl.lit(9, pl.Int64)), cf.coverage("y", "lo", "hi"), by=["day", "seg"])
     merged = cf.merge_summaries(pl.concat([stats, other], how="diagonal"), by="seg")
-    width_stat = next(c for c in merged.columns if c.startswith("cf_sum_width"))
+    width_stat = "cf_sum__width[lo,hi]"
     assert merged[width_stat].is_null().all()
     with pytest.raises(ValueError, match="without the statistics these metrics need.* in 3 rows"):
         cf.finalize(merged, width, by="seg")

@@ -29,9 +29,9 @@ import hashlib
 import json
 import re
 import warnings
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, cast
+from typing import Any
 
 import narwhals.stable.v2 as nw
 
@@ -39,12 +39,13 @@ from conformal_frames import engine
 from conformal_frames._progress import task
 from conformal_frames._validate import check_positive_int
 from conformal_frames.engine import Cells, InvalidPolicy, Metric, Plan, Query
+from conformal_frames.engine.spec import Spec, declared_name
 from conformal_frames.errors import BooleanColumnError, ColumnNotFoundError
 
 __all__ = ["SCHEMA_VERSION", "finalize", "merge_summaries", "rolling", "summarize"]
 
 #: version of the summary frame's column schema (see the module docstring)
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _VERSION, _INPUTS, _CELL, _ORDER = "cf_version", "cf_inputs", "cf_cell", "cf_order"
 #: the key of ``cf_inputs`` that lists the summarized metrics with their parameters
 _HELD = "cf_metrics"
@@ -52,82 +53,70 @@ F64 = nw.Float64
 
 
 # ---------------------------------------------------------------------------
-# stable names of statistics
+# the state columns: the statistics' declared names
 # ---------------------------------------------------------------------------
-def _canonical_keys(q: Query) -> dict[str, Hashable]:
-    """Row name -> its key with every referenced row name replaced by that row's key."""
-    by_name = {r.name: key for key, r in q.rows.items()}
-    done: dict[str, Hashable] = {}
-
-    def canon(x: Any) -> Any:
-        if isinstance(x, str) and x in by_name:
-            if x not in done:
-                done[x] = ("row", canon(by_name[x]))
-            return done[x]
-        if isinstance(x, str) and x in q.group:
-            return ("group key",)
-        if isinstance(x, tuple):
-            return tuple(canon(i) for i in x)
-        return x
-
-    return {name: canon(name)[1] for name in by_name}
-
-
-def _stat_name(how: str, key: Hashable) -> str:
+def _v1_name(how: str, key: Hashable) -> str:
+    """A statistic's column in a version-1 summary (0.3): ``cf_<how>_<tag>_<sha1 of its key>``."""
     first = key[0] if isinstance(key, tuple) and key and isinstance(key[0], str) else str(key)
     tag = re.sub(r"[^a-z0-9]+", "_", first.lower()).strip("_")[:24] or "stat"
     digest = hashlib.sha1(repr(key).encode()).hexdigest()[:10]
     return f"cf_{how}_{tag}_{digest}"
 
 
-def _is_check(key: Hashable) -> bool:
-    return isinstance(key, tuple) and bool(key) and key[0] in ("check", "check_example")
+def _v2_name(how: str, key: Hashable) -> str:
+    return f"cf_{how}__{declared_name(key)}"
+
+
+def _v1_cell(key: Hashable) -> str:
+    return _v1_name("cell", key)[len("cf_cell_") :]
+
+
+_NAMES: dict[int, tuple[Callable[[str, Hashable], str], Callable[[Hashable], str]]] = {
+    1: (_v1_name, _v1_cell),
+    2: (_v2_name, declared_name),
+}
 
 
 @dataclass
-class _Plan:
-    """The statistics of one query under their stable names."""
+class _State:
+    """The statistics of the metrics of one plan under their summary column names."""
 
-    #: stable name -> (internal aggregated column, how)
+    #: summary column -> (internal aggregated column, how)
     aggs: dict[str, tuple[str, str]]
-    #: cell set id -> (order row, {stable name: row name})
+    #: cell set id -> (order row, {summary column: row name})
     cells: dict[str, tuple[str, dict[str, str]]]
     #: input column -> dtype text
     inputs: dict[str, str]
     #: the summarized metrics with their parameters (:func:`_describe`), recorded in ``cf_inputs``
     held: list[str] = field(default_factory=list)
 
+    @classmethod
+    def of(cls, specs: Sequence[Spec], version: int = SCHEMA_VERSION) -> _State:
+        """The state of ``specs`` as a summary of schema ``version`` names it."""
+        stat_name, cell_name = _NAMES[version]
+        aggs: dict[str, tuple[str, str]] = {}
+        cells: dict[str, tuple[str, dict[str, str]]] = {}
+        for spec in specs:
+            aggs.update({stat_name(s.how, s.key): (s.column, s.how) for s in spec.stats})
+            for table in spec.cells:
+                sums = cells.setdefault(cell_name(table.order_key), (table.order, {}))[1]
+                sums.update({stat_name("sum", key): row for key, row in table.sums})
+        inputs = {c: str(t) for spec in specs for c, t in spec.inputs}
+        return cls(aggs, cells, dict(sorted(inputs.items())))
+
+    @property
+    def columns(self) -> list[str]:
+        """Every state column: statistics, then cell sums."""
+        return [*self.aggs, *[s for _, sums in self.cells.values() for s in sums]]
+
     def inputs_json(self) -> str:
         """The ``cf_inputs`` text: the inputs' dtypes, and the metrics under ``"cf_metrics"``."""
         return json.dumps({**self.inputs, _HELD: self.held} if self.held else self.inputs)
 
 
-def _plan(q: Query) -> _Plan:
-    canon = _canonical_keys(q)
-    row_key = {r.name: key for key, r in q.rows.items()}
-    aggs: dict[str, tuple[str, str]] = {}
-    for agg_key, (internal, _) in q.aggs.items():
-        how, row = cast("tuple[str, str]", agg_key)  # (how, row name): see Query.agg
-        if not _is_check(row_key.get(row)):
-            aggs[_stat_name(how, canon[row])] = (internal, how)
-    cells: dict[str, tuple[str, dict[str, str]]] = {}
-    for spec in q.cell_tables.values():
-        cell_id = _stat_name("cell", canon[spec.order])[len("cf_cell_") :]
-        sums = cells.setdefault(cell_id, (spec.order, {}))[1]
-        sums.update({_stat_name("sum", canon[r]): r for r in spec.sums})
-    inputs = {c: str(q.schema[c]) for c in sorted(q.used)}
-    return _Plan(aggs, cells, inputs)
-
-
-def _refusal(metric: Metric, probe: Query) -> str | None:
+def _refusal(metric: Metric, spec: Spec) -> str | None:
     """Why ``metric``'s statistics do not merge exactly (``None`` when they do)."""
-    if probe.group_steps:
-        why = "needs every row of a group at once"
-    elif probe.windows:
-        why = "ranks or orders the rows of a group"
-    elif any(key not in probe.cell_tables for key in probe.tables):
-        why = "aggregates the rows of a group a second time, e.g. per quantile bin or stratum"
-    else:
+    if spec.why_not is None:
         return None
     alternative = metric.mergeable_alternative or "evaluate it on the rows"
     inner = getattr(metric, "metric", None)
@@ -137,7 +126,14 @@ def _refusal(metric: Metric, probe: Query) -> str | None:
             f"{what}({inner.output_name}): resamples the rows of a group (evaluate it on the rows; "
             f"summarize {inner.output_name} without {what} to merge the estimate)"
         )
-    return f"{metric.output_name}: {why} (mergeable alternative: {alternative})"
+    return f"{metric.output_name}: {spec.why_not} (mergeable alternative: {alternative})"
+
+
+def _check_mergeable(plan: Plan, metrics: Sequence[Metric]) -> None:
+    refused = [reason for m, spec in zip(metrics, plan.specs) if (reason := _refusal(m, spec))]
+    if refused:
+        msg = "summarize: these metrics have statistics that do not merge exactly: " + "; ".join(refused)
+        raise ValueError(msg)
 
 
 def _describe(metric: Metric) -> str:
@@ -154,55 +150,33 @@ def _describe(metric: Metric) -> str:
     return f"{metric.output_name}({args})"
 
 
-def _statistics(schema: Any, keys: list[str], metric: Metric) -> list[str]:
-    """The summary columns ``metric`` needs (its stable statistic names)."""
-    probe = Query(schema=schema, keys=keys)
-    metric.build(probe)
-    plan = _plan(probe)
-    return [*plan.aggs, *[s for _, sums in plan.cells.values() for s in sums]]
-
-
-def _check_mergeable(schema: Any, keys: list[str], metrics: Sequence[Metric]) -> None:
-    refused = []
-    for m in metrics:
-        if isinstance(m, Metric):
-            probe = Query(schema=schema, keys=keys)
-            m.build(probe)
-            reason = _refusal(m, probe)
-            if reason:
-                refused.append(reason)
-    if refused:
-        msg = "summarize: these metrics have statistics that do not merge exactly: " + "; ".join(refused)
-        raise ValueError(msg)
-
-
 # ---------------------------------------------------------------------------
 # summarize
 # ---------------------------------------------------------------------------
 def _group_part(
-    table: nw.LazyFrame, eplan: Plan, plan: _Plan, policy: InvalidPolicy, cell_cols: list[str]
+    table: nw.LazyFrame, eplan: Plan, state: _State, policy: InvalidPolicy, cell_cols: list[str]
 ) -> nw.LazyFrame:
     return table.select(
         *eplan.key_columns(),
         nw.lit(SCHEMA_VERSION).cast(nw.Int64).alias(_VERSION),
-        nw.lit(plan.inputs_json()).alias(_INPUTS),
+        nw.lit(state.inputs_json()).alias(_INPUTS),
         nw.lit(None, nw.String).alias(_CELL),
         nw.lit(None, F64).alias(_ORDER),
         *eplan.count_columns(policy),
-        *[nw.col(internal).cast(F64).alias(name) for name, (internal, _) in plan.aggs.items()],
-        *[nw.lit(None, F64).alias(c) for c in cell_cols if c not in plan.aggs],
+        *[nw.col(internal).cast(F64).alias(name) for name, (internal, _) in state.aggs.items()],
+        *[nw.lit(None, F64).alias(c) for c in cell_cols if c not in state.aggs],
     )
 
 
 def _cell_part(
-    rows: nw.LazyFrame, q: Query, plan: _Plan, cell_id: str, policy: InvalidPolicy, columns: list[str]
+    rows: nw.LazyFrame, q: Query, state: _State, cell_id: str, policy: InvalidPolicy, columns: list[str]
 ) -> nw.LazyFrame:
-    order, sums = plan.cells[cell_id]
+    order, sums = state.cells[cell_id]
     cells = rows.group_by(*q.group, order).agg(*[nw.col(r).sum().alias(name) for name, r in sums.items()])
     values: dict[str, nw.Expr] = {
         **{k: nw.col(ik).alias(k) for k, ik in zip(q.keys, q.group)},
         _VERSION: nw.lit(SCHEMA_VERSION).cast(nw.Int64).alias(_VERSION),
-        _INPUTS: nw.lit(plan.inputs_json()).alias(_INPUTS),
+        _INPUTS: nw.lit(state.inputs_json()).alias(_INPUTS),
         _CELL: nw.lit(cell_id).alias(_CELL),
         _ORDER: nw.col(order).alias(_ORDER),
         **{name: nw.col(name).cast(F64) for name in sums},
@@ -302,19 +276,19 @@ def _summarize(
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
     lf = engine.normalized_keys(lf, keys)
-    if score_decimals is not None:
-        lf = _rounded_scores(lf, keys, metrics, score_decimals)
     schema = lf.collect_schema()
     _check_summary_keys(keys)
     if not metrics:
         msg = "summarize() needs at least one metric, e.g. cf.summarize(df, cf.coverage('y', 'lo', 'hi'), by='day')"
         raise ValueError(msg)
-    eplan = Plan.of(schema, metrics, keys, caller="summarize")
+    eplan = Plan.of(schema, metrics, keys, caller="summarize")  # the one build of each metric
     q = eplan.query
-    _check_mergeable(schema, keys, metrics)
-    plan = _plan(q)
+    _check_mergeable(eplan, metrics)
+    if score_decimals is not None:
+        lf = _rounded_scores(lf, schema, eplan, metrics, score_decimals)
+    state = _State.of(eplan.specs)
     eplan.defer_totals()  # a partition of zero total weight: checked on the merged totals (finalize)
-    plan.held = [_describe(m) for m in metrics]
+    state.held = [_describe(m) for m in metrics]
     rows, table = eplan.aggregate(lf, policy)
     if eager:  # one pass: collect the group rows, raise on invalid rows, go on lazily
         collected = table.collect()
@@ -323,15 +297,15 @@ def _summarize(
         table = collected.lazy()
     elif policy == "raise" and q.checks:  # asked for: run the checks now (the summary stays lazy)
         eplan.raise_failed(eplan.check_counts(lf))
-    cell_cols = sorted({name for _, sums in plan.cells.values() for name in sums})
-    out = _group_part(table, eplan, plan, policy, cell_cols)
+    cell_cols = sorted({name for _, sums in state.cells.values() for name in sums})
+    out = _group_part(table, eplan, state, policy, cell_cols)
     columns = out.collect_schema().names()
-    parts = [out, *[_cell_part(rows, q, plan, cid, policy, columns) for cid in plan.cells]]
+    parts = [out, *[_cell_part(rows, q, state, cid, policy, columns) for cid in state.cells]]
     result = nw.concat(parts, how="vertical") if len(parts) > 1 else out
-    result = result.sort(*keys, _CELL, _ORDER, nulls_last=False) if keys or plan.cells else result
+    result = result.sort(*keys, _CELL, _ORDER, nulls_last=False) if keys or state.cells else result
     if eager:
         collected = result.collect()
-        if plan.cells and score_decimals is None:
+        if state.cells and score_decimals is None:
             _warn_cells(collected)
         return nw.to_native(nw.maybe_reset_index(_object_keys(collected, schema, keys)))
     return nw.to_native(result)
@@ -352,17 +326,14 @@ def _object_keys(summary: nw.DataFrame, schema: Any, keys: list[str]) -> nw.Data
     return summary.with_columns(*[nw.col(k).cast(nw.Object) for k in drifted]) if drifted else summary
 
 
-def _rounded_scores(lf: nw.LazyFrame, keys: list[str], metrics: Sequence[Metric], decimals: int) -> nw.LazyFrame:
-    """``lf`` with the score columns of the metrics with cells rounded to ``decimals``."""
-    schema = lf.collect_schema()
+def _rounded_scores(
+    lf: nw.LazyFrame, schema: Any, plan: Plan, metrics: Sequence[Metric], decimals: int
+) -> nw.LazyFrame:
+    """``lf`` with the float score columns of the metrics with cells rounded to ``decimals``."""
     scores = set()
-    for m in metrics:
+    for m, spec in zip(metrics, plan.specs):
         score = getattr(m, "score", None)
-        if not isinstance(m, Metric) or not isinstance(score, str) or score not in schema:
-            continue
-        probe = Query(schema=schema, keys=list(keys))
-        m.build(probe)
-        if probe.cell_tables and schema[score].is_float():
+        if spec.cells and isinstance(score, str) and score in schema and schema[score].is_float():
             scores.add(score)
     return lf.with_columns(*[nw.col(c).round(decimals) for c in sorted(scores)]) if scores else lf
 
@@ -464,15 +435,35 @@ def _plan_without_rows(keys_schema: dict[str, Any], metrics: Sequence[Metric], k
     raise ValueError(msg)  # pragma: no cover
 
 
-def _inputs_schema(stats: nw.LazyFrame) -> tuple[dict[str, Any], list[str]] | None:
+#: the schema versions this release reads (1: written by 0.3, statistics named by a hash)
+READABLE_VERSIONS = (1, 2)
+
+
+def _schema_version(schema: dict[str, Any]) -> int:
+    """The schema version of a summary, from its state column names (version 2: ``cf_sum__...``)."""
+    stats = [c for c in schema if c.startswith(("cf_sum_", "cf_min_", "cf_max_"))]
+    declared = {c.startswith(("cf_sum__", "cf_min__", "cf_max__")) for c in stats}
+    if len(declared) > 1:
+        msg = (
+            "the summary mixes schema versions 1 and 2 (statistics named by a hash and by their declared "
+            "names): finalize each version on its own, or summarize the rows of the older one again"
+        )
+        raise ValueError(msg)
+    return 1 if declared == {False} else SCHEMA_VERSION
+
+
+def _inputs_schema(stats: nw.LazyFrame, version: int) -> tuple[dict[str, Any], list[str]] | None:
     """The metric inputs' dtypes and the metrics recorded by summarize (and the schema version
     check); ``None`` for a summary without rows."""
     head = stats.select(_VERSION, _INPUTS).filter(~nw.col(_INPUTS).is_null()).head(1).collect()
     if len(head) == 0:
         return None
-    version, inputs = head.row(0)
-    if version != SCHEMA_VERSION:
-        msg = f"summary schema version {version} is not supported (this release reads version {SCHEMA_VERSION})"
+    written, inputs = head.row(0)
+    if written not in READABLE_VERSIONS or written != version:
+        msg = (
+            f"summary schema version {written} is not supported (this release reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}, and its column names are of version {version})"
+        )
         raise ValueError(msg)
     recorded = json.loads(inputs)
     held = list(recorded.pop(_HELD, []))
@@ -516,60 +507,74 @@ def finalize(stats: Any, *metrics: Metric, by: Any = None) -> Any:
         a lazy summary.
     """
     lf, eager, keys, schema, summary_keys = _open_summary(stats, by, "finalize")
-    recorded = _inputs_schema(lf)
-    inputs, held = ({}, []) if recorded is None else recorded
-    try:
-        if recorded is None:  # no rows: the result has none either
-            eplan = _plan_without_rows({k: schema[k] for k in summary_keys}, metrics, keys)
-        else:
-            eplan = Plan.of({**inputs, **{k: schema[k] for k in summary_keys}}, metrics, keys, caller="finalize")
-    except ColumnNotFoundError as exc:
-        asked = ", ".join(m.output_name for m in metrics if isinstance(m, Metric))
-        msg = (
-            f"finalize: the summary has no statistics of {asked} on these inputs ({exc}; "
-            f"the summary's inputs: {sorted(inputs)!r}){_holds(held)}; summarize with these metrics first"
-        )
-        raise ValueError(msg) from exc
+    version = _schema_version(schema)
+    recorded = _inputs_schema(lf, version)
+    held = [] if recorded is None else recorded[1]
+    eplan = _finalize_plan(recorded, {k: schema[k] for k in summary_keys}, metrics, keys, held)
     q = eplan.query
-    _check_mergeable(q.schema, keys, metrics)
-    plan = _plan(q)
+    _check_mergeable(eplan, metrics)
+    state = _State.of(eplan.specs, version)
     policy: InvalidPolicy = "null" if "n_invalid" in schema else "drop" if "n_dropped" in schema else "raise"
-    missing = [
-        name for name in [*plan.aggs, *[s for _, sums in plan.cells.values() for s in sums]] if name not in schema
-    ]
+    missing = [name for name in state.columns if name not in schema]
     if missing and recorded is None:  # no rows: nothing to miss
         lf = lf.with_columns(*[nw.lit(None, F64).alias(name) for name in missing])
     elif missing:
-        asked = ", ".join(_describe(m) for m in metrics if any(c in missing for c in _statistics(q.schema, keys, m)))
+        lacking = [
+            _describe(m)
+            for m, spec in zip(metrics, eplan.specs)
+            if any(c in missing for c in _State.of([spec], version).columns)
+        ]
         msg = (
-            f"finalize: the summary has no statistics of {asked} ({len(missing)} missing){_holds(held)}; "
+            f"finalize: the summary has no statistics of {', '.join(lacking)} ({len(missing)} missing){_holds(held)}; "
             "finalize with the summarized parameters, or summarize with these metrics first"
         )
         raise ValueError(msg)
-    table = _merged(lf, eplan, plan, policy)
-    tables = [fn(_merged_cells(lf, q, plan, key), q.group, ref) for key, (fn, ref) in q.tables.items()]
+    table = _merged(lf, eplan, state, policy)
+    tables = [fn(_merged_cells(lf, q, state, key), q.group, ref) for key, (fn, ref) in q.tables.items()]
     return nw.to_native(eplan.complete(table, tables, table, policy).finish(eager=eager))
 
 
-def _merged(lf: nw.LazyFrame, eplan: Plan, plan: _Plan, policy: InvalidPolicy) -> nw.LazyFrame:
+def _finalize_plan(
+    recorded: tuple[dict[str, Any], list[str]] | None,
+    keys_schema: dict[str, Any],
+    metrics: Sequence[Metric],
+    keys: list[str],
+    held: list[str],
+) -> Plan:
+    """The plan of ``metrics`` on the summary's recorded input dtypes (the one build of each)."""
+    try:
+        if recorded is None:  # no rows: the result has none either
+            return _plan_without_rows(keys_schema, metrics, keys)
+        return Plan.of({**recorded[0], **keys_schema}, metrics, keys, caller="finalize")
+    except ColumnNotFoundError as exc:
+        asked = ", ".join(m.output_name for m in metrics if isinstance(m, Metric))
+        inputs = sorted(recorded[0]) if recorded is not None else []
+        msg = (
+            f"finalize: the summary has no statistics of {asked} on these inputs ({exc}; "
+            f"the summary's inputs: {inputs!r}){_holds(held)}; summarize with these metrics first"
+        )
+        raise ValueError(msg) from exc
+
+
+def _merged(lf: nw.LazyFrame, eplan: Plan, state: _State, policy: InvalidPolicy) -> nw.LazyFrame:
     """The group rows added up per group: the engine's aggregated table."""
     group_rows = lf.filter(nw.col(_CELL).is_null())
-    needed = list(plan.aggs)
+    needed = list(state.aggs)
     missing = nw.sum_horizontal(*[nw.col(c).is_null().cast(F64) for c in needed]) if needed else nw.lit(0.0)
     # a group whose rows were all dropped (invalid="drop") has n = 0 and no statistics: it adds nothing
     missing = nw.when(nw.col("n") > 0).then(missing).otherwise(0.0)
-    aggs = [getattr(nw.col(name), how)().alias(internal) for name, (internal, how) in plan.aggs.items()]
+    aggs = [getattr(nw.col(name), how)().alias(internal) for name, (internal, how) in state.aggs.items()]
     # the rows were checked by summarize; what remains: summary rows without a needed statistic
     message = "summary rows without the statistics these metrics need (summarized with other metrics?)"
     return eplan.aggregate_counted(group_rows, policy, aggs, carry=needed, unmet=missing > 0, message=message)
 
 
-def _merged_cells(lf: nw.LazyFrame, q: Query, plan: _Plan, table_key: Hashable) -> nw.LazyFrame:
+def _merged_cells(lf: nw.LazyFrame, q: Query, state: _State, table_key: Hashable) -> nw.LazyFrame:
     """The cell rows of one table as the row frame its function reads."""
     spec: Cells | None = q.cell_tables.get(table_key)
     assert spec is not None  # refused otherwise
-    cell_id = next(cid for cid, (order, _) in plan.cells.items() if order == spec.order)
-    sums = plan.cells[cell_id][1]
+    cell_id = next(cid for cid, (order, _) in state.cells.items() if order == spec.order)
+    sums = state.cells[cell_id][1]
     cells = lf.filter(nw.col(_CELL) == cell_id)
     return cells.select(
         *[nw.col(k).alias(ik) for k, ik in zip(q.keys, q.group)],

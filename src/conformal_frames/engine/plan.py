@@ -31,6 +31,7 @@ from conformal_frames.engine.query import (
     join_keys,
     sort_result,
 )
+from conformal_frames.engine.spec import Spec
 from conformal_frames.errors import BackendLimitError, InvalidRowsError
 
 __all__ = [
@@ -207,13 +208,15 @@ def key_values(keys: Sequence[str], schema: Mapping[str, Any], names: Sequence[s
     return out
 
 
-def _build_outputs(q: Query, metrics: Sequence[Metric]) -> dict[str, nw.Expr | None]:
+def _build_outputs(q: Query, metrics: Sequence[Metric]) -> tuple[dict[str, nw.Expr | None], tuple[Spec, ...]]:
     outputs: dict[str, nw.Expr | None] = {}
+    specs = []
     for m in metrics:
         if not isinstance(m, Metric):
             msg = f"expected metric objects such as cf.coverage(...), got {m!r}"
             raise TypeError(msg)
-        built = m.build(q)
+        built, spec = q.record(m)
+        specs.append(spec)
         q.output_dtypes.update(m.output_dtypes(built))
         for name, expr in m.outputs(built).items():
             if name in q.keys:
@@ -226,7 +229,7 @@ def _build_outputs(q: Query, metrics: Sequence[Metric]) -> dict[str, nw.Expr | N
                 msg = f"two outputs are named {name!r}; rename one with .alias()"
                 raise ValueError(msg)
             outputs[name] = expr
-    return outputs
+    return outputs, tuple(specs)
 
 
 def _rows_frame(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
@@ -310,6 +313,8 @@ class Plan:
     query: Query
     #: output name -> expression over the aggregated table (``None``: made by a numpy step)
     outputs: dict[str, nw.Expr | None] = field(default_factory=dict)
+    #: the definition of each metric, in order (:meth:`Query.record`)
+    specs: tuple[Spec, ...] = ()
 
     @classmethod
     def of(
@@ -326,8 +331,8 @@ class Plan:
             msg = f"every metric of one evaluation takes the same counts= (it sets the group's n), got {shown}"
             raise ValueError(msg)
         plan = cls.inputs(schema, keys)
-        plan.outputs.update(_build_outputs(plan.query, metrics))
-        return plan
+        outputs, specs = _build_outputs(plan.query, metrics)
+        return cls(plan.query, outputs, specs)
 
     @classmethod
     def inputs(cls, schema: Mapping[str, Any], keys: list[str], read: Callable[[Query], Any] | None = None) -> Plan:

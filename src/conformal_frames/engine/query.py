@@ -36,12 +36,13 @@ import functools
 import operator
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar, cast
 
 import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._validate import validate_fields
+from conformal_frames.engine.spec import CellTable, Reduction, Spec, Stat
 from conformal_frames.errors import ColumnNotFoundError
 from conformal_frames.results import TestResult
 
@@ -358,6 +359,10 @@ class Query:
     #: check message of a positive-total rule -> the aggregated total it is about (see
     #: :meth:`weighting`): a rule on the group's total, so merged summaries check the merged total
     totals: dict[str, str] = field(default_factory=dict)
+    #: what the metric being recorded touches (:meth:`record`): ``(kind, key)`` pairs
+    _trace: set[tuple[str, Hashable]] | None = field(default=None, repr=False)
+    #: what the factory of each :meth:`shared` key touched, for the metrics that reuse it
+    _shared_traces: dict[Hashable, set[tuple[str, Hashable]]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -394,6 +399,7 @@ class Query:
             msg = f"column {name!r} is both a group key (by=) and a metric input"
             raise ValueError(msg)
         self.used.add(name)
+        self._touch("input", name)
         return nw.col(name)
 
     def number(self, name: str) -> nw.Expr:
@@ -439,6 +445,7 @@ class Query:
         """
         if key not in self.rows:
             self.rows[key] = _Row(self._internal(f"__cf_r{len(self.rows)}"), expr, self._level(inputs))
+        self._touch("row", key)
         return self.rows[key].name
 
     def _level(self, inputs: Sequence[str]) -> int:
@@ -453,6 +460,7 @@ class Query:
         """``expr`` as a window over the group (and the row columns ``within``),
         ordered by the row column ``order_by`` if given."""
         self.windows += 1
+        self._touch("window", None)
         return over(expr, [*self.group, *within], order_by=order_by)
 
     def agg(self, how: Literal["sum", "min", "max"], row_name: str) -> str:
@@ -461,6 +469,7 @@ class Query:
         if key not in self.aggs:
             expr = getattr(nw.col(row_name), how)()
             self.aggs[key] = (f"__cf_a{len(self.aggs)}", expr)
+        self._touch("agg", key)
         return self.aggs[key][0]
 
     def sum(self, row_name: str) -> nw.Expr:
@@ -514,6 +523,7 @@ class Query:
         """
         if key not in self.tables:
             self.tables[key] = (fn, TableRef(f"__cf_t{len(self.tables)}_"))
+        self._touch("table", key)
         return self.tables[key][1]
 
     def cells(
@@ -553,7 +563,13 @@ class Query:
         query is compiled (after every build).
         """
         if key not in self.state:
-            self.state[key] = factory()
+            outer, self._trace = self._trace, (set() if self._trace is not None else None)
+            try:
+                self.state[key] = factory()
+            finally:
+                self._shared_traces[key], self._trace = self._trace or set(), outer
+        if self._trace is not None:
+            self._trace |= self._shared_traces.get(key, set())
         value: T = self.state[key]
         return value
 
@@ -702,6 +718,88 @@ class Query:
         :meth:`Metric.build` returns ``None`` for that output.
         """
         self.group_steps[output] = _GroupStep(rows, output, fn, what)
+        self._touch("group_step", output)
+
+    # -- the record as a value ----------------------------------------------
+    def _touch(self, kind: str, key: Hashable) -> None:
+        if self._trace is not None:
+            self._trace.add((kind, key))
+
+    def record(self, metric: Metric) -> tuple[dict[str, nw.Expr | None], Spec]:
+        """Build ``metric`` on this query: its finalize expressions and its :class:`Spec`.
+
+        The one way a metric is built: the query keeps what it registers
+        (shared with the other metrics of the query), the ``Spec`` says what
+        the metric itself reads and reduces.
+        """
+        if self._trace is not None:
+            msg = "Query.record: a metric is already being recorded"
+            raise RuntimeError(msg)
+        self._trace = set()
+        try:
+            built = metric.build(self)
+        finally:
+            trace, self._trace = self._trace, None
+        return built, self._freeze(metric, built, trace)
+
+    def _canonical(self) -> dict[str, Hashable]:
+        """Row name -> its key with every row name it reads replaced by ``("row", that row's key)``.
+
+        Internal names never equal an input column (:meth:`_internal`), so a
+        key reads unambiguously; group keys read as ``("group key",)``.
+        """
+        by_name = {r.name: key for key, r in self.rows.items()}
+        group = set(self.group)
+        done: dict[str, Hashable] = {}
+
+        def canon(x: Any) -> Any:
+            if isinstance(x, str) and x in by_name:
+                if x not in done:
+                    done[x] = ("row", canon(by_name[x]))
+                return done[x]
+            if isinstance(x, str) and x in group:
+                return ("group key",)
+            if isinstance(x, tuple):
+                return tuple(canon(i) for i in x)
+            return x
+
+        return {name: canon(name)[1] for name in by_name}
+
+    def _freeze(self, metric: Metric, built: Mapping[str, nw.Expr | None], trace: set[tuple[str, Hashable]]) -> Spec:
+        canon = self._canonical()
+        kinds: dict[str, list[Hashable]] = {}
+        for kind, key in trace:
+            kinds.setdefault(kind, []).append(key)
+        touched_aggs = set(kinds.get("agg", []))
+        stats = []
+        for agg_key, (internal, _) in self.aggs.items():
+            if agg_key in touched_aggs:
+                how, row = cast("tuple[Reduction, str]", agg_key)  # (how, row name): see agg
+                stats.append(Stat(how, canon[row], internal))
+        tables = set(kinds.get("table", []))
+        cells = tuple(
+            CellTable(canon[c.order], c.order, tuple((canon[r], r) for r in c.sums))
+            for key, c in self.cell_tables.items()
+            if key in tables
+        )
+        if "group_step" in kinds:
+            why: str | None = "needs every row of a group at once"
+        elif "window" in kinds:
+            why = "ranks or orders the rows of a group"
+        elif any(key not in self.cell_tables for key in tables):
+            why = "aggregates the rows of a group a second time, e.g. per quantile bin or stratum"
+        else:
+            why = None
+        used = sorted(str(c) for c in kinds.get("input", []))
+        return Spec(
+            metric=metric.output_name,
+            outputs=tuple(metric.outputs(built)),
+            inputs=tuple((c, self.schema[c]) for c in used),
+            stats=tuple(stats),
+            cells=cells,
+            why_not=why,
+            single_pass=not ({"group_step", "window", "table"} & kinds.keys()),
+        )
 
 
 @dataclass(frozen=True)
@@ -961,7 +1059,21 @@ class Metric:
         ``nw.from_native(df).collect_schema()``); raises as evaluation would
         for a missing column or a wrong dtype.  Nothing is computed.
         """
-        return list(self.outputs(self.build(Query(schema=schema, keys=list(keys)))))
+        return list(self.definition(schema, keys).outputs)
+
+    def definition(self, schema: Mapping[str, Any], keys: Sequence[str] = ()) -> Spec:
+        """This metric's definition on a frame of ``schema`` grouped by ``keys``, as a value.
+
+        Raises as evaluation would for a missing column or a wrong dtype;
+        nothing is computed.
+
+        >>> import narwhals.stable.v2 as nw
+        >>> import conformal_frames as cf
+        >>> spec = cf.coverage("y", "lo", "hi").definition({c: nw.Float64() for c in ("y", "lo", "hi")})
+        >>> [s.state for s in spec.stats], spec.mergeable, spec.single_pass
+        (['cf_sum__covered[y,lo,hi]'], True, True)
+        """
+        return Query(schema=schema, keys=list(keys)).record(self)[1]
 
 
 def _filled(key: nw.Expr, dtype: Any) -> nw.Expr:
