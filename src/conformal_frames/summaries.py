@@ -7,7 +7,7 @@ the rows of coarser groups up (sums, minima, maxima) and runs the second half
 (finalize expressions, tables, numpy steps).  :func:`rolling` finalizes
 moving windows of an index (a day, a week ...) from the same statistics.
 
-Schema (version 1) of a summary frame, one row per group plus, for metrics
+Schema (version 2) of a summary frame, one row per group plus, for metrics
 that sort by a score (``ks_test``, ``kuiper_test``, ``auroc``), one row per
 (group, distinct score):
 
@@ -18,9 +18,14 @@ that sort by a score (``ks_test``, ``kuiper_test``, ``auroc``), one row per
   set, and ``cf_order`` (Float64) the distinct score of the cell;
 - ``n`` (Int64; 0 on cell rows) and ``n_invalid`` (policy ``"null"``) or
   ``n_dropped`` (policy ``"drop"``);
-- one Float64 column per statistic, ``cf_<sum|min|max>_<what>_<hash>``: the
-  hash identifies the statistic (the same statistic of two metrics is one
-  column), so a frame summarized with more metrics finalizes any subset.
+- one Float64 column per statistic, ``cf_<sum|min|max>__<declared name>``
+  (:attr:`conformal_frames.engine.Stat.state`, e.g. ``cf_sum__covered[y,lo,hi]``):
+  the same statistic of two metrics is one column, so a frame summarized with
+  more metrics finalizes any subset.  ``tests/test_summary_format.py`` pins
+  every metric's names: a rename is a format change (a new version).
+
+Version 1 (0.3) named the statistics ``cf_<how>_<what>_<hash of the key>``;
+:func:`finalize`, :func:`rolling` and :func:`merge_summaries` still read it.
 """
 
 from __future__ import annotations
@@ -210,7 +215,7 @@ def summarize(
     One row per group (and, for ``ks_test``, ``kuiper_test``, ``auroc`` and
     unweighted quantile-binned ``ece`` / ``mce``, one row per group and
     distinct score) with the columns described in
-    :mod:`conformal_frames.summaries` (schema version 1).  Summaries of several
+    :mod:`conformal_frames.summaries` (schema version 2).  Summaries of several
     frames (days, partitions, Spark executors) concatenate; :func:`finalize`
     merges their rows into any coarser grouping and finalizes the metrics
     exactly as :func:`~conformal_frames.evaluate` on the rows would.
@@ -587,7 +592,7 @@ def _merged_cells(lf: nw.LazyFrame, q: Query, state: _State, table_key: Hashable
 # merging summaries into a (smaller) summary
 # ---------------------------------------------------------------------------
 def merge_summaries(stats: Any, by: Any = None) -> Any:
-    """Summary rows merged into the groups ``by``: a summary again (schema version 1).
+    """Summary rows merged into the groups ``by``: a summary again (of the same schema version).
 
     Sums are added, minima and maxima taken, cell rows added per (group,
     cell set, distinct score); a statistic missing in one of the merged rows

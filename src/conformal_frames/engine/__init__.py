@@ -5,6 +5,10 @@ The surface other layers use (nothing private crosses this boundary):
 - :mod:`~conformal_frames.engine.query`: what a metric registers (:class:`Query`,
   :class:`Weighting`, :class:`TableRef`, :class:`Cells`, :class:`Metric`) and
   the expression helpers shared by every family;
+- :mod:`~conformal_frames.engine.spec`: a metric's definition as a value
+  (:class:`Spec`, from :meth:`Query.record` / :meth:`Metric.definition`): its
+  inputs, named statistics, cells, mergeability, phases and outputs, which
+  summaries, bootstrap and the report read instead of building probes;
 - :mod:`~conformal_frames.engine.plan`: the :class:`Plan` of one evaluation,
   whose phases are its methods (keys and checks, the main aggregation under
   the invalid-row policy, completion, raising), and :class:`Compiled`;
@@ -26,6 +30,7 @@ from conformal_frames.engine.plan import (
     worded,
 )
 from conformal_frames.engine.query import (
+    REPLICATE_WEIGHTS,
     RESERVED,
     Cells,
     FinalizeFn,
@@ -34,6 +39,7 @@ from conformal_frames.engine.query import (
     Metric,
     NumpyFn,
     Query,
+    Replicate,
     TableFn,
     TableRef,
     Weighting,
@@ -50,9 +56,13 @@ from conformal_frames.engine.query import (
     stack,
     total,
 )
+from conformal_frames.engine.spec import PHASES, CellTable, Spec, Stat, declared_name
 
 __all__ = [
+    "PHASES",
+    "REPLICATE_WEIGHTS",
     "RESERVED",
+    "CellTable",
     "Cells",
     "Compiled",
     "FinalizeFn",
@@ -62,6 +72,9 @@ __all__ = [
     "NumpyFn",
     "Plan",
     "Query",
+    "Replicate",
+    "Spec",
+    "Stat",
     "TableFn",
     "TableRef",
     "Weighting",
@@ -69,6 +82,7 @@ __all__ = [
     "as_keys",
     "compile_query",
     "compute",
+    "declared_name",
     "evaluate",
     "evaluate_one",
     "has_invalid",

@@ -30,11 +30,12 @@ The contributor's walk-through is the docs page "How a metric is built".
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import functools
 import operator
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar, cast
 
@@ -42,11 +43,12 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._validate import validate_fields
-from conformal_frames.engine.spec import CellTable, Reduction, Spec, Stat
+from conformal_frames.engine.spec import PHASES, CellTable, Reduction, Spec, Stat
 from conformal_frames.errors import ColumnNotFoundError
 from conformal_frames.results import TestResult
 
 __all__ = [
+    "REPLICATE_WEIGHTS",
     "Cells",
     "FinalizeFn",
     "GroupFn",
@@ -54,6 +56,7 @@ __all__ = [
     "Metric",
     "NumpyFn",
     "Query",
+    "Replicate",
     "TableFn",
     "TableRef",
     "Weighting",
@@ -359,6 +362,8 @@ class Query:
     #: check message of a positive-total rule -> the aggregated total it is about (see
     #: :meth:`weighting`): a rule on the group's total, so merged summaries check the merged total
     totals: dict[str, str] = field(default_factory=dict)
+    #: the replicate being built (:meth:`replicate`)
+    _replicating: Replicate | None = field(default=None, repr=False)
     #: what the metric being recorded touches (:meth:`record`): ``(kind, key)`` pairs
     _trace: set[tuple[str, Hashable]] | None = field(default=None, repr=False)
     #: what the factory of each :meth:`shared` key touched, for the metrics that reuse it
@@ -614,6 +619,7 @@ class Query:
         ``with_columns`` steps; metrics read them as ``ref.col(...)``."""
         if key not in self.finalizers:
             self.finalizers[key] = (fn, TableRef(f"__cf_f{len(self.finalizers)}_"))
+        self._touch("finalize", key)
         return self.finalizers[key][1]
 
     def numpy(
@@ -628,6 +634,7 @@ class Query:
         False), the others Float64.
         """
         self.numpy_steps.append(_NumpyStep(inputs, outputs, fn, what, tuple(boolean)))
+        self._touch("numpy", what)
 
     def weighting(self, weights: str | None, *, counts: str | None = None) -> Weighting:
         """The sums of a metric with optional ``weights=`` and ``counts=`` columns.
@@ -641,6 +648,8 @@ class Query:
         ``k`` identical rows, every sum counts it ``k`` times; with weights
         too, ``k`` copies of a row of weight ``w``.
         """
+        if weights == REPLICATE_WEIGHTS:
+            return self._replicate_weighting(counts)
         if counts is not None:
             return self._counted(weights, counts)
         if weights is None:
@@ -648,6 +657,52 @@ class Query:
         w = self._weights(weights)
         self._positive_total(nw.col(weights), f"column {weights!r} (weights=) is zero", "weight", w)
         return Weighting(self, w)
+
+    @contextlib.contextmanager
+    def replicate(self, counts: str, weights: str | None) -> Iterator[Replicate]:
+        """Build a metric as one bootstrap replicate: its weighting resampled.
+
+        Inside the block, a metric built with ``weights=REPLICATE_WEIGHTS``
+        takes its weighted path with the weights ``weights`` (its own
+        ``weights=``, or none) times the replicate's counts, the row column
+        ``counts``; :attr:`Replicate.weights` is then the row of those weights.
+        """
+        outer, self._replicating = self._replicating, Replicate(counts, weights)
+        try:
+            yield self._replicating
+        finally:
+            self._replicating = outer
+
+    def _replicate_weighting(self, counts: str | None) -> Weighting:
+        replica = self._replicating
+        if replica is None or counts is not None:
+            msg = "the replicate weights are read inside Query.replicate(...) only, without counts="
+            raise ValueError(msg)
+        base = self.weighting(replica.own)
+        row = replica.counts
+        if base.row is not None:
+            row = self.row(("boot_weight", base.row, row), nw.col(base.row) * nw.col(row), inputs=[base.row, row])
+        replica.weights = row
+        return Weighting(self, row)
+
+    def fork(self) -> Query:
+        """A query that reads the row columns this one registered (same names), and nothing else of it.
+
+        For a sub-query over this query's row frame: :meth:`aggregate_forked` computes
+        the rows the fork adds and its aggregations.
+        """
+        return Query(schema=self.schema, keys=list(self.keys), group=list(self.group), rows=dict(self.rows))
+
+    def aggregate_forked(self, rows: nw.LazyFrame, keys: list[str], fork: Query) -> nw.LazyFrame:
+        """``fork``'s aggregations (and :attr:`count`) per group of the row frame ``rows`` of this query.
+
+        ``fork`` is a :meth:`fork` of this query; the row columns it added are
+        computed first, layer after layer.
+        """
+        new = [r for k, r in fork.rows.items() if k not in self.rows]
+        for level in sorted({r.level for r in new}):
+            rows = rows.with_columns(*[r.expr.alias(r.name) for r in new if r.level == level])
+        return aggregate(rows, keys, [nw.len().alias(_N), *[e.alias(n) for n, e in fork.aggs.values()]])
 
     def _weights(self, weights: str) -> str:
         w = self.number(weights)
@@ -799,7 +854,24 @@ class Query:
             cells=cells,
             why_not=why,
             single_pass=not ({"group_step", "window", "table"} & kinds.keys()),
+            phases=frozenset(kinds.keys() & set(PHASES)),
         )
+
+
+#: the ``weights=`` of a metric built as a bootstrap replicate (:meth:`Query.replicate`)
+REPLICATE_WEIGHTS = "__cf_replicate_weights"
+
+
+@dataclass
+class Replicate:
+    """A bootstrap replicate being built (:meth:`Query.replicate`)."""
+
+    #: the row column of the replicate's counts
+    counts: str
+    #: the metric's own ``weights=`` column
+    own: str | None
+    #: the row column of the replicate's weights, once the metric asked for them
+    weights: str | None = None
 
 
 @dataclass(frozen=True)

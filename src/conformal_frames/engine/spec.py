@@ -28,7 +28,16 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["CellTable", "Reduction", "Spec", "Stat", "declared_name"]
+__all__ = ["PHASES", "CellTable", "Reduction", "Spec", "Stat", "declared_name"]
+
+#: the phases beyond the main aggregation a metric may need, in words (:attr:`Spec.phases`)
+PHASES = {
+    "table": "a second aggregation level",
+    "window": "a window over the rows of a group",
+    "finalize": "a multi-step finalize",
+    "numpy": "a numpy step",
+    "group_step": "a per-group numpy step",
+}
 
 Reduction = Literal["sum", "min", "max"]
 
@@ -147,6 +156,8 @@ class Spec:
     why_not: str | None
     #: one aggregation over the rows: no table, no window, no per-group step
     single_pass: bool
+    #: the phases beyond the main aggregation and finalize expressions (keys of :data:`PHASES`)
+    phases: frozenset[str] = frozenset()
 
     @property
     def mergeable(self) -> bool:

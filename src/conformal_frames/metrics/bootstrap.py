@@ -20,7 +20,7 @@ import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import narwhals.stable.v2 as nw
 
@@ -28,10 +28,11 @@ from conformal_frames import engine
 from conformal_frames._progress import advance
 from conformal_frames._validate import check_column, check_positive_int, optional
 from conformal_frames.engine import (
+    PHASES,
+    REPLICATE_WEIGHTS,
     Metric,
     Query,
     TableRef,
-    Weighting,
     aggregate,
     no_weights,
     polars_in_memory,
@@ -68,44 +69,6 @@ def _check_resamples(value: Any, name: str) -> int:
     return check_positive_int(value, name, at_least=2)
 
 
-#: the ``weights=`` a replicate metric is built with: its weighting is the replicate's
-_REPLICATE = "__cf_replicate_weights"
-
-
-class _ReplicateQuery:
-    """The query as one replicate sees it.
-
-    The replicate metric is the metric with ``weights=_REPLICATE``, so that it
-    takes its weighted path; its weighting is the metric's own weights (if
-    any) times the replicate's counts.
-    """
-
-    def __init__(self, q: Query, counts: str, weights: str | None) -> None:
-        self._q = q
-        self._counts = counts
-        self._weights = weights
-        #: the replicate's weight row, once the metric asked for it
-        self.weight_row: str | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._q, name)
-
-    def weighting(self, weights: str | None, *, counts: str | None = None) -> Weighting:
-        if weights != _REPLICATE:
-            return self._q.weighting(weights, counts=counts)
-        base = self._q.weighting(self._weights)
-        row = self._counts
-        if base.row is not None:
-            key = ("boot_weight", base.row, self._counts)
-            row = self._q.row(
-                key,
-                nw.col(base.row) * nw.col(self._counts),
-                inputs=[base.row, self._counts],
-            )
-        self.weight_row = row
-        return Weighting(self._q, row)
-
-
 def _replica(metric: Metric) -> tuple[Metric, str | None]:
     """The metric with the replicate weights, and its own ``weights=``."""
     names = {f.name for f in dataclasses.fields(metric)}
@@ -116,61 +79,50 @@ def _replica(metric: Metric) -> tuple[Metric, str | None]:
         msg = f"bootstrap resamples rows, not the rows counts= represents; {metric.output_name} has counts="
         raise TypeError(msg)
     own = getattr(metric, "weights", None)
-    replica: Metric = dataclasses.replace(metric, **{"weights": _REPLICATE})
+    replica: Metric = dataclasses.replace(metric, **{"weights": REPLICATE_WEIGHTS})
     return replica, own
 
 
 def _one_pass(q: Query, metric: Metric) -> set[str]:
     """The metric's input columns; refuse a metric whose weighted version needs more than sums per group."""
-    probe = Query(schema=q.schema, keys=list(q.keys))
-    metric.build(probe)
-    replica, own = _replica(metric)
-    counts = probe.row(("boot_probe_counts",), nw.lit(1.0))
-    replica.build(cast(Query, _ReplicateQuery(probe, counts, own)))
-    extra = [
-        what
-        for what, present in (
-            ("a second aggregation level", probe.tables),
-            ("a multi-step finalize", probe.finalizers),
-            ("a numpy step", probe.numpy_steps),
-            ("a per-group numpy step", probe.group_steps),
-        )
-        if present
-    ]
+    spec = metric.definition(q.schema, q.keys)
+    extra = [PHASES[p] for p in ("table", "finalize", "numpy", "group_step") if p in spec.phases]
     if extra:
         msg = (
             f"bootstrap supports metrics computed in one aggregation (sums per group), and "
             f"{metric.output_name} needs {' and '.join(extra)}"
         )
         raise ValueError(msg)
-    return set(probe.used)
+    _replica(metric)  # a weighted version, no counts=
+    return set(spec.input_dtypes)
 
 
 def _replicate(q: Query, metric: Metric, counts: str) -> nw.Expr:
     """The metric's main output under the replicate counts ``counts``."""
     replica, own = _replica(metric)
-    rq = _ReplicateQuery(q, counts, own)
-    built = replica.build(cast(Query, rq))
-    expr = built[""]
-    if rq.weight_row is None or expr is None:  # pragma: no cover - a weighted metric asks for its weights
+    with q.replicate(counts, own) as rep:
+        expr = replica.build(q)[""]
+    if rep.weights is None or expr is None:  # pragma: no cover - a weighted metric asks for its weights
         msg = f"{metric.output_name} did not use its weights; bootstrap cannot resample it"
         raise TypeError(msg)
-    return nw.when(q.sum(rq.weight_row) > 0.0).then(expr)
+    return nw.when(q.sum(rep.weights) > 0.0).then(expr)
+
+
+def _quoted(name: str) -> str:
+    """A SQL identifier: ``name`` in double quotes, its own double quotes doubled."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _unpivot(frame: nw.LazyFrame, on: list[str], index: list[str], value: str, variable: str) -> nw.LazyFrame:
     """``frame.unpivot(...)``; on DuckDB through the relation's own connection.
 
     narwhals runs DuckDB's UNPIVOT on the default connection, which cannot read
-    a relation of another connection (``duckdb.connect()``).
+    a relation of another connection (``duckdb.connect()``); a union of one
+    select per replicate exceeds DuckDB's expression depth at 1,000 replicates.
     """
     if frame.implementation.is_duckdb():
-        from narwhals._duckdb.utils import (
-            col as quoted,
-        )  # the quoting narwhals itself uses
-
-        names = ", ".join(str(quoted(c)) for c in on)
-        sql = f"unpivot _cf_rel on {names} into name {quoted(variable)} value {quoted(value)}"
+        names = ", ".join(_quoted(c) for c in on)
+        sql = f"unpivot _cf_rel on {names} into name {_quoted(variable)} value {_quoted(value)}"
         native = frame.to_native().query("_cf_rel", sql)
         return nw.from_native(native).select(*index, variable, value)
     return frame.unpivot(on=on, index=index, value_name=value, variable_name=variable)
@@ -275,11 +227,6 @@ CHUNK_CELLS = 4_000_000
 MAX_CHUNK_REPLICATES = 16
 
 
-def _sub_query(q: Query) -> Query:
-    """A query that sees the rows ``q`` registered (same names), and nothing else of it."""
-    return Query(schema=q.schema, keys=list(q.keys), group=list(q.group), rows=dict(q.rows))
-
-
 @dataclass
 class _Replicates:
     """The table of the interval per group: the replicate values, chunk by chunk of replicates.
@@ -324,17 +271,12 @@ class _Replicates:
         self, rows: nw.LazyFrame, keys: list[str], ref: TableRef, counts: Sequence[Callable[[Query], str]]
     ) -> tuple[nw.LazyFrame, list[str]]:
         """The values of one replicate per count row (``counts[i](sub)`` registers it) as columns per group."""
-        sub = _sub_query(self.q)
+        sub = self.q.fork()
         values, names = [], []
         for i, count in enumerate(counts):
             names.append(ref.name(f"r{i}"))
             values.append(self.combine([_replicate(sub, m, count(sub)) for m in self.metrics]).alias(names[-1]))
-        new = [r for k, r in sub.rows.items() if k not in self.q.rows]
-        frame = rows
-        for level in sorted({r.level for r in new}):
-            frame = frame.with_columns(*[r.expr.alias(r.name) for r in new if r.level == level])
-        aggs = [nw.len().alias(Query.count), *[e.alias(n) for n, e in sub.aggs.values()]]
-        return aggregate(frame, keys, aggs).select(*keys, *values), names
+        return self.q.aggregate_forked(rows, keys, sub).select(*keys, *values), names
 
     def _hashed_counts(self) -> list[Callable[[Query], str]]:
         """Count rows of every replicate as expressions (the per-replicate query of SQL engines)."""
