@@ -159,3 +159,109 @@ def test_no_import_cycle() -> None:
     for m in sorted(MODULES):
         if m not in state and (cycle := visit(m)):
             pytest.fail("import cycle: " + " -> ".join(cycle))
+
+
+# ---------------------------------------------------------------------------
+# the top band: namespace / cli -> reporting -> plots -> metrics; summaries below reporting
+# ---------------------------------------------------------------------------
+#: rank of each top-band module (or package): a module imports no module of a higher rank
+TOP_BAND = {
+    "conformal_frames.summaries": 1,
+    "conformal_frames._widths": 1,
+    "conformal_frames.plots": 2,
+    "reporting": 3,
+    "conformal_frames.namespace": 4,
+    "conformal_frames.cli": 4,
+    "conformal_frames.demo": 4,
+}
+
+
+def _rank(module: str) -> int | None:
+    return TOP_BAND.get(module, TOP_BAND.get(_layer(module)))
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _rank(m) is not None))
+def test_the_top_band_imports_downwards(module: str) -> None:
+    rank = _rank(module)
+    assert rank is not None
+    upward = [
+        f"line {line}: {target}"
+        for target, _, line in _imports(module)
+        if (other := _rank(target)) is not None and other > rank
+    ]
+    assert not upward, f"{module} imports a module above it in the top band: {upward}"
+
+
+# ---------------------------------------------------------------------------
+# a Query is read through its recorder verbs outside the engine
+# ---------------------------------------------------------------------------
+#: what a metric, an input reader or a consumer may read of a Query besides its methods
+QUERY_INPUTS = {"schema", "keys", "group", "n", "invalid", "count"}
+
+
+def _query_fields() -> set[str]:
+    import dataclasses
+
+    from conformal_frames.engine import Query
+
+    return {f.name for f in dataclasses.fields(Query) if not f.name.startswith("_")} - QUERY_INPUTS
+
+
+def _is_query(annotation: ast.expr | None) -> bool:
+    text = ast.unparse(annotation) if annotation is not None else ""
+    return text.strip("'\"").split(".")[-1] == "Query"
+
+
+def _query_names(tree: ast.AST) -> set[str]:
+    """Names (and ``self.<attribute>``) annotated or assigned as a Query."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and _is_query(node.annotation):
+            names.add(node.arg)
+        elif isinstance(node, ast.AnnAssign) and _is_query(node.annotation) and isinstance(node.target, ast.Name):
+            names |= {node.target.id, f"self.{node.target.id}"}
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            called = ast.unparse(node.value.func).split(".")[-1]
+            if called in ("Query", "fork"):
+                names |= {ast.unparse(t) for t in node.targets}
+    return names
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer(m) != "engine"))
+def test_outside_the_engine_a_query_is_read_through_its_verbs(module: str) -> None:
+    tree = ast.parse(MODULES[module].read_text())
+    names, fields = _query_names(tree), _query_fields()
+    reads = [
+        f"line {node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr in fields and ast.unparse(node.value) in names
+    ]
+    assert not reads, f"{module} reads the Query's record (use its Spec, or a verb of the engine): {reads}"
+
+
+# ---------------------------------------------------------------------------
+# a function that needs scrolling is two functions
+# ---------------------------------------------------------------------------
+MAX_LINES = 80
+
+
+def _code_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """The lines of a function without its docstring (a numpydoc docstring is documentation, not code)."""
+    assert node.end_lineno is not None
+    first = node.body[0]
+    docstring = (
+        isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+    )
+    skipped = (first.end_lineno or first.lineno) - first.lineno + 1 if docstring else 0
+    return node.end_lineno - node.lineno + 1 - skipped
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_function_is_longer_than_80_lines(module: str) -> None:
+    tree = ast.parse(MODULES[module].read_text())
+    long = [
+        f"{node.name} ({_code_lines(node)} lines, line {node.lineno})"
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _code_lines(node) > MAX_LINES
+    ]
+    assert not long, f"{module}: functions over {MAX_LINES} lines (docstring aside): {long}"

@@ -300,7 +300,7 @@ def _summarize(
         if policy == "raise" and engine.has_invalid(collected):
             eplan.raise_failed(eplan.check_counts(lf))
         table = collected.lazy()
-    elif policy == "raise" and q.checks:  # asked for: run the checks now (the summary stays lazy)
+    elif policy == "raise" and eplan.has_checks:  # asked for: run the checks now (the summary stays lazy)
         eplan.raise_failed(eplan.check_counts(lf))
     cell_cols = sorted({name for _, sums in state.cells.values() for name in sums})
     out = _group_part(table, eplan, state, policy, cell_cols)
@@ -535,7 +535,7 @@ def finalize(stats: Any, *metrics: Metric, by: Any = None) -> Any:
         )
         raise ValueError(msg)
     table = _merged(lf, eplan, state, policy)
-    tables = [fn(_merged_cells(lf, q, state, key), q.group, ref) for key, (fn, ref) in q.tables.items()]
+    tables = eplan.tables(lambda cells: _merged_cells(lf, q, state, cells))
     return nw.to_native(eplan.complete(table, tables, table, policy).finish(eager=eager))
 
 
@@ -574,9 +574,8 @@ def _merged(lf: nw.LazyFrame, eplan: Plan, state: _State, policy: InvalidPolicy)
     return eplan.aggregate_counted(group_rows, policy, aggs, carry=needed, unmet=missing > 0, message=message)
 
 
-def _merged_cells(lf: nw.LazyFrame, q: Query, state: _State, table_key: Hashable) -> nw.LazyFrame:
+def _merged_cells(lf: nw.LazyFrame, q: Query, state: _State, spec: Cells | None) -> nw.LazyFrame:
     """The cell rows of one table as the row frame its function reads."""
-    spec: Cells | None = q.cell_tables.get(table_key)
     assert spec is not None  # refused otherwise
     cell_id = next(cid for cid, (order, _) in state.cells.items() if order == spec.order)
     sums = state.cells[cell_id][1]

@@ -39,7 +39,7 @@ MAX_PLANS = 128
 
 
 @dataclass
-class _Plan:
+class _CachedPlan:
     """A compiled query over an IO source, and the frame that source reads."""
 
     compiled: Any
@@ -47,7 +47,7 @@ class _Plan:
     frame: Any = None
 
 
-_PLANS: OrderedDict[Hashable, _Plan] = OrderedDict()
+_PLANS: OrderedDict[Hashable, _CachedPlan] = OrderedDict()
 _PLANS_LOCK = threading.Lock()
 
 
@@ -60,7 +60,7 @@ def _register_io_source() -> Callable[..., Any] | None:
     return register_io_source
 
 
-def _source(plan: _Plan, schema: Any) -> Any:
+def _source(plan: _CachedPlan, schema: Any) -> Any:
     """A polars LazyFrame that yields ``plan.frame`` (projected, filtered as asked)."""
     register = _register_io_source()
     assert register is not None
@@ -131,13 +131,13 @@ def _plan(
     keys: list[str],
     policy: str,
     compile_fn: Callable[..., Any],
-) -> _Plan:
+) -> _CachedPlan:
     with _PLANS_LOCK:
         plan = _PLANS.get(key)
         if plan is not None:
             _PLANS.move_to_end(key)
             return plan
-    plan = _Plan(compiled=None)
+    plan = _CachedPlan(compiled=None)
     source = nw.from_native(_source(plan, lf.to_native().collect_schema()))
     plan.compiled = compile_fn(source, metrics, keys, invalid=policy)  # raises like an uncached call
     with _PLANS_LOCK:

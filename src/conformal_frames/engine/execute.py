@@ -11,7 +11,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames._progress import task
 from conformal_frames.engine import _pandas_polars, _plan_cache
-from conformal_frames.engine.plan import Plan, _backend, as_keys, compile_query, normalized_keys, policy, to_lazy
+from conformal_frames.engine.plan import Plan, as_keys, backend_name, compile_query, normalized_keys, policy, to_lazy
 from conformal_frames.engine.query import InvalidPolicy, Metric, Query, polars_in_memory
 from conformal_frames.errors import BackendLimitError
 
@@ -58,7 +58,7 @@ def _compute(
             raise  # a real failure, not a backend limitation
         # an operation the backend (through narwhals) cannot run: say which
         # metrics were asked for and the way out, keep the original reason
-        backend = _backend(lf)
+        backend = backend_name(lf)
         asked = ", ".join(m.output_name for m in metrics if isinstance(m, Metric))
         msg = (
             f"{asked}: the {backend} backend cannot run an operation these metrics need "

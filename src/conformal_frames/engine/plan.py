@@ -19,6 +19,7 @@ from conformal_frames.engine.query import (
     _N,
     _VALID,
     RESERVED,
+    Cells,
     InvalidPolicy,
     Metric,
     Query,
@@ -38,9 +39,11 @@ __all__ = [
     "Compiled",
     "Plan",
     "as_keys",
+    "backend_name",
     "compile_query",
     "declared_dtypes",
     "has_invalid",
+    "lazy_refusal",
     "normalized_keys",
     "policy",
     "to_lazy",
@@ -151,8 +154,20 @@ def _check_column_names(columns: list[Any]) -> None:
         raise ValueError(msg)
 
 
-def _backend(lf: nw.LazyFrame) -> str:
-    return str(lf.implementation).split(".")[-1].lower()
+def backend_name(frame: Any) -> str:
+    """The backend of a narwhals frame (or of its implementation), as users name it: ``"duckdb"``, ``"pyspark"``."""
+    implementation = getattr(frame, "implementation", frame)
+    return str(implementation).split(".")[-1].lower()
+
+
+def lazy_refusal(what: str, frame: Any, *, way_out: str = "use polars") -> BackendLimitError:
+    """The error for ``what`` that cannot stay lazy on ``frame``'s backend, naming the backend and the way out."""
+    backend = backend_name(frame)
+    msg = (
+        f"{what} cannot stay lazy on the {backend} backend; collect the frame first "
+        f"(e.g. .collect() / .toPandas()) and evaluate the eager frame, or {way_out}"
+    )
+    return BackendLimitError(msg, backend=backend)
 
 
 def policy(invalid: Any, eager: bool) -> InvalidPolicy:
@@ -349,6 +364,17 @@ class Plan:
             read(q)
         return cls(q)
 
+    @property
+    def has_checks(self) -> bool:
+        """Whether the plan checks any input row (a key of zero total aside, see :meth:`defer_totals`)."""
+        return bool(self.query.checks)
+
+    def tables(self, rows: Callable[[Cells | None], nw.LazyFrame]) -> list[nw.LazyFrame]:
+        """Each table of the plan over the frame ``rows(cells)`` gives it: the row frame, or (for a
+        table of ordered cells, ``cells`` not ``None``) merged cells of a summary."""
+        q = self.query
+        return [fn(rows(q.cell_tables.get(key)), q.group, ref) for key, (fn, ref) in q.tables.items()]
+
     # -- the invalid-row policy ---------------------------------------------
     def drop_null_keys(self, lf: nw.LazyFrame) -> nw.LazyFrame:
         """``lf`` without the rows of a null (or NaN) group key (``invalid="drop"``: their group goes)."""
@@ -533,7 +559,7 @@ class Plan:
     def compile(self, lf: nw.LazyFrame, policy: InvalidPolicy, *, keep_dtypes: bool = False) -> Compiled:
         """The plan over the frame ``lf`` (any frame with the columns the plan uses), as one lazy query."""
         rows, table = self.aggregate(lf, policy)
-        tables = [fn(rows, self.query.group, ref) for fn, ref in self.query.tables.values()]
+        tables = self.tables(lambda _: rows)
         compiled = self.complete(table, tables, rows, policy, keep_dtypes=keep_dtypes)
         compiled.counts = functools.partial(self.check_counts, lf)
         return compiled
@@ -720,14 +746,8 @@ class Compiled:
             return table.select(*final_cols)
         if table.implementation.is_polars():
             return self._polars_lazy(final_cols)
-        backend = _backend(table)
         steps: list[_GroupStep | _NumpyStep] = [*q.group_steps.values(), *q.numpy_steps]
-        what = "; ".join(sorted({s.what for s in steps}))
-        msg = (
-            f"{what} cannot stay lazy on the {backend} backend; collect the frame first "
-            "(e.g. .collect() / .toPandas()) and evaluate the eager frame, or use polars"
-        )
-        raise BackendLimitError(msg, backend=backend)
+        raise lazy_refusal("; ".join(sorted({s.what for s in steps})), table)
 
     def _polars_lazy(self, final_cols: list[nw.Expr | str]) -> nw.LazyFrame:
         """Numpy steps on a polars LazyFrame, kept lazy with ``map_batches``."""

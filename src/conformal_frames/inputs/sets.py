@@ -25,7 +25,7 @@ from conformal_frames._validate import (
     optional,
     validate_fields,
 )
-from conformal_frames.engine import Metric, Query, indicator, total
+from conformal_frames.engine import Metric, Query, backend_name, indicator, total
 from conformal_frames.errors import BackendLimitError, BooleanColumnError
 
 __all__ = [
@@ -423,7 +423,7 @@ def _native_rows(frame: nw.LazyFrame, lt: str, yt: str | None, size: str, inside
         f"which conformal-frames does not call on {impl}; pass classes= (the possible labels) "
         "or collect the data to pandas or polars first"
     )
-    raise BackendLimitError(msg, backend=str(impl).split(".")[-1].lower())
+    raise BackendLimitError(msg, backend=backend_name(impl))
 
 
 def data_rows(frame: nw.LazyFrame, lst: str, y: str | None) -> nw.LazyFrame:

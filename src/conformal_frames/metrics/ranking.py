@@ -41,6 +41,7 @@ from conformal_frames.engine import (
     TableFn,
     TableRef,
     aggregate,
+    backend_name,
     evaluate_one,
     no_weights,
     running_total,
@@ -406,7 +407,7 @@ def excess_risk_target_coverage(
             "excess_risk_target_coverage fits a classifier and is eager-only; got a lazy "
             f"{type(nw.to_native(lf)).__name__}: collect it first (e.g. .collect(), .df(), .toPandas())"
         )
-        raise BackendLimitError(msg, backend=str(lf.implementation).split(".")[-1].lower())
+        raise BackendLimitError(msg, backend=backend_name(lf))
     try:
         import sklearn  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the environment

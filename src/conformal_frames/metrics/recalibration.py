@@ -41,7 +41,6 @@ from conformal_frames._validate import (
     choice,
 )
 from conformal_frames.engine import GroupFn, InvalidPolicy, Metric, Query, no_weights
-from conformal_frames.errors import BackendLimitError
 from conformal_frames.inputs.binary import binary_inputs, binary_row, score_row
 
 METHODS = ["smooth_ece", "score_decomposition"]
@@ -627,12 +626,7 @@ def corp_reliability(
         out_schema = pl.Schema({**{k: schema[k] for k in keys}, "score": pl.Float64, "n": pl.Int64})
         out_schema.update(dict.fromkeys(_CORP_COLUMNS[2:], pl.Float64()))
         return native.map_batches(run, schema=out_schema, streamable=False)
-    backend = str(lf.implementation).split(".")[-1].lower()
-    msg = (
-        f"corp_reliability (isotonic regression of each group's distinct scores) cannot stay lazy on the {backend} "
-        "backend; collect the frame first (e.g. .collect() / .toPandas()) and pass the eager frame, or use polars"
-    )
-    raise BackendLimitError(msg, backend=backend)
+    raise engine.lazy_refusal("corp_reliability (isotonic regression of each group's distinct scores)", lf)
 
 
 def _cell_table(lf: nw.LazyFrame, y: str, score: str, keys: list[str], policy: InvalidPolicy) -> nw.LazyFrame:

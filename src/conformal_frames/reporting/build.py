@@ -17,7 +17,7 @@ from conformal_frames.reporting.summary import summarize
 from conformal_frames.reporting.tables import build_tables, invalid_causes, test_description, widths_table
 
 
-def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[str]]:
+def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.ReportPlan, list[str]]:
     """The plan (columns by role, options) after checking the columns against the schema."""
     o = options
     by = planning.names_of(o["by"])
@@ -50,7 +50,7 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.Plan, list[
     lazy_other = isinstance(base, nw.LazyFrame) and not base.implementation.is_polars()
     if lazy_other and o["score"] is not None:
         notes.append("smooth ECE and the score decomposition need the rows of each group: collect the frame first")
-    plan = planning.Plan(
+    plan = planning.ReportPlan(
         **roles,
         classes=list(classes) if classes is not None else None,
         by=by,
@@ -109,7 +109,7 @@ def _prepared(base: Any, metrics: list[engine.Metric]) -> Any:
     return lf.collect() if eager else lf
 
 
-def _evaluate(base: Any, plan: planning.Plan) -> Report:
+def _evaluate(base: Any, plan: planning.ReportPlan) -> Report:
     families = plan.families()
     metrics = [m for ms in families.values() for m in ms]
     base = _prepared(base, metrics)

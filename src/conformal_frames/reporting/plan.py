@@ -35,7 +35,7 @@ INVALID_POLICIES = ("raise", "drop", "null")
 
 
 @dataclass(frozen=True)
-class Plan:
+class ReportPlan:
     """The columns (by role) and options of one report."""
 
     y: str | None

@@ -472,6 +472,15 @@ def html_headline(
         facts.append(("Test", html.escape(s["test"])))
     if facts:
         out.append('<dl class="cf-facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>")
+    notes = _headline_notes(s)
+    if notes:
+        out.append(f'<ul class="cf-notes">{"".join(notes)}</ul>')
+    out.append("</section>")
+    return "".join(out)
+
+
+def _headline_notes(s: dict[str, Any]) -> list[str]:
+    """The notes under the summary block: invalid and dropped rows, then the report's notes."""
     notes = []
     if s.get("invalid_rows"):
         causes = "; ".join(s.get("invalid_causes") or []) or "missing, infinite or out-of-range values"
@@ -494,10 +503,7 @@ def html_headline(
             + "</li>"
         )
     notes += [f"<li>{html.escape(n[:1].upper() + n[1:])}.</li>" for n in s.get("notes", [])]
-    if notes:
-        out.append(f'<ul class="cf-notes">{"".join(notes)}</ul>')
-    out.append("</section>")
-    return "".join(out)
+    return notes
 
 
 def html_meta(s: dict[str, Any], keys: list[str], columns: dict[str, str]) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 from conformal_frames import engine
 from conformal_frames._widths import collect, floats, widths_histogram, widths_query
 from conformal_frames.metrics.conditional import benjamini_hochberg, coverage_pvalues, holm
-from conformal_frames.reporting.plan import COVERAGE_COLUMN, Plan
+from conformal_frames.reporting.plan import COVERAGE_COLUMN, ReportPlan
 
 #: the engine's per-group counts of invalid rows, by policy
 INVALID_COUNTS = ("n_invalid", "n_dropped")
@@ -46,7 +46,7 @@ FORECAST_RENAMES = {"quantile_coverage": "quantile_coverage_mad"}
 
 
 def build_tables(
-    wide: nw.DataFrame, plan: Plan, families: dict[str, list[engine.Metric]], schema: Any
+    wide: nw.DataFrame, plan: ReportPlan, families: dict[str, list[engine.Metric]], schema: Any
 ) -> dict[str, Any]:
     """Family tables (``intervals``, ``ssc``, ``sets``, ``calibration``, ``decomposition``, ``reliability``,
     ``forecast``, ``pit_histogram``, ``quantile_pit_histogram``, ``quantile_coverage``, ``interval_coverage``)."""
@@ -80,7 +80,7 @@ def build_tables(
     return {k: tables[k] for k in TABLE_ORDER if k in tables}
 
 
-def with_test(t: nw.DataFrame, plan: Plan, cov: str) -> nw.DataFrame:
+def with_test(t: nw.DataFrame, plan: ReportPlan, cov: str) -> nw.DataFrame:
     """Target, ``pvalue``, ``pvalue_adjusted`` and the Boolean ``under_covered``."""
     if not plan.has_target:
         return t
@@ -99,7 +99,7 @@ def with_test(t: nw.DataFrame, plan: Plan, cov: str) -> nw.DataFrame:
     return t.drop(*[c for c in t.columns if c.startswith(f"{cov}_pvalue") or c == f"{cov}_flag"])
 
 
-def _test_from_counts(t: nw.DataFrame, plan: Plan, cov: str) -> nw.DataFrame:
+def _test_from_counts(t: nw.DataFrame, plan: ReportPlan, cov: str) -> nw.DataFrame:
     """coverage_test's p-values and flag on the collected table (lazy non-polars input).
 
     The covered count of a group is ``coverage * n`` (an integer up to
@@ -133,7 +133,7 @@ def invalid_causes(base: Any, metrics: list[engine.Metric], keys: list[str]) -> 
     return list(plan.causes(collect(plan.check_count_query(lf))))
 
 
-def test_description(plan: Plan) -> str:
+def test_description(plan: ReportPlan) -> str:
     law = "exact Beta-binomial (split conformal)" if plan.n_calibration is not None else "exact binomial"
     return (
         f"one-sided {law} test of coverage >= target (conformal_frames.coverage_test), "
@@ -141,7 +141,7 @@ def test_description(plan: Plan) -> str:
     )
 
 
-def widths_table(base: Any, plan: Plan) -> nw.DataFrame:
+def widths_table(base: Any, plan: ReportPlan) -> nw.DataFrame:
     assert plan.lo is not None and plan.hi is not None
     if plan.bounded_memory:
         return widths_histogram(base, plan.lo, plan.hi, plan.keys)
