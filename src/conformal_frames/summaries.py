@@ -292,7 +292,7 @@ def _summarize(
     if score_decimals is not None:
         lf = _rounded_scores(lf, schema, eplan, metrics, score_decimals)
     state = _State.of(eplan.specs)
-    eplan.defer_totals()  # a partition of zero total weight: checked on the merged totals (finalize)
+    eplan = eplan.defer_totals()  # a partition of zero total weight: checked on the merged totals (finalize)
     state.held = [_describe(m) for m in metrics]
     rows, table = eplan.aggregate(lf, policy)
     if eager:  # one pass: collect the group rows, raise on invalid rows, go on lazily
@@ -534,9 +534,9 @@ def finalize(stats: Any, *metrics: Metric, by: Any = None) -> Any:
             "finalize with the summarized parameters, or summarize with these metrics first"
         )
         raise ValueError(msg)
-    table = _merged(lf, eplan, state, policy)
-    tables = eplan.tables(lambda cells: _merged_cells(lf, q, state, cells))
-    return nw.to_native(eplan.complete(table, tables, table, policy).finish(eager=eager))
+    table, merged = _merged(lf, eplan, state, policy)
+    tables = merged.tables(lambda cells: _merged_cells(lf, q, state, cells))
+    return nw.to_native(merged.complete(table, tables, table, policy).finish(eager=eager))
 
 
 def _finalize_plan(
@@ -561,8 +561,8 @@ def _finalize_plan(
         raise ValueError(msg) from exc
 
 
-def _merged(lf: nw.LazyFrame, eplan: Plan, state: _State, policy: InvalidPolicy) -> nw.LazyFrame:
-    """The group rows added up per group: the engine's aggregated table."""
+def _merged(lf: nw.LazyFrame, eplan: Plan, state: _State, policy: InvalidPolicy) -> tuple[nw.LazyFrame, Plan]:
+    """The group rows added up per group: the engine's aggregated table, and the plan that completes it."""
     group_rows = lf.filter(nw.col(_CELL).is_null())
     needed = list(state.aggs)
     missing = nw.sum_horizontal(*[nw.col(c).is_null().cast(F64) for c in needed]) if needed else nw.lit(0.0)

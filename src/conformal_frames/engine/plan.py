@@ -4,6 +4,7 @@ plan over a frame, finishes it (numpy steps, the result's columns)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -193,14 +194,6 @@ def _check_keys(schema: Mapping[str, Any], keys: list[str]) -> None:
             raise ValueError(msg)
 
 
-def _key_checks(q: Query) -> None:
-    """Null (and NaN) group keys are no invalid rows: their rows form one group (the key null, sorted last).
-
-    A NaN float key is a null key (:func:`null_keys`); ``invalid="drop"``
-    drops the rows of a null key (and so their group).
-    """
-
-
 def null_keys(keys: Sequence[str], schema: Mapping[str, Any]) -> nw.Expr | None:
     """The rows whose group key is null (or NaN, for a float key); ``None`` without keys."""
     bad: nw.Expr | None = None
@@ -358,8 +351,8 @@ class Plan:
         themselves (:meth:`apply_policy`); no metric is built.
         """
         _check_keys(schema, keys)
+        # null (and NaN) group keys are no invalid rows: their rows form one group (see null_keys)
         q = Query(schema=schema, keys=keys)
-        _key_checks(q)
         if read is not None:
             read(q)
         return cls(q)
@@ -453,14 +446,16 @@ class Plan:
         carry: Sequence[str],
         unmet: nw.Expr,
         message: str,
-    ) -> nw.LazyFrame:
-        """The main aggregation from rows that carry their counts (e.g. summary rows).
+    ) -> tuple[nw.LazyFrame, Plan]:
+        """The main aggregation from rows that carry their counts (e.g. summary rows), and its plan.
 
         ``frame`` has the public keys, ``n`` and the policy's count column
         (``n_invalid`` / ``n_dropped``) and the statistics ``carry`` that
         ``aggs`` aggregate into the internal columns the outputs read.  Its rows were checked
         when counted: the one check left is ``unmet`` (a row without what
-        the metrics need), worded by ``message``.
+        the metrics need), worded by ``message``.  The plan returned completes
+        the table: this plan with those checks instead of the rows' (this plan
+        is not changed).
         """
         q = self.query
         f64 = nw.Float64
@@ -475,9 +470,7 @@ class Plan:
         sums = [nw.col(_N).sum(), nw.col(_INVALID).sum(), nw.col(_UNMET).sum()]
         sums += [nw.col(_DROPPED).sum()] if policy == "drop" else []
         table = aggregate(rows, q.group, [*sums, *aggs])
-        q.checks.clear()
-        q.examples.clear()
-        q.checks[message] = _Check(_UNMET, nw.lit(False))
+        checks = {message: _Check(_UNMET, nw.lit(False))}
         table = table.with_columns((nw.col(_INVALID) + nw.col(_UNMET)).alias(_INVALID))
         # the positive-total rules (Query.totals) on the merged totals: the rows of a group
         # of zero total are invalid (dropped under "drop"), as evaluate on the rows says
@@ -485,7 +478,7 @@ class Plan:
             column = f"__cf_t{number}"
             zero = (nw.col(_N) > 0) & (nw.col(_UNMET) == 0) & ~(nw.col(total) > 0)
             table = table.with_columns(nw.when(zero).then(nw.col(_N)).otherwise(0.0).alias(column))
-            q.checks[rule] = _Check(column, nw.lit(False))
+            checks[rule] = _Check(column, nw.lit(False))
         if q.totals:
             parts = [nw.col(f"__cf_t{i}") for i in range(len(q.totals))]
             zeros = parts[0] if len(parts) == 1 else nw.max_horizontal(*parts)  # Spark: greatest needs 2
@@ -493,19 +486,20 @@ class Plan:
                 table = table.with_columns((nw.col(_DROPPED) + zeros).alias(_DROPPED), (nw.col(_N) - zeros).alias(_N))
             else:
                 table = table.with_columns((nw.col(_INVALID) + zeros).alias(_INVALID))
-        return table
+        merged = dataclasses.replace(q, checks=checks, examples={})
+        return table, Plan(merged, self.outputs, self.specs)
 
-    def defer_totals(self) -> None:
-        """Leave the positive-total rules (:attr:`Query.totals`) to the merged totals.
+    def defer_totals(self) -> Plan:
+        """This plan with the positive-total rules (:attr:`Query.totals`) left to the merged totals.
 
         For :func:`~conformal_frames.summarize`: a partition (a day) of zero
         weight is no invalid row; :meth:`aggregate_counted` checks the total
-        of the merged group.
+        of the merged group.  This plan is not changed.
         """
         q = self.query
-        for rule in q.totals:
-            q.checks.pop(rule, None)
-            q.examples.pop(rule, None)
+        checks = {m: c for m, c in q.checks.items() if m not in q.totals}
+        examples = {m: e for m, e in q.examples.items() if m not in q.totals}
+        return Plan(dataclasses.replace(q, checks=checks, examples=examples), self.outputs, self.specs)
 
     # -- checks ---------------------------------------------------------------
     def check_count_query(self, lf: nw.LazyFrame) -> nw.LazyFrame:
@@ -560,9 +554,8 @@ class Plan:
         """The plan over the frame ``lf`` (any frame with the columns the plan uses), as one lazy query."""
         rows, table = self.aggregate(lf, policy)
         tables = self.tables(lambda _: rows)
-        compiled = self.complete(table, tables, rows, policy, keep_dtypes=keep_dtypes)
-        compiled.counts = functools.partial(self.check_counts, lf)
-        return compiled
+        counts = functools.partial(self.check_counts, lf)
+        return self.complete(table, tables, rows, policy, keep_dtypes=keep_dtypes, counts=counts)
 
     def complete(
         self,
@@ -572,8 +565,11 @@ class Plan:
         policy: InvalidPolicy,
         *,
         keep_dtypes: bool = False,
+        counts: Callable[[], nw.DataFrame] | None = None,
     ) -> Compiled:
         """The aggregated ``table`` joined with the ``tables``, finalized (outputs, sort).
+
+        ``counts``: the rows failing each check, computed when asked (:attr:`Compiled.counts`).
 
         The outputs of an invalid group are null Float64 values, which makes
         every output Float64 on engines with a common supertype;
@@ -601,7 +597,7 @@ class Plan:
             table = table.with_columns(*[e.alias(k) for k, e in final.items()])
         if q.group:
             table = sort_result(table, *q.group, nulls_last=True)
-        return Compiled(table=table, plan=self, names=list(self.outputs), rows=rows, policy=policy)
+        return Compiled(table=table, plan=self, names=list(self.outputs), rows=rows, policy=policy, counts=counts)
 
     def count_columns(self, policy: InvalidPolicy) -> list[nw.Expr]:
         """``n`` and the policy's count column (``n_invalid`` / ``n_dropped``) of an aggregated table, Int64."""
