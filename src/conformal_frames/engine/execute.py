@@ -166,7 +166,8 @@ def _used_columns(
     A pure function of its arguments: cached (the plan costs milliseconds of
     expression building per call).
     """
-    return tuple(sorted(Plan.of(dict(schema), metrics, list(keys)).query.used))
+    specs = Plan.of(dict(schema), metrics, list(keys)).specs
+    return tuple(sorted({c for spec in specs for c, _ in spec.inputs}))
 
 
 def evaluate(

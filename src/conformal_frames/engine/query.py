@@ -1,31 +1,20 @@
-"""The one core: compile metrics into a single narwhals query.
+"""What a metric registers: the :class:`Query` recorder, :class:`Weighting`, :class:`Metric`.
 
-Every metric is split into *sufficient statistics* (row-level columns and
-elementary aggregations per group) and a *finalize* step (expressions over the
-aggregated columns).  :func:`evaluate` merges the statistics of all metrics of
-one call into a single query:
+A metric's :meth:`Metric.build` records on a :class:`Query` what it needs:
+row columns (:meth:`Query.row`, shared between metrics by a structural key),
+elementary aggregations (:meth:`Query.sum` ...), checks of the input rows,
+values of the aggregated table, tables (a second aggregation level; ordered
+cells with :meth:`Query.cells`), numpy and per-group steps, and returns its
+finalize expressions.  :meth:`Query.record` builds a metric and returns its
+definition as a value (:class:`~conformal_frames.engine.spec.Spec`), which
+every consumer reads; :mod:`~conformal_frames.engine.plan` compiles the
+record of one evaluation into one lazy narwhals query, and
+:mod:`~conformal_frames.engine.execute` runs it.
 
-1. one ``select`` of the group keys and every row-level column the metrics ask
-   for (shared columns are registered once, by a structural key), then
-   ``with_columns`` layers for rows that use other rows: each row declares its
-   ``inputs`` and its layer follows from them;
-2. one ``group_by(keys).agg(...)`` of elementary aggregations
-   (``sum``/``min``/``max``/``len``), including the counts of invalid rows;
-3. optional *tables*: sub-queries over the same row-level frame that need a
-   second aggregation level (size-stratified bins, calibration bins, ordered
-   cumulative sums), joined back on the keys; each is addressed through the
-   :class:`TableRef` its registration returns;
-4. finalize expressions over the aggregated columns;
-5. optional numpy steps on the aggregated table (one row per group) for special
-   functions with no closed form, and per-group numpy steps for metrics that
-   need all rows of a group at once (HSIC).
-
-Steps 1-4 stay lazy on every backend.  Step 5 stays lazy on polars (through
-``map_batches``) and is eager-only elsewhere, with an error naming the backend.
-Eager pandas input is run by polars when polars is installed and the round
-trip is exact (:mod:`conformal_frames.engine._pandas_polars`): the same frame as the
-pandas path, faster.
-The contributor's walk-through is the docs page "How a metric is built".
+This module also holds the expression helpers every family shares
+(:func:`aggregate`, :func:`over`, :func:`indicator`, :func:`ordered_cells`,
+:func:`stack`, :func:`join_keys` ...).  The contributor's walk-through is the
+docs page "How a metric is built".
 """
 
 from __future__ import annotations
