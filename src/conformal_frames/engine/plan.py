@@ -320,7 +320,7 @@ class Plan:
             frame = "stats" if caller in ("finalize", "rolling") else "df"  # a summary, or rows
             msg = f"{caller}() needs at least one metric, e.g. cf.{caller}({frame}, cf.coverage('y', 'lo', 'hi'))"
             raise ValueError(msg)
-        counts = {getattr(m, "counts", None) for m in metrics}
+        counts = set().union(*(m.counts_columns() for m in metrics))
         if len(counts) > 1:  # the group's n is the sum of the counts: one column for every metric
             shown = ", ".join(repr(c) for c in sorted(counts, key=str))
             msg = f"every metric of one evaluation takes the same counts= (it sets the group's n), got {shown}"

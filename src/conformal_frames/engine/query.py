@@ -101,10 +101,16 @@ def sort_result(frame: nw.LazyFrame, *by: str, nulls_last: bool = False) -> nw.L
 
     On Spark in one partition (``coalesce(1).sortWithinPartitions``): a global
     sort first samples its input in a job of its own to cut it into ranges,
-    about 0.1 s per query whatever the size (local mode).
+    about 0.1 s per query whatever the size (local mode).  A pandas Arrow
+    dictionary key, which pandas cannot sort, becomes its value type (see
+    :func:`~conformal_frames.engine.plan.normalized_keys`).
     """
     if not by:
         return frame
+    if frame.implementation.is_pandas_like():
+        from conformal_frames.engine.plan import normalized_keys  # plan imports this module
+
+        frame = normalized_keys(frame, by)
     if frame.implementation in (nw.Implementation.PYSPARK, nw.Implementation.PYSPARK_CONNECT):
         from pyspark.sql import functions as F  # a Spark frame: pyspark is installed
 
@@ -914,6 +920,15 @@ class Metric:
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def counts_columns(self) -> set[str | None]:
+        """The ``counts=`` columns of this metric's rows (``None``: uncounted rows).
+
+        The one-counts-column rule of an evaluation (:meth:`Plan.of`) reads
+        it; a composite metric (a skill score) answers for the metrics it
+        combines.
+        """
+        return {getattr(self, "counts", None)}
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         """Reshape evaluate's wide output to this metric's long output."""
