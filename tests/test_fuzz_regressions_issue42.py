@@ -11,6 +11,7 @@ import math
 from fractions import Fraction
 from typing import Any
 
+import narwhals.stable.v2 as nw
 import numpy as np
 import pytest
 from scipy import stats
@@ -145,3 +146,89 @@ def test_arrow_dictionary_keys_through_naive_scale_and_finalize() -> None:
     assert scaled["g"].astype(str).tolist() == ["a", "b"]
     assert_close(scaled["naive_mae"], reference["naive_mae"])
     assert_close(scaled["naive_mae"], [1.5, 2.5])
+
+
+# -- 4. zero counts or weights: invalid rows are input rows, on both paths -------------
+NAN = math.nan
+ZERO_GROUPS = {
+    "counts all 0": {"y": [1.0, 2.0], "k": [0, 0], "w": [1.0, 1.0]},
+    "invalid row, other counts 0": {"y": [NAN, 2.0, 3.0], "k": [1, 0, 0], "w": [1.0, 1.0, 1.0]},
+    "weights 0, counts 1 and 5": {"y": [1.0, 2.0], "k": [1, 5], "w": [0.0, 0.0]},
+    "weights 0 and an invalid row": {"y": [NAN, 2.0], "k": [1, 5], "w": [0.0, 0.0]},
+    "positive weight only on an invalid row": {"y": [NAN, 2.0, 3.0], "k": [1, 2, 1], "w": [1.0, 0.0, 0.0]},
+    "NaN weight, other weight 0": {"y": [1.0, 2.0], "k": [1, 1], "w": [NAN, 0.0]},
+    "negative weight, other weight 0": {"y": [1.0, 2.0], "k": [1, 1], "w": [-1.0, 0.0]},
+}
+#: (n, n_invalid) under "null" and (n, n_dropped) under "drop" of group "a", per case and weighting
+ZERO_EXPECTED = {
+    ("counts all 0", "counts"): ((0, 2), (0, 2)),
+    ("weights 0, counts 1 and 5", "both"): ((6, 2), (0, 2)),
+    ("positive weight only on an invalid row", "weights"): ((3, 1), (0, 3)),
+}
+
+
+def _rows(case: str) -> dict[str, list[Any]]:
+    c = ZERO_GROUPS[case]
+    m = len(c["y"])
+    return {
+        "g": ["a"] * m + ["z"],
+        "f": [0.5] * m + [1.0],
+        "y": [*c["y"], 1.0],
+        "k": [*c["k"], 1],
+        "w": [*c["w"], 1.0],
+    }
+
+
+@pytest.mark.spark_cases(case="counts all 0")
+@pytest.mark.parametrize("case", list(ZERO_GROUPS))
+def test_zero_total_group_bookkeeping_equal_on_both_paths(constructor: Any, case: str) -> None:
+    data = _rows(case)
+    frame = constructor(data)
+    days = [constructor({c: v[:1] for c, v in data.items()}), constructor({c: v[1:] for c, v in data.items()})]
+    options = {"counts": {"counts": "k"}, "weights": {"weights": "w"}, "both": {"counts": "k", "weights": "w"}}
+    for kind, option in options.items():
+        metric = cf.mae("y", "f", **option)
+        for i, invalid in enumerate(("null", "drop")):
+            rows = to_pandas(cf.evaluate(frame, metric, by="g", invalid=invalid))
+            summary = cf.summarize(frame, metric, by="g", invalid=invalid)
+            once = to_pandas(cf.finalize(summary, metric, by="g"))
+            parts = [cf.summarize(d, metric, by="g", invalid=invalid) for d in days]
+            both = nw.to_native(nw.concat([nw.from_native(p) for p in parts], how="vertical"))
+            merged = to_pandas(cf.finalize(cf.merge_summaries(both, by="g"), metric, by="g"))
+            count = "n_invalid" if invalid == "null" else "n_dropped"
+            what = f"{case}, {kind}, {invalid}"
+            for other in (once, merged):
+                assert list(other.columns) == list(rows.columns), what
+                for col in ("n", count):
+                    assert other[col].tolist() == rows[col].tolist(), f"{what}: {col}"
+                assert_close(other["mae"], rows["mae"], what=what)
+            if (case, kind) in ZERO_EXPECTED:
+                assert (rows["n"].iloc[0], rows[count].iloc[0]) == ZERO_EXPECTED[(case, kind)][i], what
+
+
+# -- 5. coverage_test_flag of a group without a p-value is null on every backend ------
+@pytest.mark.spark_cases(invalid="null")
+@pytest.mark.parametrize("invalid", ["null", "drop"])
+def test_coverage_test_flag_null_without_pvalue(constructor: Any, invalid: str) -> None:
+    data = {
+        "g": ["a", "a", "b", "b", "b", "c", "c"],
+        "y": [NAN, NAN, 3.0, 4.0, 5.0, 1.0, 2.0],
+        "lo": [0.0] * 7,
+        "hi": [1.5, 1.5, 9.0, 9.0, 9.0, 0.5, 0.5],
+    }
+    metric = cf.coverage_test("y", "lo", "hi", confidence_level=0.9, correction="none")
+    try:
+        out = to_pandas(cf.evaluate(constructor(data), metric, by="g", invalid=invalid))
+    except cf.BackendLimitError:
+        pytest.skip("coverage_test is eager-only on this backend (scipy on the per-group table)")
+    flags = out["coverage_test_flag"].tolist()
+    assert out["coverage_test_flag"].dtype in (bool, "boolean", object)
+    assert flags[0] is None or flags[0] is pd_na()  # no rows to test: no flag
+    assert [bool(f) for f in flags[1:]] == [False, True]
+    assert math.isnan(float(out["coverage_test_pvalue"].iloc[0]))
+
+
+def pd_na() -> Any:
+    import pandas as pd
+
+    return pd.NA

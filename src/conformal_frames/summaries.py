@@ -623,9 +623,10 @@ def merge_summaries(stats: Any, by: Any = None) -> Any:
     for cells in (False, True):
         rows = lf.filter(~nw.col(_CELL).is_null() if cells else nw.col(_CELL).is_null())
         # a statistic is missing when a row that counts lacks it; group rows with n = 0 (an
-        # empty chunk, or all rows dropped under invalid="drop") add nothing, whether they
-        # carry the statistic (sums of 0) or not; cell rows (n = 0) always count
-        counts_row = nw.lit(True) if cells else nw.col("n") > 0
+        # empty chunk, or all rows dropped under invalid="drop") add nothing unless they
+        # carry every statistic (rows of counts 0: their input rows count); cell rows always count
+        carried = nw.all_horizontal(*[~nw.col(c).is_null() for c in stat_cols], ignore_nulls=True)
+        counts_row = nw.lit(True) if cells else (nw.col("n") > 0) | (carried if stat_cols else nw.lit(False))
         rows = rows.with_columns(
             *[(counts_row & nw.col(c).is_null()).cast(F64).alias(f"__cf_m_{c}") for c in stat_cols],
             counts_row.cast(F64).alias("__cf_present"),

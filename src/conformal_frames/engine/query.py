@@ -364,6 +364,12 @@ class Query:
     #: check message of a positive-total rule -> the aggregated total it is about (see
     #: :meth:`weighting`): a rule on the group's total, so merged summaries check the merged total
     totals: dict[str, str] = field(default_factory=dict)
+    #: check message of a positive-total rule -> whether an input row is positive (for ``invalid="drop"``:
+    #: the rule reads the rows the other checks leave, see :meth:`Plan.aggregate`)
+    positive: dict[str, nw.Expr] = field(default_factory=dict)
+    #: the aggregated number of input rows when ``n`` counts represented rows (``counts=``): the
+    #: rows a positive-total rule makes invalid are input rows, as every invalid-row count
+    physical_n: str | None = None
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -652,10 +658,16 @@ class Query:
         the merged total, so that a partition of zero weight is no error
         when its group has weight elsewhere.
         """
-        peak = over(raw.max(), self.keys)  # the keys' own names: checks read the input frame
+        positive = (raw > 0) & (raw < _INF)  # NaN is neither (DuckDB orders it above inf)
+        peak = over(indicator(positive).max(), self.keys)  # the keys' own names: checks read the input frame
         message = f"{what} on every row of a group, in {{rows}}; a group needs a positive total {noun}"
         self.check(message, peak.is_null() | (peak <= 0))
-        self.totals[message] = self.agg("sum", row)
+        self.positive[message] = positive
+        # the positive rows (a count, mergeable): the same rule on rows and on summaries
+        cell = nw.col(row)
+        self.totals[message] = self.agg(
+            "sum", self.row(("positive", row), indicator((cell > 0) & (cell < _INF)), inputs=[row])
+        )
 
     def counted(self, counts: str) -> str:
         """The row column (Float64) of a ``counts=`` column of frequency counts.
@@ -690,6 +702,7 @@ class Query:
 
     def _counted(self, weights: str | None, counts: str) -> Weighting:
         k = self.counted(counts)
+        self.physical_n = self.agg("sum", self.row(("input_rows",), nw.lit(1.0)))
         if weights is None:
             self._positive_total(nw.col(counts), f"column {counts!r} (counts=) is zero", "count", k)
             return Weighting(self, k, counts=k)
