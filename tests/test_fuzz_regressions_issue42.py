@@ -232,3 +232,33 @@ def pd_na() -> Any:
     import pandas as pd
 
     return pd.NA
+
+
+# -- 6. finalize of a summary without rows, list-column set metrics ---------------------
+SET_ROWS = {"g": ["a", "b", "a"], "y": [0, 1, 1], "s": [[0], [0, 1], []]}
+
+
+def _set_metrics() -> list[cf.Metric]:
+    c = [0, 1]
+    return [
+        cf.set_coverage("y", "s", classes=c),
+        cf.set_size("s", classes=c),
+        cf.empty_rate("s", classes=c),
+        cf.singleton_rate("s", classes=c),
+        cf.set_ssc("y", "s", classes=c),
+        cf.set_ssc_score("y", "s", classes=c),
+    ]
+
+
+@pytest.mark.spark_cases(by=None)
+@pytest.mark.parametrize("by", [None, "g"])
+def test_finalize_empty_summary_of_list_column_sets(constructor: Any, by: str | None) -> None:
+    frame = constructor(SET_ROWS)
+    for metric in _set_metrics():
+        summary = nw.to_native(nw.from_native(cf.summarize(frame, metric, by="g")).head(0))
+        got = to_pandas(cf.finalize(summary, metric, by=by))
+        full = to_pandas(cf.evaluate(frame, metric, by=by))
+        assert list(got.columns) == list(full.columns), metric.output_name
+        assert len(got) == (0 if by else 1), metric.output_name
+        if by is None:
+            assert got["n"].tolist() == [0], metric.output_name

@@ -39,7 +39,7 @@ from conformal_frames import engine
 from conformal_frames._progress import task
 from conformal_frames._validate import check_positive_int
 from conformal_frames.engine import Cells, InvalidPolicy, Metric, Plan, Query
-from conformal_frames.errors import BooleanColumnError, ColumnNotFoundError
+from conformal_frames.errors import BooleanColumnError, ColumnNotFoundError, ListColumnError
 
 __all__ = ["SCHEMA_VERSION", "finalize", "merge_summaries", "rolling", "summarize"]
 
@@ -440,7 +440,7 @@ class _GuessedInputs(dict):
     """The inputs of a summary without rows (none recorded them): any column, Float64 unless known.
 
     Only the plan's shape matters for a summary without rows (its result
-    has no rows either); a Boolean input is learned from the metric's error.
+    has no rows either); a Boolean or list input is learned from the metric's error.
     """
 
     def __contains__(self, name: object) -> bool:
@@ -456,10 +456,11 @@ def _plan_without_rows(keys_schema: dict[str, Any], metrics: Sequence[Metric], k
     for _ in range(64):
         try:
             return Plan.of(guessed, metrics, keys, caller="finalize")
-        except BooleanColumnError as exc:
+        except (BooleanColumnError, ListColumnError) as exc:
             if exc.column in dict.keys(guessed):
                 raise
-            guessed[exc.column] = nw.Boolean()
+            # a list of labels of any kind (an Unknown inner dtype matches any label column)
+            guessed[exc.column] = nw.Boolean() if isinstance(exc, BooleanColumnError) else nw.List(nw.Unknown())
     msg = "finalize: cannot plan these metrics on a summary without rows"  # pragma: no cover
     raise ValueError(msg)  # pragma: no cover
 
