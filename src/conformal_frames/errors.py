@@ -61,6 +61,17 @@ class ColumnNotFoundError(ValueError):
     """A column a metric (or ``by=``) names is not in the frame; the message lists the available ones."""
 
 
+class ListColumnError(TypeError):
+    """A column a role reads as a list column (prediction sets) has another dtype; ``.column`` names it."""
+
+    def __init__(self, message: str, *, column: str = "") -> None:
+        super().__init__(message)
+        self.column = column
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self),), self.__dict__)
+
+
 class BooleanColumnError(TypeError):
     """A column a role reads as boolean (membership columns) has another dtype; ``.column`` names it."""
 

@@ -72,7 +72,10 @@ def _convert(field: str, value: Any) -> Any:
     if field == "n":
         return 0 if value is None else int(value)
     if field == "flag":
-        return bool(value) if value is not None else False
+        try:
+            return bool(value) if value is not None else False
+        except TypeError:  # pandas' NA (no test): not flagged
+            return False
     return _float(value)
 
 

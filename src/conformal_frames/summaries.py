@@ -45,7 +45,7 @@ from conformal_frames._progress import task
 from conformal_frames._validate import check_positive_int
 from conformal_frames.engine import Cells, InvalidPolicy, Metric, Plan, Query
 from conformal_frames.engine.spec import Spec, declared_name
-from conformal_frames.errors import BooleanColumnError, ColumnNotFoundError
+from conformal_frames.errors import BooleanColumnError, ColumnNotFoundError, ListColumnError
 
 __all__ = ["SCHEMA_VERSION", "finalize", "merge_summaries", "rolling", "summarize"]
 
@@ -76,6 +76,20 @@ def _v1_cell(key: Hashable) -> str:
     return _v1_name("cell", key)[len("cf_cell_") :]
 
 
+def _stored_key(key: Hashable, version: int) -> Hashable:
+    """The key under which a summary of ``version`` stores a statistic.
+
+    Version 1 (0.3) has no count of the positive weights of a group (the
+    positive-total rule); the sum of the weights stands in for it: the weights
+    were checked finite and non-negative, so one is positive exactly when the
+    other is.
+    """
+    if version == 1 and isinstance(key, tuple) and len(key) == 2 and key[0] == "positive":
+        inner = key[1]
+        return inner[1] if isinstance(inner, tuple) and len(inner) == 2 and inner[0] == "row" else inner
+    return key
+
+
 _NAMES: dict[int, tuple[Callable[[str, Hashable], str], Callable[[Hashable], str]]] = {
     1: (_v1_name, _v1_cell),
     2: (_v2_name, declared_name),
@@ -86,7 +100,7 @@ _NAMES: dict[int, tuple[Callable[[str, Hashable], str], Callable[[Hashable], str
 class _State:
     """The statistics of the metrics of one plan under their summary column names."""
 
-    #: summary column -> (internal aggregated column, how)
+    #: internal aggregated column -> (summary column, how)
     aggs: dict[str, tuple[str, str]]
     #: cell set id -> (order row, {summary column: row name})
     cells: dict[str, tuple[str, dict[str, str]]]
@@ -102,7 +116,7 @@ class _State:
         aggs: dict[str, tuple[str, str]] = {}
         cells: dict[str, tuple[str, dict[str, str]]] = {}
         for spec in specs:
-            aggs.update({stat_name(s.how, s.key): (s.column, s.how) for s in spec.stats})
+            aggs.update({s.column: (stat_name(s.how, _stored_key(s.key, version)), s.how) for s in spec.stats})
             for table in spec.cells:
                 sums = cells.setdefault(cell_name(table.order_key), (table.order, {}))[1]
                 sums.update({stat_name("sum", key): row for key, row in table.sums})
@@ -112,7 +126,8 @@ class _State:
     @property
     def columns(self) -> list[str]:
         """Every state column: statistics, then cell sums."""
-        return [*self.aggs, *[s for _, sums in self.cells.values() for s in sums]]
+        stats = [name for name, _ in self.aggs.values()]
+        return list(dict.fromkeys([*stats, *[s for _, sums in self.cells.values() for s in sums]]))
 
     def inputs_json(self) -> str:
         """The ``cf_inputs`` text: the inputs' dtypes, and the metrics under ``"cf_metrics"``."""
@@ -168,8 +183,8 @@ def _group_part(
         nw.lit(None, nw.String).alias(_CELL),
         nw.lit(None, F64).alias(_ORDER),
         *eplan.count_columns(policy),
-        *[nw.col(internal).cast(F64).alias(name) for name, (internal, _) in state.aggs.items()],
-        *[nw.lit(None, F64).alias(c) for c in cell_cols if c not in state.aggs],
+        *[nw.col(internal).cast(F64).alias(name) for internal, (name, _) in state.aggs.items()],
+        *[nw.lit(None, F64).alias(c) for c in cell_cols if c not in {name for name, _ in state.aggs.values()}],
     )
 
 
@@ -416,7 +431,7 @@ class _GuessedInputs(dict):
     """The inputs of a summary without rows (none recorded them): any column, Float64 unless known.
 
     Only the plan's shape matters for a summary without rows (its result
-    has no rows either); a Boolean input is learned from the metric's error.
+    has no rows either); a Boolean or list input is learned from the metric's error.
     """
 
     def __contains__(self, name: object) -> bool:
@@ -432,10 +447,11 @@ def _plan_without_rows(keys_schema: dict[str, Any], metrics: Sequence[Metric], k
     for _ in range(64):
         try:
             return Plan.of(guessed, metrics, keys, caller="finalize")
-        except BooleanColumnError as exc:
+        except (BooleanColumnError, ListColumnError) as exc:
             if exc.column in dict.keys(guessed):
                 raise
-            guessed[exc.column] = nw.Boolean()
+            # a list of labels of any kind (an Unknown inner dtype matches any label column)
+            guessed[exc.column] = nw.Boolean() if isinstance(exc, BooleanColumnError) else nw.List(nw.Unknown())
     msg = "finalize: cannot plan these metrics on a summary without rows"  # pragma: no cover
     raise ValueError(msg)  # pragma: no cover
 
@@ -564,11 +580,11 @@ def _finalize_plan(
 def _merged(lf: nw.LazyFrame, eplan: Plan, state: _State, policy: InvalidPolicy) -> tuple[nw.LazyFrame, Plan]:
     """The group rows added up per group: the engine's aggregated table, and the plan that completes it."""
     group_rows = lf.filter(nw.col(_CELL).is_null())
-    needed = list(state.aggs)
+    needed = list(dict.fromkeys(name for name, _ in state.aggs.values()))
     missing = nw.sum_horizontal(*[nw.col(c).is_null().cast(F64) for c in needed]) if needed else nw.lit(0.0)
     # a group whose rows were all dropped (invalid="drop") has n = 0 and no statistics: it adds nothing
     missing = nw.when(nw.col("n") > 0).then(missing).otherwise(0.0)
-    aggs = [getattr(nw.col(name), how)().alias(internal) for name, (internal, how) in state.aggs.items()]
+    aggs = [getattr(nw.col(name), how)().alias(internal) for internal, (name, how) in state.aggs.items()]
     # the rows were checked by summarize; what remains: summary rows without a needed statistic
     message = "summary rows without the statistics these metrics need (summarized with other metrics?)"
     return eplan.aggregate_counted(group_rows, policy, aggs, carry=needed, unmet=missing > 0, message=message)
@@ -632,9 +648,10 @@ def merge_summaries(stats: Any, by: Any = None) -> Any:
     for cells in (False, True):
         rows = lf.filter(~nw.col(_CELL).is_null() if cells else nw.col(_CELL).is_null())
         # a statistic is missing when a row that counts lacks it; group rows with n = 0 (an
-        # empty chunk, or all rows dropped under invalid="drop") add nothing, whether they
-        # carry the statistic (sums of 0) or not; cell rows (n = 0) always count
-        counts_row = nw.lit(True) if cells else nw.col("n") > 0
+        # empty chunk, or all rows dropped under invalid="drop") add nothing unless they
+        # carry every statistic (rows of counts 0: their input rows count); cell rows always count
+        carried = nw.all_horizontal(*[~nw.col(c).is_null() for c in stat_cols], ignore_nulls=True)
+        counts_row = nw.lit(True) if cells else (nw.col("n") > 0) | (carried if stat_cols else nw.lit(False))
         rows = rows.with_columns(
             *[(counts_row & nw.col(c).is_null()).cast(F64).alias(f"__cf_m_{c}") for c in stat_cols],
             counts_row.cast(F64).alias("__cf_present"),

@@ -41,6 +41,8 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames.engine._steps import boolean_series
+
 __all__ = ["ENABLED", "applies", "back", "polars_errors", "twin"]
 
 #: tests set this to ``False`` to compare with the pandas path
@@ -157,7 +159,7 @@ def back(result: nw.DataFrame, frame: nw.LazyFrame, keys: Sequence[str], outputs
                 if changed[c] is None:
                     return None
         elif dtype == nw.Boolean:
-            changed[c] = nw.new_series(c, result[c].to_list(), nw.Boolean, backend=pd).to_native()
+            changed[c] = boolean_series(c, result[c].to_list(), pd).to_native()
     for c, column in changed.items():
         out[c] = column
     return nw.from_native(out, eager_only=True)

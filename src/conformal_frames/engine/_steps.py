@@ -18,6 +18,13 @@ def _valid_mask(frame: nw.DataFrame) -> np.ndarray:
     return (frame.get_column(_INVALID).to_numpy() == 0) & (frame.get_column(_N).to_numpy() > 0)
 
 
+def boolean_series(name: str, values: list[bool | None], ns: Any) -> nw.Series:
+    """A Boolean output column with its nulls (pandas: the nullable ``boolean`` dtype, never None as False)."""
+    if ns.__name__ == "pandas":
+        return nw.from_native(ns.Series(values, dtype="boolean", name=name), series_only=True)
+    return nw.new_series(name, values, nw.Boolean, backend=ns)
+
+
 def numpy_apply(frame: nw.DataFrame, q: Query) -> nw.DataFrame:
     """Run the numpy steps of ``q`` on the collected aggregated ``frame``."""
     cols: dict[str, np.ndarray] = {}
@@ -33,7 +40,7 @@ def numpy_apply(frame: nw.DataFrame, q: Query) -> nw.DataFrame:
     boolean = {k for s in q.numpy_steps for k in s.boolean}
     return frame.with_columns(
         *[
-            nw.new_series(k, [bool(x == 1.0) if ok else None for x, ok in zip(v, valid)], nw.Boolean, backend=ns)
+            boolean_series(k, [bool(x == 1.0) if ok and x == x else None for x, ok in zip(v, valid)], ns)
             if k in boolean
             else nw.new_series(k, np.where(valid, v, np.nan), nw.Float64, backend=ns).fill_nan(None)
             for k, v in cols.items()

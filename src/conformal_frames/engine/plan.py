@@ -14,6 +14,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames.engine._steps import group_apply, numpy_apply, polars_lazy
+from conformal_frames.engine.frames import normalized_keys
 from conformal_frames.engine.query import (
     _DROPPED,
     _INVALID,
@@ -31,6 +32,7 @@ from conformal_frames.engine.query import (
     aggregate,
     indicator,
     join_keys,
+    over,
     sort_result,
 )
 from conformal_frames.engine.spec import Spec
@@ -101,42 +103,6 @@ def to_lazy(frame: Any) -> tuple[nw.LazyFrame, bool]:
     if isinstance(nw_frame, nw.DataFrame):
         return nw_frame.lazy(), True
     return nw_frame, False
-
-
-def normalized_keys(lf: nw.LazyFrame, keys: Sequence[str]) -> nw.LazyFrame:
-    """``lf`` with its group keys as every engine groups them (pandas only; a new frame).
-
-    pandas with Arrow dtypes groups a float key's ``-0.0`` apart from ``0.0``
-    (every other engine forms one group: the key becomes ``x + 0.0``, which is
-    ``0.0`` for both) and cannot sort an Arrow dictionary key (what
-    ``polars.DataFrame.to_pandas(use_pyarrow_extension_array=True)`` makes of
-    a Categorical: the key becomes its value type).  The caller's frame is
-    not modified.
-    """
-    if not keys or not lf.implementation.is_pandas_like():
-        return lf
-    import pandas as pd
-
-    native = lf.to_native()
-    if not isinstance(native, pd.DataFrame):  # pragma: no cover - modin / cuDF keep their own ways
-        return lf
-    changed: dict[str, Any] = {}
-    for k in keys:
-        if k not in native.columns:
-            continue  # reported by the plan's key checks
-        column = native[k]
-        dtype = column.dtype
-        arrow = getattr(dtype, "pyarrow_dtype", None) if isinstance(dtype, pd.ArrowDtype) else None
-        if arrow is not None and getattr(arrow, "value_type", None) is not None and str(arrow).startswith("dictionary"):
-            changed[k] = column.astype(pd.ArrowDtype(arrow.value_type))
-        elif arrow is not None and str(arrow) in ("double", "float", "halffloat"):
-            changed[k] = column + 0.0  # -0.0 + 0.0 == 0.0
-    if not changed:
-        return lf
-    copy = native.copy(deep=False)
-    for k, column in changed.items():
-        copy[k] = column
-    return nw.from_native(copy).lazy()
 
 
 def _check_column_names(columns: list[Any]) -> None:
@@ -333,7 +299,7 @@ class Plan:
             frame = "stats" if caller in ("finalize", "rolling") else "df"  # a summary, or rows
             msg = f"{caller}() needs at least one metric, e.g. cf.{caller}({frame}, cf.coverage('y', 'lo', 'hi'))"
             raise ValueError(msg)
-        counts = {getattr(m, "counts", None) for m in metrics}
+        counts = set().union(*(m.counts_columns() for m in metrics if isinstance(m, Metric)))
         if len(counts) > 1:  # the group's n is the sum of the counts: one column for every metric
             shown = ", ".join(repr(c) for c in sorted(counts, key=str))
             msg = f"every metric of one evaluation takes the same counts= (it sets the group's n), got {shown}"
@@ -393,7 +359,7 @@ class Plan:
                 self.raise_failed(self.check_counts(lf))
             return lf, None
         if policy == "drop":
-            return self.drop_null_keys(lf).filter(~self.invalid_mask()), None
+            return self.dropped(self.drop_null_keys(lf)).filter(~nw.col(_DROPPED)).drop(_DROPPED), None
         q = self.query
         flagged = lf.select(
             *key_values(q.keys, q.schema, q.group),
@@ -417,7 +383,7 @@ class Plan:
         counts = None
         if policy == "drop":
             lf = self.drop_null_keys(lf)
-            flagged = lf.with_columns(anybad.alias(_DROPPED))
+            flagged = self.dropped(lf)
             ikeys = key_values(q.keys, q.schema, q.group)
             marks = flagged.select(*ikeys, nw.col(_DROPPED).cast(nw.Float64))
             counts = aggregate(marks, q.group, [nw.col(_DROPPED).sum()])
@@ -436,6 +402,30 @@ class Plan:
             table = _join(counts, table.with_columns(nw.lit(0.0).alias(_INVALID)), q.group)
             table = table.with_columns(nw.col(_N).fill_null(0), nw.col(_INVALID).fill_null(0.0))
         return rows, table
+
+    def dropped(self, lf: nw.LazyFrame) -> nw.LazyFrame:
+        """``lf`` with the Boolean ``_DROPPED``: the row fails a check (``invalid="drop"``).
+
+        A positive-total rule (:attr:`Query.positive`) reads the rows the
+        other checks leave: a group whose remaining rows have no positive
+        weight (count) is dropped whole, as :meth:`aggregate_counted` does on
+        the merged totals of summaries.
+        """
+        q = self.query
+        rules = {m: q.positive[m] for m in q.totals if m in q.checks and m in q.positive}
+        if not rules:
+            return lf.with_columns(self.invalid_mask().alias(_DROPPED))
+        others = [c.bad for m, c in q.checks.items() if m not in rules]
+        other = nw.any_horizontal(*others, ignore_nulls=True) if others else nw.lit(False)
+        names = [q._internal(f"__cf_p{i}") for i in range(len(rules))]
+        lf = lf.with_columns(
+            other.fill_null(False).alias(_DROPPED),
+            *[indicator(~other & p).alias(name) for name, p in zip(names, rules.values())],
+        )
+        zero = [~(over(nw.col(name).max(), q.keys) > 0) for name in names]
+        return lf.with_columns((nw.col(_DROPPED) | nw.any_horizontal(*zero, ignore_nulls=True)).alias(_DROPPED)).drop(
+            *names
+        )
 
     def aggregate_counted(
         self,
@@ -473,19 +463,22 @@ class Plan:
         checks = {message: _Check(_UNMET, nw.lit(False))}
         table = table.with_columns((nw.col(_INVALID) + nw.col(_UNMET)).alias(_INVALID))
         # the positive-total rules (Query.totals) on the merged totals: the rows of a group
-        # of zero total are invalid (dropped under "drop"), as evaluate on the rows says
+        # of zero total are invalid (dropped under "drop"), as evaluate on the rows says;
+        # counted as input rows (not the rows counts= represents), as every invalid row
+        inputs = nw.col(q.physical_n if q.physical_n is not None else _N)
         for number, (rule, total) in enumerate(q.totals.items()):
             column = f"__cf_t{number}"
-            zero = (nw.col(_N) > 0) & (nw.col(_UNMET) == 0) & ~(nw.col(total) > 0)
-            table = table.with_columns(nw.when(zero).then(nw.col(_N)).otherwise(0.0).alias(column))
+            zero = (inputs > 0) & (nw.col(_UNMET) == 0) & ~(nw.col(total) > 0)
+            table = table.with_columns(nw.when(zero).then(inputs).otherwise(0.0).alias(column))
             checks[rule] = _Check(column, nw.lit(False))
         if q.totals:
             parts = [nw.col(f"__cf_t{i}") for i in range(len(q.totals))]
             zeros = parts[0] if len(parts) == 1 else nw.max_horizontal(*parts)  # Spark: greatest needs 2
-            if policy == "drop":
-                table = table.with_columns((nw.col(_DROPPED) + zeros).alias(_DROPPED), (nw.col(_N) - zeros).alias(_N))
-            else:
-                table = table.with_columns((nw.col(_INVALID) + zeros).alias(_INVALID))
+            if policy == "drop":  # the rows left: every one of them
+                n = nw.when(zeros > 0).then(0.0).otherwise(nw.col(_N))
+                table = table.with_columns((nw.col(_DROPPED) + zeros).alias(_DROPPED), n.alias(_N))
+            else:  # every row of the group is invalid, those already invalid included
+                table = table.with_columns(nw.when(zeros > 0).then(zeros).otherwise(nw.col(_INVALID)).alias(_INVALID))
         merged = dataclasses.replace(q, checks=checks, examples={})
         return table, Plan(merged, self.outputs, self.specs)
 

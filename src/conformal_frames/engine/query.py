@@ -32,6 +32,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._validate import validate_fields
+from conformal_frames.engine.frames import normalized_keys
 from conformal_frames.engine.spec import PHASES, CellTable, Reduction, Spec, Stat
 from conformal_frames.errors import ColumnNotFoundError
 from conformal_frames.results import TestResult
@@ -94,10 +95,14 @@ def sort_result(frame: nw.LazyFrame, *by: str, nulls_last: bool = False) -> nw.L
 
     On Spark in one partition (``coalesce(1).sortWithinPartitions``): a global
     sort first samples its input in a job of its own to cut it into ranges,
-    about 0.1 s per query whatever the size (local mode).
+    about 0.1 s per query whatever the size (local mode).  A pandas Arrow
+    dictionary key, which pandas cannot sort, becomes its value type (see
+    :func:`~conformal_frames.engine.frames.normalized_keys`).
     """
     if not by:
         return frame
+    if frame.implementation.is_pandas_like():
+        frame = normalized_keys(frame, by)
     if frame.implementation in (nw.Implementation.PYSPARK, nw.Implementation.PYSPARK_CONNECT):
         from pyspark.sql import functions as F  # a Spark frame: pyspark is installed
 
@@ -357,6 +362,12 @@ class Query:
     _trace: set[tuple[str, Hashable]] | None = field(default=None, repr=False)
     #: what the factory of each :meth:`shared` key touched, for the metrics that reuse it
     _shared_traces: dict[Hashable, set[tuple[str, Hashable]]] = field(default_factory=dict, repr=False)
+    #: check message of a positive-total rule -> whether an input row is positive (for ``invalid="drop"``:
+    #: the rule reads the rows the other checks leave, see :meth:`Plan.aggregate`)
+    positive: dict[str, nw.Expr] = field(default_factory=dict)
+    #: the aggregated number of input rows when ``n`` counts represented rows (``counts=``): the
+    #: rows a positive-total rule makes invalid are input rows, as every invalid-row count
+    physical_n: str | None = None
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -706,10 +717,16 @@ class Query:
         the merged total, so that a partition of zero weight is no error
         when its group has weight elsewhere.
         """
-        peak = over(raw.max(), self.keys)  # the keys' own names: checks read the input frame
+        positive = (raw > 0) & (raw < _INF)  # NaN is neither (DuckDB orders it above inf)
+        peak = over(indicator(positive).max(), self.keys)  # the keys' own names: checks read the input frame
         message = f"{what} on every row of a group, in {{rows}}; a group needs a positive total {noun}"
         self.check(message, peak.is_null() | (peak <= 0))
-        self.totals[message] = self.agg("sum", row)
+        self.positive[message] = positive
+        # the positive rows (a count, mergeable): the same rule on rows and on summaries
+        cell = nw.col(row)
+        self.totals[message] = self.agg(
+            "sum", self.row(("positive", row), indicator((cell > 0) & (cell < _INF)), inputs=[row])
+        )
 
     def counted(self, counts: str) -> str:
         """The row column (Float64) of a ``counts=`` column of frequency counts.
@@ -744,6 +761,7 @@ class Query:
 
     def _counted(self, weights: str | None, counts: str) -> Weighting:
         k = self.counted(counts)
+        self.physical_n = self.agg("sum", self.row(("input_rows",), nw.lit(1.0)))
         if weights is None:
             self._positive_total(nw.col(counts), f"column {counts!r} (counts=) is zero", "count", k)
             return Weighting(self, k, counts=k)
@@ -1073,6 +1091,15 @@ class Metric:
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def counts_columns(self) -> set[str | None]:
+        """The ``counts=`` columns of this metric's rows (``None``: uncounted rows).
+
+        The one-counts-column rule of an evaluation (:meth:`Plan.of`) reads
+        it; a composite metric (a skill score) answers for the metrics it
+        combines.
+        """
+        return {getattr(self, "counts", None)}
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         """Reshape evaluate's wide output to this metric's long output."""

@@ -26,7 +26,7 @@ from conformal_frames._validate import (
     validate_fields,
 )
 from conformal_frames.engine import Metric, Query, backend_name, indicator, total
-from conformal_frames.errors import BackendLimitError, BooleanColumnError
+from conformal_frames.errors import BackendLimitError, BooleanColumnError, ListColumnError
 
 __all__ = [
     "Label",
@@ -278,7 +278,7 @@ def _list_column(q: Query, name: str) -> nw.Expr:
             f"set column {name!r} must be a list column of labels, found dtype {dtype}; "
             "alternatively pass one boolean membership column per class with classes="
         )
-        raise TypeError(msg)
+        raise ListColumnError(msg, column=name)
     q.check(f"set column {name!r} has missing values", col.is_null())
     return col
 

@@ -183,6 +183,9 @@ class _Bootstrapped(Metric):
     def _combine(self, values: Sequence[nw.Expr]) -> nw.Expr:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def counts_columns(self) -> set[str | None]:
+        return set().union(*(m.counts_columns() for m in self._metrics()))
+
     def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
         for m in self._metrics():
             frame = m.prepare(frame)

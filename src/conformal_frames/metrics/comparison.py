@@ -30,6 +30,8 @@ METHODS = list(__all__)
 Loss = Literal["squared", "absolute", "log"]
 #: spread of ``d`` (relative to the losses' root mean square) below which ``d`` counts as constant
 _ROUNDING = 1e-12
+#: a long-run variance at most this fraction of gamma_0 is a zero one up to rounding (e.g. horizon >= the rows)
+_VANISHING = 1e-8
 LOSSES: tuple[str, ...] = ("squared", "absolute", "log")
 
 
@@ -124,8 +126,8 @@ class DieboldMarianoTest(Metric):
             prod = q.row(("lag_product", c, lag), (nw.col(c) * nw.col(lag)).fill_null(0.0), inputs=[c, lag])
             lags.append(ratio(q.sum(prod), q.n))
         long_run = gamma0 + 2.0 * engine.total(lags) if lags else gamma0
-        # a negative long-run variance (possible for horizon > 1) falls back to gamma_0
-        variance = nw.when(long_run > 0.0).then(long_run).otherwise(gamma0) / q.n
+        # a long-run variance <= 0 (possible for horizon > 1; 0 when horizon >= the rows) falls back to gamma_0
+        variance = nw.when(long_run > _VANISHING * gamma0).then(long_run).otherwise(gamma0) / q.n
         mean_d = ratio(q.sum(d), q.n)
         # d constant up to the rounding of the losses (e.g. other = score + c): no statistic
         scale = q.sum(q.row(("loss_scale", a, b), nw.col(a) ** 2 + nw.col(b) ** 2, inputs=[a, b]))
@@ -155,7 +157,8 @@ def diebold_mariano_test(
     ``h - 1`` with uniform weights (Diebold and Mariano 1995; ``h``-step
     forecast errors are at most ``(h - 1)``-dependent under optimality).
     When ``V <= 0`` (possible for ``h > 1``) ``gamma_0`` is used instead, as R's
-    ``forecast::dm.test`` does.  ``pvalue`` is two-sided,
+    ``forecast::dm.test`` does; ``V`` at most ``1e-8 gamma_0`` counts as 0
+    (rounding: ``V`` is exactly 0 when ``h`` is at least the group's rows).  ``pvalue`` is two-sided,
     ``2 (1 - Phi(|DM|))`` (asymptotic normal; no small-sample correction).
     ``DM > 0`` means ``score`` has the larger mean loss; the statistic is
     null when ``d`` is constant (its standard deviation at most ``1e-12``

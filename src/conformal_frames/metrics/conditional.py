@@ -373,7 +373,7 @@ def _inference_step(
         ok &= ~np.isnan(p)
         p_holm, p_bh = holm(p), benjamini_hochberg(p)
         chosen = {"holm": p_holm, "bh": p_bh, "none": p}[spec["correction"]]
-        flag = (chosen < spec["significance"]).astype(float)  # NaN: False (no evidence)
+        flag = np.where(np.isnan(chosen), np.nan, chosen < spec["significance"])  # NaN: null (no test)
         out = dict(zip(outputs[:4], (p, p_holm, p_bh, flag)))
         if spec["method"] == "clopper-pearson":
             half = (1.0 - spec["ci_level"]) / 2
@@ -491,7 +491,8 @@ def coverage_test(
       (Benjamini-Hochberg false discovery rate): adjusted across all groups of
       the result;
     - ``_flag`` (Boolean): True where the adjusted p-value (``correction=``)
-      is below ``significance``, else False (also when the p-value is null).
+      is below ``significance``, else False; null where the p-value is null
+      (no test is not "not flagged"; pandas: the nullable ``boolean`` dtype).
 
     ``confidence_level`` may name a ``by=`` column holding each group's target
     (levels stacked in long format): ``by=["level", "segment"],
