@@ -317,6 +317,9 @@ def test_pandas_paths_give_the_same_count_dtypes(monkeypatch: pytest.MonkeyPatch
 FRAME_CALLS: dict[str, Callable[[Any], Any]] = {
     "naive_scale": lambda f: cf.naive_scale(f, "y", by="g", order_by="t"),
     "relative_skill": lambda f: cf.relative_skill(f, cf.mae("y", "mu"), model="label3", by="g"),
+    "pairwise_comparison": lambda f: cf.pairwise_comparison(
+        f, cf.mae("y", "mu"), model="label3", by="g", forecast_unit="t", test=None
+    ),
     "corp_reliability": lambda f: cf.corp_reliability(f, "label", "score", n_resamples=5, by="g"),
     "cumulative_differences": lambda f: cf.cumulative_differences(f, "label", "score", by="g"),
     "excess_risk_target_coverage": lambda f: cf.excess_risk_target_coverage(
