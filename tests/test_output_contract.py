@@ -74,7 +74,7 @@ CALLS: dict[str, Callable[[], cf.Metric]] = {
     "coverage_test": lambda: cf.coverage_test("y", "lo", "hi", confidence_level=0.9),
     "crps": lambda: cf.crps("y", mean="mu", std="sd"),
     "cwc": lambda: cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=0.9),
-    "diebold_mariano_test": lambda: cf.diebold_mariano_test("y", "score", "other", order_by="t"),
+    "diebold_mariano_test": lambda: cf.diebold_mariano_test("y", "score", "other", order_by="t", small_sample=None),
     "ece": lambda: cf.ece("label", "score", n_bins=3),
     "efficiency_criteria": lambda: cf.efficiency_criteria("label3", P, classes=C, confidence_level=0.75),
     "empty_rate": lambda: cf.empty_rate(M, classes=C),

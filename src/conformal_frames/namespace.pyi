@@ -9,7 +9,7 @@ from typing import Any, Literal
 from conformal_frames.engine import InvalidPolicy, Metric
 from conformal_frames.metrics.bootstrap import Compare, Test, engine
 from conformal_frames.metrics.calibration import Strategy
-from conformal_frames.metrics.comparison import Loss
+from conformal_frames.metrics.comparison import Loss, SmallSample
 from conformal_frames.metrics.distributions import Estimator
 from conformal_frames.metrics.recalibration import ScoringRule
 from conformal_frames.metrics.sets import Label
@@ -424,13 +424,15 @@ class ConformalNamespace:
     ) -> Any: ...
     def diebold_mariano_test(
         self,
-        y: str,
-        score: str,
-        other: str,
+        y: str | None,
+        score: str | Metric,
+        other: str | Metric,
         *,
         order_by: str,
-        loss: Loss = ...,
+        loss: Loss | None = ...,
         horizon: int | str = ...,
+        small_sample: SmallSample | None = ...,
+        series: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
         progress: bool | None = ...,
