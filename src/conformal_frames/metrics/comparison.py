@@ -66,7 +66,13 @@ class _RowQuery:
         self._q = q
         #: the row columns the sums read
         self.read: list[str] = []
-        self.count = q.row(("one",), nw.lit(1.0))
+
+    @property
+    def count(self) -> str:
+        """The row count as a row column: 1."""
+        one = self._q.row(("one",), nw.lit(1.0))
+        self.read.append(one)
+        return one
 
     def __getattr__(self, name: str) -> Any:
         if name in self._REFUSED:
