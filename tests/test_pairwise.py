@@ -219,3 +219,31 @@ def test_pairwise_permutation_is_seeded_and_the_same_on_every_backend(constructo
     assert all(p[(h, m, o)] == p[(h, o, m)] for (h, m, o) in p if not np.isnan(p[(h, m, o)]))
     valid = out["pvalue"].dropna().to_numpy()
     assert np.allclose(valid * 200, np.round(valid * 200))
+
+
+def test_long_quantile_form_pairs_forecasts_not_rows() -> None:
+    # one row per forecast and level: the level column is an input of the metric, so a forecast is its id
+    rng = np.random.default_rng(1)
+    rows = []
+    for m, spread in (("a", 1.0), ("b", 1.5), ("c", 2.0)):
+        for i in range(6 if m != "c" else 3):
+            rows += [
+                {"m": m, "id": i, "y": float(i), "level": lv, "q": i + spread * (2 * lv - 1) + rng.normal()}
+                for lv in (0.1, 0.5, 0.9)
+            ]
+    long = pl.DataFrame(rows)
+    metric = cf.pinball_loss("y", quantiles="q", quantile_level="level")
+    per = cf.evaluate(long, metric, by=["m", "id"])
+    s = {(m, i): v for m, i, v in per.select("m", "id", "pinball_loss").rows()}
+    ratio = {
+        (x, z): sum(s[(x, i)] for i in range(n)) / sum(s[(z, i)] for i in range(n))
+        for x, z, n in [("a", "b", 6), ("a", "c", 3), ("b", "c", 3)]
+    }
+    theta_a = np.exp(np.mean([0.0, np.log(ratio[("a", "b")]), np.log(ratio[("a", "c")])]))
+    out = cf.relative_skill(long, metric, model="m")
+    assert_close(out["relative_skill"][0], theta_a)
+    assert out["n_dropped"].to_list() == [3, 3, 0] and out["n"].to_list() == [18, 18, 9]
+    table = cf.pairwise_comparison(long, metric, model="m", test=None)
+    got = {(x, z): r for x, z, r in table.select("m", "compare_against", "mean_scores_ratio").rows()}
+    for (x, z), r in ratio.items():
+        assert_close([got[(x, z)], got[(z, x)]], [r, 1 / r])
