@@ -998,8 +998,9 @@ def _warn_if_sets_differ(common: _Common) -> None:
         models = sorted({str(m) for m in dropped[common.model].to_list()})
         msg = (
             f"relative_skill(compare='all'): the models' forecast sets differ ({total} forecasts of "
-            f"{', '.join(models)} were not made by every model of their group), so their scores are "
-            "over different forecasts; compare='common' compares each pair on the forecasts both made"
+            f"{', '.join(models)} were not made by every model of their group; a forecast is a value of "
+            f"{common.ids}, pass forecast_unit= to name its columns), so their scores are over different "
+            "forecasts; compare='common' compares each pair on the forecasts both made"
         )
         warnings.warn(msg, UserWarning, stacklevel=4)
 
