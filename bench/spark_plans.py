@@ -81,7 +81,7 @@ def metrics() -> dict[str, list[Any]]:
                 cf.pit_test("y", mean="mu", std="sd"),
                 cf.kupiec_test("y", "lo", "hi", confidence_level=0.9),
                 cf.christoffersen_test("y", "lo", "hi", confidence_level=0.9, order_by="t"),
-                cf.diebold_mariano_test("label", "score", "other", order_by="t"),
+                cf.diebold_mariano_test("label", "score", "other", order_by="t", small_sample=None),
             ]
         }
     )

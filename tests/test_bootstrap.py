@@ -272,7 +272,7 @@ def _oracle_by_group(data: dict[str, Any], h: int, loss: str = "squared") -> pd.
 
 def test_diebold_mariano_matches_numpy_grouped(constructor):
     data = _series(0)
-    test = cf.diebold_mariano_test("y", "f1", "f2", order_by="t", horizon=3)
+    test = cf.diebold_mariano_test("y", "f1", "f2", order_by="t", small_sample=None, horizon=3)
     out = to_pandas(cf.evaluate(constructor(data), test, by="g"))
     expected = _oracle_by_group(data, 3)
     assert out["g"].tolist() == expected["g"].tolist()
@@ -292,7 +292,7 @@ def test_diebold_mariano_losses_and_horizons(constructor, horizon, loss):
         data["y"] = (rng.random(n) < 0.4).astype(float)
         data["f1"] = np.clip(0.4 + 0.3 * (data["y"] - 0.4) + 0.2 * rng.random(n), 0.01, 0.99)
         data["f2"] = np.full(n, 0.4)
-    test = cf.diebold_mariano_test("y", "f1", "f2", order_by="t", loss=loss, horizon=horizon)
+    test = cf.diebold_mariano_test("y", "f1", "f2", order_by="t", small_sample=None, loss=loss, horizon=horizon)
     out = to_pandas(cf.evaluate(constructor(data), test, by="g"))
     expected = _oracle_by_group(data, horizon, loss)
     assert_close(out["diebold_mariano_test"], expected["stat"], rtol=1e-10, what="statistic")
@@ -312,7 +312,9 @@ def test_diebold_mariano_direct_call_and_negative_variance(eager_constructor):
     f1 = np.where(t % 2 == 0, 1.0, 0.2) + 0.01 * t
     f2 = np.full(40, 0.5)
     data = {"t": t[::-1], "y": y[::-1], "f1": f1[::-1], "f2": f2[::-1]}
-    res = cf.conformal(eager_constructor(data)).diebold_mariano_test("y", "f1", "f2", order_by="t", horizon=2)
+    res = cf.conformal(eager_constructor(data)).diebold_mariano_test(
+        "y", "f1", "f2", order_by="t", small_sample=None, horizon=2
+    )
     assert isinstance(res, cf.DieboldMarianoTestResult)
     stat, p = res
     d = (y - f1) ** 2 - (y - f2) ** 2
@@ -327,14 +329,14 @@ def test_diebold_mariano_stays_lazy_and_checks_the_order(lazy_constructor):
     _not_spark(lazy_constructor)
     data = _series(1, n=30, groups=2)
     native = lazy_constructor(data)
-    out = cf.evaluate(native, cf.diebold_mariano_test("y", "f1", "f2", order_by="t"), by="g")
+    out = cf.evaluate(native, cf.diebold_mariano_test("y", "f1", "f2", order_by="t", small_sample=None), by="g")
     assert isinstance(nw.from_native(out), nw.LazyFrame)
     bad = dict(data)
     bad["t"] = np.where(bad["t"] == 3, 4, bad["t"])  # t = 4 twice in each group
     res = to_pandas(
         cf.evaluate(
             lazy_constructor(bad),
-            cf.diebold_mariano_test("y", "f1", "f2", order_by="t"),
+            cf.diebold_mariano_test("y", "f1", "f2", order_by="t", small_sample=None),
             by="g",
         )
     )
@@ -352,7 +354,7 @@ def test_diebold_mariano_bad_input(eager_constructor):
     ):
         cf.evaluate(
             eager_constructor(bad),
-            cf.diebold_mariano_test("y", "f1", "f2", order_by="t"),
+            cf.diebold_mariano_test("y", "f1", "f2", order_by="t", small_sample=None),
         )
     # the same time point in two groups is fine
     ok = {**data, "g": np.where(np.arange(20) % 2 == 0, "a", "b")}
@@ -360,15 +362,15 @@ def test_diebold_mariano_bad_input(eager_constructor):
     out = to_pandas(
         cf.evaluate(
             eager_constructor(ok),
-            cf.diebold_mariano_test("y", "f1", "f2", order_by="t"),
+            cf.diebold_mariano_test("y", "f1", "f2", order_by="t", small_sample=None),
             by="g",
         )
     )
     assert out["n"].tolist() == [10, 10]
     with pytest.raises(ValueError, match="horizon"):
-        cf.diebold_mariano_test("y", "f1", "f2", order_by="t", horizon=0)
+        cf.diebold_mariano_test("y", "f1", "f2", order_by="t", small_sample=None, horizon=0)
     with pytest.raises(ValueError, match="loss"):
-        cf.diebold_mariano_test("y", "f1", "f2", order_by="t", loss="hinge")
+        cf.diebold_mariano_test("y", "f1", "f2", order_by="t", small_sample=None, loss="hinge")
     with pytest.raises(TypeError, match="order_by"):
         cf.diebold_mariano_test("y", "f1", "f2", order_by=3)
     with pytest.raises(TypeError):
@@ -624,7 +626,7 @@ def test_diebold_mariano_constant_differential_up_to_rounding_is_null(eager_cons
     d = (y - (y + 0.1)) ** 2 - (y - (y + 0.2)) ** 2
     assert 0.0 < d.std() < 1e-14 * abs(d.mean())
     for loss in ("squared", "absolute"):
-        test = cf.diebold_mariano_test("y", "s", "o", order_by="t", loss=loss)
+        test = cf.diebold_mariano_test("y", "s", "o", order_by="t", small_sample=None, loss=loss)
         out = to_pandas(cf.evaluate(eager_constructor(data), test, by="g"))
         assert out["diebold_mariano_test"].isna().all(), loss
         assert out["diebold_mariano_test_pvalue"].isna().all(), loss

@@ -42,7 +42,7 @@ def test_horizon_column_equals_one_call_per_horizon(constructor) -> None:
     frame = constructor(data)
     out = to_pandas(
         cf.conformal(frame).diebold_mariano_test(
-            "y", "a", "b", order_by="t", horizon="horizon", by=["model", "horizon"]
+            "y", "a", "b", order_by="t", small_sample=None, horizon="horizon", by=["model", "horizon"]
         )
     )
     assert len(out) == 6
@@ -55,7 +55,7 @@ def test_horizon_column_equals_one_call_per_horizon(constructor) -> None:
     data["h"] = list(data["horizon"])
     by_col = to_pandas(
         cf.conformal(constructor(data)).diebold_mariano_test(
-            "y", "a", "b", order_by="t", horizon="h", by=["model", "horizon"]
+            "y", "a", "b", order_by="t", small_sample=None, horizon="h", by=["model", "horizon"]
         )
     )
     assert_close(by_col["diebold_mariano_test"], out["diebold_mariano_test"], rtol=1e-10)
@@ -66,14 +66,14 @@ def test_horizon_one_call_per_horizon_eager(eager_constructor) -> None:
     arr = {k: np.asarray(v) for k, v in data.items()}
     out = to_pandas(
         cf.conformal(eager_constructor(data)).diebold_mariano_test(
-            "y", "a", "b", order_by="t", horizon="horizon", by=["model", "horizon"]
+            "y", "a", "b", order_by="t", small_sample=None, horizon="horizon", by=["model", "horizon"]
         )
     )
     for _, row in out.iterrows():
         rows = (arr["model"] == row["model"]) & (arr["horizon"] == row["horizon"])
         sub = {k: v[rows].tolist() for k, v in arr.items()}
         one = cf.conformal(eager_constructor(sub)).diebold_mariano_test(
-            "y", "a", "b", order_by="t", horizon=int(row["horizon"])
+            "y", "a", "b", order_by="t", small_sample=None, horizon=int(row["horizon"])
         )
         assert_close([row["diebold_mariano_test"], row["diebold_mariano_test_pvalue"]], [one.statistic, one.pvalue])
 
@@ -82,14 +82,16 @@ def test_horizon_errors() -> None:
     import polars as pl
 
     with pytest.raises(TypeError, match=r"^horizon must be a positive integer or the name of a column"):
-        cf.diebold_mariano_test("y", "a", "b", order_by="t", horizon=1.5)  # type: ignore[arg-type]
+        cf.diebold_mariano_test("y", "a", "b", order_by="t", small_sample=None, horizon=1.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^horizon must be a positive integer"):
-        cf.diebold_mariano_test("y", "a", "b", order_by="t", horizon=0)
+        cf.diebold_mariano_test("y", "a", "b", order_by="t", small_sample=None, horizon=0)
     df = pl.DataFrame({"t": range(6), "y": [1.0, 2, 3, 2, 1, 2], "a": [1.1, 2.2, 2.9, 2.1, 1.2, 1.8],
                        "b": [1.3, 1.6, 3.1, 2.4, 0.9, 2.3], "h": [1, 1, 1, 2, 2, 2]})  # fmt: skip
     with pytest.raises(cf.InvalidRowsError, match=r"column 'h' \(horizon=\) is not constant within a group, in 6 rows"):
-        df.conformal.diebold_mariano_test("y", "a", "b", order_by="t", horizon="h")
+        df.conformal.diebold_mariano_test("y", "a", "b", order_by="t", small_sample=None, horizon="h")
     with pytest.raises(cf.InvalidRowsError, match=r"column 'h' \(horizon=\) has values that are not integers >= 1"):
-        df.with_columns(h=pl.lit(0.5)).conformal.diebold_mariano_test("y", "a", "b", order_by="t", horizon="h")
+        df.with_columns(h=pl.lit(0.5)).conformal.diebold_mariano_test(
+            "y", "a", "b", order_by="t", small_sample=None, horizon="h"
+        )
     with pytest.raises(cf.ColumnNotFoundError):
-        df.conformal.diebold_mariano_test("y", "a", "b", order_by="t", horizon="nope")
+        df.conformal.diebold_mariano_test("y", "a", "b", order_by="t", small_sample=None, horizon="nope")

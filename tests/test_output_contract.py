@@ -74,7 +74,7 @@ CALLS: dict[str, Callable[[], cf.Metric]] = {
     "coverage_test": lambda: cf.coverage_test("y", "lo", "hi", confidence_level=0.9),
     "crps": lambda: cf.crps("y", mean="mu", std="sd"),
     "cwc": lambda: cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=0.9),
-    "diebold_mariano_test": lambda: cf.diebold_mariano_test("y", "score", "other", order_by="t"),
+    "diebold_mariano_test": lambda: cf.diebold_mariano_test("y", "score", "other", order_by="t", small_sample=None),
     "ece": lambda: cf.ece("label", "score", n_bins=3),
     "efficiency_criteria": lambda: cf.efficiency_criteria("label3", P, classes=C, confidence_level=0.75),
     "empty_rate": lambda: cf.empty_rate(M, classes=C),
@@ -317,6 +317,9 @@ def test_pandas_paths_give_the_same_count_dtypes(monkeypatch: pytest.MonkeyPatch
 FRAME_CALLS: dict[str, Callable[[Any], Any]] = {
     "naive_scale": lambda f: cf.naive_scale(f, "y", by="g", order_by="t"),
     "relative_skill": lambda f: cf.relative_skill(f, cf.mae("y", "mu"), model="label3", by="g"),
+    "pairwise_comparison": lambda f: cf.pairwise_comparison(
+        f, cf.mae("y", "mu"), model="label3", by="g", forecast_unit="t", test=None
+    ),
     "corp_reliability": lambda f: cf.corp_reliability(f, "label", "score", n_resamples=5, by="g"),
     "cumulative_differences": lambda f: cf.cumulative_differences(f, "label", "score", by="g"),
     "excess_risk_target_coverage": lambda f: cf.excess_risk_target_coverage(

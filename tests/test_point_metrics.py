@@ -457,7 +457,7 @@ def test_relative_skill_equals_the_pairwise_geometric_mean() -> None:
     for h in (1, 2):
         y = rng.normal(size=6)
         for k, m in enumerate(models):
-            rows += [{"h": h, "m": m, "y": v, "f": v + rng.normal() * (k + 1)} for v in y]
+            rows += [{"h": h, "i": i, "m": m, "y": v, "f": v + rng.normal() * (k + 1)} for i, v in enumerate(y)]
     df = pl.DataFrame(rows)
     out = to_pandas(cf.relative_skill(df, cf.mae("y", "f"), model="m", baseline="base", by="h"))
     for _, part in out.groupby("h"):
@@ -476,7 +476,7 @@ def test_relative_skill_equals_the_pairwise_geometric_mean() -> None:
 
 
 def test_relative_skill_bad_input() -> None:
-    df = pl.DataFrame({"h": [1, 1, 2], "m": ["a", "base", "a"], "y": [1.0, 1.0, 1.0], "f": [2.0, 3.0, 2.0]})
+    df = pl.DataFrame({"h": [1, 1, 2], "i": [0, 0, 0], "m": ["a", "base", "a"], "y": [1.0] * 3, "f": [2.0, 3.0, 2.0]})
     with pytest.raises(
         ValueError, match=r"baseline 'nope' is not a value of the model column 'm'; models: \['a', 'base'\]"
     ):

@@ -110,12 +110,19 @@ def _check(actual: Any, records: list[dict[str, Any]], name: str) -> None:
             assert_close(actual[c], [np.nan if v is None else v for v in values], what=f"{name}.{c}")
 
 
-@pytest.mark.parametrize("policy", ["null", "drop"])
+V1_FILES = {"null": "summary.parquet", "drop": "drop.parquet", "counts": "counts.parquet"}
+W1 = {
+    "coverage_k": lambda: cf.coverage("y", "lo", "hi", counts="k").alias("coverage_k"),
+    "ks_test_k": lambda: cf.ks_test("label", "score", counts="k").alias("ks_test_k"),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(V1_FILES))
 def test_version_1_summaries_finalize_to_the_numbers_of_0_3(policy: str) -> None:
-    stats = pl.read_parquet(V1 / ("summary.parquet" if policy == "null" else "drop.parquet"))
+    stats = pl.read_parquet(V1 / V1_FILES[policy])
     assert set(stats["cf_version"].to_list()) == {1}
     for name, expected in _expected(policy).items():
-        metric = ALL[name]()
+        metric = {**ALL, **W1}[name]()
         _check(_finalized(stats, metric, "g"), expected["by_g"], name)
         _check(_finalized(stats, metric, None), expected["all"], name)
 

@@ -588,6 +588,7 @@ COLUMN_CASES = {
     "log_loss": lambda: cf.log_loss(1, "s"),
     "log_score": lambda: cf.log_score(1, mean="m", std="s"),
     "relative_skill": lambda: cf.relative_skill(pl.DataFrame(BASE), cf.mae(1, "f"), model="m"),
+    "pairwise_comparison": lambda: cf.pairwise_comparison(pl.DataFrame(BASE), cf.mae(1, "f"), model="m"),
 }
 _PARAM = {"width": "lo", "set_size": "sets", "singleton_rate": "sets", "empty_rate": "sets"}
 

@@ -541,6 +541,7 @@ UNWEIGHTED = {
     "auarc",
     "naive_scale",
     "path_coverage",
+    "pairwise_comparison",
     "relative_skill",
     "christoffersen_test",
     "corp_reliability",

@@ -19,7 +19,13 @@ from typing import Any
 from conformal_frames._version import __version__ as __version__
 from conformal_frames.engine import Metric, evaluate
 from conformal_frames.errors import BackendLimitError, ColumnNotFoundError, InvalidRowsError
-from conformal_frames.metrics.bootstrap import bootstrap, bootstrap_difference, relative_skill, skill_score
+from conformal_frames.metrics.bootstrap import (
+    bootstrap,
+    bootstrap_difference,
+    pairwise_comparison,
+    relative_skill,
+    skill_score,
+)
 from conformal_frames.metrics.calibration import (
     brier,
     brownian_max_abs_cdf,
@@ -148,6 +154,7 @@ __all__ = [
     "merge_summaries",
     "mse",
     "naive_scale",
+    "pairwise_comparison",
     "path_coverage",
     "pinball_loss",
     "pit_histogram",

@@ -7,9 +7,9 @@ from types import ModuleType
 from typing import Any, Literal
 
 from conformal_frames.engine import InvalidPolicy, Metric
-from conformal_frames.metrics.bootstrap import engine
+from conformal_frames.metrics.bootstrap import Compare, Test, engine
 from conformal_frames.metrics.calibration import Strategy
-from conformal_frames.metrics.comparison import Loss
+from conformal_frames.metrics.comparison import Loss, SmallSample
 from conformal_frames.metrics.distributions import Estimator
 from conformal_frames.metrics.recalibration import ScoringRule
 from conformal_frames.metrics.sets import Label
@@ -424,13 +424,15 @@ class ConformalNamespace:
     ) -> Any: ...
     def diebold_mariano_test(
         self,
-        y: str,
-        score: str,
-        other: str,
+        y: str | None,
+        score: str | Metric,
+        other: str | Metric,
         *,
         order_by: str,
-        loss: Loss = ...,
+        loss: Loss | None = ...,
         horizon: int | str = ...,
+        small_sample: SmallSample | None = ...,
+        series: str | None = ...,
         by: str | Sequence[str] | None = ...,
         invalid: InvalidPolicy | None = ...,
         progress: bool | None = ...,
@@ -767,6 +769,19 @@ class ConformalNamespace:
     def naive_scale(
         self, y: str, *, by: str | list[str], order_by: str, season: int = ..., invalid: InvalidPolicy | None = ...
     ) -> Any: ...
+    def pairwise_comparison(
+        self,
+        metric: Metric,
+        *,
+        model: str,
+        baseline: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        forecast_unit: str | Sequence[str] | None = ...,
+        test: Test | None = ...,
+        n_permutations: int = ...,
+        seed: int = ...,
+        invalid: engine.InvalidPolicy | None = ...,
+    ) -> Any: ...
     def relative_skill(
         self,
         metric: Metric,
@@ -774,6 +789,8 @@ class ConformalNamespace:
         model: str,
         baseline: str | None = ...,
         by: str | Sequence[str] | None = ...,
+        compare: Compare = ...,
+        forecast_unit: str | Sequence[str] | None = ...,
         invalid: engine.InvalidPolicy | None = ...,
     ) -> Any: ...
     def report(

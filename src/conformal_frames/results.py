@@ -167,10 +167,12 @@ class DieboldMarianoTestResult(TestResult):
     Attributes
     ----------
     statistic : float
-        ``DM = dbar / sqrt(V / n)``; positive when the first forecast has the
-        larger mean loss.
+        ``DM = dbar / sqrt(V / n)`` (times the Harvey-Leybourne-Newbold
+        factor with ``small_sample="hln"``); positive when the first
+        forecast has the larger mean loss.
     pvalue : float
-        Two-sided p-value ``2 (1 - Phi(|DM|))`` (asymptotic).
+        Two-sided p-value: Student-t with ``n - 1`` degrees of freedom
+        (``small_sample="hln"``), or ``2 (1 - Phi(|DM|))`` (``None``).
     n : int
         Number of rows.
     """

@@ -44,7 +44,7 @@ from conformal_frames import engine
 from conformal_frames._progress import task
 from conformal_frames._validate import check_positive_int
 from conformal_frames.engine import Cells, InvalidPolicy, Metric, Plan, Query
-from conformal_frames.engine.spec import Spec, declared_name
+from conformal_frames.engine.spec import Spec, Stat, declared_name
 from conformal_frames.errors import BooleanColumnError, ColumnNotFoundError, ListColumnError
 
 __all__ = ["SCHEMA_VERSION", "finalize", "merge_summaries", "rolling", "summarize"]
@@ -76,18 +76,23 @@ def _v1_cell(key: Hashable) -> str:
     return _v1_name("cell", key)[len("cf_cell_") :]
 
 
-def _stored_key(key: Hashable, version: int) -> Hashable:
-    """The key under which a summary of ``version`` stores a statistic.
+def _stored_name(stat: Stat, version: int) -> str:
+    """The summary column of ``stat`` in a summary of schema ``version``.
 
     Version 1 (0.3) has no count of the positive weights of a group (the
-    positive-total rule); the sum of the weights stands in for it: the weights
-    were checked finite and non-negative, so one is positive exactly when the
-    other is.
+    positive-total rule) and no count of input rows under ``counts=``: the
+    sum of the weights stands in for the first (the weights were checked
+    finite and non-negative, so one is positive exactly when the other is),
+    ``n`` for the second (0.3 counted invalid rows as represented rows).
     """
-    if version == 1 and isinstance(key, tuple) and len(key) == 2 and key[0] == "positive":
+    key = stat.key
+    head = key[0] if isinstance(key, tuple) and key else None
+    if version == 1 and head == "input_rows":
+        return "n"
+    if version == 1 and head == "positive" and isinstance(key, tuple) and len(key) == 2:
         inner = key[1]
-        return inner[1] if isinstance(inner, tuple) and len(inner) == 2 and inner[0] == "row" else inner
-    return key
+        key = inner[1] if isinstance(inner, tuple) and len(inner) == 2 and inner[0] == "row" else inner
+    return _NAMES[version][0](stat.how, key)
 
 
 _NAMES: dict[int, tuple[Callable[[str, Hashable], str], Callable[[Hashable], str]]] = {
@@ -116,7 +121,7 @@ class _State:
         aggs: dict[str, tuple[str, str]] = {}
         cells: dict[str, tuple[str, dict[str, str]]] = {}
         for spec in specs:
-            aggs.update({s.column: (stat_name(s.how, _stored_key(s.key, version)), s.how) for s in spec.stats})
+            aggs.update({s.column: (_stored_name(s, version), s.how) for s in spec.stats})
             for table in spec.cells:
                 sums = cells.setdefault(cell_name(table.order_key), (table.order, {}))[1]
                 sums.update({stat_name("sum", key): row for key, row in table.sums})

@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import narwhals.stable.v2 as nw
+import numpy as np
 
 from conformal_frames import engine
 from conformal_frames._progress import advance
-from conformal_frames._validate import check_column, check_positive_int, optional
+from conformal_frames._validate import check_column, check_positive_int, choice, optional
 from conformal_frames.engine import (
     PHASES,
     REPLICATE_WEIGHTS,
@@ -38,6 +40,7 @@ from conformal_frames.engine import (
     polars_in_memory,
     sort_result,
 )
+from conformal_frames.errors import BackendLimitError
 from conformal_frames.numerics.resample import (
     clean_row,
     poisson_counts,
@@ -47,9 +50,9 @@ from conformal_frames.numerics.resample import (
     replicate_terms,
 )
 
-__all__ = ["bootstrap", "bootstrap_difference", "relative_skill", "skill_score"]
+__all__ = ["bootstrap", "bootstrap_difference", "pairwise_comparison", "relative_skill", "skill_score"]
 METHODS: list[str] = []  # metric wrappers: use them in evaluate
-FRAME_METHODS = ["relative_skill"]
+FRAME_METHODS = ["pairwise_comparison", "relative_skill"]
 
 
 def _check_metric(value: Any, name: str) -> Metric:
@@ -672,6 +675,8 @@ def relative_skill(
     model: str,
     baseline: str | None = None,
     by: str | Sequence[str] | None = None,
+    compare: Compare = "common",
+    forecast_unit: str | Sequence[str] | None = None,
     invalid: engine.InvalidPolicy | None = None,
 ) -> Any:
     """Relative skill of several models in a long frame (one row per forecast and model).
@@ -685,14 +690,24 @@ def relative_skill(
     ``scaled_relative_skill = theta_i / theta_baseline = S_i / S_baseline``.
     Below 1 is better than the typical model (than the baseline).
 
-    The ratios are those of the models' mean scores over the rows of the
-    group: scoringutils takes each pair's mean scores over the forecasts
-    both models made, which is the same when every model scored the same
-    forecasts.  Make the rows comparable first (filter to the forecasts all
-    models made); ``n`` shows each model's rows.  A group without the
-    baseline has a null ``scaled_relative_skill``; a baseline absent from
-    the whole frame is an error on eager input.  Scores at or below 0 have
-    no ratio: the group's relative skills are null.
+    ``compare="common"`` (default): as scoringutils, each pair ``(i, j)`` is
+    compared on the forecasts both models made: ``theta_ij`` is the ratio
+    of the two models' mean forecast scores over those forecasts (a
+    forecast's score is the metric on its rows, a forecast is identified by
+    ``forecast_unit``), and ``scaled_relative_skill = theta_i /
+    theta_baseline``.  ``n_dropped`` counts each model's forecasts that
+    another model of the group did not make (left out of that pair's
+    comparison); the metric's column and ``n`` stay those of all the
+    model's rows.  A pair without common forecasts is left out of the
+    geometric means.  ``compare="all"``: the 0.3 rule, each model's score
+    over all its rows (``theta_i = S_i / GM_j(S_j)``, ``scaled = S_i /
+    S_baseline``), with a ``UserWarning`` on eager input when the models'
+    forecast sets differ.  Both rules agree when every model scored the
+    same forecasts (and the metric is a mean over forecasts).  A group
+    without the baseline has a null ``scaled_relative_skill``; a baseline
+    absent from the whole frame is an error on eager input.  Scores at or
+    below 0 have no ratio: the group's relative skills are null.  See also
+    :func:`pairwise_comparison` (the ratios with p-values).
 
     Parameters
     ----------
@@ -706,6 +721,16 @@ def relative_skill(
         The baseline model (a value of ``model``).
     by : str or list of str, optional
         Group columns (e.g. ``"horizon"``); the comparison is made per group.
+    compare : {"common", "all"}, default "common"
+        Which forecasts a pair of models is compared on: those both made, or
+        all of each model's rows (0.3's rule).
+    forecast_unit : str or list of str, optional
+        Columns that identify one forecast across models (e.g.
+        ``["series", "cutoff", "horizon"]``); default: every column that is
+        not ``model``, a ``by=`` key or an input of ``metric`` (as
+        scoringutils: an unrelated column that differs between models makes
+        their forecasts different).  A forecast with a missing value in one
+        of them matches no other model's.
     invalid : {"raise", "drop", "null"}, optional
         Invalid-row policy of the metric's evaluation.
 
@@ -714,34 +739,46 @@ def relative_skill(
     frame
         The caller's type, one row per group and model, sorted: ``by``,
         ``model``, the metric's mean score, ``relative_skill``,
-        ``scaled_relative_skill`` (with a baseline) and ``n``.
+        ``scaled_relative_skill`` (with a baseline), ``n`` and (with
+        ``compare="common"``) ``n_dropped``.
 
     Examples
     --------
     >>> import polars as pl
     >>> import conformal_frames as cf
-    >>> df = pl.DataFrame({"m": ["a", "a", "b", "b", "naive", "naive"],
+    >>> df = pl.DataFrame({"t": [1, 2] * 3, "m": ["a", "a", "b", "b", "naive", "naive"],
     ...                    "y": [1.0, 2.0, 1.0, 2.0, 1.0, 2.0], "f": [1.5, 2.5, 2.0, 3.0, 3.0, 4.0]})
     >>> out = cf.relative_skill(df, cf.mae("y", "f"), model="m", baseline="naive")
     >>> out["scaled_relative_skill"].to_list()
     [0.25, 0.5, 1.0]
+
+    Model ``c`` made only forecast 1: each pair is compared on the forecasts
+    both made.
+
+    >>> long = pl.DataFrame({"id": [1, 2, 1, 2, 1], "model": list("aabbc"),
+    ...                      "y": [0.0] * 5, "f": [1.0, 3, 2, 2, 1]})
+    >>> out = cf.relative_skill(long, cf.mae("y", "f"), model="model")
+    >>> [round(x, 4) for x in out["relative_skill"]], out["n_dropped"].to_list()
+    ([1.0, 1.2599, 0.7937], [1, 1, 0])
     """
     metric = _check_metric(metric, "metric")
-    check_column(model, "model")
-    keys = engine.as_keys(by)
-    if model in keys:
-        msg = f"model={model!r} is also a by= key; the models are compared within each group of by="
-        raise ValueError(msg)
-    _, eager = engine.to_lazy(frame)
+    keys = _check_comparison(model, by, compare)
+    lf, eager = engine.to_lazy(frame)
     scored = nw.from_native(engine.evaluate(frame, metric, by=[*keys, model], invalid=invalid))
     scores = scored.lazy() if isinstance(scored, nw.DataFrame) else scored
     name = metric.output_name
     if eager and baseline is not None:
-        present = scores.filter(nw.col(model) == baseline).select(nw.len()).collect().item()
-        if not present:
-            models = sorted(scores.select(model).unique().collect()[model].to_list())
-            msg = f"baseline {baseline!r} is not a value of the model column {model!r}; models: {models}"
-            raise ValueError(msg)
+        _check_baseline(scores, model, baseline)
+    ids = _forecast_unit(lf, metric, model, keys, forecast_unit, required=compare == "common")
+    if compare == "common":
+        common = _Common.of(frame, metric, model, keys, ids, invalid)
+        joined = engine.join_keys(scores, common.skills(baseline), [*keys, model])
+        rest = [c for c in scores.collect_schema().names() if c not in {*keys, model, name}]
+        names = ["relative_skill", *(["scaled_relative_skill"] if baseline is not None else [])]
+        result = sort_result(joined.select(*keys, model, name, *names, *rest, "n_dropped"), *keys, model)
+        return result.collect().to_native() if eager else result.to_native()
+    if eager and ids:
+        _warn_if_sets_differ(_Common.of(frame, metric, model, keys, ids, invalid))
     s = nw.col(name)
     log = "__cf_log"
     scores = scores.with_columns(nw.when(s > 0.0).then(s).log().alias(log))
@@ -757,3 +794,349 @@ def relative_skill(
     columns = [*keys, model, name, *skills, *rest]
     result = sort_result(scores.select(*columns), *keys, model)
     return result.collect().to_native() if eager else result.to_native()
+
+
+# ---------------------------------------------------------------------------
+# comparisons on common forecasts: relative_skill(compare="common"), pairwise_comparison
+# ---------------------------------------------------------------------------
+Compare = Literal["common", "all"]
+Test = Literal["permutation", "wilcoxon"]
+_SCORE, _OTHER, _OTHER_SCORE = "__cf_score", "__cf_other", "__cf_other_score"
+_SUM, _OTHER_SUM, _COMMON, _RATIO = "__cf_sum", "__cf_other_sum", "__cf_common", "__cf_ratio"
+
+
+def _check_comparison(model: str, by: str | Sequence[str] | None, compare: str) -> list[str]:
+    check_column(model, "model")
+    choice("common", "all")(compare, "compare")
+    keys = engine.as_keys(by)
+    if model in keys:
+        msg = f"model={model!r} is also a by= key; the models are compared within each group of by="
+        raise ValueError(msg)
+    return keys
+
+
+def _check_baseline(scores: nw.LazyFrame, model: str, baseline: Any) -> None:
+    present = scores.filter(nw.col(model) == baseline).select(nw.len()).collect().item()
+    if not present:
+        models = sorted(scores.select(model).unique().collect()[model].to_list())
+        msg = f"baseline {baseline!r} is not a value of the model column {model!r}; models: {models}"
+        raise ValueError(msg)
+
+
+def _forecast_unit(
+    lf: nw.LazyFrame,
+    metric: Metric,
+    model: str,
+    keys: list[str],
+    forecast_unit: str | Sequence[str] | None,
+    *,
+    required: bool,
+) -> list[str]:
+    """The columns that identify a forecast: ``forecast_unit``, or every column that is no model, key or input."""
+    schema = dict(metric.prepare(lf).collect_schema())
+    names = lf.collect_schema().names()
+    probe = Query(schema=schema, keys=list(keys))
+    if forecast_unit is not None:
+        ids = engine.as_keys(forecast_unit)
+        clash = [c for c in ids if c in {model, *keys}]
+        if clash:
+            msg = (
+                f"forecast_unit= names {clash}, the model column or a by= key; it names the other columns of a forecast"
+            )
+            raise ValueError(msg)
+        for c in ids:
+            probe.column(c)  # exists
+        return ids
+    metric.build(probe)
+    ids = [c for c in names if c not in {model, *keys, *probe.used}]
+    if not ids and required:
+        msg = (
+            f"compare='common' needs the columns that identify a forecast (e.g. series and date), and every "
+            f"column is the model, a by= key or an input of {metric.output_name}; pass forecast_unit=, or "
+            "compare='all' to compare each model's rows as they are"
+        )
+        raise ValueError(msg)
+    return ids
+
+
+@dataclass(frozen=True)
+class _Common:
+    """Per-forecast scores of every model and the pairs of models that made the same forecast."""
+
+    keys: list[str]
+    model: str
+    ids: list[str]
+    #: one row per forecast and model: keys, model, ids, the forecast's score ``_SCORE`` (not null)
+    scores: nw.LazyFrame
+    #: one row per forecast and ordered pair of models that both made it: scores' columns, ``_OTHER``, ``_OTHER_SCORE``
+    pairs: nw.LazyFrame
+
+    @classmethod
+    def of(cls, frame: Any, metric: Metric, model: str, keys: list[str], ids: list[str], invalid: Any) -> _Common:
+        scored = nw.from_native(engine.evaluate(frame, metric, by=[*keys, model, *ids], invalid=invalid))
+        lazy = scored.lazy() if isinstance(scored, nw.DataFrame) else scored
+        score = nw.col(metric.output_name).cast(nw.Float64).alias(_SCORE)
+        scores = lazy.select(*keys, model, *ids, score).filter(~nw.col(_SCORE).is_null())
+        right = scores.select(*keys, *ids, nw.col(model).alias(_OTHER), nw.col(_SCORE).alias(_OTHER_SCORE))
+        pairs = engine.join_keys(scores, right, [*keys, *ids], how="inner").filter(nw.col(model) != nw.col(_OTHER))
+        return cls(keys, model, ids, scores, pairs)
+
+    def ratios(self) -> nw.LazyFrame:
+        """Per group and ordered pair: the sums of both scores, the common forecasts and their ratio."""
+        group = [*self.keys, self.model, _OTHER]
+        sums = [
+            nw.col(_SCORE).sum().alias(_SUM),
+            nw.col(_OTHER_SCORE).sum().alias(_OTHER_SUM),
+            nw.len().alias(_COMMON),
+        ]
+        a, b = nw.col(_SUM), nw.col(_OTHER_SUM)
+        ratio = nw.when((a > 0.0) & (b > 0.0)).then(a / b).alias(_RATIO)
+        return aggregate(self.pairs, group, sums).with_columns(ratio, nw.col(_COMMON).cast(nw.Int64))
+
+    def n_dropped(self) -> nw.LazyFrame:
+        """Per group and model: its forecasts that another model of the group did not make."""
+        keys, model = self.keys, self.model
+        partners = aggregate(self.pairs, [*keys, model, *self.ids], [nw.len().alias("__cf_partners")])
+        forecasts = engine.join_keys(self.scores.select(*keys, model, *self.ids), partners, [*keys, model, *self.ids])
+        models = aggregate(self.scores, [*keys, model], [nw.len().alias("__cf_m")])
+        n_models = aggregate(models, keys, [nw.len().alias("__cf_n_models")])
+        forecasts = engine.join_keys(forecasts, n_models, keys)
+        short = nw.col("__cf_partners").fill_null(0) < nw.col("__cf_n_models") - 1
+        dropped = forecasts.with_columns(engine.indicator(short).alias("__cf_dropped"))
+        n_dropped = aggregate(dropped, [*keys, model], [nw.col("__cf_dropped").sum().alias("n_dropped")])
+        return n_dropped.with_columns(nw.col("n_dropped").cast(nw.Int64))
+
+    def skills(self, baseline: Any) -> nw.LazyFrame:
+        """Per group and model: ``relative_skill`` (and ``scaled_relative_skill``) from the pair ratios, ``n_dropped``.
+
+        ``theta_i`` is the geometric mean of ``theta_ij`` over the models
+        ``j`` of the group (``theta_ii = 1``; pairs without common forecasts
+        left out; with a baseline, ``j`` runs over the other models).  A
+        ratio of a sum at or below 0 nulls the group's skills.
+        """
+        keys, model = self.keys, self.model
+        counted = nw.col(_OTHER) != baseline if baseline is not None else nw.lit(value=True)
+        ratios = self.ratios().with_columns(
+            nw.when(counted).then(nw.col(_RATIO).log()).fill_null(0.0).alias("__cf_log"),
+            engine.indicator(counted & ~nw.col(_RATIO).is_null()).alias("__cf_k"),
+            engine.indicator(nw.col(_RATIO).is_null()).alias("__cf_bad"),
+        )
+        logs = [nw.col(c).sum() for c in ("__cf_log", "__cf_k", "__cf_bad")]
+        per_model = engine.join_keys(self.n_dropped(), aggregate(ratios, [*keys, model], logs), [*keys, model])
+        own = nw.col(model) != baseline if baseline is not None else nw.lit(value=True)
+        den = nw.col("__cf_k").fill_null(0.0) + engine.indicator(own)
+        bad = engine.over(nw.col("__cf_bad").fill_null(0.0).max(), keys) > 0.0
+        theta = nw.when(~bad & (den > 0.0)).then((nw.col("__cf_log").fill_null(0.0) / den).exp())
+        out = per_model.with_columns(theta.alias("relative_skill"))
+        columns = [*keys, model, "relative_skill", "n_dropped"]
+        if baseline is not None:
+            base = engine.over(nw.when(nw.col(model) == baseline).then(nw.col("relative_skill")).max(), keys)
+            out = out.with_columns((nw.col("relative_skill") / base).alias("scaled_relative_skill"))
+            columns.insert(-1, "scaled_relative_skill")
+        return out.select(*columns)
+
+
+def _warn_if_sets_differ(common: _Common) -> None:
+    dropped = common.n_dropped().filter(nw.col("n_dropped") > 0).collect()
+    if len(dropped):
+        total = int(dropped["n_dropped"].sum())
+        models = sorted({str(m) for m in dropped[common.model].to_list()})
+        msg = (
+            f"relative_skill(compare='all'): the models' forecast sets differ ({total} forecasts of "
+            f"{', '.join(models)} were not made by every model of their group; a forecast is a value of "
+            f"{common.ids}, pass forecast_unit= to name its columns), so their scores are over different "
+            "forecasts; compare='common' compares each pair on the forecasts both made"
+        )
+        warnings.warn(msg, UserWarning, stacklevel=4)
+
+
+def _pvalues(common: _Common, test: Test, n_permutations: int, seed: int) -> dict[tuple[Any, ...], tuple[float, float]]:
+    """``(keys..., model, other) -> (pvalue, Holm-adjusted pvalue)`` for every pair with common forecasts.
+
+    Pairs are tested once (``model < other``, mirrored for the other
+    order), in sorted order with one generator seeded by ``seed``; Holm's
+    adjustment runs over the pairs of each group, as scoringutils.
+    """
+    from conformal_frames.numerics.paired import holm, permutation_pvalue, wilcoxon_pvalue
+
+    keys, model = common.keys, common.model
+    order = [*keys, model, _OTHER, *common.ids]
+    rows = common.pairs.filter(nw.col(model) < nw.col(_OTHER)).sort(*order, nulls_last=True).collect()
+    labels = list(zip(*(rows[c].to_list() for c in [*keys, model, _OTHER]))) if len(rows) else []
+    x, y = rows[_SCORE].to_numpy().astype(float), rows[_OTHER_SCORE].to_numpy().astype(float)
+    starts = [i for i in range(len(labels)) if i == 0 or labels[i] != labels[i - 1]]
+    rng = np.random.default_rng(seed)
+    raw: dict[tuple[Any, ...], float] = {}
+    for start, stop in zip(starts, [*starts[1:], len(labels)]):
+        a, b = x[start:stop], y[start:stop]
+        raw[labels[start]] = (
+            permutation_pvalue(a, b, n_permutations=n_permutations, rng=rng)
+            if test == "permutation"
+            else wilcoxon_pvalue(a, b)
+        )
+    out: dict[tuple[Any, ...], tuple[float, float]] = {}
+    groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for label in raw:
+        groups.setdefault(label[: len(keys)], []).append(label)
+    for members in groups.values():
+        adjusted = holm(np.array([raw[m] for m in members]))
+        for m, adj in zip(members, adjusted):
+            mirrored = (*m[:-2], m[-1], m[-2])
+            out[m] = out[mirrored] = (raw[m], float(adj))
+    return out
+
+
+def _with_pvalues(
+    table: nw.DataFrame, pvalues: dict[tuple[Any, ...], tuple[float, float]], labels: list[str]
+) -> nw.DataFrame:
+    """``table`` (a row per group and ordered pair) with ``pvalue`` and ``adjusted_pvalue`` (1 for a model and itself)."""
+    rows = list(zip(*(table[c].to_list() for c in labels))) if len(table) else []
+    ns = nw.get_native_namespace(table)
+    cols = []
+    for i, name in enumerate(("pvalue", "adjusted_pvalue")):
+        values = [1.0 if r[-1] == r[-2] else pvalues.get(r, (None, None))[i] for r in rows]
+        cols.append(nw.new_series(name, values, nw.Float64, backend=ns))
+    return table.with_columns(*cols)
+
+
+def _pairwise_table(common: _Common, baseline: Any) -> nw.LazyFrame:
+    """Per group and ordered pair of its models (a model and itself included): the ratio, ``n``, the relative skills.
+
+    A pair without common forecasts has ``n = 0`` and a null ratio.
+    """
+    keys, model, other = common.keys, common.model, "compare_against"
+    ratios = common.ratios().select(
+        *keys, model, nw.col(_OTHER).alias(other), nw.col(_RATIO).alias("__cf_r"), nw.col(_COMMON).alias("__cf_n")
+    )
+    models = aggregate(common.scores, [*keys, model], [nw.len().alias("__cf_own")])
+    grid = engine.join_keys(models, models.select(*keys, nw.col(model).alias(other)), keys, how="inner")
+    table = engine.join_keys(grid, ratios, [*keys, model, other])
+    same = nw.col(model) == nw.col(other)
+    table = table.with_columns(
+        nw.when(same).then(nw.lit(1.0, nw.Float64)).otherwise(nw.col("__cf_r")).alias("mean_scores_ratio"),
+        nw.when(same).then(nw.col("__cf_own")).otherwise(nw.col("__cf_n").fill_null(0)).cast(nw.Int64).alias("n"),
+    )
+    table = table.select(*keys, model, other, "mean_scores_ratio", "n")
+    return engine.join_keys(table, common.skills(baseline).drop("n_dropped"), [*keys, model])
+
+
+@no_weights("pairwise_comparison", "weight the metric itself: its weights= and counts= enter each forecast's score")
+def pairwise_comparison(
+    frame: Any,
+    metric: Metric,
+    *,
+    model: str,
+    baseline: str | None = None,
+    by: str | Sequence[str] | None = None,
+    forecast_unit: str | Sequence[str] | None = None,
+    test: Test | None = "permutation",
+    n_permutations: int = 999,
+    seed: int = 0,
+    invalid: engine.InvalidPolicy | None = None,
+) -> Any:
+    """Pairwise comparison of several models on the forecasts each pair made (scoringutils').
+
+    ``metric`` (a score, lower is better) is evaluated per forecast (the
+    rows of one ``forecast_unit`` value and model).  For every pair of
+    models ``(i, j)`` of a group of ``by``: ``mean_scores_ratio`` =
+    ``theta_ij`` = the ratio of their mean forecast scores over the ``n``
+    forecasts both made, and a two-sided ``pvalue`` of equal mean scores on
+    those paired forecast scores ``(x_t, y_t)``:
+
+    - ``test="permutation"`` (default): the paired permutation test of
+      scoringutils (``permutation_test``): statistic ``|mean(x) - mean(y)|``,
+      ``n_permutations`` random swaps of each pair (generator seeded by
+      ``seed``), ``p = (1 + #{permuted >= observed}) / (n_permutations + 1)``;
+    - ``test="wilcoxon"``: the Wilcoxon signed-rank test of the differences
+      (``scipy.stats.wilcoxon``'s defaults; scoringutils' default test,
+      through R's ``wilcox.test``, adds a continuity correction);
+    - ``None``: no p-values (the table then stays lazy on every backend).
+
+    ``adjusted_pvalue`` is Holm's adjustment over the pairs of the group.
+    ``relative_skill`` of model ``i`` is the geometric mean of its ratios
+    (``theta_ii = 1`` included; pairs without common forecasts left out;
+    with a ``baseline``, ratios against the baseline left out) and
+    ``scaled_relative_skill = theta_i / theta_baseline``: the values of
+    :func:`relative_skill` with ``compare="common"``.  A model against
+    itself has ratio 1 and p-values 1.  Mean scores at or below 0 have no
+    ratio (null), and null the group's relative skills.
+
+    The p-values are computed in numpy on the paired forecast scores: on a
+    polars LazyFrame the function runs when called (a LazyFrame of the
+    result); DuckDB and PySpark relations need ``test=None`` or an eager
+    frame (``BackendLimitError``).
+
+    Parameters
+    ----------
+    frame : DataFrame or LazyFrame
+        Long frame with a model column.
+    metric : Metric
+        A score metric, e.g. ``cf.wis(...)``, ``cf.mae("y", "yhat")``.
+    model : str
+        Column naming the model of each row.
+    baseline : str, optional
+        The baseline model (a value of ``model``).
+    by : str or list of str, optional
+        Group columns; the comparison is made per group.
+    forecast_unit : str or list of str, optional
+        Columns that identify one forecast across models; default every
+        column that is not ``model``, a ``by=`` key or an input of
+        ``metric`` (see :func:`relative_skill`).
+    test : {"permutation", "wilcoxon"} or None, default "permutation"
+        The paired test of each pair.
+    n_permutations : int, default 999
+        Permutations of the permutation test.
+    seed : int, default 0
+        Seed of the permutations.
+    invalid : {"raise", "drop", "null"}, optional
+        Invalid-row policy of the metric's evaluation.
+
+    Returns
+    -------
+    frame
+        The caller's type, one row per group and ordered pair of models,
+        sorted: ``by``, ``model``, ``compare_against``,
+        ``mean_scores_ratio``, ``n`` (common forecasts), ``relative_skill``,
+        ``scaled_relative_skill`` (with a baseline), ``pvalue``,
+        ``adjusted_pvalue``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames as cf
+    >>> long = pl.DataFrame({"id": [1, 2, 3] * 2 + [1], "model": list("aaabbbc"),
+    ...                      "y": [0.0] * 7, "f": [1.0, 3, 2, 2, 2, 3, 1]})
+    >>> out = cf.pairwise_comparison(long, cf.mae("y", "f"), model="model", test="wilcoxon")
+    >>> out.select("model", "compare_against", "mean_scores_ratio", "n").rows()[:3]
+    [('a', 'a', 1.0, 3), ('a', 'b', 0.8571428571428571, 3), ('a', 'c', 1.0, 1)]
+    """
+    metric = _check_metric(metric, "metric")
+    keys = _check_comparison(model, by, "common")
+    if model == "compare_against":
+        msg = "model='compare_against' clashes with the output column compare_against; rename the model column"
+        raise ValueError(msg)
+    if test is not None:
+        choice("permutation", "wilcoxon")(test, "test")
+    n_permutations = check_positive_int(n_permutations, "n_permutations")
+    lf, eager = engine.to_lazy(frame)
+    if test is not None and not eager and not lf.implementation.is_polars():
+        backend = str(lf.implementation).split(".")[-1].lower()
+        msg = (
+            f"pairwise_comparison's p-values are computed in numpy and cannot stay lazy on the {backend} backend; "
+            "collect the frame first, or pass test=None for the ratios and relative skills alone"
+        )
+        raise BackendLimitError(msg, backend=backend)
+    ids = _forecast_unit(lf, metric, model, keys, forecast_unit, required=True)
+    common = _Common.of(frame, metric, model, keys, ids, invalid)
+    if eager and baseline is not None:
+        _check_baseline(common.scores, model, baseline)
+    table = sort_result(_pairwise_table(common, baseline), *keys, model, "compare_against")
+    labels = [*keys, model, "compare_against"]
+    skills = ["relative_skill", *(["scaled_relative_skill"] if baseline is not None else [])]
+    columns = [*labels, "mean_scores_ratio", "n", *skills, "pvalue", "adjusted_pvalue"]
+    if test is None:
+        none = [nw.lit(None, nw.Float64).alias(c) for c in ("pvalue", "adjusted_pvalue")]
+        lazy = table.with_columns(*none).select(*columns)
+        return lazy.collect().to_native() if eager else lazy.to_native()
+    result = _with_pvalues(table.collect(), _pvalues(common, test, n_permutations, seed), labels).select(*columns)
+    return result.to_native() if eager else result.to_native().lazy()

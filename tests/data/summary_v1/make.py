@@ -6,6 +6,7 @@
   contract's catalogue (plus weighted ones) by ``["g", "day"]`` with
   ``invalid="null"`` (group ``c`` holds an invalid row);
 - ``drop.parquet``: the same for a few metrics with ``invalid="drop"``;
+- ``counts.parquet``: metrics with ``counts=`` (``invalid="null"``);
 - ``expected.json``: what 0.3's ``cf.finalize`` gave for each metric, by ``g`` and
   over all rows (``tests/test_summary_format.py`` checks them against this release).
 
@@ -36,12 +37,20 @@ WEIGHTED = {
     "wis_w": lambda: cf.wis("y", quantiles={0.1: "q10", 0.5: "q50", 0.9: "q90"}, weights="w").alias("wis_w"),
 }
 DROP = ["coverage", "width", "ks_test", "brier", "wis", "set_coverage"]
+#: metrics with counts= (frequency counts ``k``; group ``c`` holds an invalid row)
+COUNTED = {
+    "mae_k": lambda: cf.mae("y", "mu", counts="k").alias("mae_k"),
+    "coverage_k": lambda: cf.coverage("y", "lo", "hi", counts="k").alias("coverage_k"),
+    "ks_test_k": lambda: cf.ks_test("label", "score", counts="k").alias("ks_test_k"),
+}
 
 
 def frame() -> pl.DataFrame:
     n = len(DATA["g"])
     return pl.DataFrame(DATA, strict=False).with_columns(
-        day=pl.Series(np.arange(n) % 3, dtype=pl.Int64), w=pl.Series(1.0 + (np.arange(n) % 4) / 2)
+        day=pl.Series(np.arange(n) % 3, dtype=pl.Int64),
+        w=pl.Series(1.0 + (np.arange(n) % 4) / 2),
+        k=pl.Series(np.arange(n) % 3, dtype=pl.Int64),
     )
 
 
@@ -73,7 +82,13 @@ def main() -> None:
     drop_calls = {k: calls[k] for k in DROP}
     dropped = cf.summarize(df, *[c() for c in drop_calls.values()], by=["g", "day"], invalid="drop")
     dropped.write_parquet(HERE / "drop.parquet")
-    expected = {"null": results(stats, calls), "drop": results(dropped, drop_calls)}
+    counted = cf.summarize(df, *[c() for c in COUNTED.values()], by=["g", "day"], invalid="null")
+    counted.write_parquet(HERE / "counts.parquet")
+    expected = {
+        "null": results(stats, calls),
+        "drop": results(dropped, drop_calls),
+        "counts": results(counted, COUNTED),
+    }
     (HERE / "expected.json").write_text(json.dumps(expected, indent=1, default=str) + "\n")
     print(len(calls), "metrics:", ", ".join(calls))
 
