@@ -10,6 +10,7 @@ from conformal_frames.engine import InvalidPolicy, Metric
 from conformal_frames.metrics.bootstrap import engine
 from conformal_frames.metrics.calibration import Strategy
 from conformal_frames.metrics.comparison import Loss
+from conformal_frames.metrics.conditional import Alternative
 from conformal_frames.metrics.distributions import Estimator
 from conformal_frames.metrics.recalibration import ScoringRule
 from conformal_frames.metrics.sets import Label
@@ -246,6 +247,7 @@ class ConformalNamespace:
         n_calibration: int | None = ...,
         significance: float = ...,
         correction: Literal["holm", "bh", "none"] = ...,
+        alternative: Alternative = ...,
         weights: str | None = ...,
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
@@ -375,6 +377,7 @@ class ConformalNamespace:
         y: str,
         score: str,
         *,
+        alternative: Literal["less", "greater", "two-sided"] = ...,
         weights: str | None = ...,
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,

@@ -33,7 +33,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
 from conformal_frames._renames import renamed
-from conformal_frames._validate import check_classes, check_columns
+from conformal_frames._validate import check_classes, check_columns, checked, choice
 from conformal_frames.engine import (
     InvalidPolicy,
     Metric,
@@ -1089,6 +1089,7 @@ def kuiper_test(y: str, score: str, *, weights: str | None = None, counts: str |
 class SpiegelhalterTest(Metric):
     y: str
     score: str
+    alternative: str = checked(choice("less", "greater", "two-sided"), "two-sided")
     weights: str | None = None
     counts: str | None = None
     default_name = "spiegelhalter_test"
@@ -1106,20 +1107,30 @@ class SpiegelhalterTest(Metric):
         a, b = nw.col(q.agg("sum", num)), nw.col(q.agg("sum", den))
         z_name = q.value(_null_or_inf(a, b.clip(lower_bound=0.0).sqrt()), key=key)
         z, tail = nw.col(z_name), q.finalize(key, abs_normal_tail(z_name)).col("q")
-        # one-sided: q when Z >= 0, else 1 - q; two-sided: 2 q
-        one_sided = nw.when(z >= 0.0).then(tail).otherwise(1.0 - tail)
-        return {"": z, "pvalue": one_sided, "pvalue_two_sided": (2.0 * tail).clip(upper_bound=1.0)}
+        # q = 1 - Phi(|Z|); greater: 1 - Phi(Z), less: Phi(Z), two-sided: 2 q
+        upper = nw.when(z >= 0.0).then(tail).otherwise(1.0 - tail)
+        lower = nw.when(z >= 0.0).then(1.0 - tail).otherwise(tail)
+        two_sided = (2.0 * tail).clip(upper_bound=1.0)
+        return {"": z, "pvalue": {"greater": upper, "less": lower, "two-sided": two_sided}[self.alternative]}
 
 
 def spiegelhalter_test(
-    y: str, score: str, *, weights: str | None = None, counts: str | None = None
+    y: str,
+    score: str,
+    *,
+    alternative: Literal["less", "greater", "two-sided"] = "two-sided",
+    weights: str | None = None,
+    counts: str | None = None,
 ) -> SpiegelhalterTest:
     """Spiegelhalter's calibration test (z-test of the Brier score).
 
     ``Z = sum_i (y_i - s_i)(1 - 2 s_i) / sqrt(sum_i (1 - 2 s_i)^2 s_i (1 - s_i))``;
-    ``pvalue = 1 - Phi(Z)`` (one-sided, as the reference defines it: small
-    when the Brier score is larger than expected under calibration) and
-    ``pvalue_two_sided = 2 (1 - Phi(|Z|))``.  The normal tail is computed in
+    ``pvalue = 2 (1 - Phi(|Z|))`` (two-sided, the default: small when the
+    Brier score is larger *or smaller* than expected under calibration, so
+    over-confident and under-confident scores are both detected).
+    ``alternative="greater"`` gives ``1 - Phi(Z)``, the one-sided p-value
+    of the reference (small only when the Brier score is too large) and
+    ``"less"`` gives ``Phi(Z)``.  The normal tail is computed in
     the engine (lazy everywhere) to a relative 1e-13.  When the denominator
     is 0 (every score is 0, 1/2 or 1) ``Z`` is null if the numerator is 0
     and ``+inf`` (p-values 0) otherwise.
@@ -1131,6 +1142,9 @@ def spiegelhalter_test(
         an error, never remapped.
     score : str
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+    alternative : {"two-sided", "greater", "less"}, default "two-sided"
+        The alternative hypothesis, as in scipy: ``Z`` differs from 0,
+        ``Z > 0`` (the reference's one-sided test) or ``Z < 0``.
     weights : str, optional
         Column of non-negative row weights: ``Z = sum_i w_i (y_i - s_i)(1 - 2 s_i)
         / sqrt(sum_i w_i^2 (1 - 2 s_i)^2 s_i (1 - s_i))`` (see the docs
@@ -1154,16 +1168,17 @@ def spiegelhalter_test(
     >>> import pandas as pd
     >>> import conformal_frames
     >>> df = pd.DataFrame({"y": [1, 0, 1, 0, 1, 0], "s": [0.8, 0.3, 0.5, 0.5, 0.7, 0.1]})
-    >>> res = df.conformal.spiegelhalter_test("y", "s")
-    >>> round(res.pvalue, 4), round(res.pvalue_two_sided, 4)
-    (0.8486, 0.3028)
+    >>> round(df.conformal.spiegelhalter_test("y", "s").pvalue, 4)
+    0.3028
+    >>> round(df.conformal.spiegelhalter_test("y", "s", alternative="greater").pvalue, 4)
+    0.8486
 
     References
     ----------
     D. J. Spiegelhalter (1986), "Probabilistic prediction in patient
     management and clinical trials", Statistics in Medicine 5(5), 421-433.
     """
-    return SpiegelhalterTest(y=y, score=score, weights=weights, counts=counts)
+    return SpiegelhalterTest(y=y, score=score, alternative=alternative, weights=weights, counts=counts)
 
 
 # ---------------------------------------------------------------------------
