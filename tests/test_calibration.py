@@ -624,7 +624,11 @@ def test_pandas_bad_values_raise_without_numpy_warnings(column, values):
     frame = pd.DataFrame(d)
     for name in cf.metrics.calibration.METHODS:
         factory = getattr(cf, name)
-        metric = factory("y", ["s", "t"]) if name in ("top_label_ece", "classwise_ece") else factory("y", "s")
+        metric = (
+            factory("y", ["s", "t"])
+            if name in ("top_label_ece", "confidence_ece", "classwise_ece")
+            else factory("y", "s")
+        )
         for by in (None, "g"):
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
