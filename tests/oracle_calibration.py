@@ -166,10 +166,12 @@ def kuiper(y, s) -> tuple[float, float]:
     return h, range_sf(h)
 
 
-def spiegelhalter(y, s) -> tuple[float, float, float]:
+def spiegelhalter(y, s, alternative: str = "two-sided") -> tuple[float, float]:
+    """Spiegelhalter's Z and its p-value (scipy's names of the alternative)."""
     num = np.sum((y - s) * (1 - 2 * s))
     den = math.sqrt(np.sum((1 - 2 * s) ** 2 * s * (1 - s)))
     if den == 0:
-        return (math.nan, math.nan, math.nan) if num == 0 else (math.inf, 0.0, 0.0)
+        return (math.nan, math.nan) if num == 0 else (math.inf, 0.0 if alternative != "less" else 1.0)
     z = num / den
-    return z, float(norm.sf(z)), float(min(1.0, 2 * norm.sf(abs(z))))
+    p = {"greater": norm.sf(z), "less": norm.cdf(z), "two-sided": min(1.0, 2 * norm.sf(abs(z)))}[alternative]
+    return z, float(p)

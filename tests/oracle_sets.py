@@ -83,7 +83,13 @@ def set_ssc(yi, m, num_bins: int | None) -> list[tuple[int, int, float, int]]:
     return out
 
 
-def set_ssc_score(yi, m, num_bins) -> float:
+def set_ssc_score(yi, m, num_bins, include_empty: bool = False) -> float:
+    """Minimum stratum coverage; by default over the rows with a non-empty set (same strata)."""
+    if not include_empty:
+        keep = m.sum(axis=1) > 0
+        if not keep.any():
+            return float("nan")
+        yi, m = yi[keep], m[keep]
     return min(c for _, _, c, _ in set_ssc(yi, m, num_bins))
 
 

@@ -110,7 +110,7 @@ def _expected() -> dict[str, float]:
     yi, m = DATA["yi"], DATA["m"]
     covered = osets.set_covered(yi, m)
     sizes = m.sum(axis=1)
-    strata = [covered[sizes == s].mean() for s in range(K + 1) if (sizes == s).any()]
+    strata = [covered[sizes == s].mean() for s in range(1, K + 1) if (sizes == s).any()]  # non-empty sets
     gaps = [abs(covered[DATA["g"] == g].mean() - 0.8) for g in np.unique(DATA["g"])]
     return {
         "set_coverage": osets.set_coverage(yi, m),

@@ -102,6 +102,7 @@ CALLS: dict[str, Callable[[], cf.Metric]] = {
     "ssc": lambda: cf.ssc("y", "lo", "hi", n_bins=2),
     "ssc_score": lambda: cf.ssc_score("y", "lo", "hi", n_bins=2),
     "top_label_ece": lambda: cf.top_label_ece("label3", P, classes=C, n_bins=3),
+    "confidence_ece": lambda: cf.confidence_ece("label3", P, classes=C, n_bins=3),
     "width": lambda: cf.width("lo", "hi"),
     "winkler": lambda: cf.winkler("y", "lo", "hi", confidence_level=0.9),
     "wis": lambda: cf.wis("y", quantiles=Q),

@@ -253,7 +253,7 @@ def test_text_rendering(rep: Report) -> None:
     assert lines[0] == "conformal-frames report: 1,200 rows, 6 groups by seg, level"
     assert (
         "significantly under-covered: 2 of 6 tested groups (one-sided exact binomial test of coverage >= target "
-        "(conformal_frames.coverage_test), Holm, significance=0.05)" in text
+        "(conformal_frames.coverage_test; over-coverage: alternative='greater'), Holm, significance=0.05)" in text
     )
     assert "  - seg=c, level=0.8: coverage" in text
     header = next(line for line in lines if line.startswith("seg  level"))

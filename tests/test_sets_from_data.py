@@ -119,7 +119,8 @@ def test_bad_object_cells_are_named():
 
 def test_only_membership_columns_need_classes():
     frame = pd.DataFrame({"y": [2, 8, 3, 1], "s": [[2], [8, 1], [], [1]]})
-    assert frame.conformal.set_ssc_score("y", "s") == 0.0
+    assert frame.conformal.set_ssc_score("y", "s") == 1.0  # the non-empty sets all cover
+    assert frame.conformal.set_ssc_score("y", "s", include_empty=True) == 0.0
     assert frame.conformal.coverage_test("y", sets="s", confidence_level=0.9).statistic == 0.75
     with pytest.raises(ValueError, match="classes= is required"):
         cf.set_size(["m0", "m1"])  # membership columns always need their labels

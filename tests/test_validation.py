@@ -551,6 +551,7 @@ COLUMN_CASES = {
     "brier": lambda: cf.brier(1, "s"),
     "reliability": lambda: cf.reliability(1, "s"),
     "top_label_ece": lambda: cf.top_label_ece(1, ["pa", "pb"]),
+    "confidence_ece": lambda: cf.confidence_ece(1, ["pa", "pb"]),
     "classwise_ece": lambda: cf.classwise_ece(1, ["pa", "pb"]),
     "ks_test": lambda: cf.ks_test(1, "s"),
     "kuiper_test": lambda: cf.kuiper_test(1, "s"),

@@ -120,7 +120,6 @@ def test_output_names_are_factory_names(eager_constructor):
         "kuiper_test_pvalue",
         "spiegelhalter_test",
         "spiegelhalter_test_pvalue",
-        "spiegelhalter_test_pvalue_two_sided",
         *[f"efficiency_criteria_{c}" for c in ("S", "N", "U", "F", "M", "E", "credibility", "empty")],
         "n",
     ]

@@ -103,6 +103,8 @@ def metric_sets(weights: str | None) -> dict[str, list[cf.Metric]]:
                 "tl_q"
             ),
             cf.classwise_ece("label", ["p0", "p1", "p2"], n_bins=3, **w),
+            cf.confidence_ece("label", ["p0", "p1", "p2"], n_bins=3, **w),
+            cf.confidence_ece("label", ["p0", "p1", "p2"], n_bins=3, strategy="quantile", **w).alias("ce_q"),
             cf.auroc("yb", "s", **w),
         ],
     }
@@ -531,6 +533,7 @@ WEIGHTED = {
     "ssc",
     "ssc_score",
     "top_label_ece",
+    "confidence_ece",
     "width",
     "winkler",
     "wis",

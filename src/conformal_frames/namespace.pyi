@@ -10,6 +10,7 @@ from conformal_frames.engine import InvalidPolicy, Metric
 from conformal_frames.metrics.bootstrap import Compare, Test, engine
 from conformal_frames.metrics.calibration import Strategy
 from conformal_frames.metrics.comparison import Loss, SmallSample
+from conformal_frames.metrics.conditional import Alternative
 from conformal_frames.metrics.distributions import Estimator
 from conformal_frames.metrics.recalibration import ScoringRule
 from conformal_frames.metrics.sets import Label
@@ -185,6 +186,7 @@ class ConformalNamespace:
         *,
         classes: Sequence[Label] | None = ...,
         n_bins: int | None = ...,
+        include_empty: bool = ...,
         weights: str | None = ...,
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
@@ -246,6 +248,7 @@ class ConformalNamespace:
         n_calibration: int | None = ...,
         significance: float = ...,
         correction: Literal["holm", "bh", "none"] = ...,
+        alternative: Alternative = ...,
         weights: str | None = ...,
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
@@ -334,6 +337,20 @@ class ConformalNamespace:
         invalid: InvalidPolicy | None = ...,
         progress: bool | None = ...,
     ) -> Any: ...
+    def confidence_ece(
+        self,
+        y: str,
+        probs: Sequence[str],
+        *,
+        classes: Sequence[Label] | None = ...,
+        n_bins: int = ...,
+        strategy: Strategy = ...,
+        weights: str | None = ...,
+        counts: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
+    ) -> Any: ...
     def classwise_ece(
         self,
         y: str,
@@ -375,6 +392,7 @@ class ConformalNamespace:
         y: str,
         score: str,
         *,
+        alternative: Literal["less", "greater", "two-sided"] = ...,
         weights: str | None = ...,
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,

@@ -122,14 +122,12 @@ class SpiegelhalterTestResult(TestResult):
     statistic : float
         Spiegelhalter's ``Z``.
     pvalue : float
-        One-sided p-value ``1 - Phi(Z)``.
-    pvalue_two_sided : float
-        Two-sided p-value ``2 (1 - Phi(|Z|))``.
+        The p-value of the test's ``alternative``: two-sided ``2 (1 - Phi(|Z|))``
+        by default.
     n : int
         Number of rows.
     """
 
-    pvalue_two_sided: float
     n: int
 
 

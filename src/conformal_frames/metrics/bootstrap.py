@@ -847,8 +847,8 @@ def _forecast_unit(
         for c in ids:
             probe.column(c)  # exists
         return ids
-    metric.build(probe)
-    ids = [c for c in names if c not in {model, *keys, *probe.used}]
+    used = metric.definition(schema, keys).input_dtypes
+    ids = [c for c in names if c not in {model, *keys, *used}]
     if not ids and required:
         msg = (
             f"compare='common' needs the columns that identify a forecast (e.g. series and date), and every "

@@ -10,8 +10,8 @@ Labels are never remapped.
   calibration error and the reliability table (``uniform`` bins
   ``[m/M, (m+1)/M)``, the last closed at 1; ``quantile`` bins of near-equal
   count in score order, tied scores kept together);
-* :func:`top_label_ece`, :func:`classwise_ece`: multiclass versions over one
-  probability column per class;
+* :func:`confidence_ece`, :func:`top_label_ece`, :func:`classwise_ece`:
+  multiclass versions over one probability column per class;
 * :func:`cumulative_differences`, :func:`ks_test`, :func:`kuiper_test`,
   :func:`spiegelhalter_test`: the tests of Arrieta-Ibarra et al. (2022) and
   Spiegelhalter (1986).  Cumulative differences are taken at distinct score
@@ -33,7 +33,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
 from conformal_frames._renames import renamed
-from conformal_frames._validate import check_classes, check_columns
+from conformal_frames._validate import check_classes, check_columns, checked, choice
 from conformal_frames.engine import (
     InvalidPolicy,
     Metric,
@@ -69,6 +69,7 @@ METHODS = [
     "brier",
     "reliability",
     "top_label_ece",
+    "confidence_ece",
     "classwise_ece",
     "ks_test",
     "kuiper_test",
@@ -686,6 +687,22 @@ def reliability(
 # ---------------------------------------------------------------------------
 # multiclass: top-label and class-wise ECE
 # ---------------------------------------------------------------------------
+def _top_label_rows(q: Query, y: str, probs: tuple[str, ...], classes: tuple[Label, ...]) -> tuple[str, str, str]:
+    """Row columns: the confidence (largest probability), the predicted class (its position; ties go to the
+    first column) and ``1.0`` where it is the label."""
+    p_rows = [score_row(q, p) for p in probs]
+    eq = label_exprs(q, y, classes)
+    conf = q.row(("top_conf", probs), max_of(*[nw.col(p) for p in p_rows]), inputs=p_rows)
+    pred_expr: nw.Expr = nw.lit(float(len(p_rows) - 1))
+    for k in range(len(p_rows) - 2, -1, -1):  # first maximal column wins
+        pred_expr = nw.when(nw.col(p_rows[k]) == nw.col(conf)).then(nw.lit(float(k))).otherwise(pred_expr)
+    pred = q.row(("top_pred", probs), pred_expr, inputs=[*p_rows, conf])
+    eq_rows = [q.row(("label_eq", y, c), e) for c, e in zip(classes, eq)]
+    hit = total([(nw.col(pred) == float(k)).cast(F64) * nw.col(r) for k, r in enumerate(eq_rows)])
+    correct = q.row(("top_correct", y, probs, classes), hit, inputs=[pred, *eq_rows])
+    return conf, pred, correct
+
+
 @dataclass(frozen=True, kw_only=True)
 class TopLabelECE(Metric):
     y: str
@@ -700,16 +717,7 @@ class TopLabelECE(Metric):
     mergeable_alternative = "ece / mce with strategy='uniform' on the top-label score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        p_rows = [score_row(q, p) for p in self.probs]
-        eq = label_exprs(q, self.y, self.classes)
-        conf = q.row(("top_conf", self.probs), max_of(*[nw.col(p) for p in p_rows]), inputs=p_rows)
-        pred_expr: nw.Expr = nw.lit(float(len(p_rows) - 1))
-        for k in range(len(p_rows) - 2, -1, -1):  # first maximal column wins
-            pred_expr = nw.when(nw.col(p_rows[k]) == nw.col(conf)).then(nw.lit(float(k))).otherwise(pred_expr)
-        pred = q.row(("top_pred", self.probs), pred_expr, inputs=[*p_rows, conf])
-        eq_rows = [q.row(("label_eq", self.y, c), e) for c, e in zip(self.classes, eq)]
-        hit = total([(nw.col(pred) == float(k)).cast(F64) * nw.col(r) for k, r in enumerate(eq_rows)])
-        correct = q.row(("top_correct", self.y, self.probs, self.classes), hit, inputs=[pred, *eq_rows])
+        conf, pred, correct = _top_label_rows(q, self.y, self.probs, self.classes)
         prec = score_precision(q, *self.probs)
         w = q.weighting(self.weights, counts=self.counts)
         t = _binned(q, correct, conf, self.n_bins, self.strategy, sub=pred, precision=prec, w=w)
@@ -793,6 +801,100 @@ def top_label_ece(
         weighted=weighted,
         weights=weights,
         counts=counts,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfidenceECE(Metric):
+    y: str
+    probs: tuple[str, ...]
+    classes: tuple[Label, ...]
+    n_bins: int = 10
+    strategy: Strategy = "uniform"
+    weights: str | None = None
+    counts: str | None = None
+    default_name = "confidence_ece"
+    mergeable_alternative = "confidence_ece with strategy='uniform' and n_bins <= 32"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        conf, _, correct = _top_label_rows(q, self.y, self.probs, self.classes)
+        prec, w = score_precision(q, *self.probs), q.weighting(self.weights, counts=self.counts)
+        ad, _ = bin_errors(q, correct, conf, self.n_bins, self.strategy, precision=prec, w=w)
+        return {"": ratio(ad, w.total)}
+
+
+def confidence_ece(
+    y: str,
+    probs: Sequence[str],
+    *,
+    classes: Sequence[Label] | None = None,
+    n_bins: int = 10,
+    strategy: Strategy = "uniform",
+    weights: str | None = None,
+    counts: str | None = None,
+) -> ConfidenceECE:
+    """Confidence ECE of a classifier: the "ECE" of torchmetrics, netcal and Guo et al. (2017).
+
+    Per row, the confidence ``h`` is the largest probability and the
+    prediction is its class (ties go to the first column); the row is
+    correct when the prediction is the label.  The result is :func:`ece` of
+    the correct indicator against ``h``, all rows binned together:
+    ``sum_m |B_m| / n * |accuracy(B_m) - mean confidence(B_m)|``.
+    :func:`top_label_ece` bins each predicted class apart and averages over
+    classes; :func:`classwise_ece` scores every class's probability (see
+    docs/calibration.md, "Multiclass ECE: which one").
+
+    Equal to torchmetrics' ``MulticlassCalibrationError(norm="l1")`` and
+    netcal's ``ECE`` with the same number of equal-width bins, up to their
+    float32 arithmetic; a confidence of exactly 1 is in the last bin here
+    and in netcal, in a bin of its own in torchmetrics (docs/differences.md).
+
+    Parameters
+    ----------
+    y : str
+        Label column; every value must be one of ``classes`` (missing or
+        unknown labels are an error).
+    probs : list of str
+        One probability column per class, each within ``[0, 1]``; only the
+        maximum and its position are used (nothing is renormalised).
+    classes : list of int or str, optional
+        The labels of the probability columns, in order; default
+        ``0, 1, ..., K-1``.
+    n_bins, strategy
+        As in :func:`ece` (torchmetrics' default is 15 bins, netcal's 10).
+    weights : str, optional
+        Column of non-negative row weights; bins weigh their rows as in
+        :func:`ece`.
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows; every output is that of the repeated rows (see
+        the docs page "Weights").
+
+    Returns
+    -------
+    ConfidenceECE
+        A metric object.  ``df.conformal.confidence_ece(...)`` returns a float on an
+        eager frame without ``by=``, otherwise a frame of the caller's type
+        with the group keys, ``confidence_ece`` and ``n`` (lazy in, lazy out);
+        :func:`~conformal_frames.evaluate` combines it with other metrics.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames
+    >>> df = pd.DataFrame({"y": ["a", "b", "b", "a"], "pa": [0.7, 0.4, 0.2, 0.6],
+    ...                    "pb": [0.3, 0.6, 0.8, 0.4]})
+    >>> round(df.conformal.confidence_ece("y", ["pa", "pb"], classes=["a", "b"], n_bins=5), 6)
+    0.325
+
+    References
+    ----------
+    C. Guo, G. Pleiss, Y. Sun and K. Q. Weinberger (2017), "On calibration of
+    modern neural networks", ICML.
+    """
+    cols, labels = _check_probs(probs, classes)
+    return ConfidenceECE(
+        y=y, probs=cols, classes=labels, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts
     )
 
 
@@ -1089,6 +1191,7 @@ def kuiper_test(y: str, score: str, *, weights: str | None = None, counts: str |
 class SpiegelhalterTest(Metric):
     y: str
     score: str
+    alternative: str = checked(choice("less", "greater", "two-sided"), "two-sided")
     weights: str | None = None
     counts: str | None = None
     default_name = "spiegelhalter_test"
@@ -1106,20 +1209,30 @@ class SpiegelhalterTest(Metric):
         a, b = nw.col(q.agg("sum", num)), nw.col(q.agg("sum", den))
         z_name = q.value(_null_or_inf(a, b.clip(lower_bound=0.0).sqrt()), key=key)
         z, tail = nw.col(z_name), q.finalize(key, abs_normal_tail(z_name)).col("q")
-        # one-sided: q when Z >= 0, else 1 - q; two-sided: 2 q
-        one_sided = nw.when(z >= 0.0).then(tail).otherwise(1.0 - tail)
-        return {"": z, "pvalue": one_sided, "pvalue_two_sided": (2.0 * tail).clip(upper_bound=1.0)}
+        # q = 1 - Phi(|Z|); greater: 1 - Phi(Z), less: Phi(Z), two-sided: 2 q
+        upper = nw.when(z >= 0.0).then(tail).otherwise(1.0 - tail)
+        lower = nw.when(z >= 0.0).then(1.0 - tail).otherwise(tail)
+        two_sided = (2.0 * tail).clip(upper_bound=1.0)
+        return {"": z, "pvalue": {"greater": upper, "less": lower, "two-sided": two_sided}[self.alternative]}
 
 
 def spiegelhalter_test(
-    y: str, score: str, *, weights: str | None = None, counts: str | None = None
+    y: str,
+    score: str,
+    *,
+    alternative: Literal["less", "greater", "two-sided"] = "two-sided",
+    weights: str | None = None,
+    counts: str | None = None,
 ) -> SpiegelhalterTest:
     """Spiegelhalter's calibration test (z-test of the Brier score).
 
     ``Z = sum_i (y_i - s_i)(1 - 2 s_i) / sqrt(sum_i (1 - 2 s_i)^2 s_i (1 - s_i))``;
-    ``pvalue = 1 - Phi(Z)`` (one-sided, as the reference defines it: small
-    when the Brier score is larger than expected under calibration) and
-    ``pvalue_two_sided = 2 (1 - Phi(|Z|))``.  The normal tail is computed in
+    ``pvalue = 2 (1 - Phi(|Z|))`` (two-sided, the default: small when the
+    Brier score is larger *or smaller* than expected under calibration, so
+    over-confident and under-confident scores are both detected).
+    ``alternative="greater"`` gives ``1 - Phi(Z)``, the one-sided p-value
+    of the reference (small only when the Brier score is too large) and
+    ``"less"`` gives ``Phi(Z)``.  The normal tail is computed in
     the engine (lazy everywhere) to a relative 1e-13.  When the denominator
     is 0 (every score is 0, 1/2 or 1) ``Z`` is null if the numerator is 0
     and ``+inf`` (p-values 0) otherwise.
@@ -1131,6 +1244,9 @@ def spiegelhalter_test(
         an error, never remapped.
     score : str
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+    alternative : {"two-sided", "greater", "less"}, default "two-sided"
+        The alternative hypothesis, as in scipy: ``Z`` differs from 0,
+        ``Z > 0`` (the reference's one-sided test) or ``Z < 0``.
     weights : str, optional
         Column of non-negative row weights: ``Z = sum_i w_i (y_i - s_i)(1 - 2 s_i)
         / sqrt(sum_i w_i^2 (1 - 2 s_i)^2 s_i (1 - s_i))`` (see the docs
@@ -1154,16 +1270,17 @@ def spiegelhalter_test(
     >>> import pandas as pd
     >>> import conformal_frames
     >>> df = pd.DataFrame({"y": [1, 0, 1, 0, 1, 0], "s": [0.8, 0.3, 0.5, 0.5, 0.7, 0.1]})
-    >>> res = df.conformal.spiegelhalter_test("y", "s")
-    >>> round(res.pvalue, 4), round(res.pvalue_two_sided, 4)
-    (0.8486, 0.3028)
+    >>> round(df.conformal.spiegelhalter_test("y", "s").pvalue, 4)
+    0.3028
+    >>> round(df.conformal.spiegelhalter_test("y", "s", alternative="greater").pvalue, 4)
+    0.8486
 
     References
     ----------
     D. J. Spiegelhalter (1986), "Probabilistic prediction in patient
     management and clinical trials", Statistics in Medicine 5(5), 421-433.
     """
-    return SpiegelhalterTest(y=y, score=score, weights=weights, counts=counts)
+    return SpiegelhalterTest(y=y, score=score, alternative=alternative, weights=weights, counts=counts)
 
 
 # ---------------------------------------------------------------------------

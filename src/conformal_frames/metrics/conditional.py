@@ -318,6 +318,9 @@ def split_conformal_law(n_calibration: int, confidence_level: float) -> tuple[fl
     return float(a), float(m + 1 - a)
 
 
+Alternative = Literal["less", "greater", "two-sided"]
+
+
 def coverage_pvalues(
     covered: np.ndarray,
     n: np.ndarray,
@@ -325,15 +328,22 @@ def coverage_pvalues(
     n_calibration: int | None = None,
     *,
     continuous: bool = False,
+    alternative: Alternative = "less",
 ) -> np.ndarray:
-    """coverage_test's one-sided p-values from per-group counts (NaN: no test).
+    """coverage_test's p-values from per-group counts (NaN: no test).
 
-    ``P(K <= covered)`` with ``K ~ Binomial(n, t)``, or with ``n_calibration=m``
-    ``K ~ BetaBinomial(n, a, b)`` (see :func:`split_conformal_law`).  Groups
-    with ``n = 0``, a missing count or a target outside (0, 1) get NaN.
-    ``continuous``: ``covered`` and ``n`` may be real (weighted counts at
-    Kish's ``n_eff``): the binomial tail through its regularized incomplete
-    beta form ``I_{1-t}(n - k, k + 1)``, equal to ``binom.cdf`` at integers.
+    ``alternative="less"`` (coverage below the target): ``P(K <= covered)``
+    with ``K ~ Binomial(n, t)``, or with ``n_calibration=m``
+    ``K ~ BetaBinomial(n, a, b)`` (see :func:`split_conformal_law`);
+    ``"greater"`` (above it): ``P(K >= covered)``; ``"two-sided"``: the sum of
+    the probabilities of the counts no more likely than ``covered``, as
+    ``scipy.stats.binomtest`` (:func:`_two_sided`).  Groups with ``n = 0``, a
+    missing count or a target outside (0, 1) get NaN.  ``continuous``:
+    ``covered`` and ``n`` may be real (weighted counts at Kish's ``n_eff``):
+    the binomial tails through their regularized incomplete beta forms
+    ``I_{1-t}(n - k, k + 1)`` and ``I_t(k, n - k + 1)``, equal to
+    ``binom.cdf`` and ``binom.sf`` at integers; two-sided, twice the smaller
+    tail (capped at 1).
     """
     from scipy.special import betainc
     from scipy.stats import betabinom, binom
@@ -342,18 +352,54 @@ def coverage_pvalues(
     ok = (nn > 0) & np.isfinite(kk) & (t > 0) & (t < 1)
     p = np.full(len(kk), np.nan)
     if n_calibration is None and continuous:
-        # P(K <= k) = I_{1-t}(n - k, k + 1), for real k and n (weighted counts)
-        below = ok & (kk < nn)
-        p[ok & ~below] = 1.0
-        p[below] = betainc(nn[below] - kk[below], kk[below] + 1.0, 1.0 - t[below])
-    elif n_calibration is None:
-        p[ok] = binom.cdf(kk[ok], nn[ok], t[ok])
+        # P(K <= k) = I_{1-t}(n - k, k + 1) and P(K >= k) = I_t(k, n - k + 1), for real k and n
+        below, above = ok & (kk < nn), ok & (kk > 0)
+        lower, upper = np.where(ok, 1.0, np.nan), np.where(ok, 1.0, np.nan)
+        lower[below] = betainc(nn[below] - kk[below], kk[below] + 1.0, 1.0 - t[below])
+        upper[above] = betainc(kk[above], nn[above] - kk[above] + 1.0, t[above])
+        tails = {"less": lower, "greater": upper, "two-sided": 2.0 * np.fmin(lower, upper)}
+        p[ok] = tails[alternative][ok]
+        return np.minimum(p, 1.0)
+    if n_calibration is None:
+        law = binom(nn[ok], t[ok])
     else:
         a = np.ceil((n_calibration + 1) * t - 1e-9)
         b = n_calibration + 1 - a
         ok &= b >= 1  # too few calibration points for this level: no test
-        p[ok] = betabinom.cdf(kk[ok], nn[ok], a[ok], b[ok])
+        law = betabinom(nn[ok], a[ok], b[ok])
+    if alternative == "less":
+        p[ok] = law.cdf(kk[ok])
+    elif alternative == "greater":
+        p[ok] = law.sf(kk[ok] - 1.0)
+    else:
+        p[ok] = _two_sided(law, kk[ok], nn[ok])
     return np.minimum(p, 1.0)
+
+
+def _two_sided(law: Any, k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Two-sided p-values of counts ``k`` under the frozen discrete ``law`` (one per group).
+
+    The probability of the counts no more likely than ``k`` (up to a relative
+    1e-7, as ``scipy.stats.binomtest``).  The laws are unimodal, so these are
+    two tails: the tail of ``k`` and the tail on the other side of the mode
+    from where the probability drops to ``P(K = k)``.
+    """
+    out = np.empty(len(k))
+    args = [np.broadcast_to(np.asarray(a, dtype=float), k.shape) for a in law.args]
+    for i in range(len(k)):
+        one = law.dist(*(a[i] for a in args))
+        xs = np.arange(n[i] + 1.0)
+        pmf = one.pmf(xs)
+        mode, limit = int(np.argmax(pmf)), pmf[int(k[i])] * (1.0 + 1e-7)
+        if limit >= pmf[mode]:  # k is a most likely count: every count is no more likely
+            out[i] = 1.0
+        elif k[i] < mode:  # the upper tail from the first count past the mode as unlikely as k
+            far = xs[mode + 1 :][pmf[mode + 1 :] <= limit]
+            out[i] = one.cdf(k[i]) + (one.sf(far[0] - 1.0) if len(far) else 0.0)
+        else:  # the lower tail up to the last count before the mode as unlikely as k
+            far = xs[:mode][pmf[:mode] <= limit]
+            out[i] = (one.cdf(far[-1]) if len(far) else 0.0) + one.sf(k[i] - 1.0)
+    return out
 
 
 def _inference_step(
@@ -368,7 +414,9 @@ def _inference_step(
             bad |= np.nan_to_num(data[c]) > 0
         ok = (nn > 0) & ~bad
         t = data[level] if level is not None else np.full(len(kk), spec["confidence_level"])
-        p = coverage_pvalues(kk, nn, t, spec["n_calibration"], continuous=spec["weighted"])
+        p = coverage_pvalues(
+            kk, nn, t, spec["n_calibration"], continuous=spec["weighted"], alternative=spec["alternative"]
+        )
         p = np.where(ok, p, np.nan)
         ok &= ~np.isnan(p)
         p_holm, p_bh = holm(p), benjamini_hochberg(p)
@@ -398,6 +446,7 @@ class CoverageTest(TargetMetric):
     n_calibration: int | None = checked(optional(check_positive_int), None)
     significance: float = 0.05
     correction: str = checked(choice("holm", "bh", "none"), "holm")
+    alternative: str = checked(choice("less", "greater", "two-sided"), "less")
     weights: str | None = None
     counts: str | None = None
     default_name = "coverage_test"
@@ -441,6 +490,7 @@ class CoverageTest(TargetMetric):
             "n_calibration": self.n_calibration,
             "significance": self.significance,
             "correction": self.correction,
+            "alternative": self.alternative,
             "method": self.method,
             "ci_level": self.ci_level,
             "weighted": self.weights is not None,
@@ -470,6 +520,7 @@ def coverage_test(
     n_calibration: int | None = None,
     significance: float = 0.05,
     correction: Literal["holm", "bh", "none"] = "holm",
+    alternative: Alternative = "less",
     weights: str | None = None,
     counts: str | None = None,
 ) -> CoverageTest:
@@ -480,9 +531,13 @@ def coverage_test(
     - ``coverage_test = k / n``, with ``_ci_low`` / ``_ci_high`` the binomial
       confidence interval at level ``ci_level`` (``method="wilson"``: Wilson score
       interval; ``"clopper-pearson"``: exact, ``scipy.stats.beta.ppf``);
-    - ``_pvalue``: one-sided test of ``H0: coverage >= t`` (``t =
-      confidence_level``) against ``coverage < t``: ``P(K <= k)`` with ``K ~
-      Binomial(n, t)`` (``scipy.stats.binom.cdf``).  With ``n_calibration=m``
+    - ``_pvalue``: with ``alternative="less"`` (the default), the one-sided
+      test of ``H0: coverage >= t`` (``t = confidence_level``) against
+      ``coverage < t``: ``P(K <= k)`` with ``K ~ Binomial(n, t)``
+      (``scipy.stats.binom.cdf``); ``"greater"`` tests over-coverage
+      (intervals too wide), ``P(K >= k)``; ``"two-sided"`` both, as
+      ``scipy.stats.binomtest`` (the probability of the counts no more
+      likely than ``k``; weighted, twice the smaller tail).  With ``n_calibration=m``
       (intervals/sets from split conformal with ``m`` calibration points) the
       null law is the exact finite-sample one, ``K ~ BetaBinomial(n, a, b)``,
       ``a = ceil((m + 1) t)``, ``b = m + 1 - a`` (``scipy.stats.betabinom``);
@@ -528,6 +583,10 @@ def coverage_test(
         Size of the test: a group is flagged when its adjusted p-value is below it.
     correction : {"holm", "bh", "none"}, default "holm"
         The multiplicity adjustment across the groups of the result.
+    alternative : {"less", "greater", "two-sided"}, default "less"
+        The alternative hypothesis, as in scipy: coverage below the target
+        (under-coverage), above it (over-coverage: intervals wider than
+        needed) or either; the flag then marks both directions.
     weights : str, optional
         Column of non-negative row weights: the weighted coverage ``p``; the
         interval and the test use ``k = p n_eff`` covered rows out of Kish's
@@ -580,6 +639,7 @@ def coverage_test(
         n_calibration=n_calibration,
         significance=significance,
         correction=correction,
+        alternative=alternative,
         weights=weights,
         counts=counts,
     )

@@ -344,13 +344,28 @@ def _check_set_bins(n_bins: Any, spec: SetSpec) -> int | None:
 
 
 def _ssc_strata(
-    q: Query, y: str, spec: SetSpec, n_bins: int | None, weights: str | None, counts: str | None = None
+    q: Query,
+    y: str,
+    spec: SetSpec,
+    n_bins: int | None,
+    weights: str | None,
+    counts: str | None = None,
+    *,
+    include_empty: bool = True,
 ) -> list[tuple[nw.Expr, nw.Expr]]:
-    """(coverage, rows) of each stratum; with weights, the weighted coverage and the rows of positive weight."""
+    """(coverage, rows) of each stratum; with weights, the weighted coverage and the rows of positive weight.
+
+    ``include_empty=False``: the same strata without the empty sets (a
+    stratum of sizes ``0..h`` becomes ``1..h``; the stratum of size 0 alone
+    goes).
+    """
     w = q.weighting(weights, counts=counts)
     covered = set_covered_row(q, y, spec)
     out = []
-    for lo, hi in size_strata(spec.k if spec.classes is not None else None, n_bins):
+    strata = size_strata(spec.k if spec.classes is not None else None, n_bins)
+    if not include_empty:
+        strata = [(max(lo, 1), hi) for lo, hi in strata if hi is None or hi >= 1]
+    for lo, hi in strata:
         inside = size_indicator(q, spec, lo, hi)
         hits = q.row(
             ("set_ssc_hits", y, set_key(spec), lo, hi), nw.col(inside) * nw.col(covered), inputs=[inside, covered]
@@ -492,13 +507,20 @@ class SetSSCScore(SetMetric):
     y: str
     spec: SetSpec
     n_bins: int | None = checked(optional(check_bins), None)
+    include_empty: bool = False
     weights: str | None = None
     counts: str | None = None
     default_name = "set_ssc_score"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        strata = _ssc_strata(
+            q, self.y, self.spec, self.n_bins, self.weights, self.counts, include_empty=self.include_empty
+        )
+        w = q.weighting(self.weights, counts=self.counts)
         return {
-            "": min_of(*[cov for cov, _ in _ssc_strata(q, self.y, self.spec, self.n_bins, self.weights, self.counts)])
+            "": min_of(*[cov for cov, _ in strata]),
+            "empty_rate": ratio(w.sum(size_indicator(q, self.spec, 0, 0)), w.total),
+            "coverage": ratio(w.sum(set_covered_row(q, self.y, self.spec)), w.total),
         }
 
 
@@ -509,12 +531,21 @@ def set_ssc_score(
     *,
     classes: Sequence[Label] | None = None,
     n_bins: int | None = None,
+    include_empty: bool = False,
     weights: str | None = None,
     counts: str | None = None,
 ) -> SetSSCScore:
-    """Minimum size-stratified coverage over the strata that have rows.
+    """Minimum size-stratified coverage over the strata of non-empty sets that have rows.
 
-    See :func:`set_ssc`.
+    The strata are those of :func:`set_ssc` without the empty sets (a
+    stratum of sizes ``0..h`` becomes ``1..h``; the size-0 stratum goes): an
+    empty set never covers, so with any empty set the strict score is 0
+    whatever the other sets do (every LAC predictor with empty sets scores
+    0).  Beside it, ``set_ssc_score_empty_rate`` (the share of empty sets)
+    and ``set_ssc_score_coverage`` (the coverage of all sets, empty ones
+    included), so that the rows left out stay in view.
+    ``include_empty=True`` gives the strict score over every stratum, as
+    ``min`` of :func:`set_ssc` (the 0.3 definition).
 
     Parameters
     ----------
@@ -531,6 +562,8 @@ def set_ssc_score(
         With ``classes``: ``None``, one stratum per size; an integer, that
         many contiguous ranges of sizes.  Without: the number of strata
         (default 4: sizes 0, 1, 2 and ``>= 3``).
+    include_empty : bool, default False
+        Whether the empty sets count (their stratum's coverage is 0).
     weights : str, optional
         Column of non-negative row weights: each stratum's weighted coverage;
         its ``n`` counts the stratum's rows of positive weight (see the
@@ -545,17 +578,30 @@ def set_ssc_score(
     SetSSCScore
         A metric object.  ``df.conformal.set_ssc_score(...)`` returns a float on an
         eager frame without ``by=``, otherwise a frame of the caller's type
-        with the group keys, ``set_ssc_score`` and ``n`` (lazy in, lazy out);
+        with the group keys, ``set_ssc_score``, ``set_ssc_score_empty_rate``,
+        ``set_ssc_score_coverage`` and ``n`` (lazy in, lazy out);
         :func:`~conformal_frames.evaluate` combines it with other metrics.
 
     Examples
     --------
     >>> import polars as pl
     >>> import conformal_frames
-    >>> df = pl.DataFrame({"y": [3, 3, 1, 2, 2],
-    ...     "s": [[0, 1, 2, 3], [1, 3], [0, 1, 2], [2, 3], [0, 1, 3]]})
-    >>> round(df.conformal.set_ssc_score("y", "s", classes=[0, 1, 2, 3], n_bins=2), 8)
-    0.66666667
+    >>> df = pl.DataFrame({"y": [3, 3, 1, 2, 2, 0],
+    ...     "s": [[0, 1, 2, 3], [1, 3], [0, 1, 2], [2, 3], [0, 1, 3], []]})
+    >>> df.conformal.set_ssc_score("y", "s", classes=[0, 1, 2, 3])
+    0.5
+    >>> df.conformal.set_ssc_score("y", "s", classes=[0, 1, 2, 3], include_empty=True)
+    0.0
+    >>> out = conformal_frames.evaluate(df, conformal_frames.set_ssc_score("y", "s", classes=[0, 1, 2, 3]))
+    >>> [round(v, 6) for v in out.select("set_ssc_score_empty_rate", "set_ssc_score_coverage").row(0)]
+    [0.166667, 0.666667]
     """
     spec = set_spec(sets, classes)
-    return SetSSCScore(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec), weights=weights, counts=counts)
+    return SetSSCScore(
+        y=y,
+        spec=spec,
+        n_bins=_check_set_bins(n_bins, spec),
+        include_empty=include_empty,
+        weights=weights,
+        counts=counts,
+    )

@@ -99,6 +99,18 @@ class Report:
         cols = [*self.keys, cov, "target", "n", "pvalue", "pvalue_adjusted"]
         return nw.to_native(nw.maybe_reset_index(t.filter(nw.col("under_covered").fill_null(False)).select(*cols)))
 
+    @property
+    def over_covered(self) -> Any:
+        """Groups whose coverage is significantly above the target (intervals or sets too wide)."""
+        name = "intervals" if "intervals" in self.tables else "sets"
+        t = self.tables.get(name)
+        if t is None or "over_covered" not in t.columns:
+            msg = "no coverage test: give y, lo, hi (or y and sets) and a target (confidence_level=)"
+            raise ValueError(msg)
+        cov = "coverage" if name == "intervals" else "set_coverage"
+        cols = [*self.keys, cov, "target", "n", "pvalue_over_adjusted"]
+        return nw.to_native(nw.maybe_reset_index(t.filter(nw.col("over_covered").fill_null(False)).select(*cols)))
+
     def frame(self, name: str) -> Any:
         """One table by family name, as a native frame."""
         return nw.to_native(nw.maybe_reset_index(self.tables[name]))

@@ -182,7 +182,7 @@ def plural(n: int, word: str) -> str:
 # which groups to show
 # ---------------------------------------------------------------------------
 def rank(t: nw.DataFrame) -> np.ndarray:
-    """Row indices, most important first (flagged, untested, lowest coverage vs target)."""
+    """Row indices, most important first (under-covered, untested, over-covered, lowest coverage vs target)."""
     m = len(t)
     cov_col = next((c for c in ("coverage", "set_coverage") if c in t.columns), None)
     if cov_col is not None:
@@ -191,8 +191,12 @@ def rank(t: nw.DataFrame) -> np.ndarray:
         p = floats(t, "pvalue_adjusted") if "pvalue_adjusted" in t.columns else np.ones(m)
         flags = t.get_column("under_covered").to_list() if "under_covered" in t.columns else [False] * m
         flagged = np.array([v is True for v in flags], dtype=bool)
+        over = np.array(
+            [v is True for v in t.get_column("over_covered").to_list()] if "over_covered" in t.columns else [False] * m,
+            dtype=bool,
+        )
         untested = np.isnan(cov) | np.isnan(p)
-        score = np.where(flagged, 0, np.where(untested, 1, 2))
+        score = np.where(flagged, 0, np.where(untested, 1, np.where(over, 2, 3)))
         return np.lexsort((np.nan_to_num(cov - target, nan=0.0), np.nan_to_num(p, nan=1.0), score))
     if "ece" in t.columns:
         return np.argsort(-np.nan_to_num(floats(t, "ece"), nan=np.inf), kind="stable")
@@ -336,6 +340,16 @@ def _flagged_lines(s: dict[str, Any], max_rows: int | None) -> list[str]:
         )
     if len(u) > limit:
         lines.append(f"  ... {plural(len(u) - limit, 'more group')} (rep.under_covered)")
+    o = s.get("over_covered") or []
+    if o:
+        lines.append(f"significantly over-covered (intervals too wide): {len(o)} of {s['tested']} tested groups")
+    for g in o[: len(o) if max_rows is None else max_rows]:
+        lines.append(
+            f"  - {label(g['group'])}: coverage {fmt(g['coverage'])} > target {g['target']:g}, "
+            f"n={g['n']:,}, adjusted p={fmt(g['pvalue_adjusted'])}"
+        )
+    if max_rows is not None and len(o) > max_rows:
+        lines.append(f"  ... {plural(len(o) - max_rows, 'more group')} (rep.over_covered)")
     return lines
 
 
@@ -402,6 +416,10 @@ def _verdict(s: dict[str, Any]) -> tuple[str, str]:
         else:
             text = f"No group is significantly below the target coverage ({plural(tested, 'group')} tested)."
             cls = "cf-ok" if not untested else ""
+        over = len(s.get("over_covered") or [])
+        if over:
+            text += f" {over} {'is' if over == 1 else 'are'} significantly above it (intervals too wide)."
+            cls = cls or "cf-warn"
         if untested:
             text += f" {plural(untested, 'group')} could not be tested."
             cls = cls or "cf-warn"
@@ -440,6 +458,16 @@ def html_headline(
         if len(flagged) > limit:
             items.append(f"<li>... and {plural(len(flagged) - limit, 'more group')} (rep.under_covered)</li>")
         out.append(f"<p>Significantly under-covered:</p><ul>{''.join(items)}</ul>")
+    over = s.get("over_covered") or []
+    if over:
+        items = [
+            f"<li>{_group_html(g['group'])}: coverage {fmt(g['coverage'])}, target {g['target']:g}, "
+            f"n = {g['n']:,}, adjusted p = {fmt(g['pvalue_adjusted'])}</li>"
+            for g in over[: len(over) if max_rows is None else max_rows]
+        ]
+        if max_rows is not None and len(over) > max_rows:
+            items.append(f"<li>... and {plural(len(over) - max_rows, 'more group')} (rep.over_covered)</li>")
+        out.append(f"<p>Significantly over-covered (intervals too wide):</p><ul>{''.join(items)}</ul>")
     untested = s.get("untested") or []
     if untested:
         items = []

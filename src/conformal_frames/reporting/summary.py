@@ -78,16 +78,17 @@ def _untested(t: nw.DataFrame, keys: list[str], cov_col: str) -> list[dict[str, 
     ]
 
 
-def _flagged(t: nw.DataFrame, keys: list[str], cov_col: str) -> list[dict[str, Any]]:
+def _flagged(t: nw.DataFrame, keys: list[str], cov_col: str, flag: str = "under_covered") -> list[dict[str, Any]]:
+    pvalue = "pvalue_adjusted" if flag == "under_covered" else "pvalue_over_adjusted"
     return [
         {
             "group": _group(r, keys),
             "coverage": plain(r[cov_col]),
             "target": plain(r["target"]),
             "n": int(r["n"]),
-            "pvalue_adjusted": plain(r["pvalue_adjusted"]),
+            "pvalue_adjusted": plain(r[pvalue]),
         }
-        for r in t.filter(nw.col("under_covered").fill_null(False)).iter_rows(named=True)
+        for r in t.filter(nw.col(flag).fill_null(False)).iter_rows(named=True)
     ]
 
 
@@ -114,6 +115,8 @@ def summarize(tables: dict[str, Any], keys: list[str], target: Any, test: str | 
             out["tested"] = int(np.isfinite(floats(t, "pvalue")).sum())
             out["test"] = test
             out["under_covered"] = _flagged(t, keys, cov_col)
+            if "over_covered" in t.columns:
+                out["over_covered"] = _flagged(t, keys, cov_col, "over_covered")
     out["invalid_rows"] = int(invalid.sum())
     out["dropped_rows"] = int(dropped.sum())
     out["notes"] = notes

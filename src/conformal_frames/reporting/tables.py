@@ -4,7 +4,9 @@ Each family's table holds its metrics' output columns (found from the metric
 objects); per-bin metrics are reshaped by their own ``to_long``; the
 under-coverage test columns are coverage_test's own outputs (p-value, the
 adjusted p-value of the chosen correction, the flag) under the report's
-names ``pvalue``, ``pvalue_adjusted``, ``under_covered``.
+names ``pvalue``, ``pvalue_adjusted``, ``under_covered``; ``over_covered``
+flags the groups significantly above the target (``alternative="greater"``,
+same correction and significance): intervals wider than needed.
 """
 
 from __future__ import annotations
@@ -96,7 +98,31 @@ def with_test(t: nw.DataFrame, plan: ReportPlan, cov: str) -> nw.DataFrame:
         nw.col(adjusted).alias("pvalue_adjusted"),
         nw.col(f"{cov}_flag").cast(nw.Boolean).alias("under_covered"),
     )
-    return t.drop(*[c for c in t.columns if c.startswith(f"{cov}_pvalue") or c == f"{cov}_flag"])
+    t = t.drop(*[c for c in t.columns if c.startswith(f"{cov}_pvalue") or c == f"{cov}_flag"])
+    return _with_over_coverage(t, plan, cov)
+
+
+def _with_over_coverage(t: nw.DataFrame, plan: ReportPlan, cov: str) -> nw.DataFrame:
+    """The Boolean ``over_covered`` (after ``under_covered``) and its adjusted p-value ``pvalue_over_adjusted``.
+
+    coverage_test's ``alternative="greater"`` on the collected table: the
+    covered count of a group is ``coverage * n``; a group that could not be
+    tested has nulls.
+    """
+    n = floats(t, "n")
+    k = np.round(floats(t, cov) * n)
+    p = coverage_pvalues(k, n, floats(t, "target"), plan.n_calibration, alternative="greater")
+    p[np.isnan(floats(t, "pvalue"))] = np.nan  # untested under-coverage: untested here too
+    chosen = {"holm": holm, "bh": benjamini_hochberg, "none": lambda x: x}[plan.correction](p)
+    ns = nw.get_native_namespace(t)
+    flag = [None if np.isnan(a) else bool(a < plan.significance) for a in chosen]
+    cols = list(t.columns)
+    at = cols.index("under_covered") + 1
+    t = t.with_columns(
+        nw.new_series("over_covered", flag, nw.Boolean, backend=ns),
+        nw.new_series("pvalue_over_adjusted", chosen, nw.Float64, backend=ns).fill_nan(None),
+    )
+    return t.select(*cols[:at], "over_covered", *cols[at:], "pvalue_over_adjusted")
 
 
 def _test_from_counts(t: nw.DataFrame, plan: ReportPlan, cov: str) -> nw.DataFrame:
@@ -136,8 +162,8 @@ def invalid_causes(base: Any, metrics: list[engine.Metric], keys: list[str]) -> 
 def test_description(plan: ReportPlan) -> str:
     law = "exact Beta-binomial (split conformal)" if plan.n_calibration is not None else "exact binomial"
     return (
-        f"one-sided {law} test of coverage >= target (conformal_frames.coverage_test), "
-        f"{_CORRECTION_NAMES[plan.correction]}, significance={plan.significance:g}"
+        f"one-sided {law} test of coverage >= target (conformal_frames.coverage_test; over-coverage: "
+        f"alternative='greater'), {_CORRECTION_NAMES[plan.correction]}, significance={plan.significance:g}"
     )
 
 
