@@ -254,11 +254,33 @@ FIELD_CHECKS: dict[str, Check] = {
     "eta": check_finite,
     "kernel_sizes": check_positive_pair,
     "weighted": check_boolean,
+    "include_empty": check_boolean,
     "seed": check_seed,
     "classes": check_classes,
     "weights": optional(check_column),
     "counts": optional(check_column),
 }
+
+
+def instance_of(*types: type) -> Check:
+    """A check that the value is one of ``types`` (a field the factory builds, e.g. a ``Target``)."""
+
+    def check(value: Any, name: str) -> Any:
+        if not isinstance(value, types):
+            expected = " or ".join(t.__name__ for t in types)
+            msg = f"{name} must be a {expected}, got {type(value).__name__}"
+            raise TypeError(msg)
+        return value
+
+    return check
+
+
+def check_classifier(value: Any, name: str) -> Any:
+    """``None`` or an object with scikit-learn's ``fit`` and ``predict_proba``."""
+    if value is not None and not (hasattr(value, "fit") and hasattr(value, "predict_proba")):
+        msg = f"{name} must be a scikit-learn classifier (fit and predict_proba), got {type(value).__name__}"
+        raise TypeError(msg)
+    return value
 
 
 def checked(check: Check, default: Any = MISSING) -> Any:

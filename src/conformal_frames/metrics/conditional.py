@@ -39,6 +39,7 @@ from conformal_frames._validate import (
     check_positive_int,
     checked,
     choice,
+    instance_of,
     optional,
 )
 from conformal_frames.engine import (
@@ -183,7 +184,7 @@ def _gap_table(
 
 @dataclass(frozen=True, kw_only=True)
 class CoverageGap(TargetMetric):
-    target: Target
+    target: Target = checked(instance_of(Target))
     groups: tuple[str, ...]
     confidence_level: float | str
     weighted: bool = False
@@ -439,7 +440,7 @@ def _inference_step(
 
 @dataclass(frozen=True, kw_only=True)
 class CoverageTest(TargetMetric):
-    target: Target
+    target: Target = checked(instance_of(Target))
     confidence_level: float | str
     ci_level: float = 0.95
     method: str = checked(choice("wilson", "clopper-pearson"), "wilson")
@@ -684,7 +685,7 @@ def _slab_groups(n_features: int, delta: float, n_directions: int | None, seed: 
 
 @dataclass(frozen=True, kw_only=True)
 class WorstSlab(TargetMetric):
-    target: Target
+    target: Target = checked(instance_of(Target))
     features: tuple[str, ...]
     delta: float = checked(check_fraction, 0.1)
     n_directions: int | None = checked(optional(check_positive_int), None)

@@ -367,7 +367,7 @@ def crps(
 @dataclass(frozen=True, kw_only=True)
 class QuantileCRPS(CrossingOutputs, Metric):
     y: str
-    quantiles: Quantiles = checked(check_quantiles)  # noqa: RUF009
+    quantiles: Quantiles = checked(check_quantiles)
     weights: str | None = None
     counts: str | None = None
     crossing: str = checked(check_crossing, "score")

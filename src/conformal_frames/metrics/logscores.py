@@ -7,12 +7,12 @@ is better), weighted by ``weights=`` and repeated by ``counts=``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._validate import check_column
+from conformal_frames._validate import check_column, checked
 from conformal_frames.engine import Metric, Query
 from conformal_frames.inputs.binary import binary_row, score_precision, score_row
 from conformal_frames.inputs.forecasts import gaussian_z
@@ -87,8 +87,8 @@ def log_loss(y: str, score: str, *, weights: str | None = None, counts: str | No
 @dataclass(frozen=True, kw_only=True)
 class LogScore(Metric):
     y: str
-    mean: str = field(metadata={"check": check_column})
-    std: str = field(metadata={"check": check_column})
+    mean: str = checked(check_column)
+    std: str = checked(check_column)
     weights: str | None = None
     counts: str | None = None
     default_name = "log_score"

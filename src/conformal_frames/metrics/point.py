@@ -17,13 +17,13 @@ row (a constant training series has a zero naive scale).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
-from conformal_frames._validate import check_column, check_columns, check_positive_int
+from conformal_frames._validate import check_column, check_columns, check_positive_int, checked
 from conformal_frames.engine import InvalidPolicy, Metric, Query, no_weights, sort_result, total
 from conformal_frames.inputs.forecasts import (
     CrossingOutputs,
@@ -60,7 +60,7 @@ FRAME_METHODS = ["naive_scale"]
 
 def _column() -> Any:
     """A required column-name field (checked as a name when the metric is built)."""
-    return field(metadata={"check": check_column})
+    return checked(check_column)
 
 
 # ---------------------------------------------------------------------------
@@ -428,12 +428,12 @@ def _check_quantiles_long(value: object, name: str) -> Quantiles | str:
 @dataclass(frozen=True, kw_only=True)
 class ScaledPinball(CrossingOutputs, Metric):
     y: str
-    quantiles: Quantiles | str = field(metadata={"check": _check_quantiles_long})
+    quantiles: Quantiles | str = checked(_check_quantiles_long)
     scale: str = _column()
-    quantile_level: str | None = field(default=None, metadata={"check": check_level_column})
+    quantile_level: str | None = checked(check_level_column, None)
     weights: str | None = None
     counts: str | None = None
-    crossing: str = field(default="score", metadata={"check": check_crossing})
+    crossing: str = checked(check_crossing, "score")
     default_name = "scaled_pinball"
 
     def __post_init__(self) -> None:
@@ -514,10 +514,10 @@ def scaled_pinball(
 @dataclass(frozen=True, kw_only=True)
 class ScaledCRPS(CrossingOutputs, Metric):
     y: str
-    quantiles: Quantiles = field(metadata={"check": check_quantiles})
+    quantiles: Quantiles = checked(check_quantiles)
     weights: str | None = None
     counts: str | None = None
-    crossing: str = field(default="score", metadata={"check": check_crossing})
+    crossing: str = checked(check_crossing, "score")
     default_name = "scaled_crps"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:

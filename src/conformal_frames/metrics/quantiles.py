@@ -141,7 +141,7 @@ def long_by_level(
 @dataclass(frozen=True, kw_only=True)
 class PinballLoss(CrossingOutputs, Metric):
     y: str
-    quantiles: Quantiles | str = checked(_check_quantiles_long)  # noqa: RUF009
+    quantiles: Quantiles | str = checked(_check_quantiles_long)
     quantile_level: str | None = checked(check_level_column, None)
     per_level: bool = checked(check_boolean, False)
     weights: str | None = None
@@ -341,8 +341,8 @@ def wis_pairs(quantiles: Quantiles) -> tuple[str, list[tuple[float, str, str]]]:
 @dataclass(frozen=True, kw_only=True)
 class WIS(CrossingOutputs, Metric):
     y: str
-    quantiles: Quantiles | None = checked(optional(check_quantiles), None)  # noqa: RUF009
-    intervals: Intervals | None = checked(optional(check_intervals), None)  # noqa: RUF009
+    quantiles: Quantiles | None = checked(optional(check_quantiles), None)
+    intervals: Intervals | None = checked(optional(check_intervals), None)
     median: str | None = checked(optional(check_level_column), None)
     weights: str | None = None
     counts: str | None = None
@@ -522,7 +522,7 @@ _QUANTILE_STATS = {"coverage": "", "coverage_ci_low": "ci_low", "coverage_ci_hig
 @dataclass(frozen=True, kw_only=True)
 class QuantileCoverage(CrossingOutputs, Metric):
     y: str
-    quantiles: Quantiles | str = checked(_check_quantiles_long)  # noqa: RUF009
+    quantiles: Quantiles | str = checked(_check_quantiles_long)
     quantile_level: str | None = checked(check_level_column, None)
     per_level: bool = checked(check_boolean, True)
     ci_level: float = 0.95
@@ -692,7 +692,7 @@ _INTERVAL_STATS = {
 @dataclass(frozen=True, kw_only=True)
 class IntervalCoverage(CrossingOutputs, Metric):
     y: str
-    intervals: Intervals = checked(check_intervals)  # noqa: RUF009
+    intervals: Intervals = checked(check_intervals)
     ci_level: float = 0.95
     weights: str | None = None
     counts: str | None = None

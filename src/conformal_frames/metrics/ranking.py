@@ -33,7 +33,16 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
-from conformal_frames._validate import check_columns, check_level, check_positive_int
+from conformal_frames._validate import (
+    FIELD_CHECKS,
+    check_boolean,
+    check_classifier,
+    check_columns,
+    check_level,
+    check_positive_int,
+    checked,
+    instance_of,
+)
 from conformal_frames.engine import (
     InvalidPolicy,
     Metric,
@@ -429,13 +438,13 @@ def excess_risk_target_coverage(
 class ExcessRisk(TargetMetric):
     """ERT per group: a per-group numpy step of the core (all rows of a group)."""
 
-    target: Target
+    target: Target = checked(instance_of(Target))
     features: tuple[str, ...]
-    level: float | str
-    model: Any
+    level: float | str = checked(FIELD_CHECKS["confidence_level"])
+    model: Any = checked(check_classifier)
     n_splits: int
     seed: int
-    grouped: bool
+    grouped: bool = checked(check_boolean)
     default_name = "excess_risk_target_coverage"
     mergeable_alternative = "coverage and auroc"
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import narwhals.stable.v2 as nw
@@ -42,7 +43,9 @@ import numpy as np
 from conformal_frames._renames import renamed
 from conformal_frames._validate import (
     check_bins,
+    check_positive_int,
     checked,
+    instance_of,
     optional,
 )
 from conformal_frames.engine import Query, sort_result, stack
@@ -68,7 +71,7 @@ METHODS = list(__all__)
 @dataclass(frozen=True, kw_only=True)
 class SetCoverage(SetMetric):
     y: str
-    spec: SetSpec
+    spec: SetSpec = checked(instance_of(SetSpec))
     ci_level: float = 0.95
     weights: str | None = None
     counts: str | None = None
@@ -138,7 +141,7 @@ def set_coverage(
 
 @dataclass(frozen=True, kw_only=True)
 class SetSize(SetMetric):
-    spec: SetSpec
+    spec: SetSpec = checked(instance_of(SetSpec))
     weights: str | None = None
     counts: str | None = None
     default_name = "set_size"
@@ -194,8 +197,8 @@ def set_size(
 
 @dataclass(frozen=True, kw_only=True)
 class SizeRate(SetMetric):
-    spec: SetSpec
-    size: int
+    spec: SetSpec = checked(instance_of(SetSpec))
+    size: int = checked(partial(check_positive_int, at_least=0))
     weights: str | None = None
     counts: str | None = None
     default_name = "size_rate"
@@ -383,7 +386,7 @@ def _largest(column: str, lo: int) -> nw.Expr:
 @dataclass(frozen=True, kw_only=True)
 class SetSSC(SetMetric):
     y: str
-    spec: SetSpec
+    spec: SetSpec = checked(instance_of(SetSpec))
     n_bins: int | None = checked(optional(check_bins), None)
     weights: str | None = None
     counts: str | None = None
@@ -505,7 +508,7 @@ def set_ssc(
 @dataclass(frozen=True, kw_only=True)
 class SetSSCScore(SetMetric):
     y: str
-    spec: SetSpec
+    spec: SetSpec = checked(instance_of(SetSpec))
     n_bins: int | None = checked(optional(check_bins), None)
     include_empty: bool = False
     weights: str | None = None
