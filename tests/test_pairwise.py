@@ -247,3 +247,17 @@ def test_long_quantile_form_pairs_forecasts_not_rows() -> None:
     got = {(x, z): r for x, z, r in table.select("m", "compare_against", "mean_scores_ratio").rows()}
     for (x, z), r in ratio.items():
         assert_close([got[(x, z)], got[(z, x)]], [r, 1 / r])
+
+
+def test_null_and_categorical_models(eager_constructor: Any) -> None:
+    # a null model is a model of its own (as a null key is a group); an unordered categorical needs no order
+    data = {"id": [1, 2, 1, 2, 1], "m": ["a", "a", "b", "b", None], "y": [0.0] * 5, "f": [1.0, 3, 2, 2, 1]}
+    out = to_pandas(cf.relative_skill(eager_constructor(data), cf.mae("y", "f"), model="m"))
+    skill = dict(zip(out["m"].astype(object).where(out["m"].notna(), "null"), out["relative_skill"].astype(float)))
+    assert_close([skill["a"], skill["b"], skill["null"]], [1.0, 2 ** (1 / 3), 0.5 ** (1 / 3)])
+    table = to_pandas(cf.pairwise_comparison(eager_constructor(data), cf.mae("y", "f"), model="m", n_permutations=9))
+    assert len(table) == 9 and (table["n"] > 0).all()
+    frame = pl.DataFrame(data).with_columns(pl.col("m").cast(pl.Categorical)).to_pandas()
+    frame["m"] = frame["m"].astype("category")
+    cat = cf.pairwise_comparison(frame, cf.mae("y", "f"), model="m", n_permutations=9)
+    assert list(cat.index) == list(range(len(cat))) and len(cat) == 9

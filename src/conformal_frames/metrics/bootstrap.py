@@ -776,7 +776,7 @@ def relative_skill(
         rest = [c for c in scores.collect_schema().names() if c not in {*keys, model, name}]
         names = ["relative_skill", *(["scaled_relative_skill"] if baseline is not None else [])]
         result = sort_result(joined.select(*keys, model, name, *names, *rest, "n_dropped"), *keys, model)
-        return result.collect().to_native() if eager else result.to_native()
+        return nw.maybe_reset_index(result.collect()).to_native() if eager else result.to_native()
     if eager and ids:
         _warn_if_sets_differ(_Common.of(frame, metric, model, keys, ids, invalid))
     s = nw.col(name)
@@ -803,6 +803,12 @@ Compare = Literal["common", "all"]
 Test = Literal["permutation", "wilcoxon"]
 _SCORE, _OTHER, _OTHER_SCORE = "__cf_score", "__cf_other", "__cf_other_score"
 _SUM, _OTHER_SUM, _COMMON, _RATIO = "__cf_sum", "__cf_other_sum", "__cf_common", "__cf_ratio"
+
+
+def _same(a: str, b: str) -> nw.Expr:
+    """``a == b`` with a null equal to a null (a null model is a model of its own, as a null key is a group)."""
+    x, y = nw.col(a), nw.col(b)
+    return (x == y).fill_null(value=False) | (x.is_null() & y.is_null())
 
 
 def _check_comparison(model: str, by: str | Sequence[str] | None, compare: str) -> list[str]:
@@ -878,7 +884,7 @@ class _Common:
         score = nw.col(metric.output_name).cast(nw.Float64).alias(_SCORE)
         scores = lazy.select(*keys, model, *ids, score).filter(~nw.col(_SCORE).is_null())
         right = scores.select(*keys, *ids, nw.col(model).alias(_OTHER), nw.col(_SCORE).alias(_OTHER_SCORE))
-        pairs = engine.join_keys(scores, right, [*keys, *ids], how="inner").filter(nw.col(model) != nw.col(_OTHER))
+        pairs = engine.join_keys(scores, right, [*keys, *ids], how="inner").filter(~_same(model, _OTHER))
         return cls(keys, model, ids, scores, pairs)
 
     def ratios(self) -> nw.LazyFrame:
@@ -950,26 +956,43 @@ def _warn_if_sets_differ(common: _Common) -> None:
         warnings.warn(msg, UserWarning, stacklevel=4)
 
 
+def _label(value: Any) -> Any:
+    """A key value as a plain Python value; every missing value (None, NaN, pandas' NA) is None."""
+    try:
+        return None if value is None or bool(value != value) else value
+    except TypeError:  # pandas' NA: its comparisons are NA
+        return None
+
+
+def _labels(frame: nw.DataFrame, columns: list[str]) -> list[tuple[Any, ...]]:
+    return list(zip(*([_label(v) for v in frame[c].to_list()] for c in columns))) if len(frame) else []
+
+
 def _pvalues(common: _Common, test: Test, n_permutations: int, seed: int) -> dict[tuple[Any, ...], tuple[float, float]]:
     """``(keys..., model, other) -> (pvalue, Holm-adjusted pvalue)`` for every pair with common forecasts.
 
-    Pairs are tested once (``model < other``, mirrored for the other
-    order), in sorted order with one generator seeded by ``seed``; Holm's
-    adjustment runs over the pairs of each group, as scoringutils.
+    Pairs are tested once (in the sorted order of the first model of the
+    pair, mirrored for the other order; model values need no ordering of
+    their own, e.g. unordered categoricals), with one generator seeded by
+    ``seed``; Holm's adjustment runs over the pairs of each group, as
+    scoringutils.
     """
     from conformal_frames.numerics.paired import holm, permutation_pvalue, wilcoxon_pvalue
 
     keys, model = common.keys, common.model
     order = [*keys, model, _OTHER, *common.ids]
-    rows = common.pairs.filter(nw.col(model) < nw.col(_OTHER)).sort(*order, nulls_last=True).collect()
-    labels = list(zip(*(rows[c].to_list() for c in [*keys, model, _OTHER]))) if len(rows) else []
+    rows = common.pairs.sort(*order, nulls_last=True).collect()
+    labels = _labels(rows, [*keys, model, _OTHER])
     x, y = rows[_SCORE].to_numpy().astype(float), rows[_OTHER_SCORE].to_numpy().astype(float)
     starts = [i for i in range(len(labels)) if i == 0 or labels[i] != labels[i - 1]]
     rng = np.random.default_rng(seed)
     raw: dict[tuple[Any, ...], float] = {}
     for start, stop in zip(starts, [*starts[1:], len(labels)]):
+        label = labels[start]
+        if (*label[:-2], label[-1], label[-2]) in raw:  # the mirrored pair, tested already
+            continue
         a, b = x[start:stop], y[start:stop]
-        raw[labels[start]] = (
+        raw[label] = (
             permutation_pvalue(a, b, n_permutations=n_permutations, rng=rng)
             if test == "permutation"
             else wilcoxon_pvalue(a, b)
@@ -990,7 +1013,7 @@ def _with_pvalues(
     table: nw.DataFrame, pvalues: dict[tuple[Any, ...], tuple[float, float]], labels: list[str]
 ) -> nw.DataFrame:
     """``table`` (a row per group and ordered pair) with ``pvalue`` and ``adjusted_pvalue`` (1 for a model and itself)."""
-    rows = list(zip(*(table[c].to_list() for c in labels))) if len(table) else []
+    rows = _labels(table, labels)
     ns = nw.get_native_namespace(table)
     cols = []
     for i, name in enumerate(("pvalue", "adjusted_pvalue")):
@@ -1011,7 +1034,7 @@ def _pairwise_table(common: _Common, baseline: Any) -> nw.LazyFrame:
     models = aggregate(common.scores, [*keys, model], [nw.len().alias("__cf_own")])
     grid = engine.join_keys(models, models.select(*keys, nw.col(model).alias(other)), keys, how="inner")
     table = engine.join_keys(grid, ratios, [*keys, model, other])
-    same = nw.col(model) == nw.col(other)
+    same = _same(model, other)
     table = table.with_columns(
         nw.when(same).then(nw.lit(1.0, nw.Float64)).otherwise(nw.col("__cf_r")).alias("mean_scores_ratio"),
         nw.when(same).then(nw.col("__cf_own")).otherwise(nw.col("__cf_n").fill_null(0)).cast(nw.Int64).alias("n"),
@@ -1137,6 +1160,6 @@ def pairwise_comparison(
     if test is None:
         none = [nw.lit(None, nw.Float64).alias(c) for c in ("pvalue", "adjusted_pvalue")]
         lazy = table.with_columns(*none).select(*columns)
-        return lazy.collect().to_native() if eager else lazy.to_native()
+        return nw.maybe_reset_index(lazy.collect()).to_native() if eager else lazy.to_native()
     result = _with_pvalues(table.collect(), _pvalues(common, test, n_permutations, seed), labels).select(*columns)
-    return result.to_native() if eager else result.to_native().lazy()
+    return nw.maybe_reset_index(result).to_native() if eager else result.to_native().lazy()
