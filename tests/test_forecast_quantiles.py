@@ -94,7 +94,7 @@ def test_bad_intervals(value: object, error: type[Exception], fragment: str) -> 
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class _TopQuantile(Metric):
-    quantiles: Quantiles = checked(check_quantiles)  # noqa: RUF009
+    quantiles: Quantiles = checked(check_quantiles)
     default_name = "top"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
@@ -104,7 +104,7 @@ class _TopQuantile(Metric):
 
 @dataclass(frozen=True, kw_only=True)
 class _Widths(Metric):
-    intervals: Intervals = checked(check_intervals)  # noqa: RUF009
+    intervals: Intervals = checked(check_intervals)
     default_name = "w"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:

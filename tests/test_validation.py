@@ -607,3 +607,44 @@ def test_non_string_column_name_is_a_type_error(name):
     param = _PARAM.get(name, "y")
     with pytest.raises(TypeError, match=rf"^{param} must be .*, got 1$"):
         COLUMN_CASES[name]()
+
+
+def _metric_classes() -> list[type]:
+    from conformal_frames.engine import Metric
+
+    found: list[type] = []
+    todo = [Metric]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub.__module__.startswith("conformal_frames") and sub not in found:
+                found.append(sub)
+                todo.append(sub)
+    return found
+
+
+def test_every_field_of_every_metric_has_a_check() -> None:
+    """A field is checked by its vocabulary word (FIELD_CHECKS) or declares its own (``checked``)."""
+    import dataclasses
+
+    from conformal_frames._validate import FIELD_CHECKS
+
+    classes = _metric_classes()
+    assert len(classes) > 50
+    unchecked = [
+        f"{cls.__name__}.{f.name}"
+        for cls in classes
+        for f in dataclasses.fields(cls)
+        if "check" not in f.metadata and f.name not in FIELD_CHECKS
+    ]
+    assert not unchecked, f"fields without a check: {unchecked}"
+
+
+def test_a_field_declares_its_check_one_way() -> None:
+    """``checked(check)``, never ``field(metadata={"check": ...})`` by hand."""
+    from pathlib import Path
+
+    root = Path(cf.__file__).parent
+    by_hand = [
+        str(p.relative_to(root)) for p in root.rglob("*.py") if p.name != "_validate.py" and '"check":' in p.read_text()
+    ]
+    assert not by_hand, by_hand

@@ -44,7 +44,9 @@ __all__ = [
     "GroupFn",
     "InvalidPolicy",
     "Metric",
+    "NotPerRowError",
     "NumpyFn",
+    "PerRow",
     "Query",
     "Replicate",
     "TableFn",
@@ -358,6 +360,8 @@ class Query:
     totals: dict[str, str] = field(default_factory=dict)
     #: the replicate being built (:meth:`replicate`)
     _replicating: Replicate | None = field(default=None, repr=False)
+    #: the per-row values being built (:meth:`per_row`)
+    _per_row: PerRow | None = field(default=None, repr=False)
     #: what the metric being recorded touches (:meth:`record`): ``(kind, key)`` pairs
     _trace: set[tuple[str, Hashable]] | None = field(default=None, repr=False)
     #: what the factory of each :meth:`shared` key touched, for the metrics that reuse it
@@ -469,7 +473,13 @@ class Query:
         return over(expr, [*self.group, *within], order_by=order_by)
 
     def agg(self, how: Literal["sum", "min", "max"], row_name: str) -> str:
-        """Register an elementary aggregation of a row column; returns its name."""
+        """Register an elementary aggregation of a row column; returns its name.
+
+        Under :meth:`per_row`, the row column itself (the value of one row).
+        """
+        if self._per_row is not None:
+            self._per_row.read.append(row_name)
+            return row_name
         key = (how, row_name)
         if key not in self.aggs:
             expr = getattr(nw.col(row_name), how)()
@@ -488,8 +498,8 @@ class Query:
 
     @property
     def n(self) -> nw.Expr:
-        """Number of rows in the group (the valid rows with ``invalid="drop"``)."""
-        return nw.col(_N)
+        """Number of rows in the group (the valid rows with ``invalid="drop"``); 1 under :meth:`per_row`."""
+        return nw.col(_N) if self._per_row is None else nw.lit(1.0)
 
     def check(self, message: str, bad: nw.Expr, *, example: nw.Expr | None = None, hint: str | None = None) -> None:
         """Rows where ``bad`` is true are invalid.
@@ -526,6 +536,7 @@ class Query:
         uses it twice (streaming then holds the whole input).  A table that
         sorts the rows by a column is :meth:`cells` (mergeable).
         """
+        self._whole_group("table")
         if key not in self.tables:
             self.tables[key] = (fn, TableRef(f"__cf_t{len(self.tables)}_"))
         self._touch("table", key)
@@ -567,6 +578,7 @@ class Query:
         the p-value it needs to a set that the table function reads when the
         query is compiled (after every build).
         """
+        self._whole_group("shared")
         if key not in self.state:
             outer, self._trace = self._trace, (set() if self._trace is not None else None)
             try:
@@ -592,6 +604,7 @@ class Query:
         structural key shared by the metrics that need the same value
         (default: a value of its own).
         """
+        self._whole_group("value")
         if key is None:
             key = ("__value", len(self.values))
         if key not in self.values:
@@ -617,6 +630,7 @@ class Query:
         ``ref.name(...)`` to the aggregated table (one row per group) before the
         output expressions, e.g. a p-value series computed in several
         ``with_columns`` steps; metrics read them as ``ref.col(...)``."""
+        self._whole_group("finalize")
         if key not in self.finalizers:
             self.finalizers[key] = (fn, TableRef(f"__cf_f{len(self.finalizers)}_"))
         self._touch("finalize", key)
@@ -633,6 +647,7 @@ class Query:
         ``boolean`` are Boolean columns (``fn`` returns 0/1; NaN becomes
         False), the others Float64.
         """
+        self._whole_group("numpy")
         self.numpy_steps.append(_NumpyStep(inputs, outputs, fn, what, tuple(boolean)))
         self._touch("numpy", what)
 
@@ -650,6 +665,8 @@ class Query:
         """
         if weights == REPLICATE_WEIGHTS:
             return self._replicate_weighting(counts)
+        if self._per_row is not None and (weights is not None or counts is not None):
+            raise NotPerRowError("weights=" if weights is not None else "counts=")
         if counts is not None:
             return self._counted(weights, counts)
         if weights is None:
@@ -684,6 +701,27 @@ class Query:
             row = self.row(("boot_weight", base.row, row), nw.col(base.row) * nw.col(row), inputs=[base.row, row])
         replica.weights = row
         return Weighting(self, row)
+
+    @contextlib.contextmanager
+    def per_row(self) -> Iterator[PerRow]:
+        """Build a score as its per-row values: a sum is the row's own value, ``n`` is 1.
+
+        A score that is a mean of per-row values (``wis``, ``pinball_loss``,
+        ``crps``, ``mae`` ...) built inside the block returns its per-row value
+        as a row-level expression over the row columns :attr:`PerRow.read`; its
+        rows and checks are registered as usual.  A metric that needs the rows
+        of a group together (a table, a value, a finalize or numpy step,
+        shared state, weights) raises :class:`NotPerRowError`.
+        """
+        outer, self._per_row = self._per_row, PerRow()
+        try:
+            yield self._per_row
+        finally:
+            self._per_row = outer
+
+    def _whole_group(self, what: str) -> None:
+        if self._per_row is not None:
+            raise NotPerRowError(what)
 
     def fork(self) -> Query:
         """A query that reads the row columns this one registered (same names), and nothing else of it.
@@ -779,6 +817,7 @@ class Query:
         group, written to the output column ``output``; the metric's
         :meth:`Metric.build` returns ``None`` for that output.
         """
+        self._whole_group("per_group")
         self.group_steps[output] = _GroupStep(rows, output, fn, what)
         self._touch("group_step", output)
 
@@ -867,6 +906,18 @@ class Query:
 
 #: the ``weights=`` of a metric built as a bootstrap replicate (:meth:`Query.replicate`)
 REPLICATE_WEIGHTS = "__cf_replicate_weights"
+
+
+class NotPerRowError(TypeError):
+    """A metric built under :meth:`Query.per_row` needs more than per-row values (the argument says what)."""
+
+
+@dataclass
+class PerRow:
+    """The per-row values being built (:meth:`Query.per_row`)."""
+
+    #: the row columns the metric's sums read
+    read: list[str] = field(default_factory=list)
 
 
 @dataclass

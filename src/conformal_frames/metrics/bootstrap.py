@@ -20,7 +20,7 @@ import functools
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import narwhals.stable.v2 as nw
@@ -28,7 +28,7 @@ import numpy as np
 
 from conformal_frames import engine
 from conformal_frames._progress import advance
-from conformal_frames._validate import check_column, check_positive_int, choice, optional
+from conformal_frames._validate import check_column, check_positive_int, checked, choice, optional
 from conformal_frames.engine import (
     PHASES,
     REPLICATE_WEIGHTS,
@@ -175,10 +175,10 @@ def _interval(long: nw.LazyFrame, keys: list[str], ref: TableRef, ci_level: floa
 class _Bootstrapped(Metric):
     """Shared machinery: replicate weights, replicates, percentile interval."""
 
-    n_resamples: int = field(default=1000, metadata={"check": _check_resamples})
+    n_resamples: int = checked(_check_resamples, 1000)
     seed: int = 0
     ci_level: float = 0.95
-    block: str | None = field(default=None, metadata={"check": optional(check_column)})
+    block: str | None = checked(optional(check_column), None)
 
     def _metrics(self) -> Sequence[Metric]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -382,7 +382,7 @@ def _units(q: Query, block: str | None) -> nw.Expr:
 
 @dataclass(frozen=True, kw_only=True)
 class Bootstrap(_Bootstrapped):
-    metric: Metric = field(metadata={"check": _check_metric})
+    metric: Metric = checked(_check_metric)
 
     @property
     def output_name(self) -> str:
@@ -406,8 +406,8 @@ def _check_pair(obj: BootstrapDifference) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class BootstrapDifference(_Bootstrapped):
-    metric: Metric = field(metadata={"check": _check_metric})
-    other: Metric = field(metadata={"check": _check_metric})
+    metric: Metric = checked(_check_metric)
+    other: Metric = checked(_check_metric)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -575,9 +575,9 @@ def _skill(values: Sequence[nw.Expr]) -> nw.Expr:
 
 @dataclass(frozen=True, kw_only=True)
 class SkillScore(_Bootstrapped):
-    metric: Metric = field(metadata={"check": _check_metric})
-    reference: Metric = field(metadata={"check": _check_metric})
-    n_resamples: int | None = field(default=None, metadata={"check": _check_skill_resamples})  # type: ignore[assignment]
+    metric: Metric = checked(_check_metric)
+    reference: Metric = checked(_check_metric)
+    n_resamples: int | None = checked(_check_skill_resamples, None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         super().__post_init__()

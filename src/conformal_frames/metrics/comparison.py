@@ -11,15 +11,15 @@ the difference of any score between two models see
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames import engine
-from conformal_frames._validate import check_column, choice, optional
-from conformal_frames.engine import Metric, Query, TableRef, Weighting, no_weights
+from conformal_frames._validate import check_column, checked, choice, optional
+from conformal_frames.engine import Metric, NotPerRowError, Query, TableRef, no_weights
 from conformal_frames.inputs.binary import binary_row
 from conformal_frames.inputs.forecasts import check_horizon, horizon_row
 from conformal_frames.numerics.brownian import abs_normal_tail
@@ -48,76 +48,20 @@ def _check_forecast(value: Any, name: str) -> str | Metric:
     return check_column(value, name)
 
 
-class _NoRowScore(Exception):
-    """A metric asked for more than per-row sums: it has no per-row score."""
-
-
-class _RowQuery:
-    """The query as a per-row score sees it: a sum is the row's own value, ``n`` is 1.
-
-    A score that is a mean of per-row values (``wis``, ``pinball_loss``,
-    ``crps``, ``mae``...) built on it gives its per-row value as a row-level
-    expression; its checks and row columns are those of the real query.
-    Anything else (tables, finalize steps, numpy steps, values, weights)
-    has no per-row value.
-    """
-
-    _REFUSED = frozenset({"table", "finalize", "numpy", "per_group", "cells", "value", "counted", "shared"})
-
-    def __init__(self, q: Query) -> None:
-        self._q = q
-        #: the row columns the sums read
-        self.read: list[str] = []
-
-    @property
-    def count(self) -> str:
-        """The row count as a row column: 1."""
-        one = self._q.row(("one",), nw.lit(1.0))
-        self.read.append(one)
-        return one
-
-    def __getattr__(self, name: str) -> Any:
-        if name in self._REFUSED:
-            raise _NoRowScore(name)
-        return getattr(self._q, name)
-
-    def agg(self, how: str, row_name: str) -> str:
-        self.read.append(row_name)
-        return row_name
-
-    def sum(self, row_name: str) -> nw.Expr:
-        return nw.col(self.agg("sum", row_name))
-
-    def min(self, row_name: str) -> nw.Expr:
-        return nw.col(self.agg("min", row_name))
-
-    def max(self, row_name: str) -> nw.Expr:
-        return nw.col(self.agg("max", row_name))
-
-    @property
-    def n(self) -> nw.Expr:
-        return nw.lit(1.0)
-
-    def weighting(self, weights: str | None, *, counts: str | None = None) -> Weighting:
-        if weights is not None or counts is not None:
-            raise _NoRowScore("weights")
-        return Weighting(cast(Query, self), None)
-
-
 def _metric_loss(q: Query, metric: Metric) -> str:
     """Row column of the per-row score of ``metric`` (a mean of per-row values)."""
-    rq = _RowQuery(q)
-    try:
-        expr = metric.build(cast(Query, rq))[""]
-    except _NoRowScore as exc:
-        msg = (
-            f"diebold_mariano_test needs a per-row loss, and {metric.output_name} is not a mean of per-row "
-            f"values without weights (it needs {exc}); pass its per-row losses as columns with loss='column'"
-        )
-        raise TypeError(msg) from None
+    with q.per_row() as rows:
+        try:
+            expr = metric.build(q)[""]
+        except NotPerRowError as exc:
+            msg = (
+                f"diebold_mariano_test needs a per-row loss, and {metric.output_name} is not a mean of per-row "
+                f"values without weights (it needs {exc}); pass its per-row losses as columns with loss='column'"
+            )
+            raise TypeError(msg) from None
     assert expr is not None  # a score's main output is an expression
     key: Hashable = ("per_row_score", repr(metric))
-    return q.row(key, expr.cast(nw.Float64), inputs=rq.read)
+    return q.row(key, expr.cast(nw.Float64), inputs=rows.read)
 
 
 def _loss_rows(q: Query, y: str, score: str, other: str, loss: str) -> tuple[str, str]:
@@ -222,14 +166,14 @@ def _t_pvalues(stat: str, n: str, output: str) -> engine.NumpyFn:
 
 @dataclass(frozen=True, kw_only=True)
 class DieboldMarianoTest(Metric):
-    y: str | None = field(metadata={"check": optional(check_column)})
-    score: str | Metric = field(metadata={"check": _check_forecast})
-    other: str | Metric = field(metadata={"check": _check_forecast})
-    order_by: str = field(metadata={"check": check_column})
-    loss: Loss | None = field(default=None, metadata={"check": optional(choice(*LOSSES))})
-    horizon: int | str = field(default=1, metadata={"check": check_horizon})
-    small_sample: SmallSample | None = field(default="hln", metadata={"check": optional(choice("hln"))})
-    series: str | None = field(default=None, metadata={"check": optional(check_column)})
+    y: str | None = checked(optional(check_column))
+    score: str | Metric = checked(_check_forecast)
+    other: str | Metric = checked(_check_forecast)
+    order_by: str = checked(check_column)
+    loss: Loss | None = checked(optional(choice(*LOSSES)), None)
+    horizon: int | str = checked(check_horizon, 1)
+    small_sample: SmallSample | None = checked(optional(choice("hln")), "hln")
+    series: str | None = checked(optional(check_column), None)
     default_name = "diebold_mariano_test"
     kind = "test"
     result = DieboldMarianoTestResult
