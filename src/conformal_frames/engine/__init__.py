@@ -29,6 +29,7 @@ from conformal_frames.engine.plan import (
     normalized_keys,
     policy,
     to_lazy,
+    with_validity,
     worded,
 )
 from conformal_frames.engine.query import (
@@ -108,5 +109,6 @@ __all__ = [
     "stack",
     "to_lazy",
     "total",
+    "with_validity",
     "worded",
 ]

@@ -50,6 +50,7 @@ __all__ = [
     "normalized_keys",
     "policy",
     "to_lazy",
+    "with_validity",
     "worded",
 ]
 
@@ -169,6 +170,23 @@ def null_keys(keys: Sequence[str], schema: Mapping[str, Any]) -> nw.Expr | None:
             this = this | nw.col(k).is_nan().fill_null(False)
         bad = this if bad is None else bad | this
     return bad
+
+
+#: a group's invalid-row count joined to a frame of a function of a frame (:func:`with_validity`)
+_GROUP_INVALID = "__cf_n_invalid"
+
+
+def with_validity(frame: nw.LazyFrame, validity: nw.LazyFrame, keys: list[str]) -> tuple[nw.LazyFrame, nw.Expr]:
+    """The ``"null"`` policy for a function of a frame: ``frame`` with its group's invalid rows joined.
+
+    ``validity`` is :meth:`Plan.apply_policy`'s table (the keys and
+    ``n_invalid``); the expression is true where the row's group has no
+    invalid row (a group without a validity row is invalid).  The caller
+    nulls its values where it is false.
+    """
+    ok = validity.select(*keys, nw.col("n_invalid").alias(_GROUP_INVALID))
+    joined = join_keys(frame, ok, keys)
+    return joined, nw.col(_GROUP_INVALID).fill_null(1) == 0
 
 
 def key_values(keys: Sequence[str], schema: Mapping[str, Any], names: Sequence[str]) -> list[nw.Expr]:

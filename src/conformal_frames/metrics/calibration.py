@@ -1402,9 +1402,7 @@ def cumulative_differences(
         out = cells.select(*keys, nw.col(scol).alias(score), cnt, value).sort(*keys, score)
         return nw.to_native(nw.maybe_reset_index(out.collect()) if eager else out)
     assert validity is not None
-    ok = validity.select(*keys, nw.col("n_invalid").alias("__cf_n_invalid"))
-    cells = engine.join_keys(cells, ok, keys) if keys else cells.join(ok, how="cross")
-    valid = nw.col("__cf_n_invalid") == 0
+    cells, valid = engine.with_validity(cells, validity, keys)
     out = cells.select(
         *keys,
         nw.col(scol).alias(score),

@@ -637,10 +637,6 @@ def _cell_table(lf: nw.LazyFrame, y: str, score: str, keys: list[str], policy: I
     rows = lf.select(*keys, y_sum, nw.col(score).cast(F64).alias("score"), nw.lit(1.0).alias("n"))
     cells = engine.ordered_cells(rows, keys, "score", ["n", "__cf_sy"]).with_columns(nw.col("n").cast(nw.Int64))
     if validity is not None:  # policy "null"
-        ok = validity.select(*keys, nw.col("n_invalid").alias("__cf_n_invalid"))
-        cells = engine.join_keys(cells, ok, keys) if keys else cells.join(ok, how="cross")
-        bad = nw.col("__cf_n_invalid").fill_null(1) > 0  # no validity row: an invalid group
-        cells = cells.with_columns(
-            nw.when(bad).then(nw.lit(float("nan"))).otherwise(nw.col("__cf_sy")).alias("__cf_sy")
-        )
+        cells, valid = engine.with_validity(cells, validity, keys)
+        cells = cells.with_columns(nw.when(valid).then(nw.col("__cf_sy")).otherwise(float("nan")).alias("__cf_sy"))
     return cells.sort(*keys, "score", nulls_last=True)
