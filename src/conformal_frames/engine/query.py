@@ -366,6 +366,9 @@ class Query:
     _trace: set[tuple[str, Hashable]] | None = field(default=None, repr=False)
     #: what the factory of each :meth:`shared` key touched, for the metrics that reuse it
     _shared_traces: dict[Hashable, set[tuple[str, Hashable]]] = field(default_factory=dict, repr=False)
+    #: row name -> its canonical key (:meth:`_canonical`), and row name -> its key
+    _canonical_keys: dict[str, Hashable] = field(default_factory=dict, repr=False)
+    _row_keys: dict[str, Hashable] = field(default_factory=dict, repr=False)
     #: check message of a positive-total rule -> whether an input row is positive (for ``invalid="drop"``:
     #: the rule reads the rows the other checks leave, see :meth:`Plan.aggregate`)
     positive: dict[str, nw.Expr] = field(default_factory=dict)
@@ -843,43 +846,44 @@ class Query:
             trace, self._trace = self._trace, None
         return built, self._freeze(metric, built, trace)
 
-    def _canonical(self) -> dict[str, Hashable]:
-        """Row name -> its key with every row name it reads replaced by ``("row", that row's key)``.
+    def _canonical(self, row: str) -> Hashable:
+        """The key of the row column ``row`` with every row name it reads replaced by ``("row", that row's key)``.
 
         Internal names never equal an input column (:meth:`_internal`), so a
-        key reads unambiguously; group keys read as ``("group key",)``.
+        key reads unambiguously; group keys read as ``("group key",)``.  A
+        row never changes once registered: its canonical key is kept.
         """
-        by_name = {r.name: key for key, r in self.rows.items()}
-        group = set(self.group)
-        done: dict[str, Hashable] = {}
+        done = self._canonical_keys
+        if len(self._row_keys) != len(self.rows):  # rows registered since (or copied in by a fork)
+            self._row_keys.update({r.name: key for key, r in self.rows.items() if r.name not in self._row_keys})
+        by_name, group = self._row_keys, self.group
 
         def canon(x: Any) -> Any:
             if isinstance(x, str) and x in by_name:
                 if x not in done:
-                    done[x] = ("row", canon(by_name[x]))
-                return done[x]
+                    done[x] = canon(by_name[x])
+                return ("row", done[x])
             if isinstance(x, str) and x in group:
                 return ("group key",)
             if isinstance(x, tuple):
                 return tuple(canon(i) for i in x)
             return x
 
-        return {name: canon(name)[1] for name in by_name}
+        return canon(row)[1]
 
     def _freeze(self, metric: Metric, built: Mapping[str, nw.Expr | None], trace: set[tuple[str, Hashable]]) -> Spec:
-        canon = self._canonical()
+        canon = self._canonical
         kinds: dict[str, list[Hashable]] = {}
         for kind, key in trace:
             kinds.setdefault(kind, []).append(key)
-        touched_aggs = set(kinds.get("agg", []))
         stats = []
-        for agg_key, (internal, _) in self.aggs.items():
-            if agg_key in touched_aggs:
-                how, row = cast("tuple[Reduction, str]", agg_key)  # (how, row name): see agg
-                stats.append(Stat(how, canon[row], internal))
+        # in the order of registration (the summary's column order): __cf_a<number>
+        for agg_key in sorted(kinds.get("agg", []), key=lambda k: int(self.aggs[k][0][len("__cf_a") :])):
+            how, row = cast("tuple[Reduction, str]", agg_key)  # (how, row name): see agg
+            stats.append(Stat(how, canon(row), self.aggs[agg_key][0]))
         tables = set(kinds.get("table", []))
         cells = tuple(
-            CellTable(canon[c.order], c.order, tuple((canon[r], r) for r in c.sums))
+            CellTable(canon(c.order), c.order, tuple((canon(r), r) for r in c.sums))
             for key, c in self.cell_tables.items()
             if key in tables
         )
