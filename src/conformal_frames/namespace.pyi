@@ -7,7 +7,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from conformal_frames.engine import InvalidPolicy, Metric
-from conformal_frames.metrics.bootstrap import Compare, Test, engine
+from conformal_frames.metrics.bootstrap import Compare, Test
 from conformal_frames.metrics.calibration import Strategy
 from conformal_frames.metrics.comparison import Loss, SmallSample
 from conformal_frames.metrics.conditional import Alternative
@@ -798,7 +798,7 @@ class ConformalNamespace:
         test: Test | None = ...,
         n_permutations: int = ...,
         seed: int = ...,
-        invalid: engine.InvalidPolicy | None = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def relative_skill(
         self,
@@ -809,7 +809,7 @@ class ConformalNamespace:
         by: str | Sequence[str] | None = ...,
         compare: Compare = ...,
         forecast_unit: str | Sequence[str] | None = ...,
-        invalid: engine.InvalidPolicy | None = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def report(
         self,

@@ -32,6 +32,7 @@ from conformal_frames._validate import check_column, check_positive_int, checked
 from conformal_frames.engine import (
     PHASES,
     REPLICATE_WEIGHTS,
+    InvalidPolicy,
     Metric,
     Query,
     TableRef,
@@ -677,7 +678,7 @@ def relative_skill(
     by: str | Sequence[str] | None = None,
     compare: Compare = "common",
     forecast_unit: str | Sequence[str] | None = None,
-    invalid: engine.InvalidPolicy | None = None,
+    invalid: InvalidPolicy | None = None,
 ) -> Any:
     """Relative skill of several models in a long frame (one row per forecast and model).
 
@@ -1055,7 +1056,7 @@ def pairwise_comparison(
     test: Test | None = "permutation",
     n_permutations: int = 999,
     seed: int = 0,
-    invalid: engine.InvalidPolicy | None = None,
+    invalid: InvalidPolicy | None = None,
 ) -> Any:
     """Pairwise comparison of several models on the forecasts each pair made (scoringutils').
 
