@@ -82,7 +82,9 @@ def test_diebold_mariano_horizon_at_least_the_rows(constructor: Any) -> None:
     arrays = {k: np.array(v, dtype=float) for k, v in data.items()}
     for h in (4, 5):
         out = to_pandas(
-            cf.evaluate(constructor(data), cf.diebold_mariano_test("y", "f1", "f2", order_by="t", horizon=h))
+            cf.evaluate(
+                constructor(data), cf.diebold_mariano_test("y", "f1", "f2", order_by="t", horizon=h, small_sample=None)
+            )
         )
         stat, p = _dm_exact(arrays["y"], arrays["f1"], arrays["f2"], h)
         assert_close(out["diebold_mariano_test"], [stat], rtol=1e-10)
@@ -101,7 +103,7 @@ def test_diebold_mariano_short_groups_random(constructor: Any, horizon: int | st
     y, f1, f2 = (np.round(rng.normal(size=n), 1) for _ in range(3))
     data = {"g": g, "t": t, "y": y, "f1": f1, "f2": f2, "h": np.full(n, 4)}
     h_arg = "h" if horizon == "column" else horizon
-    test = cf.diebold_mariano_test("y", "f1", "f2", order_by="t", horizon=h_arg)
+    test = cf.diebold_mariano_test("y", "f1", "f2", order_by="t", horizon=h_arg, small_sample=None)
     out = to_pandas(cf.evaluate(constructor(data), test, by="g"))
     for i, key in enumerate(out["g"]):
         rows = g == key
