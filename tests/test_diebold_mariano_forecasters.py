@@ -27,6 +27,8 @@ def dm_oracle(d: np.ndarray, h: int, small_sample: str | None = "hln") -> tuple[
     dm = d.mean() / np.sqrt(v / n)
     if small_sample is None:
         return dm, 2 * norm.sf(abs(dm))
+    if h >= n:  # HLN's factor (n - h)(n - h + 1) / n^2: 0 at h = n, n + 1, meaningless beyond
+        return np.nan, np.nan
     dm *= np.sqrt((n + 1 - 2 * h + h * (h - 1) / n) / n)
     return dm, 2 * student.sf(abs(dm), n - 1) if n > 1 else np.nan
 
@@ -90,7 +92,9 @@ def test_hln_matches_numpy_grouped(constructor: Any, seed: int) -> None:
         d = np.abs(arr["y"][rows] - arr["a"][rows]) - np.abs(arr["y"][rows] - arr["b"][rows])
         expected = dm_oracle(d, int(row.h), test.small_sample)
         assert_close([row.diebold_mariano_test, row.diebold_mariano_test_pvalue], expected, rtol=1e-10)
-    assert out["diebold_mariano_test"].isna().sum() == 1  # the group of one row
+    sizes = {(s, h): int(np.sum((arr["series"] == s) & (arr["h"] == h))) for s, h in zip(out["series"], out["h"])}
+    no_test = sum(n == 1 or (test.small_sample == "hln" and h >= n) for (_, h), n in sizes.items())
+    assert out["diebold_mariano_test"].isna().sum() == no_test >= 1  # the group of one row (and h >= n under HLN)
 
 
 @pytest.mark.parametrize("seed", [3, 4])
@@ -181,3 +185,13 @@ def test_loss_arguments_are_checked() -> None:
     bad = df.with_columns(pl.lit(None, pl.Float64).alias("b"))
     with pytest.raises(cf.InvalidRowsError, match="'b'"):
         cf.evaluate(bad, cf.diebold_mariano_test(None, "a", "b", order_by="t", loss="column"))
+
+
+def test_diebold_mariano_hln_has_no_test_when_horizon_reaches_the_rows() -> None:
+    """HLN's factor (n - h)(n - h + 1) / n^2 is 0 at h = n, n + 1 and meaningless beyond: no statistic."""
+    data = {"t": [0, 1, 2, 3], "y": [0.2, -0.5, -0.4, -2.4], "f1": [1.1, 0.1, -0.6, -2.0], "f2": [0.4, -0.9, 0.3, -2.6]}
+    for h in (4, 5, 6):
+        out = cf.evaluate(pl.DataFrame(data), cf.diebold_mariano_test("y", "f1", "f2", order_by="t", horizon=h))
+        assert out["diebold_mariano_test"].is_null().all() and out["diebold_mariano_test_pvalue"].is_null().all(), h
+    out = cf.evaluate(pl.DataFrame(data), cf.diebold_mariano_test("y", "f1", "f2", order_by="t", horizon=3))
+    assert out["diebold_mariano_test"].is_not_null().all()

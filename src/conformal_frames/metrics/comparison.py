@@ -247,6 +247,8 @@ class DieboldMarianoTest(Metric):
         if self.small_sample == "hln":  # Harvey, Leybourne and Newbold (1997): DM sqrt((n + 1 - 2h + h(h-1)/n) / n)
             h = nw.lit(float(self.horizon)) if isinstance(self.horizon, int) else q.max(horizon_row(q, self.horizon))
             factor = ((n + 1.0 - 2.0 * h + h * (h - 1.0) / n) / n).clip(lower_bound=0.0).sqrt()
+            # h >= n: the correction (n - h)(n - h + 1) / n^2 is 0 or meaningless: no test
+            factor = nw.when(h < n).then(factor)
             z = q.value(stat * factor, key=(*key, "hln"))
             size = q.value(n, key=("dm_n", key))
             q.numpy(
@@ -299,7 +301,10 @@ def diebold_mariano_test(
     the ``n`` of a backtest (20 to 100 points per series and horizon).  The
     p-value is scipy's Student-t on the per-group table (eager frames and
     polars LazyFrames; on DuckDB and Spark relations it needs a collected
-    frame: ``BackendLimitError``).  ``None``: ``DM`` and the asymptotic
+    frame: ``BackendLimitError``).  A group with ``h >= n`` has no HLN test
+    (null statistic and p-value): the factor ``(n - h)(n - h + 1) / n^2`` is 0
+    at ``h = n`` and ``n + 1`` (any data would read ``DM* = 0``, p = 1) and
+    meaningless beyond.  ``None``: ``DM`` and the asymptotic
     normal p-value ``2 (1 - Phi(|DM|))``, lazy on every backend.
 
     ``DM > 0`` means ``score`` has the larger mean loss; the statistic is
