@@ -34,26 +34,29 @@ when its fix is merged.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import narwhals.stable.v2 as nw
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
+from scipy.special import ndtr
 
 import conformal_frames as cf
 import oracle
 import oracle_calibration as ocal
 import oracle_forecast as ofc
 import oracle_sets as osets
-from helpers import to_pandas
+from helpers import assert_close, to_pandas
 
 pl = pytest.importorskip("polars")
 
@@ -82,6 +85,8 @@ PROFILE = settings.get_profile(f"cf-fuzz-{_NAME}")
 if os.environ.get("CF_FUZZ_EXAMPLES"):
     PROFILE = settings(PROFILE, max_examples=int(os.environ["CF_FUZZ_EXAMPLES"]), derandomize=False)
 LONG = _NAME == "long" or PROFILE.max_examples > 100
+if os.environ.get("CF_FUZZ_NO_SHRINK"):  # report the first failing example as drawn (fast, for bisecting)
+    PROFILE = settings(PROFILE, phases=[Phase.explicit, Phase.reuse, Phase.generate])
 #: the largest frame: many groups in the long profile, a few hundred rows in CI
 MAX_ROWS = 2000 if LONG else 300
 
@@ -146,6 +151,7 @@ class Case:
     filtered: bool
     params: dict[str, Any] = field(default_factory=dict)
     junk: int = 0  # rows at the end removed by the filter
+    counts: bool = False  # the metrics take counts= (column "k": 0 to 3, zeros included)
 
     @property
     def by(self) -> str | None:
@@ -316,6 +322,10 @@ def cases(draw: st.DrawFn, family: str) -> Case:
     if weights:
         data["w"] = rng.choice([0.0, 0.5, 1.0, 2.5, 3.0], size=n, p=[0.1, 0.2, 0.4, 0.2, 0.1])
         dtypes["w"] = pl.Float64
+    counts = draw(st.booleans())
+    if counts:  # frequency counts: rows of count 0, and groups whose counts are all 0
+        data["k"] = rng.choice([0.0, 1.0, 2.0, 3.0], size=n, p=[0.3, 0.35, 0.2, 0.15])
+        dtypes["k"] = pl.Int64
     keys = _keys(rng, key_kind, n)
     invalid = draw(st.sampled_from(["null", "drop"]))
     filtered = draw(st.booleans())
@@ -327,7 +337,7 @@ def cases(draw: st.DrawFn, family: str) -> Case:
         names = dict(zip(logical, pool))
         if names["g"] in ("n",):  # a key named like the row count is rejected (tested elsewhere)
             names["g"] = "group ✓"
-    case = Case(family, n, data, dtypes, names, key_kind, keys, invalid, weights, filtered, params)
+    case = Case(family, n, data, dtypes, names, key_kind, keys, invalid, weights, filtered, params, counts=counts)
     if filtered:
         case.junk = int(rng.integers(1, 4))
     return case
@@ -385,6 +395,12 @@ def _sets_arg(case: Case) -> Any:
 def metrics(case: Case, weights: str | None = "auto") -> list[cf.Metric]:
     c = case.names
     w = (c["w"] if case.weights else None) if weights == "auto" else weights
+    k = c["k"] if case.counts else None
+    return [m if k is None else dataclasses.replace(m, counts=k) for m in _metrics(case, w)]
+
+
+def _metrics(case: Case, w: str | None) -> list[cf.Metric]:
+    c = case.names
     if case.family == "intervals":
         return [
             cf.coverage(c["y"], c["lo"], c["hi"], weights=w),
@@ -413,7 +429,7 @@ def metrics(case: Case, weights: str | None = "auto") -> list[cf.Metric]:
 
 def extra_metrics(case: Case) -> list[cf.Metric]:
     """Metrics compared across backends only (no oracle, not mergeable)."""
-    if case.family != "forecasts":
+    if case.family != "forecasts" or case.counts:  # pit_test takes no counts=
         return []
     if 4 in KNOWN_DEFECTS and not (row_valid(case) & _key_ok(case)).any():
         return []  # issue 25 defect 4: pit_test fails on pandas[pyarrow] with no (valid) rows
@@ -437,6 +453,7 @@ def describe(case: Case) -> list[str]:
         "dtypes " + ",".join(dtypes),
         "filtered" if case.filtered else "unfiltered",
         "weights" if case.weights else "no weights",
+        "counts" if case.counts else "no counts",
         "invalid rows" if not row_valid(case).all() else "valid rows",
         "null/NaN key" if case.by and not _key_ok(case).all() else "keys present",
         "odd names" if case.names["g"] != "g" else "plain names",
@@ -463,10 +480,10 @@ def _wmean(x: np.ndarray, w: np.ndarray) -> float:
 def oracle_values(case: Case, idx: np.ndarray) -> dict[str, float]:
     """The main metrics of the rows ``idx`` (all valid) from the definitions."""
     d = {c: v[idx] for c, v in case.data.items()}
-    w = d.get("w", np.ones(len(idx)))
+    w = d.get("w", np.ones(len(idx))) * d.get("k", np.ones(len(idx)))  # counts: integer weights
     if case.family == "intervals":
         y, lo, hi = d["y"], d["lo"], d["hi"]
-        if not case.weights:
+        if not (case.weights or case.counts):
             return {
                 "coverage": oracle.coverage(y, lo, hi),
                 "width": oracle.width(lo, hi),
@@ -481,7 +498,7 @@ def oracle_values(case: Case, idx: np.ndarray) -> dict[str, float]:
         y, s, nb = d["label"], d["score"], case.params["n_bins"]
         if case.dtypes["score"] == pl.Float32:
             s = s.astype(np.float32)
-        if not case.weights:
+        if not (case.weights or case.counts):
             return {"ece": ocal.ece(y, s, nb), "brier": ocal.brier(y, np.asarray(s, dtype=float))}
         b = ocal.uniform_bins(s, nb)
         s = np.asarray(s, dtype=float)
@@ -506,7 +523,7 @@ def oracle_values(case: Case, idx: np.ndarray) -> dict[str, float]:
     if case.family == "sets":
         m = case.params["m"][idx]
         yi = d["y"].astype(int)
-        if not case.weights:
+        if not (case.weights or case.counts):
             return {"set_coverage": osets.set_coverage(yi, m), "set_size": osets.set_size(m)}
         return {"set_coverage": _wmean(osets.set_covered(yi, m), w), "set_size": _wmean(m.sum(axis=1).astype(float), w)}
     from test_forecast_distributions import crps_gauss_oracle
@@ -520,7 +537,7 @@ def oracle_values(case: Case, idx: np.ndarray) -> dict[str, float]:
         ],
         axis=0,
     )
-    if not case.weights:  # the oracle_forecast form, averaged over the levels
+    if not (case.weights or case.counts):  # the oracle_forecast form, averaged over the levels
         p = np.mean([ofc.pinball(y, d[c], t) for t, c in ((0.1, "q10"), (0.5, "q50"), (0.9, "q90"))])
         return {"crps": float(np.mean(crps)), "pinball_loss": float(p)}
     return {"crps": _wmean(crps, w), "pinball_loss": _wmean(pin, w)}
@@ -597,23 +614,30 @@ def expected(case: Case) -> dict[Any, dict[str, Any]]:
     if not case.by and not groups:
         groups[()] = []
     valid = row_valid(case)
-    w = case.data.get("w")
+    ones = np.ones(case.n)
+    rep = case.data.get("k", ones)  # the rows each row represents
+    weight = case.data.get("w", ones) * rep
+    rule = case.weights or case.counts  # a group needs a positive total weight (count)
+    nulls = dict.fromkeys(MAIN[case.family], math.nan)
     out: dict[Any, dict[str, Any]] = {}
     for key, rows in groups.items():
         if key == ("missing",) and case.invalid == "drop":
             continue  # a null (or NaN) key: a group of its own, dropped with its rows under "drop"
         idx = np.array(rows, dtype=int)
         ok = valid[idx]
-        if w is not None and ok.any() and w[idx[ok]].sum() == 0:
-            out[key] = {"zero_weight": True}
-            continue
         n_bad = int(np.sum(~ok))
+        # n: the represented rows; n_invalid / n_dropped: input rows (docs/weights.md); the
+        # positive-total rule reads every row under "null", the rows left under "drop"
         if case.invalid == "drop":
-            exp = {"n": int(ok.sum()), "n_dropped": n_bad}
-            values = oracle_values(case, idx[ok]) if ok.any() else dict.fromkeys(MAIN[case.family], math.nan)
+            if rule and not (weight[idx[ok]] > 0).any():
+                out[key] = {"n": 0, "n_dropped": len(idx), **nulls}
+                continue
+            exp = {"n": int(rep[idx[ok]].sum()), "n_dropped": n_bad}
+            values = oracle_values(case, idx[ok]) if ok.any() else nulls
         else:
-            exp = {"n": len(idx), "n_invalid": n_bad}
-            values = oracle_values(case, idx) if n_bad == 0 and len(idx) else dict.fromkeys(MAIN[case.family], math.nan)
+            zero = bool(rule and not (weight[idx] > 0).any())
+            exp = {"n": int(rep[idx].sum()), "n_invalid": len(idx) if zero else n_bad}
+            values = oracle_values(case, idx) if n_bad == 0 and len(idx) and not zero else nulls
         out[key] = {**exp, **values}
     return out
 
@@ -676,9 +700,6 @@ def check_oracle(case: Case, got: dict[Any, dict[str, Any]]) -> None:
     }
     for key, e in exp.items():
         row = got[key]
-        if e.get("zero_weight"):  # a group of total weight 0: its rows are invalid
-            assert all(math.isnan(_num(row[c])) for c in MAIN[case.family]), key
-            continue
         for c, v in e.items():
             if c == "crps" and crps_far_tail(case, groups[key]):
                 continue
@@ -823,3 +844,160 @@ def test_invariances(family: str) -> None:
             assert all(math.isnan(_num(new[col])) for col in MAIN[family]), new
 
     check()
+
+
+# ---------------------------------------------------------------------------
+# issue 42: the classes a second differential fuzz found, generated
+# ---------------------------------------------------------------------------
+#: fewer examples for these (each runs every backend); the long profile runs its own count
+SMALL = PROFILE if LONG else settings(PROFILE, max_examples=6)
+
+
+def _tables_agree(results: dict[str, Any], keys: list[str], what: str, *, rtol: float = RTOL) -> dict[Any, Any]:
+    """Results of several backends as ``{key tuple: row}``, asserted equal (every column); the first's table."""
+    tables: dict[str, dict[Any, dict[str, Any]]] = {}
+    for backend, result in results.items():
+        rows: dict[Any, dict[str, Any]] = {}
+        for rec in to_pandas(result).to_dict("records"):
+            key = tuple(canon(rec.pop(k)) for k in keys)
+            assert key not in rows, f"{what} on {backend}: two rows for {key!r}"
+            rows[key] = rec
+        tables[backend] = rows
+    first, *others = tables
+    for backend in others:
+        same_tables(tables[first], tables[backend], f"{what}: {first} vs {backend}", rtol=rtol, atol=1e-300)
+    return tables[first]
+
+
+# -- composite metrics with counts= and weights= --------------------------------------
+@st.composite
+def scored(draw: st.DrawFn) -> dict[str, Any]:
+    """A forecast, a reference and two models' rows: y, f, b (one decimal: ties), w, k, g, model."""
+    n = draw(st.integers(0, 30))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    y = np.round(rng.normal(size=n) * 2, 1)
+    data = {
+        "y": y,
+        "f": np.round(y + rng.normal(size=n), 1),
+        "b": np.round(y + rng.normal(size=n) * 2, 1),
+        "w": rng.choice([0.0, 0.5, 1.0, 3.0], size=n, p=[0.15, 0.25, 0.4, 0.2]),
+        "k": rng.choice([0, 1, 2, 3], size=n, p=[0.25, 0.35, 0.25, 0.15]),
+        "g": [f"g{i}" for i in rng.integers(0, draw(st.integers(1, 4)), size=n)],
+        "model": rng.choice(["m1", "m2", "m3"], size=n),
+    }
+    return {"data": data, "weighting": draw(st.sampled_from(["none", "weights", "counts", "both"]))}
+
+
+def _mae(data: dict[str, Any], idx: np.ndarray, column: str, weight: np.ndarray) -> float:
+    err, w = np.abs(data["y"][idx] - data[column][idx]), weight[idx]
+    return float(np.sum(w * err) / np.sum(w)) if np.sum(w) > 0 else math.nan
+
+
+@given(scored(), st.sampled_from(["null", "drop"]), st.sampled_from([b for b in BACKENDS if b != "polars"]))
+@SMALL
+def test_composite_metrics_with_counts_and_weights(drawn: dict[str, Any], invalid: str, other: str) -> None:
+    data, how = drawn["data"], drawn["weighting"]
+    event(f"composite {how}")
+    backends = ["polars", other]  # one other backend per example: bootstraps cost
+    opts = {
+        "none": {},
+        "weights": {"weights": "w"},
+        "counts": {"counts": "k"},
+        "both": {"weights": "w", "counts": "k"},
+    }[how]
+    frame = pl.DataFrame({c: pl.Series(c, v, dtype=pl.Int64 if c == "k" else None) for c, v in data.items()})
+    skill = cf.skill_score(cf.mae("y", "f", **opts), cf.mae("y", "b", **opts))
+    ms: list[cf.Metric] = [skill, cf.mae("y", "f", **opts)]
+    if "counts" not in opts:  # bootstrap resamples input rows
+        ms.append(cf.bootstrap(cf.mae("y", "f", **opts), n_resamples=20, seed=1).alias("boot"))
+    results = {b: cf.evaluate(BACKENDS[b](frame), *ms, by="g", invalid=invalid) for b in backends}
+    got = _tables_agree(results, ["g"], f"composites ({how})", rtol=1e-10)
+    weight = data["w"] if "weights" in opts else np.ones(len(data["y"]))
+    weight = weight * (data["k"] if "counts" in opts else 1)
+    keys = np.array(data["g"], dtype=object)
+    for (key,), row in got.items():
+        idx = np.flatnonzero(keys == key[1])
+        s_f, s_b = _mae(data, idx, "f", weight), _mae(data, idx, "b", weight)
+        expect = math.nan if math.isnan(s_b) or s_b == 0 else 1.0 - s_f / s_b
+        assert_close([row["mae_skill"]], [expect], rtol=1e-12, what=f"skill of {key}")
+        assert_close([row["mae"]], [s_f], rtol=1e-12, what=f"mae of {key}")
+        if "boot" in row:
+            assert_close([row["boot"]], [s_f], rtol=1e-12, what=f"bootstrap of {key}")
+        assert row["n"] == int(np.sum(data["k"][idx])) if "counts" in opts else len(idx)
+    # the one-counts-column rule sees through the skill score
+    if "counts" in opts:
+        with pytest.raises(ValueError, match="same counts="):
+            cf.evaluate(frame, skill, cf.mae("y", "f"), by="g")
+    # relative skill over the models (a frame function of the metric with its counts / weights)
+    rel = {
+        b: cf.relative_skill(BACKENDS[b](frame), cf.mae("y", "f", **opts), model="model", by="g", invalid=invalid)
+        for b in backends
+    }
+    got = _tables_agree(rel, ["g", "model"], f"relative_skill ({how})", rtol=1e-10)
+    models = np.array(data["model"], dtype=object)
+    for (g, m), row in got.items():
+        scores = {
+            mm: _mae(data, np.flatnonzero((keys == g[1]) & (models == mm)), "f", weight)
+            for (gg, mm) in [(gg, mm[1]) for gg, mm in got if gg == g]
+        }
+        assert_close([row["mae"]], [scores[m[1]]], rtol=1e-12, what=f"relative_skill mae of {g}, {m}")
+        vals = np.array([v for v in scores.values() if not math.isnan(v)])  # null scores are left out
+        own = scores[m[1]]
+        ok = not math.isnan(own) and bool(np.all(vals > 0))
+        expect = own / np.exp(np.mean(np.log(vals))) if ok else math.nan
+        assert_close([row["relative_skill"]], [expect], rtol=1e-10, what=f"relative_skill of {g}, {m}")
+
+
+# -- groups shorter than their horizon, season or lag -----------------------------------
+def _dm_exact(d: list[Fraction], a2b2: float, h: int) -> tuple[float, float]:
+    """DM of one group in exact rational arithmetic (gamma_0 fallback when V <= 0; null when d is constant)."""
+    n = len(d)
+    mean = sum(d, Fraction(0)) / n
+    c = [x - mean for x in d]
+    gamma = [sum((c[t] * c[t - k] for t in range(k, n)), Fraction(0)) / n for k in range(min(h, n))]
+    if float(gamma[0]) <= 1e-24 * a2b2 / n:
+        return math.nan, math.nan
+    v = gamma[0] + 2 * sum(gamma[1:], Fraction(0))
+    v = v if v > 0 else gamma[0]
+    stat = float(mean) / math.sqrt(float(v) / n)
+    return stat, float(2 * ndtr(-abs(stat)))
+
+
+@given(
+    st.lists(st.integers(1, 6), min_size=1, max_size=4),
+    st.integers(1, 7),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+)
+@SMALL
+def test_short_groups_against_exact_oracles(sizes: list[int], h: int, h_column: bool, seed: int) -> None:
+    event("horizon >= a group's rows" if h >= min(sizes) else "horizon < every group's rows")
+    rng = np.random.default_rng(seed)
+    g = np.repeat([f"s{i}" for i in range(len(sizes))], sizes)
+    t = np.concatenate([rng.permutation(m) for m in sizes])  # rows in no particular order
+    n = len(g)
+    y, f1, f2 = (np.round(rng.normal(size=n) * 2, 1) for _ in range(3))
+    frame = pl.DataFrame({"g": g, "t": t, "y": y, "f1": f1, "f2": f2, "h": np.full(n, h)})
+    test = cf.diebold_mariano_test("y", "f1", "f2", order_by="t", horizon="h" if h_column else h)
+    season = int(rng.integers(1, 5))
+    results, scales = {}, {}
+    for b in BACKENDS:
+        results[b] = cf.evaluate(BACKENDS[b](frame), test, by="g", invalid="null")
+        scales[b] = cf.naive_scale(BACKENDS[b](frame), "y", order_by="t", by="g", season=season, invalid="null")
+    dm = _tables_agree(results, ["g"], "diebold_mariano_test", rtol=1e-9)
+    naive = _tables_agree(scales, ["g"], "naive_scale", rtol=1e-12)
+    for (key,), row in dm.items():
+        rows = np.flatnonzero(g == key[1])
+        order = rows[np.argsort(t[rows])]
+        d = [
+            Fraction(float(a)) - Fraction(float(b))
+            for a, b in zip((y[order] - f1[order]) ** 2, (y[order] - f2[order]) ** 2)
+        ]
+        a2b2 = float(np.sum((y[order] - f1[order]) ** 2 + (y[order] - f2[order]) ** 2))
+        stat, p = _dm_exact(d, a2b2, h)
+        assert_close([row["diebold_mariano_test"]], [stat], rtol=1e-9, what=f"DM of {key}")
+        assert_close([row["diebold_mariano_test_pvalue"]], [p], rtol=1e-9, atol=1e-15, what=f"p of {key}")
+        lagged = y[order][season:] - y[order][:-season] if len(order) > season else np.array([])
+        mae = float(np.mean(np.abs(lagged))) if len(lagged) else math.nan
+        assert_close([naive[(key,)]["naive_mae"]], [mae], rtol=1e-12, what=f"naive_mae of {key}")
+        assert naive[(key,)]["n"] == len(order)
