@@ -18,12 +18,25 @@ Per metric family (intervals, sets, calibration, ranking, forecasts):
   and finalized = ``evaluate``, and an extra all-invalid group under
   ``invalid="drop"``.
 
+Cases draw ``counts=`` too (counts 0 to 3, groups whose counts are all 0):
+``n`` is the represented rows, ``n_invalid`` / ``n_dropped`` the input rows
+(docs/weights.md), checked against the oracle and between ``evaluate`` and
+the summary path.  Issue 42's classes have tests of their own:
+``test_composite_metrics_with_counts_and_weights`` (``skill_score``,
+``bootstrap``, ``relative_skill``), ``test_short_groups_against_exact_oracles``
+(Diebold-Mariano with ``horizon`` at least a group's rows, exact rational
+oracle; the naive scale with a season longer than a series),
+``test_categorical_keys_through_frame_functions`` (Categorical, Enum and
+Arrow dictionary keys, also read back from Parquet) and
+``test_empty_summaries_of_every_mergeable_metric``.
+
 PySpark is left out (seconds per query). Profiles:
 
 - ``ci`` (default): derandomized (the same examples on every run), a few
   examples per family, the file in about a minute on one core;
 - ``long``: ``CF_FUZZ_PROFILE=long`` (2,000 random examples per test and
-  family) or ``CF_FUZZ_EXAMPLES=<n>``; larger frames (up to 2,000 groups)::
+  family) or ``CF_FUZZ_EXAMPLES=<n>``; larger frames (up to 2,000 groups);
+  ``CF_FUZZ_NO_SHRINK=1`` reports a failing example as drawn::
 
       CF_FUZZ_PROFILE=long python -m pytest -n 0 -q tests/test_fuzz.py
 
@@ -1001,3 +1014,170 @@ def test_short_groups_against_exact_oracles(sizes: list[int], h: int, h_column: 
         mae = float(np.mean(np.abs(lagged))) if len(lagged) else math.nan
         assert_close([naive[(key,)]["naive_mae"]], [mae], rtol=1e-12, what=f"naive_mae of {key}")
         assert naive[(key,)]["n"] == len(order)
+
+
+# -- Categorical / Enum / Arrow dictionary keys through every frame function -------------
+def _through_parquet(frame: Any) -> Any:
+    """pandas with Arrow dtypes as ``pd.read_parquet(dtype_backend="pyarrow")`` gives it (dictionary keys)."""
+    import io
+
+    buf = io.BytesIO()
+    frame.write_parquet(buf)
+    buf.seek(0)
+    return pd.read_parquet(buf, dtype_backend="pyarrow")
+
+
+KEYED = {**BACKENDS, "pandas[parquet]": _through_parquet}
+
+
+def _sorted_rows(result: Any) -> list[tuple[Any, ...]]:
+    out = to_pandas(result)
+    return sorted(
+        tuple(canon(v) if not isinstance(v, str) else ("str", v) for v in rec) for rec in out.itertuples(index=False)
+    )
+
+
+def _rows_agree(results: dict[str, Any], what: str) -> None:
+    (first, a), *others = ((b, _sorted_rows(r)) for b, r in results.items())
+    for backend, b in others:
+        assert len(a) == len(b), f"{what}: {first} {len(a)} rows, {backend} {len(b)}"
+        for ra, rb in zip(a, b):
+            for x, y in zip(ra, rb):
+                if x[0] == "num" and y[0] == "num":
+                    assert math.isclose(x[1], y[1], rel_tol=1e-9, abs_tol=1e-12), (
+                        f"{what}: {first} vs {backend}: {ra} != {rb}"
+                    )
+                else:
+                    assert x == y, f"{what}: {first} vs {backend}: {ra} != {rb}"
+
+
+def _cheap() -> Any:
+    """A classifier that fits in a millisecond (the default one takes seconds on a loaded machine)."""
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression()
+
+
+def _frame_functions(native: Any) -> dict[str, Callable[[], Any]]:
+    cov, bri, inv = cf.coverage("y", "lo", "hi"), cf.brier("label", "s"), "null"
+    days = ["g", "t"]
+    return {
+        "evaluate": lambda: cf.evaluate(native, cov, bri, cf.reliability("label", "s", n_bins=3), by="g", invalid=inv),
+        "finalize": lambda: cf.finalize(cf.summarize(native, cov, bri, by=days, invalid=inv), cov, bri, by="g"),
+        "merge_summaries": lambda: cf.merge_summaries(cf.summarize(native, cov, by=days, invalid=inv), by="g"),
+        "rolling": lambda: cf.rolling(
+            cf.summarize(native, cov, by=days, invalid=inv), cov, index="t", window=2, by="g"
+        ),
+        "naive_scale": lambda: cf.naive_scale(native, "y", order_by="t", by="g", invalid=inv),
+        "relative_skill": lambda: cf.relative_skill(
+            native, cf.mae("y", "lo"), model="m", baseline="m1", by="g", invalid=inv
+        ),
+        "cumulative_differences": lambda: cf.cumulative_differences(native, "label", "s", by="g", invalid=inv),
+        "corp_reliability": lambda: cf.corp_reliability(native, "label", "s", n_resamples=5, by="g", invalid=inv),
+        "excess_risk_target_coverage": lambda: cf.excess_risk_target_coverage(
+            native,
+            "y",
+            "lo",
+            "hi",
+            features=["x"],
+            confidence_level=0.9,
+            n_splits=2,
+            by="g",
+            invalid=inv,
+            model=_cheap(),
+        ),
+    }
+
+
+@given(
+    st.sampled_from(["cat", "enum"]),
+    st.integers(4, 40),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([b for b in KEYED if b != "polars"]),
+)
+@(PROFILE if LONG else settings(PROFILE, max_examples=4))
+def test_categorical_keys_through_frame_functions(kind: str, n: int, seed: int, other: str) -> None:
+    rng = np.random.default_rng(seed)
+    labels = ["a", "ключ ✓", "b", "m1", "m2"]
+    dtype = pl.Categorical if kind == "cat" else pl.Enum(labels)
+    y = rng.normal(size=n)
+    frame = pl.DataFrame(
+        {
+            "g": pl.Series(rng.choice(labels[:3], size=n), dtype=pl.String).cast(dtype),
+            "m": pl.Series(np.where(np.arange(n) % 2 == 0, "m1", "m2"), dtype=pl.String).cast(dtype),
+            "t": np.arange(n),
+            "y": y,
+            "lo": y - rng.gamma(2.0, 1.0, size=n) + 0.5,
+            "hi": y + rng.gamma(2.0, 1.0, size=n) - 0.5,
+            "label": (rng.random(n) < 0.5).astype(float),
+            "s": np.round(rng.random(n), 2),
+            "x": rng.normal(size=n),
+        }
+    ).with_columns(pl.max_horizontal("lo", "hi").alias("hi"), pl.min_horizontal("lo", "hi").alias("lo"))
+    event(f"{kind} keys on {other}")
+    for name in _frame_functions(frame):
+        results = {}
+        for backend in ("polars", other):
+            native = KEYED[backend](frame)
+            try:
+                results[backend] = _frame_functions(native)[name]()
+            except cf.BackendLimitError:  # eager-only functions on lazy backends (documented)
+                continue
+        if len(results) == 2:
+            _rows_agree(results, f"{name} with {kind} keys")
+    # finalize of a summary with dictionary keys read back from Parquet (a polars summary)
+    cov = cf.coverage("y", "lo", "hi")
+    summary = _through_parquet(cf.summarize(frame, cov, by=["g", "t"], invalid="null"))
+    expected = cf.evaluate(frame, cov, by="g", invalid="null")
+    _rows_agree({"polars": expected, "parquet": cf.finalize(summary, cov, by="g")}, "finalize from Parquet")
+
+
+# -- the summary without rows of every mergeable metric --------------------------------
+def _every_metric() -> dict[str, cf.Metric]:
+    from test_output_contract import CALLS
+
+    out = {name: make() for name, make in sorted(CALLS.items())}
+    c = [0, 1, 2]  # the set metrics on a list column too
+    out.update(
+        {
+            "set_coverage[list]": cf.set_coverage("label3", "sets", classes=c),
+            "set_size[list]": cf.set_size("sets", classes=c),
+            "empty_rate[list]": cf.empty_rate("sets", classes=c),
+            "singleton_rate[list]": cf.singleton_rate("sets", classes=c),
+            "set_ssc[list]": cf.set_ssc("label3", "sets", classes=c),
+            "set_ssc_score[list]": cf.set_ssc_score("label3", "sets", classes=c),
+        }
+    )
+    return out
+
+
+def test_empty_summaries_of_every_mergeable_metric() -> None:
+    """``finalize(summary.head(0))`` has evaluate's columns: no rows grouped, one row of n = 0 ungrouped."""
+    from test_output_contract import DATA
+
+    data = dict(DATA)
+    data["sets"] = [[j for j in range(3) if data[f"m{j}"][i]] for i in range(len(data["g"]))]
+    frame = pl.DataFrame(data, strict=False)
+    backends = list(BACKENDS)
+    mergeable = 0
+    for i, (name, metric) in enumerate(_every_metric().items()):
+        for backend in backends if LONG else [backends[i % len(backends)]]:  # CI: one backend per metric
+            native = BACKENDS[backend](frame)
+            try:
+                summary = cf.summarize(native, metric, by="g", invalid="null")
+            except ValueError as exc:
+                if "do not merge exactly" in str(exc):
+                    break
+                raise
+            except cf.BackendLimitError:
+                continue
+            mergeable += backend == backends[i % len(backends)]
+            empty = nw.to_native(nw.from_native(summary).head(0))
+            for by in ("g", None):
+                got = to_pandas(cf.finalize(empty, metric, by=by))
+                full = to_pandas(cf.finalize(summary, metric, by=by))
+                assert list(got.columns) == list(full.columns), f"{name} on {backend}, by={by}"
+                assert len(got) == (0 if by else 1), f"{name} on {backend}, by={by}"
+                if by is None:
+                    assert got["n"].tolist() == [0], f"{name} on {backend}"
+    assert mergeable >= 30  # most metrics merge
