@@ -450,6 +450,27 @@ def extra_metrics(case: Case) -> list[cf.Metric]:
     return [cf.pit_test(c["y"], mean=c["mu"], std=c["sd"])]
 
 
+#: backends where coverage_test runs (its p-values are a scipy step on the per-group table: not on DuckDB)
+FLAG_BACKENDS = ["pandas", "pandas[pyarrow]", "polars", "polars[lazy]"]
+
+
+def flag_metrics(case: Case) -> list[cf.Metric]:
+    """A test with a Boolean flag (null where there is no p-value), compared across backends and paths."""
+    if case.family != "intervals":
+        return []
+    c = case.names
+    return [
+        cf.coverage_test(
+            c["y"],
+            c["lo"],
+            c["hi"],
+            confidence_level=0.9,
+            weights=c["w"] if case.weights else None,
+            counts=c["k"] if case.counts else None,
+        )
+    ]
+
+
 def _key_ok(case: Case) -> np.ndarray:
     return np.array([not _null_key(k) for k in case.keys], dtype=bool) if case.by else np.ones(case.n, dtype=bool)
 
@@ -751,6 +772,11 @@ def test_backends_agree_with_oracle(family: str) -> None:
         for backend in others:
             same_tables(results[first], results[backend], f"{first} vs {backend}", atol=_atol(case) * 1e-2)
         check_oracle(case, results[first])
+        if flag_metrics(case):  # flags, p-values and bookkeeping of a test: the same on every backend
+            flags = {b: run(case, b, flag_metrics(case)) for b in FLAG_BACKENDS if not backend_skipped(case, b)}
+            first, *others = flags
+            for backend in others:
+                same_tables(flags[first], flags[backend], f"coverage_test: {first} vs {backend}", rtol=1e-10)
 
     check()
 
@@ -812,6 +838,10 @@ def test_invariances(family: str) -> None:
         empty_grouped = case.n == 0 and case.by is not None
         if not (3 in KNOWN_DEFECTS and empty_grouped):  # issue 25 defect 3
             same_tables(base, table(cf.finalize(summarized, *ms, by=case.by), case), "summarize/finalize", atol=atol)
+        if flag_metrics(case) and backend in FLAG_BACKENDS:  # a test's flag and bookkeeping on both paths
+            fm = flag_metrics(case)
+            got = table(cf.finalize(cf.summarize(frame, *fm, by=case.by, invalid=case.invalid), *fm, by=case.by), case)
+            same_tables(run(case, backend, fm), got, "coverage_test summarize/finalize", rtol=1e-10)
         # two days, summarized apart, merged and finalized = evaluate on both
         day = rng.random(case.n) < rng.uniform(0.0, 1.0)
         if rng.random() < 0.2:
