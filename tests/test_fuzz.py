@@ -18,12 +18,25 @@ Per metric family (intervals, sets, calibration, ranking, forecasts):
   and finalized = ``evaluate``, and an extra all-invalid group under
   ``invalid="drop"``.
 
+Cases draw ``counts=`` too (counts 0 to 3, groups whose counts are all 0):
+``n`` is the represented rows, ``n_invalid`` / ``n_dropped`` the input rows
+(docs/weights.md), checked against the oracle and between ``evaluate`` and
+the summary path.  Issue 42's classes have tests of their own:
+``test_composite_metrics_with_counts_and_weights`` (``skill_score``,
+``bootstrap``, ``relative_skill``), ``test_short_groups_against_exact_oracles``
+(Diebold-Mariano with ``horizon`` at least a group's rows, exact rational
+oracle; the naive scale with a season longer than a series),
+``test_categorical_keys_through_frame_functions`` (Categorical, Enum and
+Arrow dictionary keys, also read back from Parquet) and
+``test_empty_summaries_of_every_mergeable_metric``.
+
 PySpark is left out (seconds per query). Profiles:
 
 - ``ci`` (default): derandomized (the same examples on every run), a few
   examples per family, the file in about a minute on one core;
 - ``long``: ``CF_FUZZ_PROFILE=long`` (2,000 random examples per test and
-  family) or ``CF_FUZZ_EXAMPLES=<n>``; larger frames (up to 2,000 groups)::
+  family) or ``CF_FUZZ_EXAMPLES=<n>``; larger frames (up to 2,000 groups);
+  ``CF_FUZZ_NO_SHRINK=1`` reports a failing example as drawn::
 
       CF_FUZZ_PROFILE=long python -m pytest -n 0 -q tests/test_fuzz.py
 
@@ -34,26 +47,29 @@ when its fix is merged.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import narwhals.stable.v2 as nw
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
+from scipy.special import ndtr
 
 import conformal_frames as cf
 import oracle
 import oracle_calibration as ocal
 import oracle_forecast as ofc
 import oracle_sets as osets
-from helpers import to_pandas
+from helpers import assert_close, to_pandas
 
 pl = pytest.importorskip("polars")
 
@@ -82,6 +98,8 @@ PROFILE = settings.get_profile(f"cf-fuzz-{_NAME}")
 if os.environ.get("CF_FUZZ_EXAMPLES"):
     PROFILE = settings(PROFILE, max_examples=int(os.environ["CF_FUZZ_EXAMPLES"]), derandomize=False)
 LONG = _NAME == "long" or PROFILE.max_examples > 100
+if os.environ.get("CF_FUZZ_NO_SHRINK"):  # report the first failing example as drawn (fast, for bisecting)
+    PROFILE = settings(PROFILE, phases=[Phase.explicit, Phase.reuse, Phase.generate])
 #: the largest frame: many groups in the long profile, a few hundred rows in CI
 MAX_ROWS = 2000 if LONG else 300
 
@@ -146,6 +164,7 @@ class Case:
     filtered: bool
     params: dict[str, Any] = field(default_factory=dict)
     junk: int = 0  # rows at the end removed by the filter
+    counts: bool = False  # the metrics take counts= (column "k": 0 to 3, zeros included)
 
     @property
     def by(self) -> str | None:
@@ -316,6 +335,10 @@ def cases(draw: st.DrawFn, family: str) -> Case:
     if weights:
         data["w"] = rng.choice([0.0, 0.5, 1.0, 2.5, 3.0], size=n, p=[0.1, 0.2, 0.4, 0.2, 0.1])
         dtypes["w"] = pl.Float64
+    counts = draw(st.booleans())
+    if counts:  # frequency counts: rows of count 0, and groups whose counts are all 0
+        data["k"] = rng.choice([0.0, 1.0, 2.0, 3.0], size=n, p=[0.3, 0.35, 0.2, 0.15])
+        dtypes["k"] = pl.Int64
     keys = _keys(rng, key_kind, n)
     invalid = draw(st.sampled_from(["null", "drop"]))
     filtered = draw(st.booleans())
@@ -327,7 +350,7 @@ def cases(draw: st.DrawFn, family: str) -> Case:
         names = dict(zip(logical, pool))
         if names["g"] in ("n",):  # a key named like the row count is rejected (tested elsewhere)
             names["g"] = "group ✓"
-    case = Case(family, n, data, dtypes, names, key_kind, keys, invalid, weights, filtered, params)
+    case = Case(family, n, data, dtypes, names, key_kind, keys, invalid, weights, filtered, params, counts=counts)
     if filtered:
         case.junk = int(rng.integers(1, 4))
     return case
@@ -385,6 +408,12 @@ def _sets_arg(case: Case) -> Any:
 def metrics(case: Case, weights: str | None = "auto") -> list[cf.Metric]:
     c = case.names
     w = (c["w"] if case.weights else None) if weights == "auto" else weights
+    k = c["k"] if case.counts else None
+    return [m if k is None else dataclasses.replace(m, counts=k) for m in _metrics(case, w)]
+
+
+def _metrics(case: Case, w: str | None) -> list[cf.Metric]:
+    c = case.names
     if case.family == "intervals":
         return [
             cf.coverage(c["y"], c["lo"], c["hi"], weights=w),
@@ -413,12 +442,33 @@ def metrics(case: Case, weights: str | None = "auto") -> list[cf.Metric]:
 
 def extra_metrics(case: Case) -> list[cf.Metric]:
     """Metrics compared across backends only (no oracle, not mergeable)."""
-    if case.family != "forecasts":
+    if case.family != "forecasts" or case.counts:  # pit_test takes no counts=
         return []
     if 4 in KNOWN_DEFECTS and not (row_valid(case) & _key_ok(case)).any():
         return []  # issue 25 defect 4: pit_test fails on pandas[pyarrow] with no (valid) rows
     c = case.names
     return [cf.pit_test(c["y"], mean=c["mu"], std=c["sd"])]
+
+
+#: backends where coverage_test runs (its p-values are a scipy step on the per-group table: not on DuckDB)
+FLAG_BACKENDS = ["pandas", "pandas[pyarrow]", "polars", "polars[lazy]"]
+
+
+def flag_metrics(case: Case) -> list[cf.Metric]:
+    """A test with a Boolean flag (null where there is no p-value), compared across backends and paths."""
+    if case.family != "intervals":
+        return []
+    c = case.names
+    return [
+        cf.coverage_test(
+            c["y"],
+            c["lo"],
+            c["hi"],
+            confidence_level=0.9,
+            weights=c["w"] if case.weights else None,
+            counts=c["k"] if case.counts else None,
+        )
+    ]
 
 
 def _key_ok(case: Case) -> np.ndarray:
@@ -437,6 +487,7 @@ def describe(case: Case) -> list[str]:
         "dtypes " + ",".join(dtypes),
         "filtered" if case.filtered else "unfiltered",
         "weights" if case.weights else "no weights",
+        "counts" if case.counts else "no counts",
         "invalid rows" if not row_valid(case).all() else "valid rows",
         "null/NaN key" if case.by and not _key_ok(case).all() else "keys present",
         "odd names" if case.names["g"] != "g" else "plain names",
@@ -463,10 +514,10 @@ def _wmean(x: np.ndarray, w: np.ndarray) -> float:
 def oracle_values(case: Case, idx: np.ndarray) -> dict[str, float]:
     """The main metrics of the rows ``idx`` (all valid) from the definitions."""
     d = {c: v[idx] for c, v in case.data.items()}
-    w = d.get("w", np.ones(len(idx)))
+    w = d.get("w", np.ones(len(idx))) * d.get("k", np.ones(len(idx)))  # counts: integer weights
     if case.family == "intervals":
         y, lo, hi = d["y"], d["lo"], d["hi"]
-        if not case.weights:
+        if not (case.weights or case.counts):
             return {
                 "coverage": oracle.coverage(y, lo, hi),
                 "width": oracle.width(lo, hi),
@@ -481,7 +532,7 @@ def oracle_values(case: Case, idx: np.ndarray) -> dict[str, float]:
         y, s, nb = d["label"], d["score"], case.params["n_bins"]
         if case.dtypes["score"] == pl.Float32:
             s = s.astype(np.float32)
-        if not case.weights:
+        if not (case.weights or case.counts):
             return {"ece": ocal.ece(y, s, nb), "brier": ocal.brier(y, np.asarray(s, dtype=float))}
         b = ocal.uniform_bins(s, nb)
         s = np.asarray(s, dtype=float)
@@ -506,7 +557,7 @@ def oracle_values(case: Case, idx: np.ndarray) -> dict[str, float]:
     if case.family == "sets":
         m = case.params["m"][idx]
         yi = d["y"].astype(int)
-        if not case.weights:
+        if not (case.weights or case.counts):
             return {"set_coverage": osets.set_coverage(yi, m), "set_size": osets.set_size(m)}
         return {"set_coverage": _wmean(osets.set_covered(yi, m), w), "set_size": _wmean(m.sum(axis=1).astype(float), w)}
     from test_forecast_distributions import crps_gauss_oracle
@@ -520,7 +571,7 @@ def oracle_values(case: Case, idx: np.ndarray) -> dict[str, float]:
         ],
         axis=0,
     )
-    if not case.weights:  # the oracle_forecast form, averaged over the levels
+    if not (case.weights or case.counts):  # the oracle_forecast form, averaged over the levels
         p = np.mean([ofc.pinball(y, d[c], t) for t, c in ((0.1, "q10"), (0.5, "q50"), (0.9, "q90"))])
         return {"crps": float(np.mean(crps)), "pinball_loss": float(p)}
     return {"crps": _wmean(crps, w), "pinball_loss": _wmean(pin, w)}
@@ -597,23 +648,30 @@ def expected(case: Case) -> dict[Any, dict[str, Any]]:
     if not case.by and not groups:
         groups[()] = []
     valid = row_valid(case)
-    w = case.data.get("w")
+    ones = np.ones(case.n)
+    rep = case.data.get("k", ones)  # the rows each row represents
+    weight = case.data.get("w", ones) * rep
+    rule = case.weights or case.counts  # a group needs a positive total weight (count)
+    nulls = dict.fromkeys(MAIN[case.family], math.nan)
     out: dict[Any, dict[str, Any]] = {}
     for key, rows in groups.items():
         if key == ("missing",) and case.invalid == "drop":
             continue  # a null (or NaN) key: a group of its own, dropped with its rows under "drop"
         idx = np.array(rows, dtype=int)
         ok = valid[idx]
-        if w is not None and ok.any() and w[idx[ok]].sum() == 0:
-            out[key] = {"zero_weight": True}
-            continue
         n_bad = int(np.sum(~ok))
+        # n: the represented rows; n_invalid / n_dropped: input rows (docs/weights.md); the
+        # positive-total rule reads every row under "null", the rows left under "drop"
         if case.invalid == "drop":
-            exp = {"n": int(ok.sum()), "n_dropped": n_bad}
-            values = oracle_values(case, idx[ok]) if ok.any() else dict.fromkeys(MAIN[case.family], math.nan)
+            if rule and not (weight[idx[ok]] > 0).any():
+                out[key] = {"n": 0, "n_dropped": len(idx), **nulls}
+                continue
+            exp = {"n": int(rep[idx[ok]].sum()), "n_dropped": n_bad}
+            values = oracle_values(case, idx[ok]) if ok.any() else nulls
         else:
-            exp = {"n": len(idx), "n_invalid": n_bad}
-            values = oracle_values(case, idx) if n_bad == 0 and len(idx) else dict.fromkeys(MAIN[case.family], math.nan)
+            zero = bool(rule and not (weight[idx] > 0).any())
+            exp = {"n": int(rep[idx].sum()), "n_invalid": len(idx) if zero else n_bad}
+            values = oracle_values(case, idx) if n_bad == 0 and len(idx) and not zero else nulls
         out[key] = {**exp, **values}
     return out
 
@@ -676,9 +734,6 @@ def check_oracle(case: Case, got: dict[Any, dict[str, Any]]) -> None:
     }
     for key, e in exp.items():
         row = got[key]
-        if e.get("zero_weight"):  # a group of total weight 0: its rows are invalid
-            assert all(math.isnan(_num(row[c])) for c in MAIN[case.family]), key
-            continue
         for c, v in e.items():
             if c == "crps" and crps_far_tail(case, groups[key]):
                 continue
@@ -717,6 +772,11 @@ def test_backends_agree_with_oracle(family: str) -> None:
         for backend in others:
             same_tables(results[first], results[backend], f"{first} vs {backend}", atol=_atol(case) * 1e-2)
         check_oracle(case, results[first])
+        if flag_metrics(case):  # flags, p-values and bookkeeping of a test: the same on every backend
+            flags = {b: run(case, b, flag_metrics(case)) for b in FLAG_BACKENDS if not backend_skipped(case, b)}
+            first, *others = flags
+            for backend in others:
+                same_tables(flags[first], flags[backend], f"coverage_test: {first} vs {backend}", rtol=1e-10)
 
     check()
 
@@ -778,6 +838,10 @@ def test_invariances(family: str) -> None:
         empty_grouped = case.n == 0 and case.by is not None
         if not (3 in KNOWN_DEFECTS and empty_grouped):  # issue 25 defect 3
             same_tables(base, table(cf.finalize(summarized, *ms, by=case.by), case), "summarize/finalize", atol=atol)
+        if flag_metrics(case) and backend in FLAG_BACKENDS:  # a test's flag and bookkeeping on both paths
+            fm = flag_metrics(case)
+            got = table(cf.finalize(cf.summarize(frame, *fm, by=case.by, invalid=case.invalid), *fm, by=case.by), case)
+            same_tables(run(case, backend, fm), got, "coverage_test summarize/finalize", rtol=1e-10)
         # two days, summarized apart, merged and finalized = evaluate on both
         day = rng.random(case.n) < rng.uniform(0.0, 1.0)
         if rng.random() < 0.2:
@@ -823,3 +887,327 @@ def test_invariances(family: str) -> None:
             assert all(math.isnan(_num(new[col])) for col in MAIN[family]), new
 
     check()
+
+
+# ---------------------------------------------------------------------------
+# issue 42: the classes a second differential fuzz found, generated
+# ---------------------------------------------------------------------------
+#: fewer examples for these (each runs every backend); the long profile runs its own count
+SMALL = PROFILE if LONG else settings(PROFILE, max_examples=6)
+
+
+def _tables_agree(results: dict[str, Any], keys: list[str], what: str, *, rtol: float = RTOL) -> dict[Any, Any]:
+    """Results of several backends as ``{key tuple: row}``, asserted equal (every column); the first's table."""
+    tables: dict[str, dict[Any, dict[str, Any]]] = {}
+    for backend, result in results.items():
+        rows: dict[Any, dict[str, Any]] = {}
+        for rec in to_pandas(result).to_dict("records"):
+            key = tuple(canon(rec.pop(k)) for k in keys)
+            assert key not in rows, f"{what} on {backend}: two rows for {key!r}"
+            rows[key] = rec
+        tables[backend] = rows
+    first, *others = tables
+    for backend in others:
+        same_tables(tables[first], tables[backend], f"{what}: {first} vs {backend}", rtol=rtol, atol=1e-300)
+    return tables[first]
+
+
+# -- composite metrics with counts= and weights= --------------------------------------
+@st.composite
+def scored(draw: st.DrawFn) -> dict[str, Any]:
+    """A forecast, a reference and two models' rows: y, f, b (one decimal: ties), w, k, g, model."""
+    n = draw(st.integers(0, 30))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    y = np.round(rng.normal(size=n) * 2, 1)
+    data = {
+        "y": y,
+        "f": np.round(y + rng.normal(size=n), 1),
+        "b": np.round(y + rng.normal(size=n) * 2, 1),
+        "w": rng.choice([0.0, 0.5, 1.0, 3.0], size=n, p=[0.15, 0.25, 0.4, 0.2]),
+        "k": rng.choice([0, 1, 2, 3], size=n, p=[0.25, 0.35, 0.25, 0.15]),
+        "g": [f"g{i}" for i in rng.integers(0, draw(st.integers(1, 4)), size=n)],
+        "model": rng.choice(["m1", "m2", "m3"], size=n),
+    }
+    return {"data": data, "weighting": draw(st.sampled_from(["none", "weights", "counts", "both"]))}
+
+
+def _mae(data: dict[str, Any], idx: np.ndarray, column: str, weight: np.ndarray) -> float:
+    err, w = np.abs(data["y"][idx] - data[column][idx]), weight[idx]
+    return float(np.sum(w * err) / np.sum(w)) if np.sum(w) > 0 else math.nan
+
+
+@given(scored(), st.sampled_from(["null", "drop"]), st.sampled_from([b for b in BACKENDS if b != "polars"]))
+@SMALL
+def test_composite_metrics_with_counts_and_weights(drawn: dict[str, Any], invalid: str, other: str) -> None:
+    data, how = drawn["data"], drawn["weighting"]
+    event(f"composite {how}")
+    backends = ["polars", other]  # one other backend per example: bootstraps cost
+    opts = {
+        "none": {},
+        "weights": {"weights": "w"},
+        "counts": {"counts": "k"},
+        "both": {"weights": "w", "counts": "k"},
+    }[how]
+    frame = pl.DataFrame({c: pl.Series(c, v, dtype=pl.Int64 if c == "k" else None) for c, v in data.items()})
+    skill = cf.skill_score(cf.mae("y", "f", **opts), cf.mae("y", "b", **opts))
+    ms: list[cf.Metric] = [skill, cf.mae("y", "f", **opts)]
+    if "counts" not in opts:  # bootstrap resamples input rows
+        ms.append(cf.bootstrap(cf.mae("y", "f", **opts), n_resamples=20, seed=1).alias("boot"))
+    results = {b: cf.evaluate(BACKENDS[b](frame), *ms, by="g", invalid=invalid) for b in backends}
+    got = _tables_agree(results, ["g"], f"composites ({how})", rtol=1e-10)
+    weight = data["w"] if "weights" in opts else np.ones(len(data["y"]))
+    weight = weight * (data["k"] if "counts" in opts else 1)
+    keys = np.array(data["g"], dtype=object)
+    for (key,), row in got.items():
+        idx = np.flatnonzero(keys == key[1])
+        s_f, s_b = _mae(data, idx, "f", weight), _mae(data, idx, "b", weight)
+        expect = math.nan if math.isnan(s_b) or s_b == 0 else 1.0 - s_f / s_b
+        assert_close([row["mae_skill"]], [expect], rtol=1e-12, what=f"skill of {key}")
+        assert_close([row["mae"]], [s_f], rtol=1e-12, what=f"mae of {key}")
+        if "boot" in row:
+            assert_close([row["boot"]], [s_f], rtol=1e-12, what=f"bootstrap of {key}")
+        assert row["n"] == int(np.sum(data["k"][idx])) if "counts" in opts else len(idx)
+    # the one-counts-column rule sees through the skill score
+    if "counts" in opts:
+        with pytest.raises(ValueError, match="same counts="):
+            cf.evaluate(frame, skill, cf.mae("y", "f"), by="g")
+    # relative skill over the models (a frame function of the metric with its counts / weights)
+    rel = {
+        b: cf.relative_skill(BACKENDS[b](frame), cf.mae("y", "f", **opts), model="model", by="g", invalid=invalid)
+        for b in backends
+    }
+    got = _tables_agree(rel, ["g", "model"], f"relative_skill ({how})", rtol=1e-10)
+    models = np.array(data["model"], dtype=object)
+    for (g, m), row in got.items():
+        scores = {
+            mm: _mae(data, np.flatnonzero((keys == g[1]) & (models == mm)), "f", weight)
+            for (gg, mm) in [(gg, mm[1]) for gg, mm in got if gg == g]
+        }
+        assert_close([row["mae"]], [scores[m[1]]], rtol=1e-12, what=f"relative_skill mae of {g}, {m}")
+        vals = np.array([v for v in scores.values() if not math.isnan(v)])  # null scores are left out
+        own = scores[m[1]]
+        ok = not math.isnan(own) and bool(np.all(vals > 0))
+        expect = own / np.exp(np.mean(np.log(vals))) if ok else math.nan
+        assert_close([row["relative_skill"]], [expect], rtol=1e-10, what=f"relative_skill of {g}, {m}")
+
+
+# -- groups shorter than their horizon, season or lag -----------------------------------
+def _dm_exact(d: list[Fraction], a2b2: float, h: int) -> tuple[float, float]:
+    """DM of one group in exact rational arithmetic (gamma_0 fallback when V <= 0; null when d is constant)."""
+    n = len(d)
+    mean = sum(d, Fraction(0)) / n
+    c = [x - mean for x in d]
+    gamma = [sum((c[t] * c[t - k] for t in range(k, n)), Fraction(0)) / n for k in range(min(h, n))]
+    if float(gamma[0]) <= 1e-24 * a2b2 / n:
+        return math.nan, math.nan
+    v = gamma[0] + 2 * sum(gamma[1:], Fraction(0))
+    v = v if v > 0 else gamma[0]
+    stat = float(mean) / math.sqrt(float(v) / n)
+    return stat, float(2 * ndtr(-abs(stat)))
+
+
+@given(
+    st.lists(st.integers(1, 6), min_size=1, max_size=4),
+    st.integers(1, 7),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+)
+@SMALL
+def test_short_groups_against_exact_oracles(sizes: list[int], h: int, h_column: bool, seed: int) -> None:
+    event("horizon >= a group's rows" if h >= min(sizes) else "horizon < every group's rows")
+    rng = np.random.default_rng(seed)
+    g = np.repeat([f"s{i}" for i in range(len(sizes))], sizes)
+    t = np.concatenate([rng.permutation(m) for m in sizes])  # rows in no particular order
+    n = len(g)
+    y, f1, f2 = (np.round(rng.normal(size=n) * 2, 1) for _ in range(3))
+    frame = pl.DataFrame({"g": g, "t": t, "y": y, "f1": f1, "f2": f2, "h": np.full(n, h)})
+    test = cf.diebold_mariano_test("y", "f1", "f2", order_by="t", horizon="h" if h_column else h)
+    season = int(rng.integers(1, 5))
+    results, scales = {}, {}
+    for b in BACKENDS:
+        results[b] = cf.evaluate(BACKENDS[b](frame), test, by="g", invalid="null")
+        scales[b] = cf.naive_scale(BACKENDS[b](frame), "y", order_by="t", by="g", season=season, invalid="null")
+    dm = _tables_agree(results, ["g"], "diebold_mariano_test", rtol=1e-9)
+    naive = _tables_agree(scales, ["g"], "naive_scale", rtol=1e-12)
+    for (key,), row in dm.items():
+        rows = np.flatnonzero(g == key[1])
+        order = rows[np.argsort(t[rows])]
+        d = [
+            Fraction(float(a)) - Fraction(float(b))
+            for a, b in zip((y[order] - f1[order]) ** 2, (y[order] - f2[order]) ** 2)
+        ]
+        a2b2 = float(np.sum((y[order] - f1[order]) ** 2 + (y[order] - f2[order]) ** 2))
+        stat, p = _dm_exact(d, a2b2, h)
+        assert_close([row["diebold_mariano_test"]], [stat], rtol=1e-9, what=f"DM of {key}")
+        assert_close([row["diebold_mariano_test_pvalue"]], [p], rtol=1e-9, atol=1e-15, what=f"p of {key}")
+        lagged = y[order][season:] - y[order][:-season] if len(order) > season else np.array([])
+        mae = float(np.mean(np.abs(lagged))) if len(lagged) else math.nan
+        assert_close([naive[(key,)]["naive_mae"]], [mae], rtol=1e-12, what=f"naive_mae of {key}")
+        assert naive[(key,)]["n"] == len(order)
+
+
+# -- Categorical / Enum / Arrow dictionary keys through every frame function -------------
+def _through_parquet(frame: Any) -> Any:
+    """pandas with Arrow dtypes as ``pd.read_parquet(dtype_backend="pyarrow")`` gives it (dictionary keys)."""
+    import io
+
+    buf = io.BytesIO()
+    frame.write_parquet(buf)
+    buf.seek(0)
+    return pd.read_parquet(buf, dtype_backend="pyarrow")
+
+
+KEYED = {**BACKENDS, "pandas[parquet]": _through_parquet}
+
+
+def _sorted_rows(result: Any) -> list[tuple[Any, ...]]:
+    out = to_pandas(result)
+    return sorted(
+        tuple(canon(v) if not isinstance(v, str) else ("str", v) for v in rec) for rec in out.itertuples(index=False)
+    )
+
+
+def _rows_agree(results: dict[str, Any], what: str) -> None:
+    (first, a), *others = ((b, _sorted_rows(r)) for b, r in results.items())
+    for backend, b in others:
+        assert len(a) == len(b), f"{what}: {first} {len(a)} rows, {backend} {len(b)}"
+        for ra, rb in zip(a, b):
+            for x, y in zip(ra, rb):
+                if x[0] == "num" and y[0] == "num":
+                    assert math.isclose(x[1], y[1], rel_tol=1e-9, abs_tol=1e-12), (
+                        f"{what}: {first} vs {backend}: {ra} != {rb}"
+                    )
+                else:
+                    assert x == y, f"{what}: {first} vs {backend}: {ra} != {rb}"
+
+
+def _cheap() -> Any:
+    """A classifier that fits in a millisecond (the default one takes seconds on a loaded machine)."""
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression()
+
+
+def _frame_functions(native: Any) -> dict[str, Callable[[], Any]]:
+    cov, bri, inv = cf.coverage("y", "lo", "hi"), cf.brier("label", "s"), "null"
+    days = ["g", "t"]
+    return {
+        "evaluate": lambda: cf.evaluate(native, cov, bri, cf.reliability("label", "s", n_bins=3), by="g", invalid=inv),
+        "finalize": lambda: cf.finalize(cf.summarize(native, cov, bri, by=days, invalid=inv), cov, bri, by="g"),
+        "merge_summaries": lambda: cf.merge_summaries(cf.summarize(native, cov, by=days, invalid=inv), by="g"),
+        "rolling": lambda: cf.rolling(
+            cf.summarize(native, cov, by=days, invalid=inv), cov, index="t", window=2, by="g"
+        ),
+        "naive_scale": lambda: cf.naive_scale(native, "y", order_by="t", by="g", invalid=inv),
+        "relative_skill": lambda: cf.relative_skill(
+            native, cf.mae("y", "lo"), model="m", baseline="m1", by="g", invalid=inv
+        ),
+        "cumulative_differences": lambda: cf.cumulative_differences(native, "label", "s", by="g", invalid=inv),
+        "corp_reliability": lambda: cf.corp_reliability(native, "label", "s", n_resamples=5, by="g", invalid=inv),
+        "excess_risk_target_coverage": lambda: cf.excess_risk_target_coverage(
+            native,
+            "y",
+            "lo",
+            "hi",
+            features=["x"],
+            confidence_level=0.9,
+            n_splits=2,
+            by="g",
+            invalid=inv,
+            model=_cheap(),
+        ),
+    }
+
+
+@given(
+    st.sampled_from(["cat", "enum"]),
+    st.integers(4, 40),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([b for b in KEYED if b != "polars"]),
+)
+@(PROFILE if LONG else settings(PROFILE, max_examples=4))
+def test_categorical_keys_through_frame_functions(kind: str, n: int, seed: int, other: str) -> None:
+    rng = np.random.default_rng(seed)
+    labels = ["a", "ключ ✓", "b", "m1", "m2"]
+    dtype = pl.Categorical if kind == "cat" else pl.Enum(labels)
+    y = rng.normal(size=n)
+    frame = pl.DataFrame(
+        {
+            "g": pl.Series(rng.choice(labels[:3], size=n), dtype=pl.String).cast(dtype),
+            "m": pl.Series(np.where(np.arange(n) % 2 == 0, "m1", "m2"), dtype=pl.String).cast(dtype),
+            "t": np.arange(n),
+            "y": y,
+            "lo": y - rng.gamma(2.0, 1.0, size=n) + 0.5,
+            "hi": y + rng.gamma(2.0, 1.0, size=n) - 0.5,
+            "label": (rng.random(n) < 0.5).astype(float),
+            "s": np.round(rng.random(n), 2),
+            "x": rng.normal(size=n),
+        }
+    ).with_columns(pl.max_horizontal("lo", "hi").alias("hi"), pl.min_horizontal("lo", "hi").alias("lo"))
+    event(f"{kind} keys on {other}")
+    for name in _frame_functions(frame):
+        results = {}
+        for backend in ("polars", other):
+            native = KEYED[backend](frame)
+            try:
+                results[backend] = _frame_functions(native)[name]()
+            except cf.BackendLimitError:  # eager-only functions on lazy backends (documented)
+                continue
+        if len(results) == 2:
+            _rows_agree(results, f"{name} with {kind} keys")
+    # finalize of a summary with dictionary keys read back from Parquet (a polars summary)
+    cov = cf.coverage("y", "lo", "hi")
+    summary = _through_parquet(cf.summarize(frame, cov, by=["g", "t"], invalid="null"))
+    expected = cf.evaluate(frame, cov, by="g", invalid="null")
+    _rows_agree({"polars": expected, "parquet": cf.finalize(summary, cov, by="g")}, "finalize from Parquet")
+
+
+# -- the summary without rows of every mergeable metric --------------------------------
+def _every_metric() -> dict[str, cf.Metric]:
+    from test_output_contract import CALLS
+
+    out = {name: make() for name, make in sorted(CALLS.items())}
+    c = [0, 1, 2]  # the set metrics on a list column too
+    out.update(
+        {
+            "set_coverage[list]": cf.set_coverage("label3", "sets", classes=c),
+            "set_size[list]": cf.set_size("sets", classes=c),
+            "empty_rate[list]": cf.empty_rate("sets", classes=c),
+            "singleton_rate[list]": cf.singleton_rate("sets", classes=c),
+            "set_ssc[list]": cf.set_ssc("label3", "sets", classes=c),
+            "set_ssc_score[list]": cf.set_ssc_score("label3", "sets", classes=c),
+        }
+    )
+    return out
+
+
+def test_empty_summaries_of_every_mergeable_metric() -> None:
+    """``finalize(summary.head(0))`` has evaluate's columns: no rows grouped, one row of n = 0 ungrouped."""
+    from test_output_contract import DATA
+
+    data = dict(DATA)
+    data["sets"] = [[j for j in range(3) if data[f"m{j}"][i]] for i in range(len(data["g"]))]
+    frame = pl.DataFrame(data, strict=False)
+    backends = list(BACKENDS)
+    mergeable = 0
+    for i, (name, metric) in enumerate(_every_metric().items()):
+        for backend in backends if LONG else [backends[i % len(backends)]]:  # CI: one backend per metric
+            native = BACKENDS[backend](frame)
+            try:
+                summary = cf.summarize(native, metric, by="g", invalid="null")
+            except ValueError as exc:
+                if "do not merge exactly" in str(exc):
+                    break
+                raise
+            except cf.BackendLimitError:
+                continue
+            mergeable += backend == backends[i % len(backends)]
+            empty = nw.to_native(nw.from_native(summary).head(0))
+            for by in ("g", None):
+                got = to_pandas(cf.finalize(empty, metric, by=by))
+                full = to_pandas(cf.finalize(summary, metric, by=by))
+                assert list(got.columns) == list(full.columns), f"{name} on {backend}, by={by}"
+                assert len(got) == (0 if by else 1), f"{name} on {backend}, by={by}"
+                if by is None:
+                    assert got["n"].tolist() == [0], f"{name} on {backend}"
+    assert mergeable >= 30  # most metrics merge

@@ -264,3 +264,24 @@ def test_finalize_empty_summary_of_list_column_sets(constructor: Any, by: str | 
         assert len(got) == (0 if by else 1), metric.output_name
         if by is None:
             assert got["n"].tolist() == [0], metric.output_name
+
+
+# -- found while widening the fuzz: an input named like an internal row; a dotted key ---
+def test_finalize_empty_summary_input_named_like_an_internal_row(constructor: Any) -> None:
+    data = {"g": ["a"], "y": [1.0], "lo": [0.0], "__cf_r0": [2.0]}
+    metrics = [cf.coverage("y", "lo", "__cf_r0"), cf.width("lo", "__cf_r0")]
+    summary = nw.to_native(nw.from_native(cf.summarize(constructor(data), *metrics, by="g", invalid="null")).head(0))
+    got = to_pandas(cf.finalize(summary, *metrics, by="g"))  # was a RecursionError
+    assert list(got.columns) == ["g", "coverage", "coverage_ci_low", "coverage_ci_high", "width", "n", "n_invalid"]
+    assert len(got) == 0
+
+
+def test_merge_summaries_dotted_key(constructor: Any) -> None:
+    data = {"a.b": ["x", "y", "x"], "label": [1.0, 0.0, 1.0], "score": [0.5, 0.2, 0.9]}
+    metric = cf.brier("label", "score")
+    parts = [cf.summarize(constructor(data), metric, by="a.b") for _ in range(2)]
+    both = nw.to_native(nw.concat([nw.from_native(p) for p in parts], how="vertical"))
+    got = to_pandas(cf.finalize(cf.merge_summaries(both, by="a.b"), metric, by="a.b"))  # DuckDB: Binder Error
+    assert got["a.b"].tolist() == ["x", "y"]
+    assert_close(got["brier"], [(0.25 + 0.01) / 2, 0.04])
+    assert got["n"].tolist() == [4, 2]

@@ -451,12 +451,21 @@ def _plan_without_rows(keys_schema: dict[str, Any], metrics: Sequence[Metric], k
     guessed = _GuessedInputs(keys_schema)
     for _ in range(64):
         try:
-            return Plan.of(guessed, metrics, keys, caller="finalize")
+            plan = Plan.of(guessed, metrics, keys, caller="finalize")
         except (BooleanColumnError, ListColumnError) as exc:
-            if exc.column in dict.keys(guessed):
-                raise
             # a list of labels of any kind (an Unknown inner dtype matches any label column)
-            guessed[exc.column] = nw.Boolean() if isinstance(exc, BooleanColumnError) else nw.List(nw.Unknown())
+            dtype = nw.Boolean() if isinstance(exc, BooleanColumnError) else nw.List(nw.Unknown())
+            if dict.get(guessed, exc.column) == dtype:
+                raise
+            guessed[exc.column] = dtype
+            continue
+        q = plan.query
+        # an input named like an internal row (e.g. "__cf_r0"): made known, rows are named around it
+        clash = ({r.name for r in q.rows.values()} & q.used) - set(dict.keys(guessed))
+        if not clash:
+            return plan
+        for name in clash:
+            guessed[name] = guessed[name]
     msg = "finalize: cannot plan these metrics on a summary without rows"  # pragma: no cover
     raise ValueError(msg)  # pragma: no cover
 
@@ -642,7 +651,10 @@ def merge_summaries(stats: Any, by: Any = None) -> Any:
     >>> cf.merge_summaries(stats)["n"].to_list()
     [3]
     """
-    lf, eager, keys, schema, _ = _open_summary(stats, by, "merge_summaries")
+    lf, eager, public, schema, _ = _open_summary(stats, by, "merge_summaries")
+    # the keys under internal names while merging (DuckDB reads a key "a.b" as column b of table a)
+    keys = [f"__cf_key{i}" for i in range(len(public))]
+    lf = lf.rename(dict(zip(public, keys)))
     stat_cols = [c for c in schema if c.startswith(("cf_sum_", "cf_min_", "cf_max_"))]
     counts = [c for c in ("n", "n_invalid", "n_dropped") if c in schema]
     aggs = [nw.col(_VERSION).max(), nw.col(_INPUTS).max(), *[nw.col(c).sum() for c in counts]]
@@ -672,6 +684,7 @@ def merge_summaries(stats: Any, by: Any = None) -> Any:
         merged = merged.with_columns(*kept, *nulls, *[nw.col(c).cast(nw.Int64) for c in counts])
         parts.append(merged.select(*keys, _VERSION, _INPUTS, _CELL, _ORDER, *counts, *stat_cols))
     result = nw.concat(parts, how="vertical").sort(*keys, _CELL, _ORDER, nulls_last=False)
+    result = result.rename(dict(zip(keys, public)))
     return nw.to_native(nw.maybe_reset_index(result.collect()) if eager else result)
 
 
