@@ -151,6 +151,16 @@ def _cap(labels: list[str], ranked: list[str], max_segments: int | None) -> tupl
     return [g for g in uniq if g in chosen], [g for g in uniq if g not in chosen]
 
 
+def _nan_stat(fn: Any, values: np.ndarray, empty: float = float("nan")) -> float:
+    """``fn`` (``np.nanmax``, ``np.nanmin``, ``np.nanmean``) of ``values``; ``empty`` when every value is NaN.
+
+    numpy warns ("All-NaN slice", "Mean of empty slice") on a group whose
+    values are all null (e.g. a group with invalid rows): no warning here.
+    """
+    values = np.asarray(values, dtype=float)
+    return float(fn(values)) if (~np.isnan(values)).any() else empty
+
+
 def _runs(labels: list[str]) -> dict[str, slice]:
     """Each label's rows, for a table sorted by its segment columns (contiguous runs)."""
     out: dict[str, slice] = {}
@@ -926,7 +936,7 @@ def _segment_lines(
     labels = _named(t, seg)
     xs, ys, lows, highs = (floats(t, c) for c in (x, *cols))
     runs = _runs(labels)
-    worst = {g: float(np.nanmax(np.abs(ys[s] - xs[s]))) for g, s in runs.items()}
+    worst = {g: _nan_stat(np.nanmax, np.abs(ys[s] - xs[s]), -np.inf) for g, s in runs.items()}
     shown = list(runs) if len(runs) <= highlight else sorted(runs, key=lambda g: -worst[g])[:highlight]
     others = [g for g in runs if g not in shown]
     _grey_lines(ax, [xs[runs[g]] for g in others], [ys[runs[g]] for g in others], f"other groups ({len(others)})")
@@ -1033,21 +1043,21 @@ def pit_histogram(
     ax = _axes(ax)
     lows, highs, freq = floats(t, "bin_low"), floats(t, "bin_high"), floats(t, "frequency")
     # the band of the smallest group (the widest), behind everything
-    band_low, band_high = float(np.nanmin(floats(t, "band_low"))), float(np.nanmax(floats(t, "band_high")))
+    band_low, band_high = _nan_stat(np.nanmin, floats(t, "band_low")), _nan_stat(np.nanmax, floats(t, "band_high"))
     what = "smallest group, " if seg else ""
     ax.axhspan(band_low, band_high, color=_REST, alpha=0.25, lw=0, label=f"uniform band ({what}{ci_level:g})", zorder=0)
     if not seg:
         ax.bar(lows, freq, width=highs - lows, align="edge", color="C0", alpha=0.75, label="PIT frequency", zorder=2)
     else:
         runs = _runs(_named(t, seg))
-        worst = {g: float(np.nanmax(np.abs(freq[s] - (highs[s] - lows[s])))) for g, s in runs.items()}
+        worst = {g: _nan_stat(np.nanmax, np.abs(freq[s] - (highs[s] - lows[s])), -np.inf) for g, s in runs.items()}
         shown = list(runs) if len(runs) <= highlight else sorted(runs, key=lambda g: -worst[g])[:highlight]
         others = [g for g in runs if g not in shown]
         steps = {g: (np.r_[lows[runs[g]], highs[runs[g]][-1:]], np.r_[freq[runs[g]], freq[runs[g]][-1:]]) for g in runs}
         _grey_lines(ax, [steps[g][0] for g in others], [steps[g][1] for g in others], f"other groups ({len(others)})")
         for i, g in enumerate(shown):
             ax.step(*steps[g], where="post", color=f"C{i % 10}", lw=1.4, label=g, zorder=3)
-    ax.axhline(float(np.nanmean(highs - lows)), ls="--", color=_NOMINAL, lw=1, label="uniform")
+    ax.axhline(_nan_stat(np.nanmean, highs - lows), ls="--", color=_NOMINAL, lw=1, label="uniform")
     ax.set_xlim(0, 1)
     ax.set_xlabel("PIT value")
     ax.set_ylabel("frequency")

@@ -296,6 +296,7 @@ def _summarize(
 ) -> Any:
     lf, eager = engine.to_lazy(frame)
     keys = engine.as_keys(by)
+    engine.check_index_keys(frame, keys)
     policy = engine.policy(invalid, eager)
     if score_decimals is not None:
         score_decimals = check_positive_int(score_decimals, "score_decimals", at_least=0)

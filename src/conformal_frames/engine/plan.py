@@ -5,6 +5,7 @@ plan over a frame, finishes it (numpy steps, the result's columns)."""
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ from conformal_frames.engine.query import (
     join_keys,
     sort_result,
 )
-from conformal_frames.errors import BackendLimitError, InvalidRowsError
+from conformal_frames.errors import BackendLimitError, ColumnNotFoundError, InvalidRowsError
 
 __all__ = [
     "Compiled",
@@ -96,6 +97,25 @@ def to_lazy(frame: Any) -> tuple[nw.LazyFrame, bool]:
     if isinstance(nw_frame, nw.DataFrame):
         return nw_frame.lazy(), True
     return nw_frame, False
+
+
+def check_index_keys(frame: Any, keys: Sequence[str]) -> None:
+    """A ``by=`` key naming a level of a pandas frame's index, not a column: an error that says ``reset_index()``.
+
+    The metrics read columns only (narwhals drops the index); without this
+    the error would list the columns and leave the index unmentioned.
+    """
+    native = nw.to_native(frame) if isinstance(frame, (nw.DataFrame, nw.LazyFrame)) else frame
+    pd = sys.modules.get("pandas")
+    if pd is None or not isinstance(native, pd.DataFrame):
+        return
+    for k in keys:
+        if k not in native.columns and k in native.index.names:
+            msg = (
+                f"group column {k!r} (by=) is a level of the pandas index, not a column; "
+                "call .reset_index() on the frame first (the metrics read columns only)"
+            )
+            raise ColumnNotFoundError(msg)
 
 
 def normalized_keys(lf: nw.LazyFrame, keys: Sequence[str]) -> nw.LazyFrame:
