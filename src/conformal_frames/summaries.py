@@ -456,11 +456,17 @@ def _plan_without_rows(keys_schema: dict[str, Any], metrics: Sequence[Metric], k
     guessed = _GuessedInputs(keys_schema)
     for _ in range(64):
         try:
-            return Plan.of(guessed, metrics, keys, caller="finalize")
+            plan = Plan.of(guessed, metrics, keys, caller="finalize")
         except BooleanColumnError as exc:
             if exc.column in dict.keys(guessed):
                 raise
             guessed[exc.column] = nw.Boolean()
+            continue
+        unknown = [c for c in plan.query.used if c not in dict.keys(guessed)]
+        if not unknown:
+            return plan
+        for c in unknown:  # known inputs: internal names avoid them (an input "__cf_r0")
+            guessed[c] = guessed[c]
     msg = "finalize: cannot plan these metrics on a summary without rows"  # pragma: no cover
     raise ValueError(msg)  # pragma: no cover
 
