@@ -184,3 +184,13 @@ def test_cli_prints_over_covered_groups(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "significantly over-covered (intervals too wide): 1 of 3 tested groups" in text
     assert "  - seg=high: coverage 1.0000 > target 0.9" in text
+
+
+def test_coverage_plot_marks_over_covered_segments():
+    pytest.importorskip("matplotlib")
+    from conformal_frames import plots
+
+    rep = cf.report(_over_under_frame(), y="y", lo="lo", hi="hi", confidence_level=0.9, by="seg")
+    ax = plots.coverage_by_segment(rep.frame("intervals"), by="seg")
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "significantly below target" in legend and "significantly above target (too wide)" in legend

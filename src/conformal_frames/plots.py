@@ -50,6 +50,8 @@ MAX_SEGMENTS = 50
 
 _NOMINAL = "#444444"
 _FLAG = "#c0392b"
+#: significantly above the target (intervals or sets too wide)
+_OVER = "#d68910"
 _REST = "0.6"
 
 
@@ -242,18 +244,19 @@ def _coverage_rank(t: nw.DataFrame, labels: list[str], target: np.ndarray) -> li
     return _rank(labels, np.where(flag, 0.0, 1.0), p, gap)
 
 
-def _flags(t: nw.DataFrame) -> np.ndarray:
-    if "under_covered" not in t.columns:
+def _flags(t: nw.DataFrame, column: str = "under_covered") -> np.ndarray:
+    if column not in t.columns:
         return np.zeros(len(t), bool)
-    return np.array([v is True or v == 1 for v in t.get_column("under_covered").to_list()], bool)
+    return np.array([v is True or v == 1 for v in t.get_column(column).to_list()], bool)
 
 
 def _draw_coverage(
     ax: Any, sel: np.ndarray, ypos: np.ndarray, arrays: dict[str, np.ndarray], color: Any, name: str
 ) -> None:
-    cov, low, high, flag = arrays["cov"], arrays["low"], arrays["high"], arrays["flag"]
-    for f in (False, True):
-        s = sel & (flag == f)
+    cov, low, high, flag, over = arrays["cov"], arrays["low"], arrays["high"], arrays["flag"], arrays["over"]
+    kinds = ((~flag & ~over, color, name), (flag, _FLAG, None), (over & ~flag, _OVER, None))
+    for which, c, label in kinds:
+        s = sel & which
         if s.any():
             ax.errorbar(
                 cov[s],
@@ -262,9 +265,9 @@ def _draw_coverage(
                 fmt="o",
                 ms=4,
                 capsize=2,
-                color=_FLAG if f else color,
-                ecolor=_FLAG if f else color,
-                label=None if f else name,
+                color=c,
+                ecolor=c,
+                label=label,
                 lw=1,
             )
 
@@ -276,7 +279,7 @@ def _coverage_plot(
     shown, rest = _cap(labels, _coverage_rank(t, labels, target), max_segments)
     pos = {lab: i for i, lab in enumerate(shown)}
     arrays = {"cov": floats(t, "coverage"), "low": floats(t, "coverage_ci_low")}
-    arrays |= {"high": floats(t, "coverage_ci_high"), "flag": _flags(t)}
+    arrays |= {"high": floats(t, "coverage_ci_high"), "flag": _flags(t), "over": _flags(t, "over_covered")}
     drawn = np.array([lab in pos for lab in labels], bool)
     ax = _axes(ax, len(shown) + bool(rest))
     levels = sorted(set(target[~np.isnan(target)].tolist())) if level is not None else []
@@ -293,6 +296,8 @@ def _coverage_plot(
             ax.axvline(tv, color=_NOMINAL, ls="--", lw=1, label="nominal" if i == 0 else None)
     if arrays["flag"][drawn].any():
         ax.plot([], [], "o", color=_FLAG, ms=4, label="significantly below target")
+    if arrays["over"][drawn].any():
+        ax.plot([], [], "o", color=_OVER, ms=4, label="significantly above target (too wide)")
     if rest:
         _rest_row(ax, len(shown), arrays["cov"][~drawn], len(rest), "segments")
     _segment_axis(ax, shown, len(rest), seg)
@@ -321,7 +326,8 @@ def coverage_by_segment(
     the nominal coverage as a dashed vertical line.  With
     ``confidence_level=`` naming a column of nominal levels, each level has
     its own colour and nominal line.  Segments flagged in an ``under_covered``
-    column (a report table) are drawn in red.
+    column (a report table) are drawn in red, those in an ``over_covered``
+    column (too wide) in orange.
 
     Parameters
     ----------
