@@ -157,16 +157,17 @@ def _over_under_frame() -> pd.DataFrame:
     return pd.DataFrame({"seg": seg, "y": np.zeros(900), "lo": np.where(covered, -1.0, 1.0), "hi": np.full(900, 2.0)})
 
 
-def test_report_flags_over_covered_groups():
-    rep = cf.report(_over_under_frame(), y="y", lo="lo", hi="hi", confidence_level=0.9, by="seg")
+def test_report_flags_over_covered_groups(constructor):
+    frame = constructor({c: v.to_numpy() for c, v in _over_under_frame().items()})
+    rep = cf.report(frame, y="y", lo="lo", hi="hi", confidence_level=0.9, by="seg")
     s = rep.summary
     assert [g["group"] for g in s["under_covered"]] == [{"seg": "low"}]
     assert [g["group"] for g in s["over_covered"]] == [{"seg": "high"}]
-    t = rep.frame("intervals").set_index("seg")
+    t = to_pandas(rep.frame("intervals")).set_index("seg")
     assert t["over_covered"].to_dict() == {"high": True, "low": False, "ok": False}
     p = binom.sf(np.array([229, 271, 299]), 300, 0.9)  # P(K >= k), then Holm over the three groups
     assert_close(t.loc[["low", "ok", "high"], "pvalue_over_adjusted"], osets.holm(p), rtol=1e-12)
-    assert rep.over_covered["seg"].tolist() == ["high"]
+    assert to_pandas(rep.over_covered)["seg"].tolist() == ["high"]
     text = str(rep)
     assert "significantly over-covered (intervals too wide): 1 of 3 tested groups" in text
     assert "  - seg=high: coverage 1.0000 > target 0.9" in text
@@ -183,3 +184,13 @@ def test_cli_prints_over_covered_groups(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "significantly over-covered (intervals too wide): 1 of 3 tested groups" in text
     assert "  - seg=high: coverage 1.0000 > target 0.9" in text
+
+
+def test_coverage_plot_marks_over_covered_segments():
+    pytest.importorskip("matplotlib")
+    from conformal_frames import plots
+
+    rep = cf.report(_over_under_frame(), y="y", lo="lo", hi="hi", confidence_level=0.9, by="seg")
+    ax = plots.coverage_by_segment(rep.frame("intervals"), by="seg")
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "significantly below target" in legend and "significantly above target (too wide)" in legend

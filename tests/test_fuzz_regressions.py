@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 import narwhals.stable.v2 as nw
+import numpy as np
 import pytest
 
 import conformal_frames as cf
@@ -295,6 +296,17 @@ def test_columns_named_like_internal_columns(constructor: Any) -> None:
         assert_close(merged[names].to_numpy(), plain[names].to_numpy())
     assert_close(got[["ece", "brier", "auroc"]].to_numpy(), plain[["ece", "brier", "auroc"]].to_numpy())
     assert list(got[odd["g"]]) == ["a", "b"]
+
+
+def test_columns_named_like_internal_columns_without_rows(constructor: Any) -> None:
+    # issue 38 item 10: a grouped summary without rows plans finalize on guessed inputs, whose first
+    # internal row was called "__cf_r0" like the input: _canonical_keys recursed without end
+    odd = {"y": "__cf_r0", "p": "lower bound", "g": "y ✓"}
+    frame = constructor({odd["y"]: np.array([], dtype=float), odd["p"]: np.array([], dtype=float), odd["g"]: []})
+    for metric in (cf.auroc(odd["y"], odd["p"]), cf.ece(odd["y"], odd["p"]), cf.ks_test(odd["y"], odd["p"])):
+        stats = cf.summarize(frame, metric, by=odd["g"])
+        out = to_pandas(cf.finalize(stats, metric, by=odd["g"]))
+        assert len(out) == 0 and metric.output_name in out.columns
 
 
 # -- 9. pandas: a day whose Boolean keys with nulls are all null ----------------------

@@ -345,7 +345,7 @@ def _target_note(args: argparse.Namespace) -> None:
         return
     skipped = [
         *(["the Winkler score"] if args.lo is not None else []),
-        "the under-coverage test (target, p-values, flagged segments)",
+        "the coverage tests (target, p-values, under- and over-covered segments)",
     ]
     print(
         f"conformal-frames: note: no --confidence-level: the report leaves out {' and '.join(skipped)}; "
@@ -823,7 +823,8 @@ _REPORT_DESCRIPTION = (
     "Interval metrics need --y --lo --hi; calibration needs --score with its 0/1 outcome (--y, or "
     "--score-y); prediction sets need --y --sets. Segments whose coverage is significantly below the "
     "target (--confidence-level, a number or a column of levels) are listed (one-sided exact binomial "
-    "test per segment, Holm correction by default)."
+    "test per segment, Holm correction by default), and so are the segments significantly above it "
+    "(over-covered: intervals or sets too wide)."
 )
 
 

@@ -1,11 +1,13 @@
 """Typed errors: catch them by type, never by their text.
 
 Both subclass the built-in error they refine, so ``except ValueError`` and
-``except NotImplementedError`` keep working.
+``except NotImplementedError`` keep working.  :func:`user_stacklevel` points
+the package's warnings at the caller's line.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -81,3 +83,17 @@ class BooleanColumnError(TypeError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (str(self),), self.__dict__)
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for ``warnings.warn`` in the calling function that names the user's line.
+
+    The first frame outside ``conformal_frames`` (the caller's script, notebook
+    cell or test), however deep the package's own calls go: ``evaluate``, a
+    ``.conformal`` method, ``report`` and the CLI warn at the line that called
+    them.
+    """
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and str(frame.f_globals.get("__name__", "")).startswith("conformal_frames"):
+        frame, level = frame.f_back, level + 1
+    return level

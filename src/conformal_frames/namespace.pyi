@@ -785,7 +785,13 @@ class ConformalNamespace:
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def naive_scale(
-        self, y: str, *, by: str | list[str], order_by: str, season: int = ..., invalid: InvalidPolicy | None = ...
+        self,
+        y: str,
+        *,
+        by: str | list[str],
+        order_by: str,
+        season: int | str = ...,
+        invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def pairwise_comparison(
         self,

@@ -50,6 +50,8 @@ MAX_SEGMENTS = 50
 
 _NOMINAL = "#444444"
 _FLAG = "#c0392b"
+#: significantly above the target (intervals or sets too wide)
+_OVER = "#d68910"
 _REST = "0.6"
 
 
@@ -151,6 +153,16 @@ def _cap(labels: list[str], ranked: list[str], max_segments: int | None) -> tupl
     return [g for g in uniq if g in chosen], [g for g in uniq if g not in chosen]
 
 
+def _nan_stat(fn: Any, values: np.ndarray, empty: float = float("nan")) -> float:
+    """``fn`` (``np.nanmax``, ``np.nanmin``, ``np.nanmean``) of ``values``; ``empty`` when every value is NaN.
+
+    numpy warns ("All-NaN slice", "Mean of empty slice") on a group whose
+    values are all null (e.g. a group with invalid rows): no warning here.
+    """
+    values = np.asarray(values, dtype=float)
+    return float(fn(values)) if (~np.isnan(values)).any() else empty
+
+
 def _runs(labels: list[str]) -> dict[str, slice]:
     """Each label's rows, for a table sorted by its segment columns (contiguous runs)."""
     out: dict[str, slice] = {}
@@ -232,18 +244,22 @@ def _coverage_rank(t: nw.DataFrame, labels: list[str], target: np.ndarray) -> li
     return _rank(labels, np.where(flag, 0.0, 1.0), p, gap)
 
 
-def _flags(t: nw.DataFrame) -> np.ndarray:
-    if "under_covered" not in t.columns:
+def _flags(t: nw.DataFrame, column: str = "under_covered") -> np.ndarray:
+    if column not in t.columns:
         return np.zeros(len(t), bool)
-    return np.array([v is True or v == 1 for v in t.get_column("under_covered").to_list()], bool)
+    # True, 1 or 1.0; a null flag (None, pd.NA of a nullable column) is not flagged
+    return np.array(
+        [v is True or (isinstance(v, (int, float, np.number)) and v == 1) for v in t.get_column(column).to_list()], bool
+    )
 
 
 def _draw_coverage(
     ax: Any, sel: np.ndarray, ypos: np.ndarray, arrays: dict[str, np.ndarray], color: Any, name: str
 ) -> None:
-    cov, low, high, flag = arrays["cov"], arrays["low"], arrays["high"], arrays["flag"]
-    for f in (False, True):
-        s = sel & (flag == f)
+    cov, low, high, flag, over = arrays["cov"], arrays["low"], arrays["high"], arrays["flag"], arrays["over"]
+    kinds = ((~flag & ~over, color, name), (flag, _FLAG, None), (over & ~flag, _OVER, None))
+    for which, c, label in kinds:
+        s = sel & which
         if s.any():
             ax.errorbar(
                 cov[s],
@@ -252,9 +268,9 @@ def _draw_coverage(
                 fmt="o",
                 ms=4,
                 capsize=2,
-                color=_FLAG if f else color,
-                ecolor=_FLAG if f else color,
-                label=None if f else name,
+                color=c,
+                ecolor=c,
+                label=label,
                 lw=1,
             )
 
@@ -266,7 +282,7 @@ def _coverage_plot(
     shown, rest = _cap(labels, _coverage_rank(t, labels, target), max_segments)
     pos = {lab: i for i, lab in enumerate(shown)}
     arrays = {"cov": floats(t, "coverage"), "low": floats(t, "coverage_ci_low")}
-    arrays |= {"high": floats(t, "coverage_ci_high"), "flag": _flags(t)}
+    arrays |= {"high": floats(t, "coverage_ci_high"), "flag": _flags(t), "over": _flags(t, "over_covered")}
     drawn = np.array([lab in pos for lab in labels], bool)
     ax = _axes(ax, len(shown) + bool(rest))
     levels = sorted(set(target[~np.isnan(target)].tolist())) if level is not None else []
@@ -283,6 +299,8 @@ def _coverage_plot(
             ax.axvline(tv, color=_NOMINAL, ls="--", lw=1, label="nominal" if i == 0 else None)
     if arrays["flag"][drawn].any():
         ax.plot([], [], "o", color=_FLAG, ms=4, label="significantly below target")
+    if arrays["over"][drawn].any():
+        ax.plot([], [], "o", color=_OVER, ms=4, label="significantly above target (too wide)")
     if rest:
         _rest_row(ax, len(shown), arrays["cov"][~drawn], len(rest), "segments")
     _segment_axis(ax, shown, len(rest), seg)
@@ -311,7 +329,8 @@ def coverage_by_segment(
     the nominal coverage as a dashed vertical line.  With
     ``confidence_level=`` naming a column of nominal levels, each level has
     its own colour and nominal line.  Segments flagged in an ``under_covered``
-    column (a report table) are drawn in red.
+    column (a report table) are drawn in red, those in an ``over_covered``
+    column (too wide) in orange.
 
     Parameters
     ----------
@@ -926,7 +945,7 @@ def _segment_lines(
     labels = _named(t, seg)
     xs, ys, lows, highs = (floats(t, c) for c in (x, *cols))
     runs = _runs(labels)
-    worst = {g: float(np.nanmax(np.abs(ys[s] - xs[s]))) for g, s in runs.items()}
+    worst = {g: _nan_stat(np.nanmax, np.abs(ys[s] - xs[s]), -np.inf) for g, s in runs.items()}
     shown = list(runs) if len(runs) <= highlight else sorted(runs, key=lambda g: -worst[g])[:highlight]
     others = [g for g in runs if g not in shown]
     _grey_lines(ax, [xs[runs[g]] for g in others], [ys[runs[g]] for g in others], f"other groups ({len(others)})")
@@ -1033,21 +1052,21 @@ def pit_histogram(
     ax = _axes(ax)
     lows, highs, freq = floats(t, "bin_low"), floats(t, "bin_high"), floats(t, "frequency")
     # the band of the smallest group (the widest), behind everything
-    band_low, band_high = float(np.nanmin(floats(t, "band_low"))), float(np.nanmax(floats(t, "band_high")))
+    band_low, band_high = _nan_stat(np.nanmin, floats(t, "band_low")), _nan_stat(np.nanmax, floats(t, "band_high"))
     what = "smallest group, " if seg else ""
     ax.axhspan(band_low, band_high, color=_REST, alpha=0.25, lw=0, label=f"uniform band ({what}{ci_level:g})", zorder=0)
     if not seg:
         ax.bar(lows, freq, width=highs - lows, align="edge", color="C0", alpha=0.75, label="PIT frequency", zorder=2)
     else:
         runs = _runs(_named(t, seg))
-        worst = {g: float(np.nanmax(np.abs(freq[s] - (highs[s] - lows[s])))) for g, s in runs.items()}
+        worst = {g: _nan_stat(np.nanmax, np.abs(freq[s] - (highs[s] - lows[s])), -np.inf) for g, s in runs.items()}
         shown = list(runs) if len(runs) <= highlight else sorted(runs, key=lambda g: -worst[g])[:highlight]
         others = [g for g in runs if g not in shown]
         steps = {g: (np.r_[lows[runs[g]], highs[runs[g]][-1:]], np.r_[freq[runs[g]], freq[runs[g]][-1:]]) for g in runs}
         _grey_lines(ax, [steps[g][0] for g in others], [steps[g][1] for g in others], f"other groups ({len(others)})")
         for i, g in enumerate(shown):
             ax.step(*steps[g], where="post", color=f"C{i % 10}", lw=1.4, label=g, zorder=3)
-    ax.axhline(float(np.nanmean(highs - lows)), ls="--", color=_NOMINAL, lw=1, label="uniform")
+    ax.axhline(_nan_stat(np.nanmean, highs - lows), ls="--", color=_NOMINAL, lw=1, label="uniform")
     ax.set_xlim(0, 1)
     ax.set_xlabel("PIT value")
     ax.set_ylabel("frequency")

@@ -140,7 +140,8 @@ class CoverageTestResult(TestResult):
     statistic : float
         The empirical coverage ``k / n``.
     pvalue : float
-        One-sided p-value of ``H0: coverage >= confidence_level``.
+        The p-value of the test's ``alternative``: by default (``"less"``) the
+        one-sided p-value of ``H0: coverage >= confidence_level``.
     pvalue_adjusted : float
         The p-value adjusted by ``correction=`` (for one group: ``pvalue``).
     ci_low, ci_high : float

@@ -295,6 +295,7 @@ def _summarize(
 ) -> Any:
     lf, eager = engine.to_lazy(frame)
     keys = engine.as_keys(by)
+    engine.check_index_keys(frame, keys)
     policy = engine.policy(invalid, eager)
     if score_decimals is not None:
         score_decimals = check_positive_int(score_decimals, "score_decimals", at_least=0)
@@ -459,13 +460,12 @@ def _plan_without_rows(keys_schema: dict[str, Any], metrics: Sequence[Metric], k
                 raise
             guessed[exc.column] = dtype
             continue
-        q = plan.query
-        # an input named like an internal row (e.g. "__cf_r0"): made known, rows are named around it
-        clash = ({r.name for r in q.rows.values()} & q.used) - set(dict.keys(guessed))
-        if not clash:
+        # the inputs read, made known: internal names avoid them (an input named like a row, "__cf_r0")
+        unknown = [c for spec in plan.specs for c, _ in spec.inputs if c not in dict.keys(guessed)]
+        if not unknown:
             return plan
-        for name in clash:
-            guessed[name] = guessed[name]
+        for c in unknown:
+            guessed[c] = guessed[c]
     msg = "finalize: cannot plan these metrics on a summary without rows"  # pragma: no cover
     raise ValueError(msg)  # pragma: no cover
 

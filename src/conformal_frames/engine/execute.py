@@ -11,9 +11,18 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames._progress import task
 from conformal_frames.engine import _pandas_polars, _plan_cache
-from conformal_frames.engine.plan import Plan, as_keys, backend_name, compile_query, normalized_keys, policy, to_lazy
+from conformal_frames.engine.plan import (
+    Plan,
+    as_keys,
+    backend_name,
+    check_index_keys,
+    compile_query,
+    normalized_keys,
+    policy,
+    to_lazy,
+)
 from conformal_frames.engine.query import InvalidPolicy, Metric, Query, polars_in_memory
-from conformal_frames.errors import BackendLimitError
+from conformal_frames.errors import BackendLimitError, user_stacklevel
 
 __all__ = ["compute", "evaluate", "evaluate_one"]
 
@@ -37,6 +46,7 @@ def _compute(
 ) -> nw.LazyFrame | nw.DataFrame:
     lf, eager = to_lazy(frame)
     keys = as_keys(by)
+    check_index_keys(frame, keys)
     chosen = policy(invalid, eager)
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
@@ -99,15 +109,24 @@ def _no_optimizer(rows: int) -> dict[str, Any]:
 
 
 def _notify(result: nw.DataFrame | nw.LazyFrame, metrics: Sequence[Metric]) -> nw.DataFrame | nw.LazyFrame:
-    """Warn about the metrics' counted notices (:meth:`Metric.notices`) of an eager result."""
+    """Warn about the metrics' counted notices (:meth:`Metric.notices`) of an eager result.
+
+    One warning per call, at the user's line: the metrics with the same notice
+    share one line of it (``"pinball_loss, wis: crossing quantiles in 6 rows, ..."``).
+    """
     if isinstance(result, nw.DataFrame):
+        lines: dict[str, list[str]] = {}
         for m in metrics:
             for column, message in (m.notices() if isinstance(m, Metric) else {}).items():
                 if column in result.columns:
                     count = int(result.get_column(column).fill_null(0).sum())
                     if count > 0:
                         rows = f"{count} row" + ("" if count == 1 else "s")
-                        warnings.warn(message.format(count=count, rows=rows), UserWarning, stacklevel=4)
+                        name, sep, body = message.format(count=count, rows=rows).partition(": ")
+                        lines.setdefault(body if sep else name, []).extend([name] if sep else [])
+        if lines:
+            text = "\n".join(f"{', '.join(names)}: {body}" if names else body for body, names in lines.items())
+            warnings.warn(text, UserWarning, stacklevel=user_stacklevel())
     return result
 
 

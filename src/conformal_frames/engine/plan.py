@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,13 +37,14 @@ from conformal_frames.engine.query import (
     sort_result,
 )
 from conformal_frames.engine.spec import Spec
-from conformal_frames.errors import BackendLimitError, InvalidRowsError
+from conformal_frames.errors import BackendLimitError, ColumnNotFoundError, InvalidRowsError
 
 __all__ = [
     "Compiled",
     "Plan",
     "as_keys",
     "backend_name",
+    "check_index_keys",
     "compile_query",
     "declared_dtypes",
     "has_invalid",
@@ -104,6 +106,25 @@ def to_lazy(frame: Any) -> tuple[nw.LazyFrame, bool]:
     if isinstance(nw_frame, nw.DataFrame):
         return nw_frame.lazy(), True
     return nw_frame, False
+
+
+def check_index_keys(frame: Any, keys: Sequence[str]) -> None:
+    """A ``by=`` key naming a level of a pandas frame's index, not a column: an error that says ``reset_index()``.
+
+    The metrics read columns only (narwhals drops the index); without this
+    the error would list the columns and leave the index unmentioned.
+    """
+    native = nw.to_native(frame) if isinstance(frame, (nw.DataFrame, nw.LazyFrame)) else frame
+    pd = sys.modules.get("pandas")
+    if pd is None or not isinstance(native, pd.DataFrame):
+        return
+    for k in keys:
+        if k not in native.columns and k in native.index.names:
+            msg = (
+                f"group column {k!r} (by=) is a level of the pandas index, not a column; "
+                "call .reset_index() on the frame first (the metrics read columns only)"
+            )
+            raise ColumnNotFoundError(msg)
 
 
 def _check_column_names(columns: list[Any]) -> None:

@@ -857,11 +857,16 @@ class Query:
         if len(self._row_keys) != len(self.rows):  # rows registered since (or copied in by a fork)
             self._row_keys.update({r.name: key for key, r in self.rows.items() if r.name not in self._row_keys})
         by_name, group = self._row_keys, self.group
+        visiting: set[str] = set()
 
         def canon(x: Any) -> Any:
-            if isinstance(x, str) and x in by_name:
+            # a row in its own key is an input column of the same name (a schema that claims every
+            # name, see summaries' rows-less plan: internal names avoid the columns it knows)
+            if isinstance(x, str) and x in by_name and x not in visiting:
                 if x not in done:
+                    visiting.add(x)
                     done[x] = canon(by_name[x])
+                    visiting.discard(x)
                 return ("row", done[x])
             if isinstance(x, str) and x in group:
                 return ("group key",)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import narwhals.stable.v2 as nw
 
 from conformal_frames.engine import Query
+from conformal_frames.errors import ColumnNotFoundError
 from conformal_frames.inputs.forecasts import value_row
 
 __all__ = ["error_row", "scale_row"]
@@ -30,7 +31,15 @@ def error_row(q: Query, y: str, yhat: str) -> str:
 
 def scale_row(q: Query, scale: str) -> str:
     """Row column of a positive scale; zero or negative scales are invalid rows."""
-    s = q.number(scale)
+    try:
+        s = q.number(scale)
+    except ColumnNotFoundError as exc:
+        msg = (
+            f"{exc}. A scaled error reads each series' scale from a column: cf.naive_scale(train, y, by=..., "
+            "order_by=...) computes naive_mae (mase, scaled_pinball) and naive_mse (rmsse) from the training "
+            "rows; join it to these rows on the series columns"
+        )
+        raise ColumnNotFoundError(msg) from None
     q.check(
         f"scale column {scale!r} (scale=) has zero or negative values in {{rows}}; a scaled error needs a "
         "positive scale (a zero naive scale means a constant training series)",

@@ -581,6 +581,30 @@ def scaled_crps(
 # ---------------------------------------------------------------------------
 # naive_scale: a frame function
 # ---------------------------------------------------------------------------
+def _check_season_column(q: Query, season: str, keys: list[str]) -> None:
+    """A season column: a positive integer, the same on every row of a series (invalid rows otherwise)."""
+    s = q.number(season)
+    q.check(f"column {season!r} (season=) is not a positive integer in {{rows}}", (s < 1.0) | (s != s.round()))
+    q.check(
+        f"column {season!r} (season=) changes within a series in {{rows}}; each series has one season",
+        engine.over(s.max(), keys) != engine.over(s.min(), keys),
+    )
+
+
+def _with_lag(rows: Any, keys: list[str], order_by: str, v: str, lag: str, season: int | str) -> Any:
+    """``rows`` with ``lag``: the value ``season`` rows back in the series' time order.
+
+    A season column (``__cf_season`` on ``rows``): each row's position in its
+    series (its rank by ``order_by``) joins the row ``season`` positions back.
+    """
+    if not isinstance(season, str):
+        return rows.with_columns(engine.over(nw.col(v).shift(season), keys, order_by=order_by).alias(lag))
+    pos = "__cf_pos"
+    rows = rows.with_columns(engine.over(nw.col(order_by).rank("ordinal"), keys).cast(nw.Int64).alias(pos))
+    back = rows.select(*keys, (nw.col(pos) + nw.col("__cf_season")).alias(pos), nw.col(v).alias(lag))
+    return engine.join_keys(rows, back, [*keys, pos]).drop(pos, "__cf_season")
+
+
 @no_weights("naive_scale", "the naive scale of a series is the mean change of its training rows")
 def naive_scale(
     frame: Any,
@@ -588,7 +612,7 @@ def naive_scale(
     *,
     by: str | list[str],
     order_by: str,
-    season: int = 1,
+    season: int | str = 1,
     invalid: InvalidPolicy | None = None,
 ) -> Any:
     """Each series' in-sample (seasonal) naive scale, as a frame to join to the forecast rows.
@@ -622,9 +646,11 @@ def naive_scale(
         ``["series", "cutoff"]`` with one training window per cutoff).
     order_by : str
         Time column (any sortable type).
-    season : int, default 1
+    season : int or str, default 1
         Seasonal period of the naive forecast (1: the random walk; 12 for
-        monthly data).
+        monthly data), or the name of a column holding each series' period
+        (a positive integer, constant within the series): a panel of monthly
+        and quarterly series in one call.
     invalid : {"raise", "drop", "null"}, optional
         Invalid-row policy (default: ``"raise"`` on eager input, ``"null"``
         on lazy input, which adds ``n_invalid``).
@@ -655,14 +681,20 @@ def naive_scale(
         msg = "naive_scale needs by= (the columns of one series)"
         raise ValueError(msg)
     check_columns(keys, "by")
+    engine.check_index_keys(frame, keys)
     check_column(y, "y")
     check_column(order_by, "order_by")
-    season = check_positive_int(season, "season")
+    if isinstance(season, str):
+        check_column(season, "season")
+    else:
+        season = check_positive_int(season, "season")
     lf, eager = engine.to_lazy(frame)
     rule = engine.policy(invalid, eager)
 
     def read(q: Query) -> None:
         q.number(y)
+        if isinstance(season, str):
+            _check_season_column(q, season, keys)
         t = q.column(order_by)
         q.check(f"column {order_by!r} (order_by=) has missing values", t.is_null())
         # a row equal to the previous one in the series' time order (one window, like the lag itself;
@@ -684,8 +716,13 @@ def naive_scale(
         order_by,
         nw.col(y).cast(nw.Float64).alias(v),
         *([plan.invalid_mask().cast(nw.Int64).alias(bad)] if fused else []),
+        *(
+            [nw.col(season).fill_nan(None).fill_null(1.0).cast(nw.Int64).alias("__cf_season")]
+            if isinstance(season, str)
+            else []
+        ),
     )
-    rows = rows.with_columns(engine.over(nw.col(v).shift(season), keys, order_by=order_by).alias(lag))
+    rows = _with_lag(rows, keys, order_by, v, lag, season)
     d = nw.col(v) - nw.col(lag)
     rows = rows.with_columns(d.abs().alias("naive_mae"), (d**2).alias("naive_mse"))
     aggs = [nw.col("naive_mae").mean(), nw.col("naive_mse").mean(), nw.len().alias("n")]

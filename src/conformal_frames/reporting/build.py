@@ -34,6 +34,7 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.ReportPlan,
     for lv, (lo_c, hi_c) in _intervals(o).items():
         forecast |= {f"intervals[{lv:g}][0]": lo_c, f"intervals[{lv:g}][1]": hi_c}
     names = roles | forecast | {"confidence_level": level} | {f"by[{i}]": k for i, k in enumerate(by)}
+    engine.check_index_keys(base, by)
     planning.check_schema(schema, names)
     if level is not None and level in by:
         msg = f"confidence_level column {level!r} is also in by=; give it only as confidence_level="

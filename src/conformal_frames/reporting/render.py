@@ -430,6 +430,22 @@ def _verdict(s: dict[str, Any]) -> tuple[str, str]:
     return "", f"Metrics of {families} per group; no coverage target applies to them."
 
 
+def _flagged_html(s: dict[str, Any], which: str, title: str, max_rows: int | None) -> str:
+    """The list of the summary's flagged groups ``which`` (``under_covered``, ``over_covered``), or ``""``."""
+    flagged = s.get(which) or []
+    if not flagged:
+        return ""
+    limit = len(flagged) if max_rows is None else max_rows
+    items = [
+        f"<li>{_group_html(g['group'])}: coverage {fmt(g['coverage'])}, target {g['target']:g}, "
+        f"n = {g['n']:,}, adjusted p = {fmt(g['pvalue_adjusted'])}</li>"
+        for g in flagged[:limit]
+    ]
+    if len(flagged) > limit:
+        items.append(f"<li>... and {plural(len(flagged) - limit, 'more group')} (rep.{which})</li>")
+    return f"<p>{title}</p><ul>{''.join(items)}</ul>"
+
+
 def html_headline(
     s: dict[str, Any],
     keys: list[str],
@@ -447,27 +463,8 @@ def html_headline(
         text = _largest_ece(calibration, keys) or text
     classes = f"cf-verdict {cls}".strip()
     out = [f'<section id="summary" class="{classes}"><p class="cf-verdict-line">{html.escape(text)}</p>']
-    flagged = s.get("under_covered") or []
-    limit = len(flagged) if max_rows is None else max_rows
-    if flagged:
-        items = [
-            f"<li>{_group_html(g['group'])}: coverage {fmt(g['coverage'])}, target {g['target']:g}, "
-            f"n = {g['n']:,}, adjusted p = {fmt(g['pvalue_adjusted'])}</li>"
-            for g in flagged[:limit]
-        ]
-        if len(flagged) > limit:
-            items.append(f"<li>... and {plural(len(flagged) - limit, 'more group')} (rep.under_covered)</li>")
-        out.append(f"<p>Significantly under-covered:</p><ul>{''.join(items)}</ul>")
-    over = s.get("over_covered") or []
-    if over:
-        items = [
-            f"<li>{_group_html(g['group'])}: coverage {fmt(g['coverage'])}, target {g['target']:g}, "
-            f"n = {g['n']:,}, adjusted p = {fmt(g['pvalue_adjusted'])}</li>"
-            for g in over[: len(over) if max_rows is None else max_rows]
-        ]
-        if max_rows is not None and len(over) > max_rows:
-            items.append(f"<li>... and {plural(len(over) - max_rows, 'more group')} (rep.over_covered)</li>")
-        out.append(f"<p>Significantly over-covered (intervals too wide):</p><ul>{''.join(items)}</ul>")
+    out.append(_flagged_html(s, "under_covered", "Significantly under-covered:", max_rows))
+    out.append(_flagged_html(s, "over_covered", "Significantly over-covered (intervals too wide):", max_rows))
     untested = s.get("untested") or []
     if untested:
         items = []
