@@ -25,7 +25,6 @@ def crossing_data(seed: int, n: int = 40) -> dict[str, list]:
     base[: n // 8, 2] = base[: n // 8, 3]  # ties
     data: dict[str, list] = {"g": [f"g{i % 3}" for i in range(n)], "y": y.tolist()}
     data |= {c: base[:, i].tolist() for i, c in enumerate(QCOLS.values())}
-    # single rows with lo <= hi for every interval (a single lo > hi is invalid in the coverage family)
     return data
 
 
@@ -66,6 +65,8 @@ def oracle(data: dict, rows: np.ndarray, sort: bool) -> dict[str, float]:
         at = f"interval_coverage_level{round(level * 100)}"
         out[at] = ((a <= y) & (y <= b)).mean()
         out[f"{at}_width"] = (b - a).mean()
+        miss = np.clip(a - y, 0.0, None) + np.clip(y - b, 0.0, None)
+        out[f"{at}_winkler"] = ((b - a) + 2.0 / (1.0 - level) * miss).mean()
     return out
 
 
@@ -79,18 +80,15 @@ def _metrics(crossing: str) -> list[cf.Metric]:
     ]
 
 
-def _valid(data: dict) -> dict:
-    """Rows where no single interval has lo > hi (those stay invalid in the coverage family)."""
-    keep = np.ones(len(data["y"]), bool)
-    for lo, hi in INTERVALS.values():
-        keep &= np.asarray(data[lo]) <= np.asarray(data[hi])
-    return {k: np.asarray(v)[keep].tolist() for k, v in data.items()}
+def _has_swapped_interval(data: dict) -> bool:
+    return any((np.asarray(data[lo]) > np.asarray(data[hi])).any() for lo, hi in INTERVALS.values())
 
 
 @pytest.mark.spark_cases(crossing="sort")
 @pytest.mark.parametrize("crossing", ["score", "sort"])
 def test_crossing_scores_match_numpy(constructor, crossing: str) -> None:
-    data = _valid(crossing_data(0, n=60))
+    data = crossing_data(0, n=60)
+    assert _has_swapped_interval(data)  # lo > hi: scored (as given or sorted), never an invalid row
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         out = to_pandas(cf.evaluate(constructor(data), *_metrics(crossing), by="g"))
@@ -105,7 +103,7 @@ def test_crossing_scores_match_numpy(constructor, crossing: str) -> None:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_crossing_ungrouped_seeds_and_small_groups(eager_constructor, seed: int) -> None:
-    data = _valid(crossing_data(seed, n=30 + 7 * seed))
+    data = crossing_data(seed, n=30 + 7 * seed)
     for sort in (False, True):
         mode = "sort" if sort else "score"
         with pytest.warns(UserWarning, match=r"crossing quantiles in \d+ rows?"):
@@ -162,9 +160,23 @@ def test_interval_crossing_rules() -> None:
     with pytest.raises(cf.InvalidRowsError, match="intervals not nested"):
         df.conformal.interval_coverage("y", intervals=iv, crossing="invalid")
     bad = df.with_columns(pl.Series("hi8", [-1.0, 3.0]))
-    for mode in ("score", "sort"):  # a single interval with lo > hi stays invalid
-        with pytest.raises(cf.InvalidRowsError, match=r"column 'lo8' is greater than column 'hi8' in 1 row"):
-            bad.conformal.interval_coverage("y", intervals=iv, crossing=mode)
+    # a single interval with lo > hi is two quantiles crossing: the same rule as any crossing
+    with pytest.warns(UserWarning, match="interval_coverage: crossing quantiles in 1 row, scored as given"):
+        given = bad.conformal.interval_coverage("y", intervals=iv)
+    # row 0 as given: 80% = (0, -1): covers nothing, width -1, Winkler -1 + 10 * (0 + 2) = 19
+    assert given["coverage"].to_list() == [0.5, 1.0]
+    assert given["width"].to_list() == pytest.approx([(-1.0 + 2.0) / 2, (2.0 + 4.0) / 2])
+    assert given["winkler"].to_list() == pytest.approx([(19.0 + 2.0) / 2, (2.0 + 4.0) / 2])
+    with pytest.warns(UserWarning, match="rearranged in increasing order first"):
+        s = bad.conformal.interval_coverage("y", intervals=iv, crossing="sort")
+    # sorted row 0: -1, 0, 0.5, 2.5 -> 80%: (0, 0.5), 90%: (-1, 2.5)
+    assert s["width"].to_list() == pytest.approx([(0.5 + 2.0) / 2, (3.5 + 4.0) / 2])
+    assert s["n_crossing"].to_list() == [1, 1]
+    with pytest.raises(cf.InvalidRowsError, match=r"column 'lo8' is greater than column 'hi8' in 1 row"):
+        bad.conformal.interval_coverage("y", intervals=iv, crossing="invalid")
+    # the single-interval metrics have no crossing=: lo > hi is an invalid row there
+    with pytest.raises(cf.InvalidRowsError, match=r"column 'lo8' is greater than column 'hi8' in 1 row"):
+        bad.conformal.coverage("y", "lo8", "hi8")
     # WIS of intervals through its quantile form: lo > hi is scored (and counted)
     with pytest.warns(UserWarning, match="wis: crossing quantiles in"):
         w = cf.evaluate(bad, cf.wis("y", intervals=iv, median="lo8"))
@@ -307,3 +319,68 @@ def test_scaled_pinball_invalid_crossing_and_long_sort() -> None:
     assert out == pytest.approx(0.1, rel=1e-12)  # the crossing row leaves the score: (0.1 * 1 + 0.9 * 1) / 2 / 1
     with pytest.raises(ValueError, match="crossing='sort'"):
         cf.scaled_pinball("y", quantiles="q", quantile_level="tau", scale="s", crossing="sort")
+
+
+# ---------------------------------------------------------------------------
+# regressions of the 0.3 review: crossing quantiles broke interval_coverage, the report and the CLI
+# ---------------------------------------------------------------------------
+@pytest.mark.spark_cases(crossing="sort")
+@pytest.mark.parametrize("crossing", ["score", "sort"])
+def test_review_interval_coverage_of_crossing_quantiles(constructor, crossing: str) -> None:
+    data = {"y": [1.0, 2.0, 3.0], "q25": [0.5, 2.5, 2.0], "q50": [1.0, 2.0, 3.0], "q75": [1.5, 1.5, 4.0]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        out = to_pandas(
+            cf.evaluate(
+                constructor(data), cf.interval_coverage("y", intervals={0.5: ("q25", "q75")}, crossing=crossing)
+            )
+        )
+    lo, hi, y = np.array(data["q25"]), np.array(data["q75"]), np.array(data["y"])
+    if crossing == "sort":
+        lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
+    assert_close(out["interval_coverage_level50"].iloc[0], ((lo <= y) & (y <= hi)).mean(), rtol=1e-12)
+    assert_close(out["interval_coverage_level50_width"].iloc[0], (hi - lo).mean(), rtol=1e-12)
+    assert out["interval_coverage_n_crossing"].iloc[0] == 1
+    assert out["n"].iloc[0] == 3
+
+
+def _intervals_spec() -> str:
+    return ",".join(f"{level:g}={lo}:{hi}" for level, (lo, hi) in INTERVALS.items())
+
+
+@pytest.mark.parametrize("crossing", ["score", "sort"])
+def test_review_report_and_cli_with_intervals_of_crossing_quantiles(tmp_path, capsys, crossing: str) -> None:
+    import json
+
+    from conformal_frames import cli
+
+    data = crossing_data(7, n=40)
+    assert _has_swapped_interval(data)
+    df = pl.DataFrame(data)
+    metrics = [
+        cf.pinball_loss("y", quantiles=QCOLS, crossing=crossing),
+        cf.wis("y", quantiles=QCOLS, crossing=crossing),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        report = df.conformal.report(y="y", quantiles=QCOLS, intervals=INTERVALS, by="g", crossing=crossing)
+        direct = cf.evaluate(df, *metrics, by="g")
+        levels = df.conformal.interval_coverage("y", intervals=INTERVALS, by="g", crossing=crossing)
+    t, iv = report.frame("forecast"), report.frame("interval_coverage")
+    for column in ("pinball_loss", "wis"):
+        assert t[column].to_list() == pytest.approx(direct[column].to_list(), rel=1e-12), column
+    for column in ("coverage", "width", "winkler", "n_crossing", "n"):
+        assert iv[column].to_list() == pytest.approx(levels[column].to_list(), rel=1e-12), column
+    assert int(t["n"].sum()) == 40  # no row left out, no group null
+    assert iv["n_crossing"].sum() > 0
+    path = tmp_path / "fc.parquet"
+    df.write_parquet(path)
+    qspec = ",".join(f"{tau:g}={c}" for tau, c in QCOLS.items())
+    args = ["report", str(path), "--y", "y", "--quantiles", qspec, "--intervals", _intervals_spec()]
+    args += ["--by", "g", "--no-plots", "--format", "json", "--crossing", crossing]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        assert cli.main(args) == 0
+    got = json.loads(capsys.readouterr().out)["tables"]
+    assert [r["wis"] for r in got["forecast"]] == pytest.approx(direct["wis"].to_list(), rel=1e-12)
+    assert [r["winkler"] for r in got["interval_coverage"]] == pytest.approx(levels["winkler"].to_list(), rel=1e-12)

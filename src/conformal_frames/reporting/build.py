@@ -255,12 +255,13 @@ def report(
         (lo, hi)}``: the long table ``"interval_coverage"``, one row per group
         and level with the coverage, its Wilson interval, the mean width and
         Winkler score (:func:`conformal_frames.interval_coverage`).  Rows
-        where ``lo > hi`` are invalid rows; intervals that are not nested
-        follow ``crossing``.
+        where ``lo > hi`` and intervals that are not nested are crossing
+        quantiles: they follow ``crossing``.
     crossing : {"score", "sort", "invalid"}, default "score"
-        Crossing quantiles (and intervals that are not nested) in the
-        forecast family: scored as given, rearranged in increasing order
-        first, or invalid rows (``crossing=`` of
+        Crossing quantiles (and intervals with ``lo > hi`` or not nested) in
+        the forecast family: scored as given, rearranged in increasing order
+        first (the intervals' coverage, width and Winkler score of the sorted
+        bounds), or invalid rows (``crossing=`` of
         :func:`conformal_frames.pinball_loss`); with "score" and "sort" the
         tables have ``<metric>_n_crossing`` columns.
     point : str, optional
