@@ -384,3 +384,53 @@ def test_review_report_and_cli_with_intervals_of_crossing_quantiles(tmp_path, ca
     got = json.loads(capsys.readouterr().out)["tables"]
     assert [r["wis"] for r in got["forecast"]] == pytest.approx(direct["wis"].to_list(), rel=1e-12)
     assert [r["winkler"] for r in got["interval_coverage"]] == pytest.approx(levels["winkler"].to_list(), rel=1e-12)
+
+
+@pytest.mark.spark_cases(crossing="sort")
+@pytest.mark.parametrize("crossing", ["score", "sort"])
+def test_crossing_intervals_summaries_counts_and_weights(constructor, crossing: str) -> None:
+    """lo > hi under score/sort through summarize/finalize, counts= (repeated rows) and weights=, vs numpy."""
+    data = crossing_data(11, n=36)
+    assert _has_swapped_interval(data)
+    k = [1 + (i % 3) for i in range(len(data["y"]))]
+    data["k"] = k
+    data["w"] = [0.5 + (i % 4) for i in range(len(data["y"]))]
+    metric = cf.interval_coverage("y", intervals=INTERVALS, crossing=crossing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        direct = to_pandas(cf.evaluate(constructor(data), metric, by="g"))
+        merged = to_pandas(cf.finalize(cf.summarize(constructor(data), metric, by="g"), metric, by="g"))
+        counted = to_pandas(
+            cf.evaluate(
+                constructor(data), cf.interval_coverage("y", intervals=INTERVALS, crossing=crossing, counts="k"), by="g"
+            )
+        )
+        weighted = to_pandas(
+            cf.evaluate(
+                constructor(data),
+                cf.interval_coverage("y", intervals=INTERVALS, crossing=crossing, weights="w"),
+                by="g",
+            )
+        )
+    columns = [c for c in direct.columns if c.startswith("interval_coverage_level")]
+    for c in [*columns, "interval_coverage_n_crossing", "n"]:
+        assert merged[c].tolist() == pytest.approx(direct[c].tolist(), rel=1e-12), c
+    for i, g in enumerate(sorted(set(data["g"]))):
+        rows = np.flatnonzero(np.asarray(data["g"]) == g)
+        expanded = np.repeat(rows, np.asarray(k)[rows])
+        for column, value in oracle(data, expanded, crossing == "sort").items():
+            if column.startswith("interval_coverage"):
+                assert_close(counted[column].iloc[i], value, rtol=1e-12, atol=1e-15, what=f"counts {column} {g}")
+        # weights: the weighted means of the per-row values
+        y, w = np.asarray(data["y"])[rows], np.asarray(data["w"])[rows]
+        inner = _matrix(data, rows)[:, [0, 1, 2, 4, 5, 6]]
+        if crossing == "sort":
+            inner = np.sort(inner, axis=1)
+        for j, (level, a, b) in enumerate([(0.5, 2, 3), (0.8, 1, 4), (0.9, 0, 5)]):
+            lo, hi = inner[:, a], inner[:, b]
+            at = f"interval_coverage_level{round(level * 100)}"
+            hit = ((lo <= y) & (y <= hi)).astype(float)
+            wink = (hi - lo) + 2.0 / (1.0 - level) * (np.clip(lo - y, 0, None) + np.clip(y - hi, 0, None))
+            assert_close(weighted[at].iloc[i], np.average(hit, weights=w), rtol=1e-12, atol=1e-15, what=f"w {at}")
+            assert_close(weighted[f"{at}_width"].iloc[i], np.average(hi - lo, weights=w), rtol=1e-12, what=at)
+            assert_close(weighted[f"{at}_winkler"].iloc[i], np.average(wink, weights=w), rtol=1e-12, what=at)
