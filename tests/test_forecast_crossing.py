@@ -426,7 +426,7 @@ def test_crossing_intervals_summaries_counts_and_weights(constructor, crossing: 
         inner = _matrix(data, rows)[:, [0, 1, 2, 4, 5, 6]]
         if crossing == "sort":
             inner = np.sort(inner, axis=1)
-        for j, (level, a, b) in enumerate([(0.5, 2, 3), (0.8, 1, 4), (0.9, 0, 5)]):
+        for level, a, b in [(0.5, 2, 3), (0.8, 1, 4), (0.9, 0, 5)]:
             lo, hi = inner[:, a], inner[:, b]
             at = f"interval_coverage_level{round(level * 100)}"
             hit = ((lo <= y) & (y <= hi)).astype(float)
@@ -434,3 +434,71 @@ def test_crossing_intervals_summaries_counts_and_weights(constructor, crossing: 
             assert_close(weighted[at].iloc[i], np.average(hit, weights=w), rtol=1e-12, atol=1e-15, what=f"w {at}")
             assert_close(weighted[f"{at}_width"].iloc[i], np.average(hi - lo, weights=w), rtol=1e-12, what=at)
             assert_close(weighted[f"{at}_winkler"].iloc[i], np.average(wink, weights=w), rtol=1e-12, what=at)
+
+
+@pytest.mark.parametrize("invalid", ["drop", "null"])
+def test_report_invalid_crossing_rows_leave_only_the_forecast_family(eager_constructor, invalid: str) -> None:
+    """crossing="invalid": the crossing rows are bad inputs of the forecast family only (review finding 1)."""
+    data = crossing_data(5, n=48)
+    q = _matrix(data, np.arange(48))
+    data["lo"] = (np.asarray(data["y"]) - 1.0).tolist()
+    data["hi"] = (np.asarray(data["y"]) + np.where(np.arange(48) % 5 == 0, -2.0, 1.0)).tolist()  # some misses
+    data["hi"] = np.maximum(np.asarray(data["hi"]), np.asarray(data["lo"])).tolist()  # lo <= hi: a clean family
+    crossing_rows = (np.diff(q, axis=1) < 0).any(axis=1)
+    g = np.asarray(data["g"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        rep = cf.report(
+            eager_constructor(data),
+            y="y",
+            lo="lo",
+            hi="hi",
+            quantiles=QCOLS,
+            by="g",
+            crossing="invalid",
+            invalid=invalid,
+        )
+        alone = to_pandas(
+            cf.evaluate(
+                eager_constructor(data), cf.wis("y", quantiles=QCOLS, crossing="invalid"), by="g", invalid=invalid
+            )
+        )
+    intervals, forecast = to_pandas(rep.frame("intervals")), to_pandas(rep.frame("forecast"))
+    groups = sorted(set(data["g"]))
+    assert intervals["n"].tolist() == [int((g == x).sum()) for x in groups]  # every row: lo, hi and y are good
+    assert intervals["coverage"].notna().all()
+    bad = [int(crossing_rows[g == x].sum()) for x in groups]
+    assert sum(bad) > 0
+    if invalid == "drop":
+        assert intervals["n_dropped"].tolist() == [0] * len(groups)
+        assert forecast["n_dropped"].tolist() == bad
+        assert forecast["n"].tolist() == [int((g == x).sum()) - b for x, b in zip(groups, bad)]
+        assert forecast["wis"].tolist() == pytest.approx(alone["wis"].tolist(), rel=1e-12)
+        assert rep.summary["dropped_rows"] == sum(bad)
+    else:
+        assert intervals["n_invalid"].tolist() == [0] * len(groups)
+        assert forecast["n_invalid"].tolist() == bad
+        assert forecast["wis"].isna().tolist() == [b > 0 for b in bad]
+        assert rep.summary["invalid_rows"] == sum(bad)
+
+
+def test_cli_invalid_crossing_rows_with_drop(tmp_path, capsys) -> None:
+    import json
+
+    from conformal_frames import cli
+
+    data = crossing_data(5, n=48)
+    data["lo"] = (np.asarray(data["y"]) - 1.0).tolist()
+    data["hi"] = (np.asarray(data["y"]) + 1.0).tolist()
+    path = tmp_path / "fc.parquet"
+    pl.DataFrame(data).write_parquet(path)
+    qspec = ",".join(f"{tau:g}={c}" for tau, c in QCOLS.items())
+    args = ["report", str(path), "--y", "y", "--lo", "lo", "--hi", "hi", "--quantiles", qspec, "--by", "g"]
+    args += ["--no-plots", "--format", "json", "--crossing", "invalid", "--invalid", "drop"]
+    assert cli.main(args) == 0
+    captured = capsys.readouterr()
+    tables = json.loads(captured.out)["tables"]
+    assert [r["n"] for r in tables["intervals"]] == [16, 16, 16]
+    assert [r["n_dropped"] for r in tables["intervals"]] == [0, 0, 0]
+    assert sum(r["n_dropped"] for r in tables["forecast"]) > 0
+    assert "with invalid values dropped (quantile columns cross" in captured.err
