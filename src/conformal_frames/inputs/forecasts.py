@@ -86,6 +86,7 @@ __all__ = [
     "check_member_weights",
     "check_quantiles",
     "check_samples",
+    "crossing_interval_checks",
     "crossing_outputs",
     "crossing_row",
     "ensemble",
@@ -417,11 +418,7 @@ def interval_set_rows(q: Query, intervals: Intervals, crossing: str = "invalid")
       middle values, so every interval has ``lo <= hi`` and they are nested.
     """
     if crossing == "invalid":
-        for level, lo, hi in intervals:
-            lo_e, hi_e = q.number(lo), q.number(hi)
-            swapped = f"are lo and hi swapped? (intervals {level:g}: lo={lo!r}, hi={hi!r})"
-            q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e, hint=swapped)
-        nesting_checks(q, intervals)
+        crossing_interval_checks(q, intervals)
     quantile_set = intervals_as_quantiles(intervals)
     rows = quantile_rows(q, quantile_set, "sort" if crossing == "sort" else "score")
 
@@ -430,6 +427,15 @@ def interval_set_rows(q: Query, intervals: Intervals, crossing: str = "invalid")
 
     # sorted, the rows are read back by level: the lowest level's bounds are the inner pair
     return [(level, row_at(tail_level(level)), row_at(1.0 - tail_level(level))) for level, _, _ in intervals]
+
+
+def crossing_interval_checks(q: Query, intervals: Intervals) -> None:
+    """``crossing="invalid"`` on intervals: ``lo > hi`` per level and the nesting (:func:`nesting_checks`) are invalid rows."""
+    for level, lo, hi in intervals:
+        lo_e, hi_e = q.number(lo), q.number(hi)
+        swapped = f"are lo and hi swapped? (intervals {level:g}: lo={lo!r}, hi={hi!r})"
+        q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e, hint=swapped)
+    nesting_checks(q, intervals)
 
 
 def interval_rows(q: Query, intervals: Intervals) -> list[tuple[float, str, str]]:

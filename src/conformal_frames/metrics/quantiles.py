@@ -52,17 +52,16 @@ from conformal_frames.inputs.forecasts import (
     check_long_crossing,
     check_long_form,
     check_quantiles,
+    crossing_interval_checks,
     crossing_outputs,
     interval_set_rows,
     intervals_as_quantiles,
     is_close_level,
     level_tau,
-    nesting_checks,
     quantile_levels,
     quantile_rows,
     value_row,
 )
-from conformal_frames.inputs.intervals import interval_bounds
 from conformal_frames.inputs.levels import level_name
 from conformal_frames.numerics.stats import ratio, wilson_interval
 
@@ -382,9 +381,7 @@ class WIS(CrossingOutputs, Metric):
         """
         y = value_row(q, self.y)
         if self.crossing == "invalid" and self.intervals is not None:
-            for _, lo, hi in self.intervals:
-                interval_bounds(q, lo, hi)
-            nesting_checks(q, self.intervals)
+            crossing_interval_checks(q, self.intervals)
         quantile_set = self.quantile_set()
         mode = "score" if self.crossing == "invalid" and self.intervals is not None else self.crossing
         rows = quantile_rows(q, quantile_set, mode)
