@@ -101,6 +101,19 @@ def test_crossing_scores_match_numpy(constructor, crossing: str) -> None:
     assert out["pinball_loss_n_crossing"].sum() > 0
 
 
+@pytest.mark.spark_cases(crossing="sort")
+@pytest.mark.parametrize("crossing", ["score", "sort"])
+def test_crossing_scores_match_numpy_ungrouped(constructor, crossing: str) -> None:
+    data = crossing_data(8, n=25)
+    assert _has_swapped_interval(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        out = to_pandas(cf.evaluate(constructor(data), *_metrics(crossing)))
+    for column, value in oracle(data, np.arange(25), crossing == "sort").items():
+        assert_close(out[column].iloc[0], value, rtol=1e-12, atol=1e-15, what=column)
+    assert out["n"].iloc[0] == 25
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_crossing_ungrouped_seeds_and_small_groups(eager_constructor, seed: int) -> None:
     data = crossing_data(seed, n=30 + 7 * seed)
@@ -232,6 +245,19 @@ def test_diabetes_gbm_quantiles_match_sklearn_and_scoringrules() -> None:
     assert out["wis_n_crossing"][0] == n_cross
     assert s["pinball_loss"][0] <= out["pinball_loss"][0]
     assert s["wis"][0] <= out["wis"][0]
+    # interval_coverage's Winkler score of the crossing bounds as given is scoringrules' interval score
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        iv = cf.evaluate(df, cf.interval_coverage("y", intervals=INTERVALS))
+    for level, (lo, hi) in INTERVALS.items():
+        ref = sr.interval_score(y[test], preds[lo], preds[hi], 1.0 - level, backend="numpy")
+        at = f"interval_coverage_level{round(level * 100)}"
+        assert_close(iv[f"{at}_winkler"][0], float(np.mean(ref)), rtol=1e-12, what=at)
+        covered = (preds[lo] <= y[test]) & (y[test] <= preds[hi])
+        assert_close(iv[at][0], float(covered.mean()), rtol=1e-12, what=at)
+    assert iv["interval_coverage_n_crossing"][0] > 0  # intervals not nested (no lo > hi on this model)
+    # lo > hi: scoringrules scores the interval as given too (y = 1, (0, -1) at 80 %: -1 + 10 * 2)
+    assert float(sr.interval_score(np.array([1.0]), np.array([0.0]), np.array([-1.0]), 0.2, backend="numpy")) == 19.0
 
 
 # ---------------------------------------------------------------------------
