@@ -25,7 +25,6 @@ def crossing_data(seed: int, n: int = 40) -> dict[str, list]:
     base[: n // 8, 2] = base[: n // 8, 3]  # ties
     data: dict[str, list] = {"g": [f"g{i % 3}" for i in range(n)], "y": y.tolist()}
     data |= {c: base[:, i].tolist() for i, c in enumerate(QCOLS.values())}
-    # single rows with lo <= hi for every interval (a single lo > hi is invalid in the coverage family)
     return data
 
 
@@ -66,6 +65,8 @@ def oracle(data: dict, rows: np.ndarray, sort: bool) -> dict[str, float]:
         at = f"interval_coverage_level{round(level * 100)}"
         out[at] = ((a <= y) & (y <= b)).mean()
         out[f"{at}_width"] = (b - a).mean()
+        miss = np.clip(a - y, 0.0, None) + np.clip(y - b, 0.0, None)
+        out[f"{at}_winkler"] = ((b - a) + 2.0 / (1.0 - level) * miss).mean()
     return out
 
 
@@ -79,18 +80,15 @@ def _metrics(crossing: str) -> list[cf.Metric]:
     ]
 
 
-def _valid(data: dict) -> dict:
-    """Rows where no single interval has lo > hi (those stay invalid in the coverage family)."""
-    keep = np.ones(len(data["y"]), bool)
-    for lo, hi in INTERVALS.values():
-        keep &= np.asarray(data[lo]) <= np.asarray(data[hi])
-    return {k: np.asarray(v)[keep].tolist() for k, v in data.items()}
+def _has_swapped_interval(data: dict) -> bool:
+    return any((np.asarray(data[lo]) > np.asarray(data[hi])).any() for lo, hi in INTERVALS.values())
 
 
 @pytest.mark.spark_cases(crossing="sort")
 @pytest.mark.parametrize("crossing", ["score", "sort"])
 def test_crossing_scores_match_numpy(constructor, crossing: str) -> None:
-    data = _valid(crossing_data(0, n=60))
+    data = crossing_data(0, n=60)
+    assert _has_swapped_interval(data)  # lo > hi: scored (as given or sorted), never an invalid row
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         out = to_pandas(cf.evaluate(constructor(data), *_metrics(crossing), by="g"))
@@ -103,9 +101,22 @@ def test_crossing_scores_match_numpy(constructor, crossing: str) -> None:
     assert out["pinball_loss_n_crossing"].sum() > 0
 
 
+@pytest.mark.spark_cases(crossing="sort")
+@pytest.mark.parametrize("crossing", ["score", "sort"])
+def test_crossing_scores_match_numpy_ungrouped(constructor, crossing: str) -> None:
+    data = crossing_data(8, n=25)
+    assert _has_swapped_interval(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        out = to_pandas(cf.evaluate(constructor(data), *_metrics(crossing)))
+    for column, value in oracle(data, np.arange(25), crossing == "sort").items():
+        assert_close(out[column].iloc[0], value, rtol=1e-12, atol=1e-15, what=column)
+    assert out["n"].iloc[0] == 25
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_crossing_ungrouped_seeds_and_small_groups(eager_constructor, seed: int) -> None:
-    data = _valid(crossing_data(seed, n=30 + 7 * seed))
+    data = crossing_data(seed, n=30 + 7 * seed)
     for sort in (False, True):
         mode = "sort" if sort else "score"
         with pytest.warns(UserWarning, match=r"crossing quantiles in \d+ rows?"):
@@ -162,9 +173,23 @@ def test_interval_crossing_rules() -> None:
     with pytest.raises(cf.InvalidRowsError, match="intervals not nested"):
         df.conformal.interval_coverage("y", intervals=iv, crossing="invalid")
     bad = df.with_columns(pl.Series("hi8", [-1.0, 3.0]))
-    for mode in ("score", "sort"):  # a single interval with lo > hi stays invalid
-        with pytest.raises(cf.InvalidRowsError, match=r"column 'lo8' is greater than column 'hi8' in 1 row"):
-            bad.conformal.interval_coverage("y", intervals=iv, crossing=mode)
+    # a single interval with lo > hi is two quantiles crossing: the same rule as any crossing
+    with pytest.warns(UserWarning, match="interval_coverage: crossing quantiles in 1 row, scored as given"):
+        given = bad.conformal.interval_coverage("y", intervals=iv)
+    # row 0 as given: 80% = (0, -1): covers nothing, width -1, Winkler -1 + 10 * (0 + 2) = 19
+    assert given["coverage"].to_list() == [0.5, 1.0]
+    assert given["width"].to_list() == pytest.approx([(-1.0 + 2.0) / 2, (2.0 + 4.0) / 2])
+    assert given["winkler"].to_list() == pytest.approx([(19.0 + 2.0) / 2, (2.0 + 4.0) / 2])
+    with pytest.warns(UserWarning, match="rearranged in increasing order first"):
+        s = bad.conformal.interval_coverage("y", intervals=iv, crossing="sort")
+    # sorted row 0: -1, 0, 0.5, 2.5 -> 80%: (0, 0.5), 90%: (-1, 2.5)
+    assert s["width"].to_list() == pytest.approx([(0.5 + 2.0) / 2, (3.5 + 4.0) / 2])
+    assert s["n_crossing"].to_list() == [1, 1]
+    with pytest.raises(cf.InvalidRowsError, match=r"column 'lo8' is greater than column 'hi8' in 1 row"):
+        bad.conformal.interval_coverage("y", intervals=iv, crossing="invalid")
+    # the single-interval metrics have no crossing=: lo > hi is an invalid row there
+    with pytest.raises(cf.InvalidRowsError, match=r"column 'lo8' is greater than column 'hi8' in 1 row"):
+        bad.conformal.coverage("y", "lo8", "hi8")
     # WIS of intervals through its quantile form: lo > hi is scored (and counted)
     with pytest.warns(UserWarning, match="wis: crossing quantiles in"):
         w = cf.evaluate(bad, cf.wis("y", intervals=iv, median="lo8"))
@@ -220,6 +245,19 @@ def test_diabetes_gbm_quantiles_match_sklearn_and_scoringrules() -> None:
     assert out["wis_n_crossing"][0] == n_cross
     assert s["pinball_loss"][0] <= out["pinball_loss"][0]
     assert s["wis"][0] <= out["wis"][0]
+    # interval_coverage's Winkler score of the crossing bounds as given is scoringrules' interval score
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        iv = cf.evaluate(df, cf.interval_coverage("y", intervals=INTERVALS))
+    for level, (lo, hi) in INTERVALS.items():
+        ref = sr.interval_score(y[test], preds[lo], preds[hi], 1.0 - level, backend="numpy")
+        at = f"interval_coverage_level{round(level * 100)}"
+        assert_close(iv[f"{at}_winkler"][0], float(np.mean(ref)), rtol=1e-12, what=at)
+        covered = (preds[lo] <= y[test]) & (y[test] <= preds[hi])
+        assert_close(iv[at][0], float(covered.mean()), rtol=1e-12, what=at)
+    assert iv["interval_coverage_n_crossing"][0] > 0  # intervals not nested (no lo > hi on this model)
+    # lo > hi: scoringrules scores the interval as given too (y = 1, (0, -1) at 80 %: -1 + 10 * 2)
+    assert float(sr.interval_score(np.array([1.0]), np.array([0.0]), np.array([-1.0]), 0.2, backend="numpy")) == 19.0
 
 
 # ---------------------------------------------------------------------------
@@ -307,3 +345,186 @@ def test_scaled_pinball_invalid_crossing_and_long_sort() -> None:
     assert out == pytest.approx(0.1, rel=1e-12)  # the crossing row leaves the score: (0.1 * 1 + 0.9 * 1) / 2 / 1
     with pytest.raises(ValueError, match="crossing='sort'"):
         cf.scaled_pinball("y", quantiles="q", quantile_level="tau", scale="s", crossing="sort")
+
+
+# ---------------------------------------------------------------------------
+# regressions of the 0.3 review: crossing quantiles broke interval_coverage, the report and the CLI
+# ---------------------------------------------------------------------------
+@pytest.mark.spark_cases(crossing="sort")
+@pytest.mark.parametrize("crossing", ["score", "sort"])
+def test_review_interval_coverage_of_crossing_quantiles(constructor, crossing: str) -> None:
+    data = {"y": [1.0, 2.0, 3.0], "q25": [0.5, 2.5, 2.0], "q50": [1.0, 2.0, 3.0], "q75": [1.5, 1.5, 4.0]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        out = to_pandas(
+            cf.evaluate(
+                constructor(data), cf.interval_coverage("y", intervals={0.5: ("q25", "q75")}, crossing=crossing)
+            )
+        )
+    lo, hi, y = np.array(data["q25"]), np.array(data["q75"]), np.array(data["y"])
+    if crossing == "sort":
+        lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
+    assert_close(out["interval_coverage_level50"].iloc[0], ((lo <= y) & (y <= hi)).mean(), rtol=1e-12)
+    assert_close(out["interval_coverage_level50_width"].iloc[0], (hi - lo).mean(), rtol=1e-12)
+    assert out["interval_coverage_n_crossing"].iloc[0] == 1
+    assert out["n"].iloc[0] == 3
+
+
+def _intervals_spec() -> str:
+    return ",".join(f"{level:g}={lo}:{hi}" for level, (lo, hi) in INTERVALS.items())
+
+
+@pytest.mark.parametrize("crossing", ["score", "sort"])
+def test_review_report_and_cli_with_intervals_of_crossing_quantiles(tmp_path, capsys, crossing: str) -> None:
+    import json
+
+    from conformal_frames import cli
+
+    data = crossing_data(7, n=40)
+    assert _has_swapped_interval(data)
+    df = pl.DataFrame(data)
+    metrics = [
+        cf.pinball_loss("y", quantiles=QCOLS, crossing=crossing),
+        cf.wis("y", quantiles=QCOLS, crossing=crossing),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        report = df.conformal.report(y="y", quantiles=QCOLS, intervals=INTERVALS, by="g", crossing=crossing)
+        direct = cf.evaluate(df, *metrics, by="g")
+        levels = df.conformal.interval_coverage("y", intervals=INTERVALS, by="g", crossing=crossing)
+    t, iv = report.frame("forecast"), report.frame("interval_coverage")
+    for column in ("pinball_loss", "wis"):
+        assert t[column].to_list() == pytest.approx(direct[column].to_list(), rel=1e-12), column
+    for column in ("coverage", "width", "winkler", "n_crossing", "n"):
+        assert iv[column].to_list() == pytest.approx(levels[column].to_list(), rel=1e-12), column
+    assert int(t["n"].sum()) == 40  # no row left out, no group null
+    assert iv["n_crossing"].sum() > 0
+    path = tmp_path / "fc.parquet"
+    df.write_parquet(path)
+    qspec = ",".join(f"{tau:g}={c}" for tau, c in QCOLS.items())
+    args = ["report", str(path), "--y", "y", "--quantiles", qspec, "--intervals", _intervals_spec()]
+    args += ["--by", "g", "--no-plots", "--format", "json", "--crossing", crossing]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        assert cli.main(args) == 0
+    got = json.loads(capsys.readouterr().out)["tables"]
+    assert [r["wis"] for r in got["forecast"]] == pytest.approx(direct["wis"].to_list(), rel=1e-12)
+    assert [r["winkler"] for r in got["interval_coverage"]] == pytest.approx(levels["winkler"].to_list(), rel=1e-12)
+
+
+@pytest.mark.spark_cases(crossing="sort")
+@pytest.mark.parametrize("crossing", ["score", "sort"])
+def test_crossing_intervals_summaries_counts_and_weights(constructor, crossing: str) -> None:
+    """lo > hi under score/sort through summarize/finalize, counts= (repeated rows) and weights=, vs numpy."""
+    data = crossing_data(11, n=36)
+    assert _has_swapped_interval(data)
+    k = [1 + (i % 3) for i in range(len(data["y"]))]
+    data["k"] = k
+    data["w"] = [0.5 + (i % 4) for i in range(len(data["y"]))]
+    metric = cf.interval_coverage("y", intervals=INTERVALS, crossing=crossing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        direct = to_pandas(cf.evaluate(constructor(data), metric, by="g"))
+        merged = to_pandas(cf.finalize(cf.summarize(constructor(data), metric, by="g"), metric, by="g"))
+        counted = to_pandas(
+            cf.evaluate(
+                constructor(data), cf.interval_coverage("y", intervals=INTERVALS, crossing=crossing, counts="k"), by="g"
+            )
+        )
+        weighted = to_pandas(
+            cf.evaluate(
+                constructor(data),
+                cf.interval_coverage("y", intervals=INTERVALS, crossing=crossing, weights="w"),
+                by="g",
+            )
+        )
+    columns = [c for c in direct.columns if c.startswith("interval_coverage_level")]
+    for c in [*columns, "interval_coverage_n_crossing", "n"]:
+        assert merged[c].tolist() == pytest.approx(direct[c].tolist(), rel=1e-12), c
+    for i, g in enumerate(sorted(set(data["g"]))):
+        rows = np.flatnonzero(np.asarray(data["g"]) == g)
+        expanded = np.repeat(rows, np.asarray(k)[rows])
+        for column, value in oracle(data, expanded, crossing == "sort").items():
+            if column.startswith("interval_coverage"):
+                assert_close(counted[column].iloc[i], value, rtol=1e-12, atol=1e-15, what=f"counts {column} {g}")
+        # weights: the weighted means of the per-row values
+        y, w = np.asarray(data["y"])[rows], np.asarray(data["w"])[rows]
+        inner = _matrix(data, rows)[:, [0, 1, 2, 4, 5, 6]]
+        if crossing == "sort":
+            inner = np.sort(inner, axis=1)
+        for level, a, b in [(0.5, 2, 3), (0.8, 1, 4), (0.9, 0, 5)]:
+            lo, hi = inner[:, a], inner[:, b]
+            at = f"interval_coverage_level{round(level * 100)}"
+            hit = ((lo <= y) & (y <= hi)).astype(float)
+            wink = (hi - lo) + 2.0 / (1.0 - level) * (np.clip(lo - y, 0, None) + np.clip(y - hi, 0, None))
+            assert_close(weighted[at].iloc[i], np.average(hit, weights=w), rtol=1e-12, atol=1e-15, what=f"w {at}")
+            assert_close(weighted[f"{at}_width"].iloc[i], np.average(hi - lo, weights=w), rtol=1e-12, what=at)
+            assert_close(weighted[f"{at}_winkler"].iloc[i], np.average(wink, weights=w), rtol=1e-12, what=at)
+
+
+@pytest.mark.parametrize("invalid", ["drop", "null"])
+def test_report_invalid_crossing_rows_leave_only_the_forecast_family(eager_constructor, invalid: str) -> None:
+    """crossing="invalid": the crossing rows are bad inputs of the forecast family only (review finding 1)."""
+    data = crossing_data(5, n=48)
+    q = _matrix(data, np.arange(48))
+    data["lo"] = (np.asarray(data["y"]) - 1.0).tolist()
+    data["hi"] = (np.asarray(data["y"]) + np.where(np.arange(48) % 5 == 0, -2.0, 1.0)).tolist()  # some misses
+    data["hi"] = np.maximum(np.asarray(data["hi"]), np.asarray(data["lo"])).tolist()  # lo <= hi: a clean family
+    crossing_rows = (np.diff(q, axis=1) < 0).any(axis=1)
+    g = np.asarray(data["g"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        rep = cf.report(
+            eager_constructor(data),
+            y="y",
+            lo="lo",
+            hi="hi",
+            quantiles=QCOLS,
+            by="g",
+            crossing="invalid",
+            invalid=invalid,
+        )
+        alone = to_pandas(
+            cf.evaluate(
+                eager_constructor(data), cf.wis("y", quantiles=QCOLS, crossing="invalid"), by="g", invalid=invalid
+            )
+        )
+    intervals, forecast = to_pandas(rep.frame("intervals")), to_pandas(rep.frame("forecast"))
+    groups = sorted(set(data["g"]))
+    assert intervals["n"].tolist() == [int((g == x).sum()) for x in groups]  # every row: lo, hi and y are good
+    assert intervals["coverage"].notna().all()
+    bad = [int(crossing_rows[g == x].sum()) for x in groups]
+    assert sum(bad) > 0
+    if invalid == "drop":
+        assert intervals["n_dropped"].tolist() == [0] * len(groups)
+        assert forecast["n_dropped"].tolist() == bad
+        assert forecast["n"].tolist() == [int((g == x).sum()) - b for x, b in zip(groups, bad)]
+        assert forecast["wis"].tolist() == pytest.approx(alone["wis"].tolist(), rel=1e-12)
+        assert rep.summary["dropped_rows"] == sum(bad)
+    else:
+        assert intervals["n_invalid"].tolist() == [0] * len(groups)
+        assert forecast["n_invalid"].tolist() == bad
+        assert forecast["wis"].isna().tolist() == [b > 0 for b in bad]
+        assert rep.summary["invalid_rows"] == sum(bad)
+
+
+def test_cli_invalid_crossing_rows_with_drop(tmp_path, capsys) -> None:
+    import json
+
+    from conformal_frames import cli
+
+    data = crossing_data(5, n=48)
+    data["lo"] = (np.asarray(data["y"]) - 1.0).tolist()
+    data["hi"] = (np.asarray(data["y"]) + 1.0).tolist()
+    path = tmp_path / "fc.parquet"
+    pl.DataFrame(data).write_parquet(path)
+    qspec = ",".join(f"{tau:g}={c}" for tau, c in QCOLS.items())
+    args = ["report", str(path), "--y", "y", "--lo", "lo", "--hi", "hi", "--quantiles", qspec, "--by", "g"]
+    args += ["--no-plots", "--format", "json", "--crossing", "invalid", "--invalid", "drop"]
+    assert cli.main(args) == 0
+    captured = capsys.readouterr()
+    tables = json.loads(captured.out)["tables"]
+    assert [r["n"] for r in tables["intervals"]] == [16, 16, 16]
+    assert [r["n_dropped"] for r in tables["intervals"]] == [0, 0, 0]
+    assert sum(r["n_dropped"] for r in tables["forecast"]) > 0
+    assert "with invalid values dropped (quantile columns cross" in captured.err

@@ -462,7 +462,12 @@ def test_crossing_rows_in_each_metric(eager_constructor) -> None:
         ValueError,
         match=r"^column 'm' is greater than column 'lo' in 2 of 3 rows: are lo and hi swapped\? \((intervals 0.5: )?lo='m', hi='lo'\)$",
     ):
-        cf.evaluate(eager_constructor(data), cf.interval_coverage("y", intervals={0.5: ("m", "lo")}))
+        cf.evaluate(eager_constructor(data), cf.interval_coverage("y", intervals={0.5: ("m", "lo")}, **invalid))
+    # crossing="score" (default): lo > hi is scored as given (covers nothing) and counted, as any crossing
+    with pytest.warns(UserWarning, match=r"^interval_coverage: crossing quantiles in 2 rows, scored as given"):
+        given = to_pandas(cf.evaluate(eager_constructor(data), cf.interval_coverage("y", intervals={0.5: ("m", "lo")})))
+    assert given["interval_coverage_level50"].tolist() == [pytest.approx(1 / 3)]  # row 1: 2 <= 2 <= 2.5
+    assert given["interval_coverage_n_crossing"].tolist() == [2]
     with pytest.raises(
         ValueError,
         match=r"^column 'm' is greater than column 'lo' in 2 of 3 rows: are lo and hi swapped\? \((intervals 0.5: )?lo='m', hi='lo'\)$",

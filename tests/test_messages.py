@@ -25,8 +25,12 @@ def test_swapped_bounds_name_the_roles(constructor: Any) -> None:
 
 def test_swapped_bounds_of_forecast_intervals() -> None:
     pl = pytest.importorskip("polars")
+    frame = pl.DataFrame(SWAPPED)
     with pytest.raises(cf.InvalidRowsError, match=r"in 3 of 4 rows: are lo and hi swapped\?"):
-        pl.DataFrame(SWAPPED).conformal.interval_coverage("y", intervals={0.9: ("upper", "lower")})
+        frame.conformal.interval_coverage("y", intervals={0.9: ("upper", "lower")}, crossing="invalid")
+    # crossing="score" (default): lo > hi is two quantiles crossing, scored as given and counted
+    with pytest.warns(UserWarning, match=r"interval_coverage: crossing quantiles in 3 rows"):
+        frame.conformal.interval_coverage("y", intervals={0.9: ("upper", "lower")})
 
 
 def test_a_few_crossed_bounds_are_ordinary_invalid_rows() -> None:

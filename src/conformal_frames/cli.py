@@ -773,7 +773,8 @@ def _metric_options(p: argparse.ArgumentParser) -> None:
         choices=["null", "drop", "raise"],
         default="null",
         help="rows with invalid values: null (default: their groups get null metrics and are named as untested), "
-        "drop (evaluate the valid rows; n counts them), raise (stop with the cause)",
+        "drop (evaluate the valid rows; n counts them), raise (stop with the cause); a bad row leaves only the "
+        "tables of the families whose inputs are bad",
     )
     opts.add_argument(
         "--crossing",

@@ -38,13 +38,15 @@ Central intervals
     ``intervals={0.8: ("lo80", "hi80"), 0.9: ("lo90", "hi90")}``: a mapping
     from confidence level (in (0, 1)) to the ``(lo, hi)`` columns of the
     central interval at that level.  Normalised to ``(level, lo, hi)``
-    triples sorted by level.  Rows with ``lo > hi`` are invalid (counted per
-    level) in the coverage family; rows where the intervals are not nested
-    (``lo90 <= lo80 <= hi80 <= hi90``) are crossing quantiles and follow
-    ``crossing=`` (:func:`interval_set_rows`; ``"invalid"``: counted per
-    bound).  The interval at
-    level ``c`` is the pair of quantiles at levels ``(1 - c) / 2`` and
-    ``(1 + c) / 2`` (:func:`intervals_as_quantiles`).
+    triples sorted by level.  The interval at level ``c`` is the pair of
+    quantiles at levels ``(1 - c) / 2`` and ``(1 + c) / 2``
+    (:func:`intervals_as_quantiles`), so rows with ``lo > hi`` and rows
+    where the intervals are not nested (``lo90 <= lo80 <= hi80 <= hi90``
+    fails) are crossing quantiles and follow ``crossing=`` like any
+    quantiles (:func:`interval_set_rows`; ``"invalid"``: counted per level
+    and per bound).  The single-interval metrics (``coverage``, ``width``,
+    ``winkler``: one ``lo``/``hi`` pair, no ``crossing=``) make ``lo > hi``
+    an invalid row.
 Long quantiles
     ``quantiles="q", quantile_level="tau"``: one row per forecast and level,
     the quantile in column ``q`` and its level in column ``tau`` (the word of
@@ -84,6 +86,7 @@ __all__ = [
     "check_member_weights",
     "check_quantiles",
     "check_samples",
+    "crossing_interval_checks",
     "crossing_outputs",
     "crossing_row",
     "ensemble",
@@ -398,20 +401,24 @@ def crossing_outputs(
 def interval_set_rows(q: Query, intervals: Intervals, crossing: str = "invalid") -> list[tuple[float, str, str]]:
     """Each interval's bounds as Float64 rows: ``[(level, lo row, hi row), ...]``, under ``crossing``.
 
-    A single interval with ``lo > hi`` is an invalid row in every mode (the
-    coverage family's rule, checked on the columns as given).  Intervals
-    that are not nested are the quantiles ``(1 - c) / 2``, ``(1 + c) / 2``
-    crossing (:func:`intervals_as_quantiles`): ``"invalid"`` adds the
-    nesting checks (:func:`nesting_checks`); ``"score"`` keeps the bounds as
-    given; ``"sort"`` sorts the set's quantiles row by row
-    (:func:`quantile_rows`) and reads each interval back from them.
+    The bounds are the quantiles ``(1 - c) / 2`` and ``(1 + c) / 2`` of the
+    interval at level ``c`` (:func:`intervals_as_quantiles`); an interval
+    with ``lo > hi`` and intervals that are not nested are those quantiles
+    crossing, one rule for both:
+
+    - ``"invalid"``: ``lo > hi`` is an invalid row (the coverage family's
+      message, checked per level) and so is a nesting that fails
+      (:func:`nesting_checks`), under the evaluation's ``invalid=`` policy;
+    - ``"score"``: the bounds as given (an interval with ``lo > hi`` covers
+      nothing and has a negative width; its Winkler score is the interval
+      score, defined for any bounds); the metric counts the rows
+      (:func:`n_crossing`);
+    - ``"sort"``: the set's quantiles sorted row by row (:func:`quantile_rows`)
+      and each interval read back from them: the lowest level gets the two
+      middle values, so every interval has ``lo <= hi`` and they are nested.
     """
-    for level, lo, hi in intervals:
-        lo_e, hi_e = q.number(lo), q.number(hi)
-        swapped = f"are lo and hi swapped? (intervals {level:g}: lo={lo!r}, hi={hi!r})"
-        q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e, hint=swapped)
     if crossing == "invalid":
-        nesting_checks(q, intervals)
+        crossing_interval_checks(q, intervals)
     quantile_set = intervals_as_quantiles(intervals)
     rows = quantile_rows(q, quantile_set, "sort" if crossing == "sort" else "score")
 
@@ -420,6 +427,15 @@ def interval_set_rows(q: Query, intervals: Intervals, crossing: str = "invalid")
 
     # sorted, the rows are read back by level: the lowest level's bounds are the inner pair
     return [(level, row_at(tail_level(level)), row_at(1.0 - tail_level(level))) for level, _, _ in intervals]
+
+
+def crossing_interval_checks(q: Query, intervals: Intervals) -> None:
+    """``crossing="invalid"`` on intervals: ``lo > hi`` per level and the nesting (:func:`nesting_checks`) are invalid rows."""
+    for level, lo, hi in intervals:
+        lo_e, hi_e = q.number(lo), q.number(hi)
+        swapped = f"are lo and hi swapped? (intervals {level:g}: lo={lo!r}, hi={hi!r})"
+        q.check(f"column {lo!r} is greater than column {hi!r}", lo_e > hi_e, hint=swapped)
+    nesting_checks(q, intervals)
 
 
 def interval_rows(q: Query, intervals: Intervals) -> list[tuple[float, str, str]]:

@@ -15,9 +15,12 @@ are not nested) follow ``crossing=`` on every metric here (read in
 ``"sort"`` rearranges each row's quantiles in increasing order first, both
 with an output ``<name>_n_crossing`` (the rows with any crossing) and a
 warning naming the count on eager input; ``"invalid"`` makes them invalid
-rows.  A single interval with ``lo > hi`` is an invalid row in the coverage
-family whatever ``crossing=``: an error on eager input, null metrics and
-``n_invalid`` on lazy input, left out with ``invalid="drop"``.
+rows.  An interval with ``lo > hi`` is its two quantiles crossing: the same
+rule (``"score"``: it covers nothing and has a negative width; ``"sort"``:
+the interval-set metrics score the sorted bounds; ``"invalid"``: an error on
+eager input, null metrics and ``n_invalid`` on lazy input, left out with
+``invalid="drop"``).  The single-interval metrics (``coverage``, ``width``,
+``winkler``) have no ``crossing=``: there ``lo > hi`` is an invalid row.
 
 Per-level results (``per_level=True`` and :func:`interval_coverage`) are long
 tables, one row per group and level, with the level in a column
@@ -49,17 +52,16 @@ from conformal_frames.inputs.forecasts import (
     check_long_crossing,
     check_long_form,
     check_quantiles,
+    crossing_interval_checks,
     crossing_outputs,
     interval_set_rows,
     intervals_as_quantiles,
     is_close_level,
     level_tau,
-    nesting_checks,
     quantile_levels,
     quantile_rows,
     value_row,
 )
-from conformal_frames.inputs.intervals import interval_bounds
 from conformal_frames.inputs.levels import level_name
 from conformal_frames.numerics.stats import ratio, wilson_interval
 
@@ -379,9 +381,7 @@ class WIS(CrossingOutputs, Metric):
         """
         y = value_row(q, self.y)
         if self.crossing == "invalid" and self.intervals is not None:
-            for _, lo, hi in self.intervals:
-                interval_bounds(q, lo, hi)
-            nesting_checks(q, self.intervals)
+            crossing_interval_checks(q, self.intervals)
         quantile_set = self.quantile_set()
         mode = "score" if self.crossing == "invalid" and self.intervals is not None else self.crossing
         rows = quantile_rows(q, quantile_set, mode)
@@ -766,9 +766,9 @@ def interval_coverage(
     y : str
         Column of the observed value.
     intervals : dict
-        ``{confidence_level: (lo, hi)}``; rows with ``lo > hi`` are invalid
-        whatever ``crossing``; rows whose intervals are not nested
-        (``lo90 <= lo80 <= hi80 <= hi90`` fails) follow ``crossing``.
+        ``{confidence_level: (lo, hi)}``; rows with ``lo > hi`` and rows
+        whose intervals are not nested (``lo90 <= lo80 <= hi80 <= hi90``
+        fails) are crossing quantiles and follow ``crossing``.
     ci_level : float, default 0.95
         Confidence level of the Wilson intervals.
     weights : str, optional
@@ -782,13 +782,17 @@ def interval_coverage(
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
     crossing : {"score", "sort", "invalid"}, default "score"
-        Rows whose intervals are not nested (their quantiles ``(1 -+ c) / 2``
-        cross): ``"score"`` scores each level as given, ``"sort"``
-        rearranges each row's bounds in increasing order first (the
-        narrowest level gets the two middle values); both add a column
-        ``n_crossing`` (``interval_coverage_n_crossing`` in ``evaluate``)
-        and warn with the count on eager input.  ``"invalid"``: such rows
-        are invalid rows.
+        Rows with ``lo > hi`` or intervals that are not nested (their
+        quantiles ``(1 -+ c) / 2`` cross): ``"score"`` scores each level as
+        given (``lo > hi`` covers nothing, its width ``hi - lo`` is
+        negative and its Winkler score is the interval score, defined for
+        any bounds), ``"sort"`` rearranges each row's bounds in increasing
+        order first and scores the sorted intervals (the narrowest level
+        gets the two middle values); both add a column ``n_crossing``
+        (``interval_coverage_n_crossing`` in ``evaluate``) and warn with the
+        count on eager input; no row is left out.  ``"invalid"``: such rows
+        are invalid rows (``lo > hi`` counted per level, the nesting per
+        bound).
 
     Returns
     -------

@@ -14,7 +14,7 @@ from conformal_frames._widths import collect
 from conformal_frames.reporting import plan as planning
 from conformal_frames.reporting.model import MAX_ROWS, MAX_SEGMENTS, Report
 from conformal_frames.reporting.summary import summarize
-from conformal_frames.reporting.tables import build_tables, invalid_causes, test_description, widths_table
+from conformal_frames.reporting.tables import TABLE_ORDER, build_tables, invalid_causes, test_description, widths_table
 
 
 def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.ReportPlan, list[str]]:
@@ -110,18 +110,63 @@ def _prepared(base: Any, metrics: list[engine.Metric]) -> Any:
     return lf.collect() if eager else lf
 
 
+def _wide(base: Any, metrics: list[engine.Metric], plan: planning.ReportPlan) -> nw.DataFrame:
+    """The metrics evaluated in one query, collected (one row per group)."""
+    return nw.maybe_reset_index(collect(engine.compute(base, metrics, plan.keys or None, invalid=plan.invalid)))
+
+
+def _has_invalid(wide: nw.DataFrame) -> bool:
+    return any(c in wide.columns and bool(wide.get_column(c).sum()) for c in ("n_invalid", "n_dropped"))
+
+
+def _by_inputs(families: dict[str, list[engine.Metric]], schema: Any, keys: list[str]) -> list[list[str]]:
+    """The families grouped by the input columns they read (families that read the same columns check the same rows)."""
+    groups: dict[frozenset[str], list[str]] = {}
+    for name, metrics in families.items():
+        used = frozenset(c for m in metrics for c, _ in m.definition(schema, keys).inputs)
+        groups.setdefault(used, []).append(name)
+    return list(groups.values())
+
+
+def _family_tables(
+    base: Any, plan: planning.ReportPlan, families: dict[str, list[engine.Metric]]
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """The family tables, and the rows invalid in some family (``invalid_rows`` / ``dropped_rows``, when any).
+
+    One query for every family.  When it finds invalid rows (``invalid="null"``
+    or ``"drop"``), the families that read other columns are evaluated apart:
+    a bad row leaves (or nulls) only the families whose inputs are bad, each
+    table with its own ``n`` and ``n_invalid`` / ``n_dropped``.
+    """
+    schema = base.collect_schema()
+    wide = _wide(base, [m for ms in families.values() for m in ms], plan)
+    if not _has_invalid(wide):
+        return build_tables(wide, plan, families, schema), {}
+    counts = {
+        f"{what}_rows": int(wide.get_column(f"n_{what}").sum())
+        for what in ("invalid", "dropped")
+        if f"n_{what}" in wide.columns
+    }
+    parts = _by_inputs(families, schema, plan.keys)
+    if len(parts) == 1:
+        return build_tables(wide, plan, families, schema), counts
+    tables: dict[str, Any] = {}
+    for names in parts:
+        part = {name: families[name] for name in names}
+        tables |= build_tables(_wide(base, [m for ms in part.values() for m in ms], plan), plan, part, schema)
+    return {k: tables[k] for k in TABLE_ORDER if k in tables}, counts
+
+
 def _evaluate(base: Any, plan: planning.ReportPlan) -> Report:
     families = plan.families()
     metrics = [m for ms in families.values() for m in ms]
     base = _prepared(base, metrics)
-    result = engine.compute(base, metrics, plan.keys or None, invalid=plan.invalid)
-    wide = nw.maybe_reset_index(collect(result))
-    tables = build_tables(wide, plan, families, base.collect_schema())
+    tables, counts = _family_tables(base, plan, families)
     if "intervals" in tables:
         tables["widths"] = widths_table(base, plan)
     rep = Report(tables=tables, summary={}, keys=plan.keys, by=plan.by, confidence_level=plan.confidence_level)
-    bad = any(c in wide.columns and bool(wide.get_column(c).sum()) for c in ("n_invalid", "n_dropped"))
-    rep.summary["invalid_causes"] = invalid_causes(base, metrics, plan.keys) if bad else []
+    rep.summary["invalid_causes"] = invalid_causes(base, metrics, plan.keys) if counts else []
+    rep.summary |= counts  # the rows invalid in some family (each table counts its own)
     return rep
 
 
@@ -232,6 +277,11 @@ def report(
         (``n`` counts the valid rows, ``n_dropped`` the others), or give their
         groups null metrics (the default for lazy input); such groups cannot
         be tested and are named in the headline and ``summary["untested"]``.
+        A bad row leaves (or nulls) only the families whose inputs are bad
+        (e.g. crossing quantiles with ``crossing="invalid"``: the forecast
+        table, not the intervals table); each table has its own ``n`` and
+        ``n_dropped`` / ``n_invalid``, ``summary["dropped_rows"]`` /
+        ``["invalid_rows"]`` the rows bad in some family.
     max_rows, max_segments : int or None
         Groups shown in the text/HTML tables and segments drawn per plot
         (:attr:`Report.max_rows`, :attr:`Report.max_segments`).
@@ -256,12 +306,13 @@ def report(
         (lo, hi)}``: the long table ``"interval_coverage"``, one row per group
         and level with the coverage, its Wilson interval, the mean width and
         Winkler score (:func:`conformal_frames.interval_coverage`).  Rows
-        where ``lo > hi`` are invalid rows; intervals that are not nested
-        follow ``crossing``.
+        where ``lo > hi`` and intervals that are not nested are crossing
+        quantiles: they follow ``crossing``.
     crossing : {"score", "sort", "invalid"}, default "score"
-        Crossing quantiles (and intervals that are not nested) in the
-        forecast family: scored as given, rearranged in increasing order
-        first, or invalid rows (``crossing=`` of
+        Crossing quantiles (and intervals with ``lo > hi`` or not nested) in
+        the forecast family: scored as given, rearranged in increasing order
+        first (the intervals' coverage, width and Winkler score of the sorted
+        bounds), or invalid rows (``crossing=`` of
         :func:`conformal_frames.pinball_loss`); with "score" and "sort" the
         tables have ``<metric>_n_crossing`` columns.
     point : str, optional
@@ -326,9 +377,8 @@ def _report(frame: Any, options: dict[str, Any], tick: Any) -> Report:
     rep = _evaluate(base, plan)
     tick(1)
     test = test_description(plan) if plan.has_target else None
-    causes = rep.summary["invalid_causes"]
-    rep.summary = summarize(rep.tables, plan.keys, plan.confidence_level, test, notes)
-    rep.summary["invalid_causes"] = causes
+    kept = {k: rep.summary[k] for k in ("invalid_causes", "invalid_rows", "dropped_rows") if k in rep.summary}
+    rep.summary = summarize(rep.tables, plan.keys, plan.confidence_level, test, notes) | kept
     rep.columns = plan.columns()
     rep.max_rows, rep.max_segments = max_rows, max_segments
     tick(1)
