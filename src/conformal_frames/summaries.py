@@ -194,9 +194,17 @@ def _group_part(
 
 
 def _cell_part(
-    rows: nw.LazyFrame, q: Query, state: _State, cell_id: str, policy: InvalidPolicy, columns: list[str]
+    rows: nw.LazyFrame,
+    q: Query,
+    state: _State,
+    cell_id: str,
+    policy: InvalidPolicy,
+    columns: list[str],
+    decimals: int | None = None,
 ) -> nw.LazyFrame:
     order, sums = state.cells[cell_id]
+    if decimals is not None:  # score_decimals=: every cell's order value (a score, a PIT value) rounded
+        rows = rows.with_columns(nw.col(order).round(decimals))
     cells = rows.group_by(*q.group, order).agg(*[nw.col(r).sum().alias(name) for name, r in sums.items()])
     values: dict[str, nw.Expr] = {
         **{k: nw.col(ik).alias(k) for k, ik in zip(q.keys, q.group)},
@@ -325,7 +333,7 @@ def _summarize(
     cell_cols = sorted({name for _, sums in state.cells.values() for name in sums})
     out = _group_part(table, eplan, state, policy, cell_cols)
     columns = out.collect_schema().names()
-    parts = [out, *[_cell_part(rows, q, state, cid, policy, columns) for cid in state.cells]]
+    parts = [out, *[_cell_part(rows, q, state, cid, policy, columns, score_decimals) for cid in state.cells]]
     result = nw.concat(parts, how="vertical") if len(parts) > 1 else out
     result = result.sort(*keys, _CELL, _ORDER, nulls_last=False) if keys or state.cells else result
     if eager:
