@@ -240,9 +240,9 @@ def summarize(
 ) -> Any:
     """The sufficient statistics of ``metrics`` per group, as a mergeable frame.
 
-    One row per group (and, for ``ks_test``, ``kuiper_test``, ``auroc`` and
-    unweighted quantile-binned ``ece`` / ``mce``, one row per group and
-    distinct score) with the columns described in
+    One row per group (and, for ``ks_test``, ``kuiper_test``, ``auroc``,
+    unweighted quantile-binned ``ece`` / ``mce`` and a Gaussian ``pit_test``,
+    one row per group and distinct score or PIT value) with the columns described in
     :mod:`conformal_frames.summaries` (schema version 2).  Summaries of several
     frames (days, partitions, Spark executors) concatenate; :func:`finalize`
     merges their rows into any coarser grouping and finalizes the metrics
@@ -268,9 +268,10 @@ def summarize(
         Round the score columns (``score=``) of the metrics with cells
         (``ks_test``, ``kuiper_test``, ``auroc``, quantile-binned ``ece`` /
         ``mce``) to this many decimals
-        before the cells are formed: at most ``10^d + 1`` cells per group for
+        before the cells are formed, and every cell's order value (``pit_test``'s
+        PIT values too): at most ``10^d + 1`` cells per group for
         scores in ``[0, 1]``.  The metrics are then those of the rounded
-        scores.  Without it, an eager summary whose cells exceed half of its
+        scores (``pit_test``: of the rounded PIT values).  Without it, an eager summary whose cells exceed half of its
         rows (on at least 10,000 rows) warns: the summary would be nearly as
         large as the data.
     progress : bool or None, default False
