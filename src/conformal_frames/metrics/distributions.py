@@ -42,7 +42,6 @@ from conformal_frames.engine import (
     TableRef,
     Weighting,
     aggregate,
-    indicator,
     join_keys,
     no_counts,
     no_weights,
@@ -733,16 +732,16 @@ class PITHistogram(_PITMetric):
         half = float(ndtri(0.5 + self.ci_level / 2)) * (p * (1.0 - p) / w.n_eff).sqrt()
         out: dict[str, nw.Expr | None] = {}
         for k in range(self.n_bins):
-            out[f"bin{k}"] = nw.when(ok).then(ratio(masses[k], w.total))
-            out[f"bin{k}_n"] = nw.when(ok).then(counts[k])
-        out["band_low"] = nw.when(ok).then((p - half).clip(lower_bound=0.0))
-        out["band_high"] = nw.when(ok).then((p + half).clip(upper_bound=1.0))
+            out[f"bin{k}"] = _where(ok, ratio(masses[k], w.total))
+            out[f"bin{k}_n"] = _where(ok, counts[k])
+        out["band_low"] = _where(ok, (p - half).clip(lower_bound=0.0))
+        out["band_high"] = _where(ok, (p + half).clip(upper_bound=1.0))
         if w.weighted:
             out["n_eff"] = w.n_eff
         return out | self.crossing_count(q)
 
-    def _bins(self, q: Query, source: PITSource, w: Weighting) -> tuple[list[nw.Expr], list[nw.Expr], nw.Expr]:
-        """Per bin: the forecasts (of positive weight) and their weight; the groups without null members.
+    def _bins(self, q: Query, source: PITSource, w: Weighting) -> tuple[list[nw.Expr], list[nw.Expr], nw.Expr | None]:
+        """Per bin: the forecasts (of positive weight) and their weight; the groups without null members (or ``None``).
 
         A Gaussian forecast's PIT is a row column: its bins are elementary
         sums of the main aggregation (mergeable, as uniform-bin ``ece``).  A
@@ -752,9 +751,10 @@ class PITHistogram(_PITMetric):
             u, top = source.gaussian, float(self.n_bins - 1)
             b = q.row(("pit_bin", u, self.n_bins), (nw.col(u) * float(self.n_bins)).floor().clip(0.0, top), inputs=[u])
             rows = [
-                q.row(("pit_in_bin", b, k), indicator(nw.col(b) == float(k)), inputs=[b]) for k in range(self.n_bins)
+                q.row(("pit_in_bin", b, k), (nw.col(b) == float(k)).cast(nw.Float64), inputs=[b])
+                for k in range(self.n_bins)
             ]
-            return [w.count(r) for r in rows], [w.sum(r) for r in rows], nw.lit(True)
+            return [w.count(r) for r in rows], [w.sum(r) for r in rows], None
         key = ("pit_histogram", source, self.n_bins, self.seed)
         t = q.table(key, _histogram_table(source, self.n_bins, self.seed))
         counts = [t.col(f"n{k}").fill_null(0.0) for k in range(self.n_bins)]
@@ -799,6 +799,11 @@ class PITTest(_PITMetric):
         scaled = q.finalize(("pit_ks_scaled", t.prefix), _scaled(stat, q.n))
         pvalue = q.finalize(("pit_ks_pvalue", t.prefix), _pvalue(scaled.name("x")))
         return {"": stat, "pvalue": pvalue.col("p"), **self.crossing_count(q)}
+
+
+def _where(ok: nw.Expr | None, value: nw.Expr) -> nw.Expr:
+    """``value`` where ``ok`` holds (null elsewhere); ``value`` itself without a condition."""
+    return value if ok is None else nw.when(ok).then(value)
 
 
 def _scaled(stat: nw.Expr, n: nw.Expr) -> FinalizeFn:
