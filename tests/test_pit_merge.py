@@ -91,6 +91,11 @@ def test_finalize_equals_oracle_over_seeds(seed: int) -> None:
     frame = pl.DataFrame({k: v for k, v in data.items() if k != "ens"})
     stats = cf.summarize(frame, *_metrics(), by=["day", "seg"])
     out = to_pandas(cf.finalize(stats, *_metrics(), by="seg"))
+    compacted = cf.merge_summaries(stats, by="seg")  # cells added per (segment, PIT value)
+    assert (
+        compacted.filter(pl.col("cf_cell").is_not_null()).height < stats.filter(pl.col("cf_cell").is_not_null()).height
+    )
+    _compare(cf.finalize(compacted, *_metrics(), by="seg"), out, ["seg"])
     pit = norm.cdf((data["y"] - data["mu"]) / data["sd"])
     for row, idx in zip(out.itertuples(index=False), group_dict(data["seg"]).values()):
         got = row._asdict()
