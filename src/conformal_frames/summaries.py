@@ -194,9 +194,17 @@ def _group_part(
 
 
 def _cell_part(
-    rows: nw.LazyFrame, q: Query, state: _State, cell_id: str, policy: InvalidPolicy, columns: list[str]
+    rows: nw.LazyFrame,
+    q: Query,
+    state: _State,
+    cell_id: str,
+    policy: InvalidPolicy,
+    columns: list[str],
+    decimals: int | None = None,
 ) -> nw.LazyFrame:
     order, sums = state.cells[cell_id]
+    if decimals is not None:  # score_decimals=: every cell's order value (a score, a PIT value) rounded
+        rows = rows.with_columns(nw.col(order).round(decimals))
     cells = rows.group_by(*q.group, order).agg(*[nw.col(r).sum().alias(name) for name, r in sums.items()])
     values: dict[str, nw.Expr] = {
         **{k: nw.col(ik).alias(k) for k, ik in zip(q.keys, q.group)},
@@ -232,9 +240,9 @@ def summarize(
 ) -> Any:
     """The sufficient statistics of ``metrics`` per group, as a mergeable frame.
 
-    One row per group (and, for ``ks_test``, ``kuiper_test``, ``auroc`` and
-    unweighted quantile-binned ``ece`` / ``mce``, one row per group and
-    distinct score) with the columns described in
+    One row per group (and, for ``ks_test``, ``kuiper_test``, ``auroc``,
+    unweighted quantile-binned ``ece`` / ``mce`` and a Gaussian ``pit_test``,
+    one row per group and distinct score or PIT value) with the columns described in
     :mod:`conformal_frames.summaries` (schema version 2).  Summaries of several
     frames (days, partitions, Spark executors) concatenate; :func:`finalize`
     merges their rows into any coarser grouping and finalizes the metrics
@@ -260,9 +268,10 @@ def summarize(
         Round the score columns (``score=``) of the metrics with cells
         (``ks_test``, ``kuiper_test``, ``auroc``, quantile-binned ``ece`` /
         ``mce``) to this many decimals
-        before the cells are formed: at most ``10^d + 1`` cells per group for
+        before the cells are formed, and every cell's order value (``pit_test``'s
+        PIT values too): at most ``10^d + 1`` cells per group for
         scores in ``[0, 1]``.  The metrics are then those of the rounded
-        scores.  Without it, an eager summary whose cells exceed half of its
+        scores (``pit_test``: of the rounded PIT values).  Without it, an eager summary whose cells exceed half of its
         rows (on at least 10,000 rows) warns: the summary would be nearly as
         large as the data.
     progress : bool or None, default False
@@ -326,7 +335,7 @@ def _summarize(
     cell_cols = sorted({name for _, sums in state.cells.values() for name in sums})
     out = _group_part(table, eplan, state, policy, cell_cols)
     columns = out.collect_schema().names()
-    parts = [out, *[_cell_part(rows, q, state, cid, policy, columns) for cid in state.cells]]
+    parts = [out, *[_cell_part(rows, q, state, cid, policy, columns, score_decimals) for cid in state.cells]]
     result = nw.concat(parts, how="vertical") if len(parts) > 1 else out
     result = result.sort(*keys, _CELL, _ORDER, nulls_last=False) if keys or state.cells else result
     if eager:

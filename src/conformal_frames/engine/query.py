@@ -563,7 +563,10 @@ class Query:
         :func:`running_total`.  ``fn`` aggregates them to one row per group,
         columns named ``ref.name(...)`` as for :meth:`table`.  The table is
         mergeable by construction (:class:`Cells`): :func:`~conformal_frames.summarize`
-        keeps the cells and finalize sums them again.
+        keeps the cells and finalize sums them again.  Its ``score_decimals=``
+        rounds the ``order`` values before the cells are formed, so the sums
+        must read the order value only through the score columns it rounds
+        too (a count of rows, as ``pit_test``'s, reads none).
         """
         sums = tuple(sums)
         cum = sums if running is None else tuple(running)

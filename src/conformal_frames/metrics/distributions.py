@@ -40,6 +40,7 @@ from conformal_frames.engine import (
     Query,
     TableFn,
     TableRef,
+    Weighting,
     aggregate,
     join_keys,
     no_counts,
@@ -589,28 +590,49 @@ def _histogram_table(source: PITSource, n_bins: int, seed: int) -> TableFn:
 
 
 def _ks_table(source: PITSource, seed: int) -> TableFn:
-    """Sub-query: per group, ``D = sup_u |F_n(u) - u|`` of the PIT values (ties aggregated)."""
+    """Sub-query: per group, ``D = sup_u |F_n(u) - u|`` of the randomized PIT values (ties aggregated)."""
 
     def build(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
         frame = source.values(rows, keys, ref, seed)
-        u, c, tot, d = (ref.name(x) for x in ("u", "c", "tot", "d"))
-        end = running_total(c)
+        u, c = ref.name("u"), ref.name("c")
         bad = aggregate(frame, keys, [nw.col(ref.name("bad")).sum()])
         ties = ordered_cells(frame.with_columns(nw.lit(1.0).alias(c)), keys, u, [c], running=[c])
-        ties = ties.with_columns(over(nw.col(c).sum(), keys).alias(tot))
-        above = nw.col(end) / nw.col(tot) - nw.col(u)
-        below = nw.col(u) - (nw.col(end) - nw.col(c)) / nw.col(tot)
-        ties = ties.with_columns(nw.max_horizontal(above, below).alias(d))
-        if keys:
-            return join_keys(aggregate(ties, keys, [nw.col(d).max()]), bad, keys)
-        # no keys: the maximum as a group of its own, joined to the one row of ``bad``; the
-        # maximum of no rows (an empty frame, every row dropped) is then a typed null on
-        # every engine (pandas with Arrow dtypes makes an object column of pd.NA otherwise)
-        one = ref.name("one")
-        stat = ties.with_columns(nw.lit(1).alias(one)).group_by(one).agg(nw.col(d).max())
-        return bad.with_columns(nw.lit(1).alias(one)).join(stat, on=one, how="left").drop(one)
+        return _ks_distance(ties, keys, ref, u, c, bad)
 
     return build
+
+
+def _ks_cells(u: str, one: str) -> TableFn:
+    """Cells (:meth:`~conformal_frames.engine.Query.cells`): ``D`` of the PIT row ``u``, one per row (mergeable)."""
+
+    def build(cells: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        # without keys, the one row of the group (also of no rows) carries the maximum
+        rows = None if keys else aggregate(cells, keys, [nw.col(one).sum().alias(ref.name("rows"))])
+        return _ks_distance(cells, keys, ref, u, one, rows)
+
+    return build
+
+
+def _ks_distance(
+    ties: nw.LazyFrame, keys: list[str], ref: TableRef, u: str, c: str, base: nw.LazyFrame | None
+) -> nw.LazyFrame:
+    """Per group: ``d = sup |F_n - u|`` over the ordered ``ties`` (count ``c``), joined to ``base``'s columns."""
+    tot, d = ref.name("tot"), ref.name("d")
+    end = running_total(c)
+    ties = ties.with_columns(over(nw.col(c).sum(), keys).alias(tot))
+    above = nw.col(end) / nw.col(tot) - nw.col(u)
+    below = nw.col(u) - (nw.col(end) - nw.col(c)) / nw.col(tot)
+    ties = ties.with_columns(nw.max_horizontal(above, below).alias(d))
+    if keys:
+        stats = aggregate(ties, keys, [nw.col(d).max()])
+        return stats if base is None else join_keys(stats, base, keys)
+    assert base is not None
+    # no keys: the maximum as a group of its own, joined to the one row of ``base``; the
+    # maximum of no rows (an empty frame, every row dropped) is then a typed null on
+    # every engine (pandas with Arrow dtypes makes an object column of pd.NA otherwise)
+    one = ref.name("one")
+    stat = ties.with_columns(nw.lit(1).alias(one)).group_by(one).agg(nw.col(d).max())
+    return base.with_columns(nw.lit(1).alias(one)).join(stat, on=one, how="left").drop(one)
 
 
 # ---------------------------------------------------------------------------
@@ -663,6 +685,10 @@ class _PITMetric(CrossingOutputs, Metric):
     seed: int = 0
     crossing: str = checked(check_crossing, "score")
     member_weights: str | tuple[str, ...] | None = checked(optional(check_samples), None)
+    mergeable_alternative = (
+        "the same metric of a Gaussian forecast (mean=, std=); the PIT of an ensemble or quantile forecast "
+        "is randomized by each forecast's rank in its whole group, so it cannot be summed per day"
+    )
 
     def counts_crossing(self) -> bool:
         return self.quantiles is not None and self.crossing != "invalid"
@@ -701,22 +727,39 @@ class PITHistogram(_PITMetric):
         from scipy.special import ndtri
 
         w = q.weighting(self.weights)
-        source = self.source(q, w.row)
-        t = q.table(("pit_histogram", source, self.n_bins, self.seed), _histogram_table(source, self.n_bins, self.seed))
-        ok = t.col("bad").fill_null(0.0) == 0
+        counts, masses, ok = self._bins(q, self.source(q, w.row), w)
         p = 1.0 / self.n_bins
         half = float(ndtri(0.5 + self.ci_level / 2)) * (p * (1.0 - p) / w.n_eff).sqrt()
         out: dict[str, nw.Expr | None] = {}
         for k in range(self.n_bins):
-            count = t.col(f"n{k}").fill_null(0.0)
-            mass = t.col(f"w{k}").fill_null(0.0) if w.weighted else count
-            out[f"bin{k}"] = nw.when(ok).then(ratio(mass, w.total))
-            out[f"bin{k}_n"] = nw.when(ok).then(count)
-        out["band_low"] = nw.when(ok).then((p - half).clip(lower_bound=0.0))
-        out["band_high"] = nw.when(ok).then((p + half).clip(upper_bound=1.0))
+            out[f"bin{k}"] = _where(ok, ratio(masses[k], w.total))
+            out[f"bin{k}_n"] = _where(ok, counts[k])
+        out["band_low"] = _where(ok, (p - half).clip(lower_bound=0.0))
+        out["band_high"] = _where(ok, (p + half).clip(upper_bound=1.0))
         if w.weighted:
             out["n_eff"] = w.n_eff
         return out | self.crossing_count(q)
+
+    def _bins(self, q: Query, source: PITSource, w: Weighting) -> tuple[list[nw.Expr], list[nw.Expr], nw.Expr | None]:
+        """Per bin: the forecasts (of positive weight) and their weight; the groups without null members (or ``None``).
+
+        A Gaussian forecast's PIT is a row column: its bins are elementary
+        sums of the main aggregation (mergeable, as uniform-bin ``ece``).  A
+        randomized PIT draws by the forecast's rank in its group: a sub-query.
+        """
+        if source.gaussian is not None:
+            u, top = source.gaussian, float(self.n_bins - 1)
+            b = q.row(("pit_bin", u, self.n_bins), (nw.col(u) * float(self.n_bins)).floor().clip(0.0, top), inputs=[u])
+            rows = [
+                q.row(("pit_in_bin", b, k), (nw.col(b) == float(k)).cast(nw.Float64), inputs=[b])
+                for k in range(self.n_bins)
+            ]
+            return [w.count(r) for r in rows], [w.sum(r) for r in rows], None
+        key = ("pit_histogram", source, self.n_bins, self.seed)
+        t = q.table(key, _histogram_table(source, self.n_bins, self.seed))
+        counts = [t.col(f"n{k}").fill_null(0.0) for k in range(self.n_bins)]
+        masses = [t.col(f"w{k}").fill_null(0.0) for k in range(self.n_bins)] if w.weighted else counts
+        return counts, masses, t.col("bad").fill_null(0.0) == 0
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         name, b = self.output_name, float(self.n_bins)
@@ -745,12 +788,22 @@ class PITTest(_PITMetric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         source = self.source(q)
-        t = q.table(("pit_ks", source, self.seed), _ks_table(source, self.seed))
-        ok = t.col("bad").fill_null(0.0) == 0
-        stat = nw.when(ok).then(t.col("d"))
+        if source.gaussian is not None:  # a PIT per row: its ordered cells (mergeable, as ks_test)
+            one = q.row(("one",), nw.lit(1.0))
+            u = source.gaussian
+            t = q.cells(("pit_ks", u), _ks_cells(u, one), order=u, sums=(one,))
+            stat = t.col("d")
+        else:
+            t = q.table(("pit_ks", source, self.seed), _ks_table(source, self.seed))
+            stat = nw.when(t.col("bad").fill_null(0.0) == 0).then(t.col("d"))
         scaled = q.finalize(("pit_ks_scaled", t.prefix), _scaled(stat, q.n))
         pvalue = q.finalize(("pit_ks_pvalue", t.prefix), _pvalue(scaled.name("x")))
         return {"": stat, "pvalue": pvalue.col("p"), **self.crossing_count(q)}
+
+
+def _where(ok: nw.Expr | None, value: nw.Expr) -> nw.Expr:
+    """``value`` where ``ok`` holds (null elsewhere); ``value`` itself without a condition."""
+    return value if ok is None else nw.when(ok).then(value)
 
 
 def _scaled(stat: nw.Expr, n: nw.Expr) -> FinalizeFn:
