@@ -805,7 +805,9 @@ def top_label_ece(
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConfidenceECE(Metric):
+class _ClassProbabilities(Metric):
+    """A binned calibration error of class probabilities (one column per class)."""
+
     y: str
     probs: tuple[str, ...]
     classes: tuple[Label, ...]
@@ -813,6 +815,10 @@ class ConfidenceECE(Metric):
     strategy: Strategy = "uniform"
     weights: str | None = None
     counts: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfidenceECE(_ClassProbabilities):
     default_name = "confidence_ece"
     mergeable_alternative = "confidence_ece with strategy='uniform' and n_bins <= 32"
 
@@ -899,14 +905,7 @@ def confidence_ece(
 
 
 @dataclass(frozen=True, kw_only=True)
-class ClasswiseECE(Metric):
-    y: str
-    probs: tuple[str, ...]
-    classes: tuple[Label, ...]
-    n_bins: int = 10
-    strategy: Strategy = "uniform"
-    weights: str | None = None
-    counts: str | None = None
+class ClasswiseECE(_ClassProbabilities):
     default_name = "classwise_ece"
     mergeable_alternative = "ece with strategy='uniform' per class column"
 
