@@ -96,6 +96,42 @@ def aggregate(frame: nw.LazyFrame, keys: Sequence[str], aggs: Sequence[nw.Expr])
     return frame.group_by(*keys).agg(*aggs) if keys else frame.select(*aggs)
 
 
+def normalized_keys(lf: nw.LazyFrame, keys: Sequence[str]) -> nw.LazyFrame:
+    """``lf`` with its group keys as every engine groups them (pandas only; a new frame).
+
+    pandas with Arrow dtypes groups a float key's ``-0.0`` apart from ``0.0``
+    (every other engine forms one group: the key becomes ``x + 0.0``, which is
+    ``0.0`` for both) and cannot sort an Arrow dictionary key (what
+    ``polars.DataFrame.to_pandas(use_pyarrow_extension_array=True)`` makes of
+    a Categorical: the key becomes its value type).  The caller's frame is
+    not modified.
+    """
+    if not keys or not lf.implementation.is_pandas_like():
+        return lf
+    import pandas as pd
+
+    native = lf.to_native()
+    if not isinstance(native, pd.DataFrame):  # pragma: no cover - modin / cuDF keep their own ways
+        return lf
+    changed: dict[str, Any] = {}
+    for k in keys:
+        if k not in native.columns:
+            continue  # reported by the plan's key checks
+        column = native[k]
+        dtype = column.dtype
+        arrow = getattr(dtype, "pyarrow_dtype", None) if isinstance(dtype, pd.ArrowDtype) else None
+        if arrow is not None and getattr(arrow, "value_type", None) is not None and str(arrow).startswith("dictionary"):
+            changed[k] = column.astype(pd.ArrowDtype(arrow.value_type))
+        elif arrow is not None and str(arrow) in ("double", "float", "halffloat"):
+            changed[k] = column + 0.0  # -0.0 + 0.0 == 0.0
+    if not changed:
+        return lf
+    copy = native.copy(deep=False)
+    for k, column in changed.items():
+        copy[k] = column
+    return nw.from_native(copy).lazy()
+
+
 def sort_result(frame: nw.LazyFrame, *by: str, nulls_last: bool = False) -> nw.LazyFrame:
     """A result table (a row per group, bin or level: small) sorted by ``by``.
 
@@ -103,13 +139,11 @@ def sort_result(frame: nw.LazyFrame, *by: str, nulls_last: bool = False) -> nw.L
     sort first samples its input in a job of its own to cut it into ranges,
     about 0.1 s per query whatever the size (local mode).  A pandas Arrow
     dictionary key, which pandas cannot sort, becomes its value type (see
-    :func:`~conformal_frames.engine.plan.normalized_keys`).
+    :func:`normalized_keys`).
     """
     if not by:
         return frame
     if frame.implementation.is_pandas_like():
-        from conformal_frames.engine.plan import normalized_keys  # plan imports this module
-
         frame = normalized_keys(frame, by)
     if frame.implementation in (nw.Implementation.PYSPARK, nw.Implementation.PYSPARK_CONNECT):
         from pyspark.sql import functions as F  # a Spark frame: pyspark is installed
