@@ -275,6 +275,8 @@ def test_finalize_empty_summary_input_named_like_an_internal_row(constructor: An
 
 
 def test_merge_summaries_dotted_key(constructor: Any) -> None:
+    if getattr(constructor, "module", "") == "pyspark":  # Spark reads `a.b` as a struct field everywhere
+        pytest.skip("a dotted column name is a struct field access on Spark (every function, not merging)")
     data = {"a.b": ["x", "y", "x"], "label": [1.0, 0.0, 1.0], "score": [0.5, 0.2, 0.9]}
     metric = cf.brier("label", "score")
     parts = [cf.summarize(constructor(data), metric, by="a.b") for _ in range(2)]
