@@ -186,7 +186,8 @@ def test_zero_total_group_bookkeeping_equal_on_both_paths(constructor: Any, case
     frame = constructor(data)
     days = [constructor({c: v[:1] for c, v in data.items()}), constructor({c: v[1:] for c, v in data.items()})]
     options = {"counts": {"counts": "k"}, "weights": {"weights": "w"}, "both": {"counts": "k", "weights": "w"}}
-    for kind, option in options.items():
+    own = "counts" if "counts" in case else "weights"  # the case's own column, and both together
+    for kind, option in ((own, options[own]), ("both", options["both"])):
         metric = cf.mae("y", "f", **option)
         for i, invalid in enumerate(("null", "drop")):
             rows = to_pandas(cf.evaluate(frame, metric, by="g", invalid=invalid))
