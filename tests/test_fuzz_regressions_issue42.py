@@ -188,7 +188,8 @@ def test_zero_total_group_bookkeeping_equal_on_both_paths(constructor: Any, case
     frame = constructor(data)
     days = [constructor({c: v[:1] for c, v in data.items()}), constructor({c: v[1:] for c, v in data.items()})]
     options = {"counts": {"counts": "k"}, "weights": {"weights": "w"}, "both": {"counts": "k", "weights": "w"}}
-    for kind, option in options.items():
+    own = "counts" if "counts" in case else "weights"  # the case's own column, and both together
+    for kind, option in ((own, options[own]), ("both", options["both"])):
         metric = cf.mae("y", "f", **option)
         for i, invalid in enumerate(("null", "drop")):
             rows = to_pandas(cf.evaluate(frame, metric, by="g", invalid=invalid))
@@ -277,6 +278,8 @@ def test_finalize_empty_summary_input_named_like_an_internal_row(constructor: An
 
 
 def test_merge_summaries_dotted_key(constructor: Any) -> None:
+    if getattr(constructor, "module", "") == "pyspark":  # Spark reads `a.b` as a struct field everywhere
+        pytest.skip("a dotted column name is a struct field access on Spark (every function, not merging)")
     data = {"a.b": ["x", "y", "x"], "label": [1.0, 0.0, 1.0], "score": [0.5, 0.2, 0.9]}
     metric = cf.brier("label", "score")
     parts = [cf.summarize(constructor(data), metric, by="a.b") for _ in range(2)]
