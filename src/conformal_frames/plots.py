@@ -793,12 +793,16 @@ def report_figures(rep: Any) -> dict[str, Any]:
     reliability, quantile calibration, PIT histograms) are small multiples:
     one panel per value of the first key (at most 12, those holding the
     lowest groups by the test), one line per value of the second.
+    With ``rep.horizon`` (a forecast comparison), the horizon is the last
+    segment key and ``score_by_horizon`` / ``coverage_by_horizon`` draw each
+    score and coverage against it, one line per model (the ``by`` groups).
     Figures are closed in pyplot right away (no global state kept); they
     stay usable for ``savefig``.
     """
     plt = _pyplot()
     figs: dict[str, Any] = {}
-    seg, level, cap = list(rep.by), rep.level_column, rep.max_segments
+    horizon = getattr(rep, "horizon", None)
+    seg, level, cap = [*rep.by, *([horizon] if horizon else [])], rep.level_column, rep.max_segments
     target = rep.confidence_level if level is None else None
     cov = _report_coverage_table(rep)
     chosen = None
@@ -865,6 +869,133 @@ def report_figures(rep: Any) -> dict[str, Any]:
     for name in ("pit_histogram", "quantile_pit_histogram"):
         if name in rep.tables:
             lines(name, at(rep.tables[name]), lambda t, by, ax: pit_histogram(t, by=by, ax=ax))
+    if horizon:
+        for name, fig in _horizon_figures(rep, horizon, at).items():
+            figs[name] = fig
+            plt.close(fig)
+    return figs
+
+
+# ---------------------------------------------------------------------------
+# a forecast comparison: scores and coverage against the horizon, one line per model
+# ---------------------------------------------------------------------------
+#: lines coloured in a plot (matplotlib's ten default colours), in key order; the others grey
+MAX_COLOURS = 10
+#: the scores drawn against the horizon (lower is better), by table, in this order
+HORIZON_SCORES = (
+    ("forecast", ("wis", "crps", "quantile_crps", "mae")),
+    ("intervals", ("winkler", "width")),
+    ("sets", ("set_size",)),
+)
+
+
+def _horizon_x(t: nw.DataFrame, horizon: str) -> tuple[np.ndarray, list[Any] | None]:
+    """The horizon as x positions: its values when numeric, else the rank of each value (with the tick labels)."""
+    values = t.get_column(horizon).to_list()
+    if t.schema[horizon].is_numeric():
+        return np.array([np.nan if v is None else float(v) for v in values]), None
+    ticks = list(dict.fromkeys(_sorted(t.select(horizon), [horizon]).get_column(horizon).to_list()))
+    return np.array([ticks.index(v) for v in values], dtype=float), ticks
+
+
+def _horizon_panel(
+    ax: Any,
+    t: nw.DataFrame,
+    models: list[str],
+    horizon: str,
+    value: str,
+    band: tuple[str, str] | None = None,
+    reference: float | None = None,
+) -> None:
+    """``value`` against the horizon, one line per model (the first ``MAX_COLOURS`` in key order coloured)."""
+    t = _sorted(t, models, horizon)
+    x, ticks = _horizon_x(t, horizon)
+    ys = floats(t, value)
+    runs = _runs(_labels(t, models))  # the legend's title names the keys
+    if reference is not None:
+        ax.axhline(reference, ls="--", color=_NOMINAL, lw=1, label="target")
+    for i, (g, s) in enumerate(runs.items()):
+        coloured = i < MAX_COLOURS
+        color = f"C{i}" if coloured else _REST
+        name = g if coloured else f"other models ({len(runs) - MAX_COLOURS})" if i == MAX_COLOURS else None
+        if band is not None and coloured:
+            ax.fill_between(x[s], floats(t, band[0])[s], floats(t, band[1])[s], color=color, alpha=0.12, lw=0)
+        ax.plot(x[s], ys[s], marker="o", ms=3.5, lw=1.3 if coloured else 0.8, color=color, label=name)
+    if ticks is not None:
+        ax.set_xticks(range(len(ticks)), [str(v) for v in ticks])
+    else:
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+
+
+def _horizon_figure(panels: list[tuple[str, nw.DataFrame, dict[str, Any]]], models: list[str], horizon: str) -> Any:
+    """Panels of :func:`_horizon_panel` (title, table, options), one legend of the models outside, on the right."""
+    plt = _pyplot()
+    panels = panels[:MAX_PANELS]
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(3.6 * ncols + 2.4, 2.9 * nrows + 0.9), layout="constrained", squeeze=False
+    )
+    for ax, (title, t, options) in zip(axes.flat, panels):
+        _horizon_panel(ax, t, models, horizon, **options)
+        ax.set_title(title, fontsize=9)
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    keys = " / ".join(models) if models else None
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8, frameon=False, title=keys, title_fontsize=8)
+    fig.supxlabel(horizon, fontsize=10)
+    return fig
+
+
+def _coverage_panels(rep: Any, at: Any) -> list[tuple[str, nw.DataFrame, dict[str, Any]]]:
+    """The coverage panels: the intervals (or sets) at their target, then each interval and quantile level."""
+    band = ("coverage_ci_low", "coverage_ci_high")
+    panels: list[tuple[str, nw.DataFrame, dict[str, Any]]] = []
+    cov = _report_coverage_table(rep)
+    if cov is not None:
+        level = rep.level_column
+        goals = sorted(set(cov.get_column(level).to_list())) if level else [rep.confidence_level]
+        for goal in goals:
+            t = cov if level is None else cov.filter(nw.col(level) == goal)
+            what = "intervals" if "intervals" in rep.tables else "prediction sets"
+            title = what + (f" at {goal:g}" if isinstance(goal, float) else "")
+            panels.append((title, t, {"value": "coverage", "band": band, "reference": goal}))
+    for name, column, title in (
+        ("interval_coverage", "confidence_level", "central interval {:g}"),
+        ("quantile_coverage", "quantile_level", "y <= quantile {:g}"),
+    ):
+        if name in rep.tables:
+            t = at(rep.tables[name])
+            for lv in sorted(set(t.get_column(column).to_list())):
+                part = t.filter(nw.col(column) == lv)
+                panels.append((title.format(lv), part, {"value": "coverage", "band": band, "reference": lv}))
+    return panels
+
+
+def _horizon_figures(rep: Any, horizon: str, at: Any) -> dict[str, Any]:
+    """``score_by_horizon`` and ``coverage_by_horizon``: one line per model (the ``by`` groups)."""
+    models = list(rep.by)
+    figs: dict[str, Any] = {}
+    scores = [
+        (column, at(rep.tables[name]), {"value": column})
+        for name, columns in HORIZON_SCORES
+        if name in rep.tables
+        for column in columns
+        if column in rep.tables[name].columns
+    ]
+    if scores:
+        fig = _horizon_figure(scores, models, horizon)
+        fig.suptitle("Scores by horizon (lower is better)")
+        figs["score_by_horizon"] = fig
+    panels = _coverage_panels(rep, at)
+    if panels:
+        fig = _horizon_figure(panels, models, horizon)
+        fig.suptitle("Coverage by horizon (band: Wilson interval; dashed: the target)")
+        figs["coverage_by_horizon"] = fig
     return figs
 
 

@@ -63,6 +63,9 @@ class Report:
     max_segments : int or None, default 50
         Segments drawn in each plot (the worst ones by the test, with a
         summary line of the rest); ``None`` draws every segment.
+    horizon : str or None
+        The column of the forecasts' lead time (a key after ``by``): the
+        models are the ``by`` groups.
     """
 
     tables: dict[str, Any]
@@ -73,6 +76,7 @@ class Report:
     columns: dict[str, str] = field(default_factory=dict)
     max_rows: int | None = MAX_ROWS
     max_segments: int | None = MAX_SEGMENTS
+    horizon: str | None = None
     _figures: dict[str, Any] = field(default_factory=dict, repr=False)
     _figures_cap: int | None = field(default=None, repr=False)
 
@@ -317,6 +321,8 @@ _FIGURE_TITLES = {
     "quantile_calibration": "Quantile calibration",
     "pit_histogram": "PIT histogram",
     "quantile_pit_histogram": "PIT histogram of the quantile forecast",
+    "score_by_horizon": "Scores by horizon",
+    "coverage_by_horizon": "Coverage by horizon",
 }
 
 

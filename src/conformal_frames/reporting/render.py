@@ -79,6 +79,11 @@ FIGURE_CAPTIONS = {
     "quantile_calibration": "Observed share of y below each quantile against its level; the diagonal is calibration.",
     "pit_histogram": "PIT histogram of the forecast; a calibrated forecast stays inside the grey band.",
     "quantile_pit_histogram": "PIT histogram of the quantile forecast; a calibrated forecast stays inside the band.",
+    "score_by_horizon": "Each forecast score against the horizon, one line per model (lower is better).",
+    "coverage_by_horizon": (
+        "Coverage against the horizon, one line per model with its Wilson interval: the intervals at their "
+        "target, each central interval and each quantile level; the dashed line is the target."
+    ),
 }
 
 #: the page's style: readable on screen and in print, scoped to ``.cf-report``

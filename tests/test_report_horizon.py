@@ -1,0 +1,176 @@
+"""The report as a forecast comparison: ``horizon=`` (``--horizon``), by-horizon tables and charts.
+
+A small backtest (three models, five horizons, two series, four origins, five
+quantile levels) on every backend but Spark (the report's tables come from one
+collected query, the same code on every engine; Spark's engine paths are
+covered by tests/test_forecast_report.py), checked against a pandas groupby.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pytest
+from scipy.stats import norm
+
+import conformal_frames as cf
+from conformal_frames import cli
+from helpers import to_pandas
+
+LEVELS = (0.05, 0.25, 0.5, 0.75, 0.95)
+QUANTILES = {lv: f"q{round(lv * 100):02d}" for lv in LEVELS}
+INTERVALS = {0.5: ("q25", "q75"), 0.9: ("q05", "q95")}
+MODELS = ("ets", "gbr", "naive")
+HORIZONS = (1, 2, 3, 4, 5)
+KEYS = ["model", "h"]
+
+
+def backtest(seed: int = 0, models: tuple[str, ...] = MODELS, horizons: tuple[int, ...] = HORIZONS) -> dict:
+    """Rows of (model, series, origin, h): y, a point forecast and Gaussian quantiles that never cross."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, model in enumerate(models):
+        for series in ("a", "b"):
+            for _origin in range(4):
+                for h in horizons:
+                    mu, sd = rng.normal(scale=0.3), 0.5 + 0.1 * h + 0.2 * i
+                    row = {"model": model, "series": series, "h": h, "y": float(rng.normal()), "point": mu}
+                    rows.append(row | {c: mu + sd * norm.ppf(lv) for lv, c in QUANTILES.items()})
+    return {k: [r[k] for r in rows] for k in rows[0]}
+
+
+def oracle(data: dict) -> pd.DataFrame:
+    """Per (model, h): n, MAE, mean pinball loss, coverage of [q05, q95], and P(y <= q) per level."""
+    df = pd.DataFrame(data)
+    out = df[KEYS].copy()
+    out["ae"] = (df["y"] - df["point"]).abs()
+    pin = []
+    for lv, c in QUANTILES.items():
+        d = df["y"] - df[c]
+        pin.append(np.maximum(lv * d, (lv - 1) * d))
+        out[f"below_{lv:g}"] = (df["y"] <= df[c]).astype(float)
+    out["pinball"] = np.mean(pin, axis=0)
+    out["covered"] = ((df["q05"] <= df["y"]) & (df["y"] <= df["q95"])).astype(float)
+    g = out.groupby(KEYS, sort=True)
+    return g.mean().assign(n=g.size()).reset_index()
+
+
+def _report(frame, **options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no crossing, no numpy warning
+        return cf.report(
+            frame,
+            y="y",
+            lo="q05",
+            hi="q95",
+            confidence_level=0.9,
+            quantiles=QUANTILES,
+            intervals=INTERVALS,
+            point="point",
+            **({"by": "model", "horizon": "h"} | options),
+        )
+
+
+def _sorted(frame, keys=KEYS) -> pd.DataFrame:
+    return to_pandas(frame).sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+def test_tables_by_model_and_horizon_equal_a_pandas_groupby(constructor) -> None:
+    if constructor.id == "pyspark":
+        pytest.skip("a Spark report costs ~1 min here; its engine paths: tests/test_forecast_report.py")
+    data = backtest()
+    rep = _report(constructor(data))
+    want = oracle(data)
+    assert rep.keys == KEYS and rep.by == ["model"] and rep.horizon == "h"
+    assert rep.columns["horizon"] == "h"
+    forecast, intervals = _sorted(rep.frame("forecast")), _sorted(rep.frame("intervals"))
+    assert len(forecast) == len(intervals) == len(MODELS) * len(HORIZONS) == rep.summary["groups"]
+    assert forecast[KEYS].astype(str).values.tolist() == want[KEYS].astype(str).values.tolist()
+    np.testing.assert_allclose(forecast["mae"], want["ae"], rtol=1e-12)
+    np.testing.assert_allclose(forecast["pinball_loss"], want["pinball"], rtol=1e-12)
+    np.testing.assert_allclose(intervals["coverage"], want["covered"], rtol=1e-12)
+    assert forecast["n"].tolist() == want["n"].tolist() == [8] * len(want)
+    levels = _sorted(rep.frame("quantile_coverage"), [*KEYS, "quantile_level"])
+    assert len(levels) == len(want) * len(LEVELS)
+    expected = want[[f"below_{lv:g}" for lv in LEVELS]].to_numpy().ravel()
+    np.testing.assert_allclose(levels["coverage"], expected, rtol=1e-12)
+
+
+def test_horizon_alone_is_one_model() -> None:
+    data = backtest(models=("ets",))
+    rep = _report(pl.DataFrame(data), by=None)
+    assert rep.keys == ["h"] and len(rep.frame("forecast")) == len(HORIZONS)
+    figs = rep.figures()
+    ax = figs["score_by_horizon"].axes[0]
+    assert [line.get_label() for line in ax.get_lines()] == ["all rows"]
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["polars", "polars[lazy]"])
+def test_charts_draw_the_tables_one_line_per_model_in_key_order(lazy: bool) -> None:
+    data = backtest(models=("naive", "ets", "gbr"))  # not in key order in the frame
+    frame = pl.DataFrame(data)
+    rep = _report(frame.lazy() if lazy else frame)
+    figs = rep.figures()
+    assert {"score_by_horizon", "coverage_by_horizon"} <= set(figs)
+    want = oracle(data)
+    scores = figs["score_by_horizon"].axes
+    assert [ax.get_title() for ax in scores if ax.get_visible()] == ["wis", "quantile_crps", "mae", "winkler", "width"]
+    mae = scores[2]
+    lines = [line for line in mae.get_lines() if line.get_label() in MODELS]
+    assert [line.get_label() for line in lines] == sorted(MODELS)
+    for line in lines:
+        rows = want[want["model"] == line.get_label()]
+        np.testing.assert_array_equal(line.get_xdata(), HORIZONS)
+        np.testing.assert_allclose(line.get_ydata(), rows["ae"], rtol=1e-12)
+    coverage = [ax for ax in figs["coverage_by_horizon"].axes if ax.get_visible()]
+    titles = [ax.get_title() for ax in coverage]
+    assert titles == ["intervals at 0.9", "central interval 0.5", "central interval 0.9"] + [
+        f"y <= quantile {lv:g}" for lv in LEVELS
+    ]
+    first = next(line for line in coverage[0].get_lines() if line.get_label() == "ets")
+    np.testing.assert_allclose(first.get_ydata(), want[want["model"] == "ets"]["covered"], rtol=1e-12)
+    target = next(line for line in coverage[0].get_lines() if line.get_label() == "target")
+    assert set(target.get_ydata()) == {0.9}
+    legend = figs["coverage_by_horizon"].legends[0]  # one legend, outside the panels
+    assert [t.get_text() for t in legend.get_texts()] == ["target", *sorted(MODELS)]
+    assert legend.get_title().get_text() == "model"
+
+
+def test_the_page_holds_the_charts() -> None:
+    rep = _report(pl.DataFrame(backtest()))
+    page = rep.to_html()
+    for name in ("score_by_horizon", "coverage_by_horizon"):
+        assert f'id="figure-{name}"' in page and f'href="#figure-{name}"' in page
+    assert "Scores by horizon" in page and "Coverage by horizon" in page
+
+
+def test_horizon_is_checked() -> None:
+    frame = pl.DataFrame(backtest())
+    with pytest.raises(ValueError, match=r"horizon column 'h' is also in by=; give it only as horizon="):
+        _report(frame, by=["model", "h"])
+    with pytest.raises(ValueError, match=r"column 'lead' \(horizon=\) not found"):
+        _report(frame, horizon="lead")
+    with pytest.raises(TypeError, match=r"horizon= names one column"):
+        _report(frame, horizon=["h"])
+    with pytest.raises(ValueError, match="also the confidence_level column"):
+        cf.report(frame.with_columns(lv=pl.lit(0.9)), y="y", lo="q05", hi="q95", confidence_level="lv", horizon="lv")
+    assert frame.columns == list(backtest())  # the caller's frame is untouched
+
+
+def test_cli_horizon(tmp_path, capsys) -> None:
+    path = tmp_path / "backtest.parquet"
+    pl.DataFrame(backtest()).write_parquet(path)
+    q = ",".join(f"{lv:g}={c}" for lv, c in QUANTILES.items())
+    args = ["report", str(path), "--y", "y", "--quantiles", q, "--point", "point", "--by", "model", "-q"]
+    out = tmp_path / "out"
+    assert cli.main([*args, "--horizon", "h", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "15 groups by model, h" in text and "horizon='h'" in text
+    assert {"score_by_horizon.png", "coverage_by_horizon.png"} <= {p.name for p in out.iterdir()}
+    assert cli.main([*args, "--by", "h", "--horizon", "h"]) == 2
+    assert "horizon column 'h' is also in --by; give it only as --horizon" in capsys.readouterr().err
+    assert cli.main([*args, "--horizon", "lead"]) == 2
+    assert "column 'lead' (--horizon) not found" in capsys.readouterr().err
