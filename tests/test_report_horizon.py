@@ -174,3 +174,120 @@ def test_cli_horizon(tmp_path, capsys) -> None:
     assert "horizon column 'h' is also in --by; give it only as --horizon" in capsys.readouterr().err
     assert cli.main([*args, "--horizon", "lead"]) == 2
     assert "column 'lead' (--horizon) not found" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# tables that fit a page: one n_crossing, wide tables split, per-level tables summarized
+# ---------------------------------------------------------------------------
+def _crossing(data: dict) -> dict:
+    """Every third row of the model 'gbr' with q25 and q75 swapped (its quantiles cross)."""
+    out = {k: list(v) for k, v in data.items()}
+    for i, model in enumerate(out["model"]):
+        if model == "gbr" and i % 3 == 0:
+            out["q25"][i], out["q75"][i] = out["q75"][i], out["q25"][i]
+    return out
+
+
+def test_one_n_crossing_counts_the_crossing_rows(constructor) -> None:
+    if constructor.id == "pyspark":
+        pytest.skip("a Spark report costs ~1 min here; its engine paths: tests/test_forecast_report.py")
+    data = _crossing(backtest())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the crossing warning
+        rep = cf.report(constructor(data), y="y", quantiles=QUANTILES, by="model", horizon="h", crossing="sort")
+    t = _sorted(rep.frame("forecast"))
+    assert [c for c in t.columns if "crossing" in c] == ["n_crossing"]
+    assert list(t.columns[-2:]) == ["n_crossing", "n"] or "n_invalid" in t.columns
+    q = pd.DataFrame(data)[list(QUANTILES.values())].to_numpy()
+    crossed = pd.DataFrame(data)[KEYS].assign(c=(np.diff(q, axis=1) < 0).any(axis=1))
+    want = crossed.groupby(KEYS, sort=True)["c"].sum().reset_index()
+    assert t["n_crossing"].tolist() == want["c"].tolist() and sum(want["c"]) > 0
+
+
+def _table_lines(text: str, title: str) -> list[str]:
+    """The lines of the text table under ``title`` (up to the next blank line after its last block)."""
+    block = text.split(title, 1)[1].split("\n\n")
+    lines = block[0].splitlines()[1:]
+    for part in block[1:]:
+        if not part.startswith("(columns, part"):
+            break
+        lines += part.splitlines()
+    return lines
+
+
+def test_printed_text_keeps_every_column_within_the_width() -> None:
+    from conformal_frames.reporting.render import TEXT_WIDTH
+
+    rep = _report(pl.DataFrame(backtest()))
+    columns = rep.tables["forecast"].columns
+    assert len(columns) >= 17
+    text = str(rep)
+    lines = _table_lines(text, "Forecast scores per group")
+    headers = [line.split() for line in lines if line.startswith("model ")]
+    assert len(headers) >= 2  # split into blocks, the keys first in each
+    assert all(h[:2] == KEYS for h in headers)
+    assert [c for h in headers for c in h[2:]] == columns[2:]  # every column, once, in order
+    assert max(len(line) for line in lines) <= TEXT_WIDTH
+    rows = [line for line in lines if line.startswith("gbr    3 ")]
+    assert len(rows) == len(headers)  # each block holds every row
+
+
+def test_printed_page_keeps_every_column() -> None:
+    from html.parser import HTMLParser
+
+    class Tables(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.section, self.tables, self.cell = "", {}, None
+
+        def handle_starttag(self, tag, attrs) -> None:
+            a = dict(attrs)
+            if tag == "section" and (a.get("id") or "").startswith("table-"):
+                self.section = a["id"][6:]
+            elif tag == "table":
+                self.tables.setdefault(self.section, []).append([])
+            elif tag == "th":
+                self.cell = ""
+
+        def handle_data(self, data) -> None:
+            if self.cell is not None:
+                self.cell += data
+
+        def handle_endtag(self, tag) -> None:
+            if tag == "th":
+                self.tables[self.section][-1].append(self.cell)
+                self.cell = None
+
+    rep = _report(pl.DataFrame(backtest()))
+    parser = Tables()
+    parser.feed(rep.to_html(plots=False))
+    forecast = parser.tables["forecast"]
+    assert len(forecast) >= 2 and all(h[:2] == KEYS for h in forecast)
+    assert [c for h in forecast for c in h[2:]] == rep.tables["forecast"].columns[2:]
+    assert all(len(h) <= 10 for h in forecast)  # a block fits a printed page
+
+
+def test_per_level_tables_summarized_full_in_csv_and_json() -> None:
+    import json
+
+    rep = _report(pl.DataFrame(backtest()))
+    groups = len(MODELS) * len(HORIZONS)
+    full = to_pandas(rep.frame("quantile_coverage"))
+    assert len(full) == groups * len(LEVELS)  # the table itself is whole
+    text = str(rep)
+    lines = _table_lines(text, "Quantile coverage: fraction of y <= quantile")
+    assert lines[0].split() == [*KEYS, *[f"coverage@{lv:g}" for lv in LEVELS], "n"]
+    assert len(lines) == 2 + groups  # one row per group, not per group and level
+    row = lines[2 + 3].split()  # ets, h=4
+    want = full[(full["model"] == "ets") & (full["h"] == 4)].sort_values("quantile_level")["coverage"]
+    np.testing.assert_allclose([float(v) for v in row[2:-1]], want, atol=5e-5)
+    lines = _table_lines(text, "Interval coverage and mean width")
+    assert lines[0].split() == [*KEYS, "coverage@0.5", "coverage@0.9", "width@0.5", "width@0.9", "n"]
+    tables = json.loads(rep.to_json())["tables"]
+    assert len(tables["quantile_coverage"]) == groups * len(LEVELS)
+    csv = pd.read_csv(__import__("io").StringIO(rep.to_csv()))
+    per_level = csv[csv["family"] == "quantile_coverage"]
+    assert set(per_level["metric"]) >= {f"coverage@{lv:g}" for lv in LEVELS} | {"coverage_ci_low@0.05"}
+    got = per_level[per_level["metric"] == "coverage@0.25"].sort_values(KEYS)["value"].to_numpy()
+    np.testing.assert_allclose(got, oracle(backtest())["below_0.25"], rtol=1e-12)
+    assert "quantile_coverage" not in set(to_pandas(rep.metrics())["family"])  # metrics(): per group only
