@@ -291,3 +291,59 @@ def test_per_level_tables_summarized_full_in_csv_and_json() -> None:
     got = per_level[per_level["metric"] == "coverage@0.25"].sort_values(KEYS)["value"].to_numpy()
     np.testing.assert_allclose(got, oracle(backtest())["below_0.25"], rtol=1e-12)
     assert "quantile_coverage" not in set(to_pandas(rep.metrics())["family"])  # metrics(): per group only
+
+
+# ---------------------------------------------------------------------------
+# small multiples: up to 10 coloured groups, legends sorted and off the data
+# ---------------------------------------------------------------------------
+def _overlaps(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def _laid_out(fig) -> None:
+    """The figure drawn (constrained layout run), as savefig draws it."""
+    import io
+
+    fig.savefig(io.BytesIO(), format="png")
+
+
+@pytest.mark.parametrize("n_horizons", [8, 12])
+def test_small_multiples_colour_ten_groups_in_key_order(n_horizons: int) -> None:
+    horizons = tuple(range(1, n_horizons + 1))
+    data = backtest(models=("naive", "ets"), horizons=horizons)
+    rep = cf.report(pl.DataFrame(data), y="y", quantiles=QUANTILES, by="model", horizon="h")
+    figs = rep.figures()
+    for name in ("quantile_calibration", "pit_histogram"):
+        fig = figs[name]
+        panels = [ax for ax in fig.axes if ax.get_visible()]
+        assert [ax.get_title() for ax in panels] == ["model=ets", "model=naive"]
+        # the same lines in every panel: one legend; else (the ten worst differ by panel) one beside each panel
+        legends = fig.legends or [ax.get_legend() for ax in panels]
+        assert len(legends) == (1 if n_horizons <= 10 else 2) or len(fig.legends) == 1
+        for legend in legends:
+            labels = [t.get_text() for t in legend.get_texts()]
+            drawn = [label for label in labels if label.startswith("h=")]
+            assert drawn == sorted(drawn, key=lambda t: int(t[2:]))  # key order, not worst first
+            if n_horizons <= 10:
+                assert drawn == [f"h={h}" for h in horizons] and not any("other" in t for t in labels)
+            else:  # the ten furthest from calibration coloured, the rest grey
+                assert len(drawn) == 10 and f"other groups ({n_horizons - 10})" in labels
+        colours = [line.get_color() for line in panels[0].get_lines() if line.get_label().startswith("h=")]
+        assert len(set(colours)) == min(n_horizons, 10)  # one colour each
+        _laid_out(fig)
+        for legend in legends:
+            box = legend.get_window_extent()
+            assert not any(_overlaps(box, ax.get_window_extent()) for ax in panels)  # off the data
+
+
+def test_panels_with_different_lines_keep_their_legends_beside_them() -> None:
+    data = pd.DataFrame(backtest(models=("ets", "gbr")))
+    data = data[(data["model"] == "ets") | (data["h"] <= 3)]  # gbr: three horizons, ets: five
+    rep = cf.report(pl.from_pandas(data), y="y", quantiles=QUANTILES, by="model", horizon="h")
+    fig = rep.figures()["quantile_calibration"]
+    _laid_out(fig)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    for ax in panels:
+        legend = ax.get_legend()
+        assert legend is not None
+        assert not any(_overlaps(legend.get_window_extent(), other.get_window_extent()) for other in panels)

@@ -47,6 +47,8 @@ __all__ = [
 
 #: segments drawn by default in each segment plot
 MAX_SEGMENTS = 50
+#: lines coloured in a line plot by default (matplotlib's ten colours), in key order; the others grey
+MAX_COLOURS = 10
 
 _NOMINAL = "#444444"
 _FLAG = "#c0392b"
@@ -183,6 +185,14 @@ def _rank(labels: list[str], *scores: np.ndarray) -> list[str]:
         if g not in best or s < best[g]:
             best[g] = s
     return sorted(best, key=lambda g: best[g])
+
+
+def _highlighted(runs: dict[str, slice], badness: dict[str, float], highlight: int) -> list[str]:
+    """The ``highlight`` groups with the largest ``badness``, in key order (the legend's and the colours' order)."""
+    if len(runs) <= highlight:
+        return list(runs)
+    worst = set(sorted(runs, key=lambda g: -badness[g])[:highlight])
+    return [g for g in runs if g in worst]
 
 
 def _rest_row(ax: Any, row: int, values: np.ndarray, n_rest: int, what: str) -> None:
@@ -383,7 +393,7 @@ def coverage_vs_level(
     y: str | None = None,
     lo: str | None = None,
     hi: str | None = None,
-    highlight: int = 6,
+    highlight: int = MAX_COLOURS,
     ax: Any = None,
 ) -> Any:
     """Empirical coverage against the nominal level (levels as data).
@@ -644,7 +654,7 @@ def _reliability_lines(ax: Any, t: nw.DataFrame, cols: dict[str, str | None], se
     runs = _runs(labels)
     err = counts * np.abs(ys - xs)
     gap = {g: float(np.nansum(err[s]) / np.nansum(counts[s])) for g, s in runs.items()}
-    shown = list(runs) if len(runs) <= highlight else sorted(runs, key=lambda g: -gap[g])[:highlight]
+    shown = _highlighted(runs, gap, highlight)
     others = [g for g in runs if g not in shown]
     _grey_lines(ax, [xs[runs[g]] for g in others], [ys[runs[g]] for g in others], f"other groups ({len(others)})")
     band = (floats(t, cols["low"]), floats(t, cols["high"])) if cols["low"] and cols["high"] else None
@@ -663,7 +673,7 @@ def reliability_diagram(
     score: str | None = None,
     n_bins: int = 10,
     by: str | Sequence[str] | None = None,
-    highlight: int = 6,
+    highlight: int = MAX_COLOURS,
     ax: Any = None,
 ) -> Any:
     """Reliability diagram: observed frequency against mean score per bin.
@@ -773,9 +783,9 @@ def _small_multiples(t: nw.DataFrame, seg: list[str], draw: Any, priority: list[
             axes.flat[i - ncols].xaxis.set_tick_params(labelbottom=True)
     if all(labels == legends[0][1] for _, labels in legends):
         fig.legend(*legends[0], loc="outside right upper", fontsize=8, frameon=False)
-    else:
+    else:  # each panel's own legend, beside it (never over the data)
         for ax in axes.flat[: len(values)]:
-            ax.legend(fontsize=6, frameon=False, loc="best")
+            ax.legend(fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     more = f"\n({len(values)} of {len(values) + left_out} {first} values: the lowest by the test)" if left_out else ""
     fig.suptitle(f"{title} by {first}{more}")
     fig.supxlabel(xlabel, fontsize=10)
@@ -879,8 +889,6 @@ def report_figures(rep: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 # a forecast comparison: scores and coverage against the horizon, one line per model
 # ---------------------------------------------------------------------------
-#: lines coloured in a plot (matplotlib's ten default colours), in key order; the others grey
-MAX_COLOURS = 10
 #: the scores drawn against the horizon (lower is better), by table, in this order
 HORIZON_SCORES = (
     ("forecast", ("wis", "crps", "quantile_crps", "mae")),
@@ -1077,7 +1085,7 @@ def _segment_lines(
     xs, ys, lows, highs = (floats(t, c) for c in (x, *cols))
     runs = _runs(labels)
     worst = {g: _nan_stat(np.nanmax, np.abs(ys[s] - xs[s]), -np.inf) for g, s in runs.items()}
-    shown = list(runs) if len(runs) <= highlight else sorted(runs, key=lambda g: -worst[g])[:highlight]
+    shown = _highlighted(runs, worst, highlight)
     others = [g for g in runs if g not in shown]
     _grey_lines(ax, [xs[runs[g]] for g in others], [ys[runs[g]] for g in others], f"other groups ({len(others)})")
     for i, g in enumerate(shown):
@@ -1093,7 +1101,7 @@ def quantile_calibration(
     quantiles: dict[float, str] | None = None,
     by: str | Sequence[str] | None = None,
     ci_level: float = 0.95,
-    highlight: int = 6,
+    highlight: int = MAX_COLOURS,
     ax: Any = None,
 ) -> Any:
     """Quantile calibration curve: observed ``P(y <= q_tau)`` against the nominal level ``tau``.
@@ -1152,7 +1160,7 @@ def pit_histogram(
     by: str | Sequence[str] | None = None,
     ci_level: float = 0.95,
     seed: int = 0,
-    highlight: int = 6,
+    highlight: int = MAX_COLOURS,
     ax: Any = None,
 ) -> Any:
     """PIT histogram: the frequency of the PIT values per bin, with the uniformity band.
@@ -1191,7 +1199,7 @@ def pit_histogram(
     else:
         runs = _runs(_named(t, seg))
         worst = {g: _nan_stat(np.nanmax, np.abs(freq[s] - (highs[s] - lows[s])), -np.inf) for g, s in runs.items()}
-        shown = list(runs) if len(runs) <= highlight else sorted(runs, key=lambda g: -worst[g])[:highlight]
+        shown = _highlighted(runs, worst, highlight)
         others = [g for g in runs if g not in shown]
         steps = {g: (np.r_[lows[runs[g]], highs[runs[g]][-1:]], np.r_[freq[runs[g]], freq[runs[g]][-1:]]) for g in runs}
         _grey_lines(ax, [steps[g][0] for g in others], [steps[g][1] for g in others], f"other groups ({len(others)})")
