@@ -997,7 +997,7 @@ def _horizon_figures(rep: Any, horizon: str, at: Any) -> dict[str, Any]:
     ]
     if scores:
         fig = _horizon_figure(scores, models, horizon)
-        fig.suptitle("Scores by horizon (lower is better)")
+        fig.suptitle("Scores by horizon (lower is better; width: narrower is sharper)")
         figs["score_by_horizon"] = fig
     panels = _coverage_panels(rep, at)
     if panels:
