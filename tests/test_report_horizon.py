@@ -336,14 +336,20 @@ def test_small_multiples_colour_ten_groups_in_key_order(n_horizons: int) -> None
             assert not any(_overlaps(box, ax.get_window_extent()) for ax in panels)  # off the data
 
 
-def test_panels_with_different_lines_keep_their_legends_beside_them() -> None:
+def test_panels_with_different_lines_share_colours_and_one_legend() -> None:
     data = pd.DataFrame(backtest(models=("ets", "gbr")))
     data = data[(data["model"] == "ets") | (data["h"] <= 3)]  # gbr: three horizons, ets: five
     rep = cf.report(pl.from_pandas(data), y="y", quantiles=QUANTILES, by="model", horizon="h")
     fig = rep.figures()["quantile_calibration"]
     _laid_out(fig)
     panels = [ax for ax in fig.axes if ax.get_visible()]
-    for ax in panels:
-        legend = ax.get_legend()
-        assert legend is not None
-        assert not any(_overlaps(legend.get_window_extent(), other.get_window_extent()) for other in panels)
+    assert [ax.get_legend() for ax in panels] == [None, None] and len(fig.legends) == 1
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert [x for x in labels if x.startswith("h=")] == [f"h={h}" for h in HORIZONS]  # the union, in key order
+    colours = [
+        {ln.get_label(): ln.get_color() for ln in ax.get_lines() if ln.get_label().startswith("h=")} for ax in panels
+    ]
+    assert all(colours[0][g] == c for g, c in colours[1].items())  # a group keeps its colour across panels
+    assert len(colours[1]) == 3
+    box = fig.legends[0].get_window_extent()
+    assert not any(_overlaps(box, ax.get_window_extent()) for ax in panels)

@@ -22,6 +22,7 @@ This module never imports the report; :meth:`Report.figures` calls
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import narwhals.stable.v2 as nw
@@ -185,6 +186,16 @@ def _rank(labels: list[str], *scores: np.ndarray) -> list[str]:
         if g not in best or s < best[g]:
             best[g] = s
     return sorted(best, key=lambda g: best[g])
+
+
+#: each group's colour while a small-multiples figure is drawn: the same group, the same colour in every panel
+_LINE_COLOURS: ContextVar[dict[str, str] | None] = ContextVar("_LINE_COLOURS", default=None)
+
+
+def _colour(label: str, i: int) -> str:
+    """The colour of the ``i``-th coloured line (``label``): the figure's own when a small multiple fixes it."""
+    fixed = _LINE_COLOURS.get()
+    return fixed[label] if fixed and label in fixed else f"C{i % 10}"
 
 
 def _highlighted(runs: dict[str, slice], badness: dict[str, float], highlight: int) -> list[str]:
@@ -432,7 +443,7 @@ def coverage_vs_level(
             ms=4,
             capsize=2,
             lw=1.2,
-            color=f"C{i % 10}",
+            color=_colour(g, i),
             label=g if seg else "coverage",
             zorder=2,
         )
@@ -659,7 +670,7 @@ def _reliability_lines(ax: Any, t: nw.DataFrame, cols: dict[str, str | None], se
     _grey_lines(ax, [xs[runs[g]] for g in others], [ys[runs[g]] for g in others], f"other groups ({len(others)})")
     band = (floats(t, cols["low"]), floats(t, cols["high"])) if cols["low"] and cols["high"] else None
     for i, g in enumerate(shown):
-        s, color = runs[g], f"C{i % 10}"
+        s, color = runs[g], _colour(g, i)
         if band is not None:
             ax.fill_between(xs[s], band[0][s], band[1][s], color=color, alpha=0.18, lw=0)
         ax.plot(xs[s], ys[s], marker="o", ms=4, color=color, lw=1.2, label=g if seg else "observed frequency")
@@ -766,23 +777,32 @@ def _small_multiples(t: nw.DataFrame, seg: list[str], draw: Any, priority: list[
         squeeze=False,
     )
     title, xlabel, ylabel, legends = "", "", "", []
-    for ax, v in zip(axes.flat, values):
-        sub = t.filter(nw.col(first).is_null() if v is None else nw.col(first) == v)
-        draw(sub, second, ax)
-        title, xlabel, ylabel = ax.get_title(), ax.get_xlabel(), ax.get_ylabel()
-        ax.set_title(f"{first}={v}", fontsize=9)
-        ax.set_xlabel("")
-        ax.set_ylabel("")
-        ax.set_aspect("auto")
-        legends.append(ax.get_legend_handles_labels())
-        if ax.get_legend() is not None:
-            ax.get_legend().remove()
+    names = list(dict.fromkeys(_named(_sorted(t.select(*second).unique(), second), second))) if second else []
+    fixed = {g: f"C{i}" for i, g in enumerate(names)} if 0 < len(names) <= MAX_COLOURS else None
+    token = _LINE_COLOURS.set(fixed)
+    try:
+        for ax, v in zip(axes.flat, values):
+            draw(t.filter(nw.col(first).is_null() if v is None else nw.col(first) == v), second, ax)
+            title, xlabel, ylabel = ax.get_title(), ax.get_xlabel(), ax.get_ylabel()
+            ax.set_title(f"{first}={v}", fontsize=9)
+            ax.set_xlabel("")
+            ax.set_ylabel("")
+            ax.set_aspect("auto")
+            legends.append(ax.get_legend_handles_labels())
+            if ax.get_legend() is not None:
+                ax.get_legend().remove()
+    finally:
+        _LINE_COLOURS.reset(token)
     for i, ax in enumerate(axes.flat[len(values) :], start=len(values)):
         ax.set_visible(False)
         if i >= ncols:  # the panel above an empty cell shows its x tick labels
             axes.flat[i - ncols].xaxis.set_tick_params(labelbottom=True)
     if all(labels == legends[0][1] for _, labels in legends):
         fig.legend(*legends[0], loc="outside right upper", fontsize=8, frameon=False)
+    elif fixed is not None:  # one colour per group in every panel: one legend of them all, in key order
+        handles = {label: h for hs, labels in legends for h, label in zip(hs, labels)}
+        order = [k for k in handles if k not in fixed] + [g for g in names if g in handles]
+        fig.legend([handles[k] for k in order], order, loc="outside right upper", fontsize=8, frameon=False)
     else:  # each panel's own legend, beside it (never over the data)
         for ax in axes.flat[: len(values)]:
             ax.legend(fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
@@ -1089,7 +1109,7 @@ def _segment_lines(
     others = [g for g in runs if g not in shown]
     _grey_lines(ax, [xs[runs[g]] for g in others], [ys[runs[g]] for g in others], f"other groups ({len(others)})")
     for i, g in enumerate(shown):
-        s, color = runs[g], f"C{i % 10}"
+        s, color = runs[g], _colour(g, i)
         ax.fill_between(xs[s], lows[s], highs[s], color=color, alpha=0.18, lw=0)
         ax.plot(xs[s], ys[s], marker="o", ms=4, color=color, lw=1.2, label=g if seg else label)
 
@@ -1204,7 +1224,7 @@ def pit_histogram(
         steps = {g: (np.r_[lows[runs[g]], highs[runs[g]][-1:]], np.r_[freq[runs[g]], freq[runs[g]][-1:]]) for g in runs}
         _grey_lines(ax, [steps[g][0] for g in others], [steps[g][1] for g in others], f"other groups ({len(others)})")
         for i, g in enumerate(shown):
-            ax.step(*steps[g], where="post", color=f"C{i % 10}", lw=1.4, label=g, zorder=3)
+            ax.step(*steps[g], where="post", color=_colour(g, i), lw=1.4, label=g, zorder=3)
     ax.axhline(_nan_stat(np.nanmean, highs - lows), ls="--", color=_NOMINAL, lw=1, label="uniform")
     ax.set_xlim(0, 1)
     ax.set_xlabel("PIT value")
