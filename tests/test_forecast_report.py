@@ -56,10 +56,19 @@ def test_report_forecast_tables_equal_evaluate(constructor) -> None:
     if constructor.lazy:  # lazy input: invalid="null" by default, with the count of invalid rows
         assert t.pop("n_invalid").tolist() == [0, 0, 0, 0]
     assert list(t.columns) == [
-        "g", "quantile_crps", "quantile_crps_n_crossing", "pit_test", "pit_test_pvalue", "pit_test_n_crossing",
-        "pinball_loss", "pinball_loss_n_crossing", "wis", "wis_dispersion", "wis_overprediction",
-        "wis_underprediction", "wis_n_crossing", "quantile_coverage_mad", "n",
-    ]  # fmt: skip
+        "g",
+        "quantile_crps",
+        "pit_test",
+        "pit_test_pvalue",
+        "pinball_loss",
+        "wis",
+        "wis_dispersion",
+        "wis_overprediction",
+        "wis_underprediction",
+        "quantile_coverage_mad",
+        "n_crossing",
+        "n",
+    ]  # fmt: skip (the metrics' *_n_crossing columns agree: one n_crossing)
     direct = to_pandas(_direct(frame, "g"))
     assert t["g"].tolist() == direct["g"].tolist()
     for report_col, col in [
@@ -123,12 +132,17 @@ def test_report_forecast_rendering_and_options() -> None:
     df = pl.DataFrame(of.forecast_data(22))
     rep = df.conformal.report(y="y", quantiles=QUANTILES, intervals=INTERVALS, by="g")
     text = str(rep)
-    assert "quantile_coverage_mad" in text and "Interval coverage per confidence level" in text
-    assert "Quantile coverage per level" in text and "PIT histogram: frequency per bin" in text
+    assert (
+        "quantile_coverage_mad" in text and "Interval coverage and mean width, one column per confidence level" in text
+    )
+    assert (
+        "Quantile coverage: fraction of y <= quantile, one column per level" in text
+        and "PIT histogram: frequency per bin" in text
+    )
     assert "bin9" in text  # the histogram pivoted: one row per group
     assert "intervals='0.5=q0250:q0750,0.8=q0100:q0900,0.9=q0050:q0950'" in text.splitlines()[1]
     page = rep.to_html(plots=False)
-    assert "<h3>Interval coverage per confidence level" in page and "winkler" in page
+    assert "<h3>Interval coverage and mean width" in page and "<th>width@0.9</th>" in page
     assert rep.summary["families"] == ["forecast"]
     assert rep.summary["rows"] == len(df)
     # metrics(): the per-group scores only (the per-level tables stay in rep.frame(...))
@@ -190,7 +204,7 @@ def test_cli_intervals_and_quantile_scores(tmp_path, capsys) -> None:
                 assert values == want[c].to_list(), f"{name}.{c}"
     assert tables["interval_coverage"][0]["confidence_level"] == 0.5
     assert cli.main([*args, "--format", "text"]) == 0
-    assert "Interval coverage per confidence level" in capsys.readouterr().out
+    assert "Interval coverage and mean width" in capsys.readouterr().out
     for bad in ("0.8=lo", "0.8=lo:", "x=lo:hi", "0.8=a:b:c", "lo:hi"):
         assert cli.main(["report", str(path), "--y", "y", "--intervals", bad, "--no-plots"]) != 0
         assert "expected LEVEL=LO:HI pairs" in capsys.readouterr().err

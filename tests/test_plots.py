@@ -114,7 +114,7 @@ def test_reliability_diagram(df) -> None:
     assert len(ax.collections) == 1  # the binomial band
     ax = plots.reliability_diagram(one, y="label", score="score", by="seg")
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert legend[:2] == ["perfect calibration", "other groups (44)"]
+    assert legend[:2] == ["perfect calibration", "other groups (40)"]  # ten of 50 coloured (0.3: six)
     table = plots.reliability_table(one, y="label", score="score", n_bins=10)
     assert table["n"].sum() == one.height
     assert set(table.columns) >= {"bin", "mean_score", "frequency", "frequency_ci_low", "frequency_ci_high", "n"}

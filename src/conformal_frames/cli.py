@@ -115,6 +115,7 @@ REPORT_OPTIONS = {
     "crossing": "--crossing",
     "point": "--point",
     "baseline": "--baseline",
+    "horizon": "--horizon",
     "progress": "--progress",
 }
 
@@ -368,7 +369,8 @@ def _check_arguments(args: argparse.Namespace, schema: Any, by: list[str]) -> No
         roles |= {f"quantiles {lv:g}": c for lv, c in (args.quantiles or {}).items()}
         for lv, (lo, hi) in (args.intervals or {}).items():
             roles |= {f"intervals {lv:g} lo": lo, f"intervals {lv:g} hi": hi}
-        names = roles | {"confidence_level": level} | {f"by[{i}]": k for i, k in enumerate(by)}
+        horizon = plan.check_horizon(args.horizon, by, level, spell=_flag)
+        names = roles | {"confidence_level": level, "horizon": horizon} | {f"by[{i}]": k for i, k in enumerate(by)}
         plan.check_schema(schema, names, spell=_flag)
     except ValueError as exc:
         _fail(str(exc), EXIT_USAGE)
@@ -430,6 +432,7 @@ def _evaluate(args: argparse.Namespace, lf: Any, fmt: str, by: list[str], bounde
             crossing=args.crossing,
             point=args.point,
             baseline=args.baseline,
+            horizon=args.horizon,
         )
     except (ValueError, TypeError) as exc:
         code = EXIT_INVALID_ROWS if isinstance(exc, InvalidRowsError) else EXIT_USAGE  # the data, not the options
@@ -657,6 +660,12 @@ def _column_options(p: argparse.ArgumentParser) -> None:
     cols.add_argument("--std", metavar="COL", help="standard deviation of a Gaussian forecast of --y (with --mean)")
     cols.add_argument("--point", metavar="COL", help="point forecast of --y: MAE, RMSE, bias and sMAPE")
     cols.add_argument("--baseline", metavar="COL", help="a baseline's point forecast of --y (with --point): mae_skill")
+    cols.add_argument(
+        "--horizon",
+        metavar="COL",
+        help="the forecasts' lead time: a forecast comparison, one row per model (the --by groups) and horizon, "
+        "with score-by-horizon and coverage-by-horizon figures (--out); not also in --by",
+    )
     for old in RENAMED_OPTIONS:
         cols.add_argument(old, action=_Renamed, nargs="?", help=argparse.SUPPRESS)
 

@@ -847,6 +847,7 @@ class ConformalNamespace:
         crossing: Literal["score", "sort", "invalid"] = ...,
         point: str | None = ...,
         baseline: str | None = ...,
+        horizon: str | None = ...,
         progress: bool | None = ...,
     ) -> Report: ...
 

@@ -22,6 +22,7 @@ This module never imports the report; :meth:`Report.figures` calls
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import narwhals.stable.v2 as nw
@@ -47,6 +48,8 @@ __all__ = [
 
 #: segments drawn by default in each segment plot
 MAX_SEGMENTS = 50
+#: lines coloured in a line plot by default (matplotlib's ten colours), in key order; the others grey
+MAX_COLOURS = 10
 
 _NOMINAL = "#444444"
 _FLAG = "#c0392b"
@@ -183,6 +186,24 @@ def _rank(labels: list[str], *scores: np.ndarray) -> list[str]:
         if g not in best or s < best[g]:
             best[g] = s
     return sorted(best, key=lambda g: best[g])
+
+
+#: each group's colour while a small-multiples figure is drawn: the same group, the same colour in every panel
+_LINE_COLOURS: ContextVar[dict[str, str] | None] = ContextVar("_LINE_COLOURS", default=None)
+
+
+def _colour(label: str, i: int) -> str:
+    """The colour of the ``i``-th coloured line (``label``): the figure's own when a small multiple fixes it."""
+    fixed = _LINE_COLOURS.get()
+    return fixed[label] if fixed and label in fixed else f"C{i % 10}"
+
+
+def _highlighted(runs: dict[str, slice], badness: dict[str, float], highlight: int) -> list[str]:
+    """The ``highlight`` groups with the largest ``badness``, in key order (the legend's and the colours' order)."""
+    if len(runs) <= highlight:
+        return list(runs)
+    worst = set(sorted(runs, key=lambda g: -badness[g])[:highlight])
+    return [g for g in runs if g in worst]
 
 
 def _rest_row(ax: Any, row: int, values: np.ndarray, n_rest: int, what: str) -> None:
@@ -383,7 +404,7 @@ def coverage_vs_level(
     y: str | None = None,
     lo: str | None = None,
     hi: str | None = None,
-    highlight: int = 6,
+    highlight: int = MAX_COLOURS,
     ax: Any = None,
 ) -> Any:
     """Empirical coverage against the nominal level (levels as data).
@@ -422,7 +443,7 @@ def coverage_vs_level(
             ms=4,
             capsize=2,
             lw=1.2,
-            color=f"C{i % 10}",
+            color=_colour(g, i),
             label=g if seg else "coverage",
             zorder=2,
         )
@@ -644,12 +665,12 @@ def _reliability_lines(ax: Any, t: nw.DataFrame, cols: dict[str, str | None], se
     runs = _runs(labels)
     err = counts * np.abs(ys - xs)
     gap = {g: float(np.nansum(err[s]) / np.nansum(counts[s])) for g, s in runs.items()}
-    shown = list(runs) if len(runs) <= highlight else sorted(runs, key=lambda g: -gap[g])[:highlight]
+    shown = _highlighted(runs, gap, highlight)
     others = [g for g in runs if g not in shown]
     _grey_lines(ax, [xs[runs[g]] for g in others], [ys[runs[g]] for g in others], f"other groups ({len(others)})")
     band = (floats(t, cols["low"]), floats(t, cols["high"])) if cols["low"] and cols["high"] else None
     for i, g in enumerate(shown):
-        s, color = runs[g], f"C{i % 10}"
+        s, color = runs[g], _colour(g, i)
         if band is not None:
             ax.fill_between(xs[s], band[0][s], band[1][s], color=color, alpha=0.18, lw=0)
         ax.plot(xs[s], ys[s], marker="o", ms=4, color=color, lw=1.2, label=g if seg else "observed frequency")
@@ -663,7 +684,7 @@ def reliability_diagram(
     score: str | None = None,
     n_bins: int = 10,
     by: str | Sequence[str] | None = None,
-    highlight: int = 6,
+    highlight: int = MAX_COLOURS,
     ax: Any = None,
 ) -> Any:
     """Reliability diagram: observed frequency against mean score per bin.
@@ -756,26 +777,35 @@ def _small_multiples(t: nw.DataFrame, seg: list[str], draw: Any, priority: list[
         squeeze=False,
     )
     title, xlabel, ylabel, legends = "", "", "", []
-    for ax, v in zip(axes.flat, values):
-        sub = t.filter(nw.col(first).is_null() if v is None else nw.col(first) == v)
-        draw(sub, second, ax)
-        title, xlabel, ylabel = ax.get_title(), ax.get_xlabel(), ax.get_ylabel()
-        ax.set_title(f"{first}={v}", fontsize=9)
-        ax.set_xlabel("")
-        ax.set_ylabel("")
-        ax.set_aspect("auto")
-        legends.append(ax.get_legend_handles_labels())
-        if ax.get_legend() is not None:
-            ax.get_legend().remove()
+    names = list(dict.fromkeys(_named(_sorted(t.select(*second).unique(), second), second))) if second else []
+    fixed = {g: f"C{i}" for i, g in enumerate(names)} if 0 < len(names) <= MAX_COLOURS else None
+    token = _LINE_COLOURS.set(fixed)
+    try:
+        for ax, v in zip(axes.flat, values):
+            draw(t.filter(nw.col(first).is_null() if v is None else nw.col(first) == v), second, ax)
+            title, xlabel, ylabel = ax.get_title(), ax.get_xlabel(), ax.get_ylabel()
+            ax.set_title(f"{first}={v}", fontsize=9)
+            ax.set_xlabel("")
+            ax.set_ylabel("")
+            ax.set_aspect("auto")
+            legends.append(ax.get_legend_handles_labels())
+            if ax.get_legend() is not None:
+                ax.get_legend().remove()
+    finally:
+        _LINE_COLOURS.reset(token)
     for i, ax in enumerate(axes.flat[len(values) :], start=len(values)):
         ax.set_visible(False)
         if i >= ncols:  # the panel above an empty cell shows its x tick labels
             axes.flat[i - ncols].xaxis.set_tick_params(labelbottom=True)
     if all(labels == legends[0][1] for _, labels in legends):
         fig.legend(*legends[0], loc="outside right upper", fontsize=8, frameon=False)
-    else:
+    elif fixed is not None:  # one colour per group in every panel: one legend of them all, in key order
+        handles = {label: h for hs, labels in legends for h, label in zip(hs, labels)}
+        order = [k for k in handles if k not in fixed] + [g for g in names if g in handles]
+        fig.legend([handles[k] for k in order], order, loc="outside right upper", fontsize=8, frameon=False)
+    else:  # each panel's own legend, beside it (never over the data)
         for ax in axes.flat[: len(values)]:
-            ax.legend(fontsize=6, frameon=False, loc="best")
+            ax.legend(fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     more = f"\n({len(values)} of {len(values) + left_out} {first} values: the lowest by the test)" if left_out else ""
     fig.suptitle(f"{title} by {first}{more}")
     fig.supxlabel(xlabel, fontsize=10)
@@ -793,12 +823,16 @@ def report_figures(rep: Any) -> dict[str, Any]:
     reliability, quantile calibration, PIT histograms) are small multiples:
     one panel per value of the first key (at most 12, those holding the
     lowest groups by the test), one line per value of the second.
+    With ``rep.horizon`` (a forecast comparison), the horizon is the last
+    segment key and ``score_by_horizon`` / ``coverage_by_horizon`` draw each
+    score and coverage against it, one line per model (the ``by`` groups).
     Figures are closed in pyplot right away (no global state kept); they
     stay usable for ``savefig``.
     """
     plt = _pyplot()
     figs: dict[str, Any] = {}
-    seg, level, cap = list(rep.by), rep.level_column, rep.max_segments
+    horizon = getattr(rep, "horizon", None)
+    seg, level, cap = [*rep.by, *([horizon] if horizon else [])], rep.level_column, rep.max_segments
     target = rep.confidence_level if level is None else None
     cov = _report_coverage_table(rep)
     chosen = None
@@ -865,6 +899,131 @@ def report_figures(rep: Any) -> dict[str, Any]:
     for name in ("pit_histogram", "quantile_pit_histogram"):
         if name in rep.tables:
             lines(name, at(rep.tables[name]), lambda t, by, ax: pit_histogram(t, by=by, ax=ax))
+    if horizon:
+        for name, fig in _horizon_figures(rep, horizon, at).items():
+            figs[name] = fig
+            plt.close(fig)
+    return figs
+
+
+# ---------------------------------------------------------------------------
+# a forecast comparison: scores and coverage against the horizon, one line per model
+# ---------------------------------------------------------------------------
+#: the scores drawn against the horizon (lower is better), by table, in this order
+HORIZON_SCORES = (
+    ("forecast", ("wis", "crps", "quantile_crps", "mae")),
+    ("intervals", ("winkler", "width")),
+    ("sets", ("set_size",)),
+)
+
+
+def _horizon_x(t: nw.DataFrame, horizon: str) -> tuple[np.ndarray, list[Any] | None]:
+    """The horizon as x positions: its values when numeric, else the rank of each value (with the tick labels)."""
+    values = t.get_column(horizon).to_list()
+    if t.schema[horizon].is_numeric():
+        return np.array([np.nan if v is None else float(v) for v in values]), None
+    ticks = list(dict.fromkeys(_sorted(t.select(horizon), [horizon]).get_column(horizon).to_list()))
+    return np.array([ticks.index(v) for v in values], dtype=float), ticks
+
+
+def _horizon_panel(
+    ax: Any,
+    t: nw.DataFrame,
+    models: list[str],
+    horizon: str,
+    value: str,
+    band: tuple[str, str] | None = None,
+    reference: float | None = None,
+) -> None:
+    """``value`` against the horizon, one line per model (the first ``MAX_COLOURS`` in key order coloured)."""
+    t = _sorted(t, models, horizon)
+    x, ticks = _horizon_x(t, horizon)
+    ys = floats(t, value)
+    runs = _runs(_labels(t, models))  # the legend's title names the keys
+    if reference is not None:
+        ax.axhline(reference, ls="--", color=_NOMINAL, lw=1, label="target")
+    for i, (g, s) in enumerate(runs.items()):
+        coloured = i < MAX_COLOURS
+        color = f"C{i}" if coloured else _REST
+        name = g if coloured else f"other models ({len(runs) - MAX_COLOURS})" if i == MAX_COLOURS else None
+        if band is not None and coloured:
+            ax.fill_between(x[s], floats(t, band[0])[s], floats(t, band[1])[s], color=color, alpha=0.12, lw=0)
+        ax.plot(x[s], ys[s], marker="o", ms=3.5, lw=1.3 if coloured else 0.8, color=color, label=name)
+    if ticks is not None:
+        ax.set_xticks(range(len(ticks)), [str(v) for v in ticks])
+    else:
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+
+
+def _horizon_figure(panels: list[tuple[str, nw.DataFrame, dict[str, Any]]], models: list[str], horizon: str) -> Any:
+    """Panels of :func:`_horizon_panel` (title, table, options), one legend of the models outside, on the right."""
+    plt = _pyplot()
+    panels = panels[:MAX_PANELS]
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(3.6 * ncols + 2.4, 2.9 * nrows + 0.9), layout="constrained", squeeze=False
+    )
+    for ax, (title, t, options) in zip(axes.flat, panels):
+        _horizon_panel(ax, t, models, horizon, **options)
+        ax.set_title(title, fontsize=9)
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    keys = " / ".join(models) if models else None
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8, frameon=False, title=keys, title_fontsize=8)
+    fig.supxlabel(horizon, fontsize=10)
+    return fig
+
+
+def _coverage_panels(rep: Any, at: Any) -> list[tuple[str, nw.DataFrame, dict[str, Any]]]:
+    """The coverage panels: the intervals (or sets) at their target, then each interval and quantile level."""
+    band = ("coverage_ci_low", "coverage_ci_high")
+    panels: list[tuple[str, nw.DataFrame, dict[str, Any]]] = []
+    cov = _report_coverage_table(rep)
+    if cov is not None:
+        level = rep.level_column
+        goals = sorted(set(cov.get_column(level).to_list())) if level else [rep.confidence_level]
+        for goal in goals:
+            t = cov if level is None else cov.filter(nw.col(level) == goal)
+            what = "intervals" if "intervals" in rep.tables else "prediction sets"
+            title = what + (f" at {goal:g}" if isinstance(goal, float) else "")
+            panels.append((title, t, {"value": "coverage", "band": band, "reference": goal}))
+    for name, column, title in (
+        ("interval_coverage", "confidence_level", "central interval {:g}"),
+        ("quantile_coverage", "quantile_level", "y <= quantile {:g}"),
+    ):
+        if name in rep.tables:
+            t = at(rep.tables[name])
+            for lv in sorted(set(t.get_column(column).to_list())):
+                part = t.filter(nw.col(column) == lv)
+                panels.append((title.format(lv), part, {"value": "coverage", "band": band, "reference": lv}))
+    return panels
+
+
+def _horizon_figures(rep: Any, horizon: str, at: Any) -> dict[str, Any]:
+    """``score_by_horizon`` and ``coverage_by_horizon``: one line per model (the ``by`` groups)."""
+    models = list(rep.by)
+    figs: dict[str, Any] = {}
+    scores = [
+        (column, at(rep.tables[name]), {"value": column})
+        for name, columns in HORIZON_SCORES
+        if name in rep.tables
+        for column in columns
+        if column in rep.tables[name].columns
+    ]
+    if scores:
+        fig = _horizon_figure(scores, models, horizon)
+        fig.suptitle("Scores by horizon (lower is better; width: narrower is sharper)")
+        figs["score_by_horizon"] = fig
+    panels = _coverage_panels(rep, at)
+    if panels:
+        fig = _horizon_figure(panels, models, horizon)
+        fig.suptitle("Coverage by horizon (band: Wilson interval; dashed: the target)")
+        figs["coverage_by_horizon"] = fig
     return figs
 
 
@@ -946,11 +1105,11 @@ def _segment_lines(
     xs, ys, lows, highs = (floats(t, c) for c in (x, *cols))
     runs = _runs(labels)
     worst = {g: _nan_stat(np.nanmax, np.abs(ys[s] - xs[s]), -np.inf) for g, s in runs.items()}
-    shown = list(runs) if len(runs) <= highlight else sorted(runs, key=lambda g: -worst[g])[:highlight]
+    shown = _highlighted(runs, worst, highlight)
     others = [g for g in runs if g not in shown]
     _grey_lines(ax, [xs[runs[g]] for g in others], [ys[runs[g]] for g in others], f"other groups ({len(others)})")
     for i, g in enumerate(shown):
-        s, color = runs[g], f"C{i % 10}"
+        s, color = runs[g], _colour(g, i)
         ax.fill_between(xs[s], lows[s], highs[s], color=color, alpha=0.18, lw=0)
         ax.plot(xs[s], ys[s], marker="o", ms=4, color=color, lw=1.2, label=g if seg else label)
 
@@ -962,7 +1121,7 @@ def quantile_calibration(
     quantiles: dict[float, str] | None = None,
     by: str | Sequence[str] | None = None,
     ci_level: float = 0.95,
-    highlight: int = 6,
+    highlight: int = MAX_COLOURS,
     ax: Any = None,
 ) -> Any:
     """Quantile calibration curve: observed ``P(y <= q_tau)`` against the nominal level ``tau``.
@@ -1021,7 +1180,7 @@ def pit_histogram(
     by: str | Sequence[str] | None = None,
     ci_level: float = 0.95,
     seed: int = 0,
-    highlight: int = 6,
+    highlight: int = MAX_COLOURS,
     ax: Any = None,
 ) -> Any:
     """PIT histogram: the frequency of the PIT values per bin, with the uniformity band.
@@ -1060,12 +1219,12 @@ def pit_histogram(
     else:
         runs = _runs(_named(t, seg))
         worst = {g: _nan_stat(np.nanmax, np.abs(freq[s] - (highs[s] - lows[s])), -np.inf) for g, s in runs.items()}
-        shown = list(runs) if len(runs) <= highlight else sorted(runs, key=lambda g: -worst[g])[:highlight]
+        shown = _highlighted(runs, worst, highlight)
         others = [g for g in runs if g not in shown]
         steps = {g: (np.r_[lows[runs[g]], highs[runs[g]][-1:]], np.r_[freq[runs[g]], freq[runs[g]][-1:]]) for g in runs}
         _grey_lines(ax, [steps[g][0] for g in others], [steps[g][1] for g in others], f"other groups ({len(others)})")
         for i, g in enumerate(shown):
-            ax.step(*steps[g], where="post", color=f"C{i % 10}", lw=1.4, label=g, zorder=3)
+            ax.step(*steps[g], where="post", color=_colour(g, i), lw=1.4, label=g, zorder=3)
     ax.axhline(_nan_stat(np.nanmean, highs - lows), ls="--", color=_NOMINAL, lw=1, label="uniform")
     ax.set_xlim(0, 1)
     ax.set_xlabel("PIT value")

@@ -33,8 +33,11 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.ReportPlan,
     }
     for lv, (lo_c, hi_c) in _intervals(o).items():
         forecast |= {f"intervals[{lv:g}][0]": lo_c, f"intervals[{lv:g}][1]": hi_c}
-    names = roles | forecast | {"confidence_level": level} | {f"by[{i}]": k for i, k in enumerate(by)}
-    engine.check_index_keys(base, by)
+    horizon = planning.check_horizon(o["horizon"], by, level)
+    names = (
+        roles | forecast | {"confidence_level": level, "horizon": horizon} | {f"by[{i}]": k for i, k in enumerate(by)}
+    )
+    engine.check_index_keys(base, [*by, *([horizon] if horizon else [])])
     planning.check_schema(schema, names)
     if level is not None and level in by:
         msg = f"confidence_level column {level!r} is also in by=; give it only as confidence_level="
@@ -74,6 +77,7 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.ReportPlan,
         crossing=_crossing(o),
         point=o["point"],
         baseline=o["baseline"],
+        horizon=horizon,
     )
     return plan, notes
 
@@ -165,6 +169,7 @@ def _evaluate(base: Any, plan: planning.ReportPlan) -> Report:
     if "intervals" in tables:
         tables["widths"] = widths_table(base, plan)
     rep = Report(tables=tables, summary={}, keys=plan.keys, by=plan.by, confidence_level=plan.confidence_level)
+    rep.horizon = plan.horizon  # the models are the by= groups
     rep.summary["invalid_causes"] = invalid_causes(base, metrics, plan.keys) if counts else []
     rep.summary |= counts  # the rows invalid in some family (each table counts its own)
     return rep
@@ -209,6 +214,7 @@ def report(
     crossing: Literal["score", "sort", "invalid"] = "score",
     point: str | None = None,
     baseline: str | None = None,
+    horizon: str | None = None,
     progress: bool | None = False,
 ) -> Report:
     """Evaluate every applicable metric per group and return a :class:`Report`.
@@ -321,6 +327,16 @@ def report(
     baseline : str, optional
         A baseline's point forecast of ``y`` (with ``point``): the skill of
         the MAE against it, ``mae_skill`` (:func:`conformal_frames.skill_score`).
+    horizon : str, optional
+        The column of the forecasts' lead time (``1, 2, ...``): the report
+        becomes a forecast comparison.  It is a group key after ``by`` (every
+        table has one row per model and horizon; the models are the ``by``
+        groups, ``"all rows"`` without ``by``), and the figures gain
+        ``score_by_horizon`` (the forecast scores, and the Winkler score,
+        against the horizon, one line per model) and ``coverage_by_horizon``
+        (the coverage of the intervals, and of each level of ``intervals=`` /
+        ``quantiles=``, against the horizon, with the target).  Not also in
+        ``by``.
     progress : bool or None, default False
         A progress bar on stderr over the report's stages and the steps of
         its metrics (see :func:`conformal_frames.evaluate`); ``None``: when

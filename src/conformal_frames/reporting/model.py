@@ -63,6 +63,9 @@ class Report:
     max_segments : int or None, default 50
         Segments drawn in each plot (the worst ones by the test, with a
         summary line of the rest); ``None`` draws every segment.
+    horizon : str or None
+        The column of the forecasts' lead time (a key after ``by``): the
+        models are the ``by`` groups.
     """
 
     tables: dict[str, Any]
@@ -73,6 +76,7 @@ class Report:
     columns: dict[str, str] = field(default_factory=dict)
     max_rows: int | None = MAX_ROWS
     max_segments: int | None = MAX_SEGMENTS
+    horizon: str | None = None
     _figures: dict[str, Any] = field(default_factory=dict, repr=False)
     _figures_cap: int | None = field(default=None, repr=False)
 
@@ -128,9 +132,15 @@ class Report:
         cols: dict[str, list[Any]] = {k: [r.get(k) for r in records] for k in names}
         return nw.to_native(nw.from_dict(cols, backend=ns))
 
-    def _long_records(self) -> list[dict[str, Any]]:
+    def _long_records(self, *, per_level: bool = False) -> list[dict[str, Any]]:
+        """Keys, family, metric, value of each per-group metric (``per_level``: also each per-level one,
+        as ``metric@level``, e.g. ``coverage@0.9``)."""
         out: list[dict[str, Any]] = []
         for family, t in self.tables.items():
+            if per_level and family in _PER_LEVEL:
+                keys = [k for k in self.keys if k in t.columns]
+                out += _level_records(t, keys, family)
+                continue
             if family in (*_LONG, *_PER_LEVEL, "widths"):
                 continue
             keys = [k for k in self.keys if k in t.columns]
@@ -170,6 +180,8 @@ class Report:
                 continue  # widths: plotted; a forecast table without scores (intervals only): counts only
             if name in _LONG:
                 t = render.pivot_bins(t, keys, "coverage" if name == "ssc" else "frequency")
+            elif name in _PER_LEVEL:  # one row per group (the full table: frame, JSON, CSV)
+                t = render.pivot_levels(t, keys, name)
             t, left = render.restrict(t, keys, shown)
             more = render.more_line(left, f"rep.frame({name!r})") if left else ""
             out.append((name, render.TITLES.get(name, name), t, more))
@@ -178,7 +190,7 @@ class Report:
     def __str__(self) -> str:
         parts = ["\n".join(self._header_lines())]
         for title, t, more in self._display_tables():
-            parts.append(f"{title}\n{render.text_table(t, self.keys)}" + (f"\n{more}" if more else ""))
+            parts.append(f"{title}\n{render.split_text_table(t, self.keys)}" + (f"\n{more}" if more else ""))
         return "\n\n".join(parts)
 
     def __repr__(self) -> str:
@@ -219,7 +231,8 @@ class Report:
             body.append(f'<section id="table-{name}"><h3>{html.escape(title)}</h3>')
             if caption:
                 body.append(f'<p class="cf-caption">{html.escape(caption)}</p>')
-            body.append(f'<div class="cf-scroll">{render.html_table(t, self.keys, flagged)}</div>')
+            for block in render.column_blocks(t, self.keys, width=render.HTML_WIDTH, html=True):
+                body.append(f'<div class="cf-scroll">{render.html_table(block, self.keys, flagged)}</div>')
             if more:
                 body.append(f'<p class="cf-more">{html.escape(more)}</p>')
             body.append("</section>")
@@ -287,12 +300,13 @@ class Report:
         }
 
     def to_csv(self, path: str | Path | None = None) -> str:
-        """All metrics in long form (:meth:`metrics`) as CSV; written to ``path`` if given."""
+        """All metrics in long form (:meth:`metrics`) as CSV, with the per-level tables' values as
+        ``metric@level`` (``coverage@0.9``, ``coverage_ci_low@0.9``, ...); written to ``path`` if given."""
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         cols = [*self.keys, "family", "metric", "value"]
         writer.writerow(cols)
-        for rec in self._long_records():
+        for rec in self._long_records(per_level=True):
             writer.writerow(["" if rec.get(c) is None else rec.get(c) for c in cols])
         text = buf.getvalue()
         if path is not None:
@@ -317,11 +331,24 @@ _FIGURE_TITLES = {
     "quantile_calibration": "Quantile calibration",
     "pit_histogram": "PIT histogram",
     "quantile_pit_histogram": "PIT histogram of the quantile forecast",
+    "score_by_horizon": "Scores by horizon",
+    "coverage_by_horizon": "Coverage by horizon",
 }
 
 
 def _figure_title(name: str) -> str:
     return _FIGURE_TITLES.get(name, name.replace("_", " ").capitalize())
+
+
+def _level_records(t: nw.DataFrame, keys: list[str], family: str) -> list[dict[str, Any]]:
+    """A per-level table's numbers in long form: ``metric@level`` (the level column's value, ``:g``)."""
+    level = render.LEVEL_COLUMNS[family][0]
+    values = [c for c in t.columns if c not in (*keys, level) and render.is_numeric(t.schema[c])]
+    return [
+        {k: row[k] for k in keys} | {"family": family, "metric": f"{c}@{row[level]:g}", "value": _number(row[c])}
+        for row in t.iter_rows(named=True)
+        for c in values
+    ]
 
 
 def _number(v: Any) -> Any:

@@ -68,11 +68,17 @@ class ReportPlan:
     #: a point forecast of ``y`` (point errors) and a baseline's point forecast (skill)
     point: str | None = None
     baseline: str | None = None
+    #: the forecasts' lead time (a group key after ``by``): the by-horizon charts
+    horizon: str | None = None
 
     @property
     def keys(self) -> list[str]:
-        """Group columns of the tables: ``by`` plus the level column."""
-        return [*self.by, *([self.level_column] if self.level_column else [])]
+        """Group columns of the tables: ``by``, the horizon column, the level column."""
+        return [
+            *self.by,
+            *([self.horizon] if self.horizon else []),
+            *([self.level_column] if self.level_column else []),
+        ]
 
     @property
     def confidence_level(self) -> float | str | None:
@@ -97,6 +103,7 @@ class ReportPlan:
             "score_y": self.score_y,
             "sets": self.sets,
             "confidence_level": self.level_column,
+            "horizon": self.horizon,
             "mean": self.mean,
             "std": self.std,
             "point": self.point,
@@ -280,6 +287,27 @@ def check_roles(
     if y is None and score is None:
         msg = f"nothing to report: give {spell('y')} with {roles}"
         raise ValueError(msg)
+
+
+def check_horizon(
+    horizon: Any, by: Sequence[str], level: str | None, spell: Callable[[str], str] = keyword
+) -> str | None:
+    """``horizon=``: one column name, not also in ``by=`` nor the column of levels (the schema checks it exists)."""
+    if horizon is None:
+        return None
+    if not isinstance(horizon, str):
+        msg = f"{spell('horizon')} names one column (the forecasts' lead time), got {horizon!r}"
+        raise TypeError(msg)
+    if horizon in by:
+        msg = (
+            f"horizon column {horizon!r} is also in {spell('by')}; give it only as {spell('horizon')} "
+            f"(the models are the {spell('by')} groups)"
+        )
+        raise ValueError(msg)
+    if horizon == level:
+        msg = f"horizon column {horizon!r} is also the confidence_level column"
+        raise ValueError(msg)
+    return horizon
 
 
 def check_options(correction: Any, invalid: Any) -> None:

@@ -41,8 +41,14 @@ TITLES = {
     "quantile_pit_histogram": (
         "PIT histogram of the quantile forecast: frequency per bin (band in .frame('quantile_pit_histogram'))"
     ),
-    "quantile_coverage": "Quantile coverage per level: fraction of y <= quantile (Wilson interval), deviation from the level",
-    "interval_coverage": "Interval coverage per confidence level: coverage (Wilson interval), mean width, mean Winkler score",
+    "quantile_coverage": (
+        "Quantile coverage: fraction of y <= quantile, one column per level (with Wilson intervals and "
+        "deviations in .frame('quantile_coverage'), to_json(), to_csv())"
+    ),
+    "interval_coverage": (
+        "Interval coverage and mean width, one column per confidence level (with Wilson intervals and "
+        "Winkler scores in .frame('interval_coverage'), to_json(), to_csv())"
+    ),
 }
 
 #: one sentence under each table's heading (the HTML page)
@@ -62,8 +68,8 @@ CAPTIONS = {
     "forecast": "One row per group: the forecast scores (lower is better) and the PIT uniformity test.",
     "pit_histogram": "The share of PIT values in each bin: a calibrated forecast puts 1/n_bins in every bin.",
     "quantile_pit_histogram": "The PIT histogram of the quantile forecast: a calibrated forecast is flat.",
-    "quantile_coverage": "For each quantile level, the share of rows with y at or below the quantile.",
-    "interval_coverage": "For each confidence level, the coverage of the central interval, its width and score.",
+    "quantile_coverage": "For each quantile level (a column), the share of rows with y at or below the quantile.",
+    "interval_coverage": "For each confidence level (a column), the coverage of the central interval and its width.",
 }
 
 #: one sentence under each figure (the HTML page), by figure name
@@ -79,6 +85,11 @@ FIGURE_CAPTIONS = {
     "quantile_calibration": "Observed share of y below each quantile against its level; the diagonal is calibration.",
     "pit_histogram": "PIT histogram of the forecast; a calibrated forecast stays inside the grey band.",
     "quantile_pit_histogram": "PIT histogram of the quantile forecast; a calibrated forecast stays inside the band.",
+    "score_by_horizon": "Each forecast score against the horizon, one line per model (lower is better).",
+    "coverage_by_horizon": (
+        "Coverage against the horizon, one line per model with its Wilson interval: the intervals at their "
+        "target, each central interval and each quantile level; the dashed line is the target."
+    ),
 }
 
 #: the page's style: readable on screen and in print, scoped to ``.cf-report``
@@ -240,6 +251,28 @@ def pivot_bins(t: nw.DataFrame, keys: list[str], value: str) -> nw.DataFrame:
     return nw.from_dict(cols, schema=schema, backend=nw.get_native_namespace(t))
 
 
+#: per-level tables as displayed: (the level column, the values shown per level); the full tables in
+#: ``rep.frame(name)``, ``to_json()`` and ``to_csv()``
+LEVEL_COLUMNS = {
+    "quantile_coverage": ("quantile_level", ("coverage",)),
+    "interval_coverage": ("confidence_level", ("coverage", "width")),
+}
+
+
+def pivot_levels(t: nw.DataFrame, keys: list[str], name: str) -> nw.DataFrame:
+    """A per-level table (keys, level, values, n) as one row per group: ``coverage@0.05 .. coverage@0.95``, ``n``."""
+    level, values = LEVEL_COLUMNS[name]
+    levels = sorted(set(t.get_column(level).to_list()))
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in t.iter_rows(named=True):
+        g = groups.setdefault(tuple(r[k] for k in keys), {k: r[k] for k in keys} | {"n": r["n"]})
+        g |= {f"{v}@{r[level]:g}": r[v] for v in values}
+    names = [f"{v}@{lv:g}" for v in values for lv in levels]
+    cols = {c: [g.get(c) for g in groups.values()] for c in [*keys, *names, "n"]}
+    schema = {k: t.schema[k] for k in keys} | {c: nw.Float64 for c in names} | {"n": t.schema["n"]}
+    return nw.from_dict(cols, schema=schema, backend=nw.get_native_namespace(t))
+
+
 def more_line(left_out: int, where: str) -> str:
     return f"... {plural(left_out, 'more group')} not shown (the full table: {where})"
 
@@ -259,6 +292,52 @@ def text_table(t: nw.DataFrame, keys: Sequence[str] = ()) -> str:
 
     sep = "  ".join("-" * w for w in widths)
     return "\n".join([line(cols), sep, *[line(r) for r in rows]])
+
+
+#: characters of a line of the text report: a wider table is split into blocks of columns
+TEXT_WIDTH = 120
+#: characters of a printed HTML table (A4 at 8.5 pt, cell padding included): wider tables are split
+HTML_WIDTH = 100
+
+
+def column_blocks(
+    t: nw.DataFrame, keys: Sequence[str], *, width: int = TEXT_WIDTH, html: bool = False
+) -> list[nw.DataFrame]:
+    """``t`` as blocks of columns that each fit ``width`` characters, the key columns first in every block.
+
+    Every column is kept (a printed page cuts off what is wider than it);
+    a table that fits is one block.  ``html``: a header wraps after its
+    underscores and a cell has padding, so widths are counted as the HTML
+    table draws them.
+    """
+    cols = list(t.columns)
+    key_cols = [c for c in cols if c in keys]
+    rows = list(t.iter_rows(named=True))
+    pad = 3 if html else 2
+
+    def chars(c: str) -> int:
+        head = max(len(part) for part in c.split("_")) if html else len(c)
+        return max([head] + [len(_cell(r[c], c in keys)) for r in rows]) + pad
+
+    base = sum(chars(c) for c in key_cols)
+    blocks: list[list[str]] = [[]]
+    used = base
+    for c in (c for c in cols if c not in keys):
+        if blocks[-1] and used + chars(c) > width:
+            blocks.append([])
+            used = base
+        blocks[-1].append(c)
+        used += chars(c)
+    return [t.select(*key_cols, *block) for block in blocks]
+
+
+def split_text_table(t: nw.DataFrame, keys: Sequence[str] = ()) -> str:
+    """:func:`text_table` in blocks of columns no wider than :data:`TEXT_WIDTH` (every column kept)."""
+    blocks = column_blocks(t, keys)
+    if len(blocks) == 1:
+        return text_table(t, keys)
+    parts = [text_table(b, keys) for b in blocks]
+    return "\n\n".join(f"(columns, part {i} of {len(parts)})\n{p}" for i, p in enumerate(parts, start=1))
 
 
 def _header(column: str) -> str:

@@ -76,10 +76,28 @@ def build_tables(
             tables = {name: t, **tables}
         elif name == "forecast":  # always: the per-group rows and counts (also with intervals only)
             t = wide.select(*keys, *cols, *common)
-            tables[name] = t.rename({k: v for k, v in FORECAST_RENAMES.items() if k in t.columns})
+            tables[name] = one_n_crossing(t.rename({k: v for k, v in FORECAST_RENAMES.items() if k in t.columns}))
         elif cols:
             tables[name] = wide.select(*keys, *cols, *common)
     return {k: tables[k] for k in TABLE_ORDER if k in tables}
+
+
+def one_n_crossing(t: nw.DataFrame) -> nw.DataFrame:
+    """The metrics' ``<metric>_n_crossing`` columns as one ``n_crossing`` before ``n`` (when they agree).
+
+    The forecast metrics read the same quantiles, so they count the same
+    crossing rows: one column says it (the metrics' own columns stay in
+    :func:`conformal_frames.evaluate`).  Columns that differ are kept apart.
+    """
+    counts = [c for c in t.columns if c.endswith("_n_crossing")]
+    if not counts:
+        return t
+    first = t.get_column(counts[0]).to_list()
+    if any(t.get_column(c).to_list() != first for c in counts[1:]):
+        return t
+    rest = [c for c in t.columns if c not in counts]
+    at = rest.index("n") if "n" in rest else len(rest)
+    return t.rename({counts[0]: "n_crossing"}).select(*rest[:at], "n_crossing", *rest[at:])
 
 
 def with_test(t: nw.DataFrame, plan: ReportPlan, cov: str) -> nw.DataFrame:
