@@ -92,7 +92,7 @@ def test_note_without_confidence_level(parquet: Path, capsys) -> None:
     assert cli.main(["report", str(parquet), "--y", "y", "--lo", "lo90", "--hi", "hi90", "-q", "--no-plots"]) == 0
     err = capsys.readouterr().err
     assert "conformal-frames: note: no --confidence-level: the report leaves out the Winkler score and the " in err
-    assert "under-coverage test" in err
+    assert "coverage tests" in err and "under- and over-covered" in err
     assert (
         cli.main(
             [
