@@ -1214,8 +1214,11 @@ def test_empty_summaries_of_every_mergeable_metric() -> None:
             mergeable += backend == backends[i % len(backends)]
             empty = nw.to_native(nw.from_native(summary).head(0))
             for by in ("g", None):
+                try:
+                    full = to_pandas(cf.finalize(summary, metric, by=by))
+                except cf.BackendLimitError:  # a numpy step (e.g. exact p-values) on a lazy SQL frame
+                    break
                 got = to_pandas(cf.finalize(empty, metric, by=by))
-                full = to_pandas(cf.finalize(summary, metric, by=by))
                 assert list(got.columns) == list(full.columns), f"{name} on {backend}, by={by}"
                 assert len(got) == (0 if by else 1), f"{name} on {backend}, by={by}"
                 if by is None:

@@ -268,9 +268,12 @@ def pivot_levels(t: nw.DataFrame, keys: list[str], name: str) -> nw.DataFrame:
         g = groups.setdefault(tuple(r[k] for k in keys), {k: r[k] for k in keys} | {"n": r["n"]})
         g |= {f"{v}@{r[level]:g}": r[v] for v in values}
     names = [f"{v}@{lv:g}" for v in values for lv in levels]
-    cols = {c: [g.get(c) for g in groups.values()] for c in [*keys, *names, "n"]}
-    schema = {k: t.schema[k] for k in keys} | {c: nw.Float64 for c in names} | {"n": t.schema["n"]}
-    return nw.from_dict(cols, schema=schema, backend=nw.get_native_namespace(t))
+    # the keys and n as the table has them (a nullable count stays one), the levels' values beside them
+    first = t.unique(subset=keys, keep="first", maintain_order=True) if keys else t.head(1)
+    base = nw.maybe_reset_index(first.select(*keys, "n"))
+    ns = nw.get_native_namespace(t)
+    made = [nw.new_series(c, [plain(g.get(c)) for g in groups.values()], nw.Float64, backend=ns) for c in names]
+    return base.with_columns(*made).select(*keys, *names, "n")
 
 
 def more_line(left_out: int, where: str) -> str:
