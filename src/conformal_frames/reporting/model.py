@@ -94,26 +94,23 @@ class Report:
     @property
     def under_covered(self) -> Any:
         """Groups whose coverage is significantly below the target."""
-        name = "intervals" if "intervals" in self.tables else "sets"
-        t = self.tables.get(name)
-        if t is None or "under_covered" not in t.columns:
-            msg = "no under-coverage test: give y, lo, hi (or y and sets) and a target (confidence_level=)"
-            raise ValueError(msg)
-        cov = "coverage" if name == "intervals" else "set_coverage"
-        cols = [*self.keys, cov, "target", "n", "pvalue", "pvalue_adjusted"]
-        return nw.to_native(nw.maybe_reset_index(t.filter(nw.col("under_covered").fill_null(False)).select(*cols)))
+        return self._flagged("under_covered", "no under-coverage test", ["pvalue", "pvalue_adjusted"])
 
     @property
     def over_covered(self) -> Any:
         """Groups whose coverage is significantly above the target (intervals or sets too wide)."""
+        return self._flagged("over_covered", "no coverage test", ["pvalue_over_adjusted"])
+
+    def _flagged(self, flag: str, missing: str, pvalues: list[str]) -> Any:
+        """The rows of the coverage table (intervals, else sets) whose ``flag`` is true."""
         name = "intervals" if "intervals" in self.tables else "sets"
         t = self.tables.get(name)
-        if t is None or "over_covered" not in t.columns:
-            msg = "no coverage test: give y, lo, hi (or y and sets) and a target (confidence_level=)"
+        if t is None or flag not in t.columns:
+            msg = f"{missing}: give y, lo, hi (or y and sets) and a target (confidence_level=)"
             raise ValueError(msg)
         cov = "coverage" if name == "intervals" else "set_coverage"
-        cols = [*self.keys, cov, "target", "n", "pvalue_over_adjusted"]
-        return nw.to_native(nw.maybe_reset_index(t.filter(nw.col("over_covered").fill_null(False)).select(*cols)))
+        cols = [*self.keys, cov, "target", "n", *pvalues]
+        return nw.to_native(nw.maybe_reset_index(t.filter(nw.col(flag).fill_null(False)).select(*cols)))
 
     def frame(self, name: str) -> Any:
         """One table by family name, as a native frame."""
