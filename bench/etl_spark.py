@@ -131,9 +131,9 @@ def spark_session() -> Any:
 def spark_variants(confs: list[str]) -> dict[str, dict[str, str]]:
     """The session's defaults, then one variant per ``--conf key=value`` (set around its calls only)."""
     variants: dict[str, dict[str, str]] = {"spark": {}}
-    for conf in confs:
-        key, _, value = conf.partition("=")
-        variants[f"spark {key.rsplit('.', 1)[-1]}={value}"] = {key: value}
+    for conf in confs:  # "key=value" or "key=value,key2=value2" (one variant)
+        pairs = dict(pair.partition("=")[::2] for pair in conf.split(","))
+        variants["spark " + ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in pairs.items())] = pairs
     return variants
 
 
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--conf", action="append", default=[], help="also time Spark with this key=value")
+    parser.add_argument("--conf", action="append", default=[], help="also time Spark with key=value[,key=value]")
     args = parser.parse_args(argv)
     import duckdb
 
