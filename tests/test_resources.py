@@ -133,7 +133,7 @@ def test_ungrouped_polars_cells_by_one_sort_equal_the_aggregation(seed: int) -> 
     # at the end of each tie run; they are the per-score sums of the aggregation
     import narwhals.stable.v2 as nw
 
-    from conformal_frames.engine.query import ordered_cells, running_total
+    from conformal_frames.engine.expr import ordered_cells, running_total
 
     rng = np.random.default_rng(seed)
     n = 400

@@ -3,8 +3,10 @@
 The surface other layers use (nothing private crosses this boundary):
 
 - :mod:`~conformal_frames.engine.query`: what a metric registers (:class:`Query`,
-  :class:`Weighting`, :class:`TableRef`, :class:`Cells`, :class:`Metric`) and
-  the expression helpers shared by every family;
+  the recorder, and :class:`Weighting`); :mod:`~conformal_frames.engine.metric`:
+  :class:`Metric` and the factory decorators; :mod:`~conformal_frames.engine.expr`:
+  the expression helpers shared by every family (:class:`TableRef`, :class:`Cells`,
+  :func:`aggregate`, :func:`over`, :func:`join_keys` ...);
 - :mod:`~conformal_frames.engine.spec`: a metric's definition as a value
   (:class:`Spec`, from :meth:`Query.record` / :meth:`Metric.definition`): its
   inputs, named statistics, cells, mergeability, phases and outputs, which
@@ -18,6 +20,23 @@ The surface other layers use (nothing private crosses this boundary):
 from __future__ import annotations
 
 from conformal_frames.engine.execute import compute, evaluate, evaluate_one
+from conformal_frames.engine.expr import (
+    Cells,
+    FinalizeFn,
+    TableFn,
+    TableRef,
+    aggregate,
+    indicator,
+    join_keys,
+    ordered_cells,
+    over,
+    polars_in_memory,
+    running_total,
+    sort_result,
+    stack,
+    total,
+)
+from conformal_frames.engine.metric import Metric, no_counts, no_weights
 from conformal_frames.engine.plan import (
     Compiled,
     Plan,
@@ -36,31 +55,14 @@ from conformal_frames.engine.plan import (
 from conformal_frames.engine.query import (
     REPLICATE_WEIGHTS,
     RESERVED,
-    Cells,
-    FinalizeFn,
     GroupFn,
     InvalidPolicy,
-    Metric,
     NotPerRowError,
     NumpyFn,
     PerRow,
     Query,
     Replicate,
-    TableFn,
-    TableRef,
     Weighting,
-    aggregate,
-    indicator,
-    join_keys,
-    no_counts,
-    no_weights,
-    ordered_cells,
-    over,
-    polars_in_memory,
-    running_total,
-    sort_result,
-    stack,
-    total,
 )
 from conformal_frames.engine.spec import PHASES, CellTable, Spec, Stat, declared_name
 

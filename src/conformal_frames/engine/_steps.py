@@ -9,7 +9,8 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._progress import steps
-from conformal_frames.engine.query import _GID, _INVALID, _N, Query, join_keys
+from conformal_frames.engine.expr import join_keys
+from conformal_frames.engine.query import _GID, _INVALID, _N, Query
 
 __all__ = ["group_apply", "numpy_apply", "polars_lazy"]
 

@@ -11,6 +11,8 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames._progress import task
 from conformal_frames.engine import _pandas_polars, _plan_cache
+from conformal_frames.engine.expr import polars_in_memory
+from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import (
     Plan,
     as_keys,
@@ -21,7 +23,7 @@ from conformal_frames.engine.plan import (
     policy,
     to_lazy,
 )
-from conformal_frames.engine.query import InvalidPolicy, Metric, Query, polars_in_memory
+from conformal_frames.engine.query import InvalidPolicy, Query
 from conformal_frames.errors import BackendLimitError, user_stacklevel
 
 __all__ = ["compute", "evaluate", "evaluate_one"]

@@ -15,26 +15,21 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames.engine._steps import group_apply, numpy_apply, polars_lazy
+from conformal_frames.engine.expr import Cells, aggregate, indicator, join_keys, over, sort_result
 from conformal_frames.engine.frames import normalized_keys
+from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.query import (
     _DROPPED,
     _INVALID,
     _N,
     _VALID,
     RESERVED,
-    Cells,
     InvalidPolicy,
-    Metric,
     Query,
     _Check,
     _GroupStep,
     _not_found,
     _NumpyStep,
-    aggregate,
-    indicator,
-    join_keys,
-    over,
-    sort_result,
 )
 from conformal_frames.engine.spec import Spec
 from conformal_frames.errors import BackendLimitError, ColumnNotFoundError, InvalidRowsError

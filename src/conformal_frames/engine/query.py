@@ -1,4 +1,4 @@
-"""What a metric registers: the :class:`Query` recorder, :class:`Weighting`, :class:`Metric`.
+"""What a metric registers: the :class:`Query` recorder and :class:`Weighting`.
 
 A metric's :meth:`Metric.build` records on a :class:`Query` what it needs:
 row columns (:meth:`Query.row`, shared between metrics by a structural key),
@@ -20,57 +20,45 @@ docs page "How a metric is built".
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import difflib
-import functools
-import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar, cast
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, cast
 
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._validate import validate_fields
-from conformal_frames.engine.frames import normalized_keys
+from conformal_frames.engine.expr import (
+    Cells,
+    FinalizeFn,
+    TableFn,
+    TableRef,
+    aggregate,
+    indicator,
+    ordered_cells,
+    over,
+)
 from conformal_frames.engine.spec import PHASES, CellTable, Reduction, Spec, Stat
 from conformal_frames.errors import ColumnNotFoundError
-from conformal_frames.results import TestResult
 
 __all__ = [
     "REPLICATE_WEIGHTS",
-    "Cells",
-    "FinalizeFn",
     "GroupFn",
     "InvalidPolicy",
-    "Metric",
     "NotPerRowError",
     "NumpyFn",
     "PerRow",
     "Query",
     "Replicate",
-    "TableFn",
-    "TableRef",
     "Weighting",
-    "aggregate",
-    "indicator",
-    "no_counts",
-    "no_weights",
-    "ordered_cells",
-    "over",
-    "polars_in_memory",
-    "running_total",
-    "sort_result",
-    "stack",
-    "total",
 ]
 
-ResultKind = Literal["score", "test", "table"]
 #: what happens to rows that fail a check (see :func:`evaluate`)
 InvalidPolicy = Literal["raise", "drop", "null"]
 NumpyFn = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 GroupFn = Callable[[np.ndarray, int, dict[str, np.ndarray]], np.ndarray]
 T = TypeVar("T")
+_FrameT = TypeVar("_FrameT", nw.LazyFrame, nw.DataFrame)
 
 _INVALID = "__cf_invalid"
 _DROPPED = "__cf_dropped"
@@ -82,184 +70,6 @@ RESERVED = ("n", "n_invalid", "n_dropped")
 #: integers beyond this lose precision when cast to Float64
 _EXACT_INT = 2**53
 _INF = float("inf")
-
-
-# ---------------------------------------------------------------------------
-# engine helpers shared by every family (one implementation each)
-# ---------------------------------------------------------------------------
-def aggregate(frame: nw.LazyFrame, keys: Sequence[str], aggs: Sequence[nw.Expr]) -> nw.LazyFrame:
-    """``group_by(keys).agg(aggs)``, or one row of ``aggs`` when there are no keys."""
-    return frame.group_by(*keys).agg(*aggs) if keys else frame.select(*aggs)
-
-
-def sort_result(frame: nw.LazyFrame, *by: str, nulls_last: bool = False) -> nw.LazyFrame:
-    """A result table (a row per group, bin or level: small) sorted by ``by``.
-
-    On Spark in one partition (``coalesce(1).sortWithinPartitions``): a global
-    sort first samples its input in a job of its own to cut it into ranges,
-    about 0.1 s per query whatever the size (local mode).  A pandas Arrow
-    dictionary key, which pandas cannot sort, becomes its value type (see
-    :func:`~conformal_frames.engine.frames.normalized_keys`).
-    """
-    if not by:
-        return frame
-    if frame.implementation.is_pandas_like():
-        frame = normalized_keys(frame, by)
-    if frame.implementation in (nw.Implementation.PYSPARK, nw.Implementation.PYSPARK_CONNECT):
-        from pyspark.sql import functions as F  # a Spark frame: pyspark is installed
-
-        order = [F.asc_nulls_last(c) if nulls_last else F.asc_nulls_first(c) for c in by]
-        return nw.from_native(frame.to_native().coalesce(1).sortWithinPartitions(*order))
-    return frame.sort(*by, nulls_last=nulls_last)
-
-
-@functools.cache
-def polars_in_memory() -> dict[str, Any]:
-    """``collect`` options for polars' in-memory engine (polars >= 1.25 names its engines);
-    empty on older polars, whose default is that engine."""
-    import polars as pl  # a polars frame is being collected
-
-    major, minor = (int(x) for x in pl.__version__.split(".")[:2])
-    return {"engine": "in-memory"} if (major, minor) >= (1, 25) else {}
-
-
-def over(expr: nw.Expr, partition: Sequence[str], *, order_by: str | Sequence[str] | None = None) -> nw.Expr:
-    """``expr`` as a window over ``partition`` (the whole frame when empty)."""
-    if order_by is not None:
-        return expr.over(*partition, order_by=order_by)
-    return expr.over(*partition) if partition else expr
-
-
-def indicator(condition: nw.Expr) -> nw.Expr:
-    """1.0 where ``condition`` holds, else 0.0 (also where it is null: such rows
-    are invalid and never counted).  polars computes it about twice as fast as
-    a cast of the boolean to Float64."""
-    return nw.when(condition).then(1.0).otherwise(0.0)
-
-
-def total(exprs: Iterable[nw.Expr]) -> nw.Expr:
-    """The row-wise sum ``e1 + e2 + ...`` of one or more expressions."""
-    return functools.reduce(operator.add, exprs)
-
-
-def stack(frame: nw.LazyFrame, keys: Sequence[str], parts: Sequence[Mapping[str, nw.Expr]]) -> nw.LazyFrame:
-    """The rows of ``frame``, each repeated as one row per part: ``keys`` plus ``{column: expr}`` of the part.
-
-    A union of one ``select`` per part; on Spark, where such a union computes
-    the frame once per part (a whole query each), the same rows in one pass
-    (an unpivot of one tag column per part).  Every part has the same columns.
-    """
-    selects = [frame.select(*keys, *[e.alias(c) for c, e in part.items()]) for part in parts]
-    if len(parts) == 1 or not frame.implementation.is_spark_like():
-        return nw.concat(selects, how="vertical")
-    tags = [f"__cf_part{m}" for m in range(len(parts))]
-    index = frame.collect_schema().names()
-    tagged = frame.with_columns(*[nw.lit(m, nw.Int64).alias(t) for m, t in enumerate(tags)])
-    rows = tagged.unpivot(on=tags, index=index, variable_name="__cf_tag", value_name="__cf_part")
-    part = nw.col("__cf_part")
-    columns = []
-    for c in parts[0]:
-        expr = parts[-1][c]
-        for m in range(len(parts) - 2, -1, -1):
-            expr = nw.when(part == m).then(parts[m][c]).otherwise(expr)
-        columns.append(expr.alias(c))
-    return rows.select(*keys, *columns)
-
-
-@dataclass(frozen=True)
-class TableRef:
-    """Handle to the columns of a sub-query registered with :meth:`Query.table`.
-
-    The table function names its result columns ``ref.name("x")``; metrics
-    read them as ``ref.col("x")``.  Names are private to the table.
-    """
-
-    prefix: str
-
-    def name(self, column: str) -> str:
-        return f"{self.prefix}{column}"
-
-    def col(self, column: str) -> nw.Expr:
-        return nw.col(self.name(column))
-
-
-#: ``fn(rows, keys, ref)``: a frame of ``keys`` plus columns named ``ref.name(...)``
-TableFn = Callable[[nw.LazyFrame, list[str], TableRef], nw.LazyFrame]
-#: ``fn(table, ref)``: the aggregated table with columns named ``ref.name(...)`` added
-FinalizeFn = Callable[[nw.LazyFrame, TableRef], nw.LazyFrame]
-
-
-@dataclass(frozen=True)
-class Cells:
-    """A table that reads the rows only through per-(group, ``order``) sums.
-
-    Recorded by :meth:`Query.cells`: its table function groups the rows by
-    ``(keys, order)`` and sums the row columns ``sums`` first, so it gives the
-    same result on rows that are already such sums (one row per cell, or
-    several to be added).  That makes the table mergeable: see
-    :func:`conformal_frames.summarize`.
-    """
-
-    order: str
-    sums: tuple[str, ...]
-
-
-def running_total(column: str) -> str:
-    """The name :func:`ordered_cells` gives the running total of the sum ``column``."""
-    return f"{column}_cum"
-
-
-def ordered_cells(
-    rows: nw.LazyFrame, keys: Sequence[str], order: str, sums: Sequence[str], *, running: Sequence[str] = ()
-) -> nw.LazyFrame:
-    """One row per (group, distinct ``order`` value): the sums of the columns ``sums``.
-
-    The sums are Float64 (a column of ones counts rows).  For each column of
-    ``running`` (some of ``sums``), :func:`running_total` names its running
-    total: the cumulative sum of the cells over the group ordered by
-    ``order``, ties aggregated first (a tie counts whole, at its value).  The
-    cast is its own step before the ordered window: on pandas,
-    ``cast(...).cum_sum().over(order_by=...)`` ignores ``order_by``.
-    """
-    if running and not keys and rows.implementation.is_polars():
-        return _polars_ordered_cells(rows, order, sums, running)
-    cells = rows.group_by(*keys, order).agg(*[nw.col(c).sum() for c in sums])
-    cells = cells.with_columns(*[nw.col(c).cast(nw.Float64) for c in sums])
-    if not running:
-        return cells
-    return cells.with_columns(
-        *[over(nw.col(c).cum_sum(), keys, order_by=order).alias(running_total(c)) for c in running]
-    )
-
-
-def _polars_ordered_cells(rows: nw.LazyFrame, order: str, sums: Sequence[str], running: Sequence[str]) -> nw.LazyFrame:
-    """Ungrouped :func:`ordered_cells` on polars: one sort instead of a hash aggregation of every distinct value.
-
-    The rows are sorted by ``order``; the running total of each sum column is
-    its cumulative sum over the rows, read at the last row of each run of
-    tied values (a tie counts whole, at its value: the same cells as the
-    aggregation).  A cell's sum is the difference of consecutive running
-    totals (exact for counts).  About 2x faster at 2e6 distinct values
-    (docs/performance.md).  Grouped, the per-group windows this needs cost
-    more than the aggregation saves, so groups keep the aggregation.
-    """
-    import polars as pl  # only reached for polars input
-
-    tmp = {c: f"__cf_cells_{i}" for i, c in enumerate(sums)}
-    end = (pl.int_range(pl.len()) == pl.len() - 1) | pl.col(order).ne_missing(pl.col(order).shift(-1))
-    lf = (
-        rows.to_native()
-        .select(order, *[pl.col(c).cast(pl.Float64).alias(tmp[c]) for c in sums])
-        .sort(order, nulls_last=True)
-        .with_columns(*[pl.col(t).cum_sum() for t in tmp.values()])
-        .filter(end)
-    )
-    cells = lf.select(
-        order,
-        *[(pl.col(t) - pl.col(t).shift(1).fill_null(0.0)).alias(c) for c, t in tmp.items()],
-        *[pl.col(tmp[c]).alias(running_total(c)) for c in running],
-    )
-    return nw.from_native(cells)
 
 
 @dataclass
@@ -318,6 +128,17 @@ def _not_found(what: str, name: str, schema: Iterable[Any], role: str = "") -> C
     return ColumnNotFoundError(
         f"{what} {name!r}{role} not found; available columns: {available}{_did_you_mean(name, schema)}"
     )
+
+
+class Recordable(Protocol):
+    """What :meth:`Query.record` needs of a metric (:class:`~conformal_frames.engine.metric.Metric`)."""
+
+    @property
+    def output_name(self) -> str: ...
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]: ...
+
+    def outputs(self, built: Mapping[str, nw.Expr | None]) -> dict[str, nw.Expr | None]: ...
 
 
 @dataclass
@@ -832,7 +653,7 @@ class Query:
         if self._trace is not None:
             self._trace.add((kind, key))
 
-    def record(self, metric: Metric) -> tuple[dict[str, nw.Expr | None], Spec]:
+    def record(self, metric: Recordable) -> tuple[dict[str, nw.Expr | None], Spec]:
         """Build ``metric`` on this query: its finalize expressions and its :class:`Spec`.
 
         The one way a metric is built: the query keeps what it registers
@@ -879,7 +700,9 @@ class Query:
 
         return canon(row)[1]
 
-    def _freeze(self, metric: Metric, built: Mapping[str, nw.Expr | None], trace: set[tuple[str, Hashable]]) -> Spec:
+    def _freeze(
+        self, metric: Recordable, built: Mapping[str, nw.Expr | None], trace: set[tuple[str, Hashable]]
+    ) -> Spec:
         canon = self._canonical
         kinds: dict[str, list[Hashable]] = {}
         for kind, key in trace:
@@ -1064,199 +887,3 @@ class Weighting:
 
     def max(self, row: str) -> nw.Expr:
         return self.q.max(self.positive(row))
-
-
-def no_weights(metric: str, why: str | None = None) -> Callable[[Callable[..., T]], Callable[..., T]]:
-    """Decorate the factory of a metric without a weighted version.
-
-    ``weights=`` (or ``counts=``) then raises ``TypeError("<metric> has no
-    weighted version (<why>): ...")`` instead of Python's generic message.
-    """
-    reason = f" ({why})" if why else ""
-
-    def decorate(fn: Callable[..., T]) -> Callable[..., T]:
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> T:
-            for option in ("weights", "counts"):
-                if option in kwargs:
-                    msg = (
-                        f"{metric} has no weighted version{reason}: {option}= is not supported "
-                        "(see the Weights section of the docs)"
-                    )
-                    raise TypeError(msg)
-            return fn(*args, **kwargs)
-
-        wrapper.__handled_keywords__ = ("weights", "counts")  # type: ignore[attr-defined]  # its own message
-        return wrapper
-
-    return decorate
-
-
-def no_counts(metric: str, why: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
-    """Decorate the factory of a weighted metric whose outputs cannot be those of repeated rows.
-
-    ``counts=`` then raises ``TypeError("<metric> takes no counts= (<why>) ...")``.
-    """
-
-    def decorate(fn: Callable[..., T]) -> Callable[..., T]:
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> T:
-            if "counts" in kwargs:
-                msg = f"{metric} takes no counts= ({why}); see the Frequency counts section of the Weights docs"
-                raise TypeError(msg)
-            return fn(*args, **kwargs)
-
-        wrapper.__handled_keywords__ = ("counts",)  # type: ignore[attr-defined]  # its own message
-        return wrapper
-
-    return decorate
-
-
-@dataclass(frozen=True, kw_only=True)
-class Metric:
-    """Base class of metric objects (like polars expressions).
-
-    Subclasses define ``default_name``, ``kind`` and :meth:`build`, which
-    registers the metric's statistics on a :class:`Query` and returns its
-    finalize expressions: ``{suffix: expr}``, the main output under ``""``
-    (``None`` for an output a numpy step, per-group step or table fills).
-    """
-
-    name: str | None = None
-
-    default_name: ClassVar[str] = "metric"
-    #: what a direct eager, ungrouped call returns: a float ("score"), a
-    #: result object ("test": see ``result``) or a frame
-    kind: ClassVar[ResultKind] = "score"
-    #: the frame returned by a direct call is this long table (not evaluate's)
-    long: ClassVar[bool] = False
-    #: result class of a test (kind "test"), built by :meth:`test_result`
-    result: ClassVar[type[TestResult]] = TestResult
-    #: for a metric :func:`~conformal_frames.summarize` refuses (its statistics
-    #: do not merge exactly: per-group numpy steps, ordered windows, tables
-    #: not built with :meth:`Query.cells`), the mergeable metric its error
-    #: names instead, e.g. ``"auroc"``; ``None``: "evaluate it on the rows"
-    mergeable_alternative: ClassVar[str | None] = None
-
-    def __post_init__(self) -> None:
-        validate_fields(self)  # the same checks as the factories
-
-    @property
-    def output_name(self) -> str:
-        return self.name if self.name is not None else self.default_name
-
-    def alias(self, name: str) -> Metric:
-        """The same metric with its output column(s) named ``name``."""
-        if not isinstance(name, str) or not name:
-            msg = f"alias must be a non-empty string, got {name!r}"
-            raise TypeError(msg)
-        return dataclasses.replace(self, name=name)
-
-    def build(self, q: Query) -> dict[str, nw.Expr | None]:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def counts_columns(self) -> set[str | None]:
-        """The ``counts=`` columns of this metric's rows (``None``: uncounted rows).
-
-        The one-counts-column rule of an evaluation (:meth:`Plan.of`) reads
-        it; a composite metric (a skill score) answers for the metrics it
-        combines.
-        """
-        return {getattr(self, "counts", None)}
-
-    def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
-        """Reshape evaluate's wide output to this metric's long output."""
-        return frame
-
-    def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
-        """The input frame as this metric reads it (default: unchanged).
-
-        E.g. set metrics turn a pandas column of Python lists into an Arrow
-        list column.  Must return a new frame, never modify the caller's.
-        """
-        return frame
-
-    def notices(self) -> dict[str, str]:
-        """Counted outputs that warn on an eager result: ``{output column: message}``.
-
-        The message's ``{count}`` is the column's total over the groups and
-        ``{rows}`` the same as "1 row" / "3 rows"; no warning when it is 0
-        (or the column is absent).  Default: none.
-        """
-        return {}
-
-    def test_result(self, row: Mapping[str, Any]) -> TestResult:
-        """A test's result object from its output row ``{column: value}``."""
-        return self.result.from_row(row, self.output_name)
-
-    def outputs(self, built: Mapping[str, nw.Expr | None]) -> dict[str, nw.Expr | None]:
-        base = self.output_name
-        return {(f"{base}_{s}" if s else base): e for s, e in built.items()}
-
-    def output_dtypes(self, built: Mapping[str, nw.Expr | None]) -> dict[str, Any]:
-        """The outputs (column names) of a declared dtype; the others are Float64.
-
-        Default: a count of rows (suffix ``n`` or ``..._n``) is Int64 (see the
-        output contract in ``docs/conventions.md``).  A metric with another
-        integer output (e.g. a number of groups) extends this.
-        """
-        named = self.outputs(built)
-        return {c: nw.Int64 for s, c in zip(built, named) if s == "n" or s.endswith("_n")}
-
-    def output_names(self, schema: Mapping[str, Any], keys: Sequence[str] = ()) -> list[str]:
-        """The wide output columns of this metric in :func:`evaluate`, in order.
-
-        ``schema`` maps the frame's column names to narwhals dtypes (e.g.
-        ``nw.from_native(df).collect_schema()``); raises as evaluation would
-        for a missing column or a wrong dtype.  Nothing is computed.
-        """
-        return list(self.definition(schema, keys).outputs)
-
-    def definition(self, schema: Mapping[str, Any], keys: Sequence[str] = ()) -> Spec:
-        """This metric's definition on a frame of ``schema`` grouped by ``keys``, as a value.
-
-        Raises as evaluation would for a missing column or a wrong dtype;
-        nothing is computed.
-
-        >>> import narwhals.stable.v2 as nw
-        >>> import conformal_frames as cf
-        >>> spec = cf.coverage("y", "lo", "hi").definition({c: nw.Float64() for c in ("y", "lo", "hi")})
-        >>> [s.state for s in spec.stats], spec.mergeable, spec.single_pass
-        (['cf_sum__covered[y,lo,hi]'], True, True)
-        """
-        return Query(schema=schema, keys=list(keys)).record(self)[1]
-
-
-def _filled(key: nw.Expr, dtype: Any) -> nw.Expr:
-    """``key`` without nulls, a value of one type on both sides of a join (nulls told apart by an indicator)."""
-    if dtype.is_numeric():
-        return key.fill_null(0)
-    if dtype == nw.Boolean:
-        return key.fill_null(False)
-    if dtype != nw.String:  # categorical, dates, ...: compared as text
-        key = key.cast(nw.String)
-    return key.fill_null("")
-
-
-_FrameT = TypeVar("_FrameT", nw.LazyFrame, nw.DataFrame)
-
-
-def join_keys(left: _FrameT, right: _FrameT, keys: Sequence[str], *, how: Literal["left", "inner"] = "left") -> _FrameT:
-    """``left.join(right, on=keys, how=how)`` with a null key equal to a null key.
-
-    A null group key forms a group of its own (see :func:`null_keys`): the
-    per-group tables join back on it.  Each key joins as a filled value and
-    an is-null indicator; the result has ``left``'s key columns (``right``'s
-    are dropped).
-    """
-    if not keys:
-        return left.join(right, how="cross")
-    schema = left.collect_schema()
-    on: list[str] = []
-    made: list[nw.Expr] = []
-    for i, k in enumerate(keys):
-        value, null = f"__cf_jv{i}", f"__cf_jn{i}"
-        made += [_filled(nw.col(k), schema[k]).alias(value), nw.col(k).is_null().cast(nw.Int8).alias(null)]
-        on += [value, null]
-    joined = left.with_columns(*made).join(right.with_columns(*made).drop(*keys), on=on, how=how)
-    return joined.drop(*on)

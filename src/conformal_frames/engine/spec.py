@@ -2,7 +2,7 @@
 
 :meth:`Query.record <conformal_frames.engine.query.Query.record>` builds a
 metric on a query and returns its ``Spec``; :meth:`Metric.definition
-<conformal_frames.engine.query.Metric.definition>` does so for the metric alone.
+<conformal_frames.engine.metric.Metric.definition>` does so for the metric alone.
 Consumers read the facts from it instead of building a probe:
 
 - the inputs and their dtypes (:attr:`Spec.inputs`);
