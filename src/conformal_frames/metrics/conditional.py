@@ -403,10 +403,11 @@ def _two_sided(law: Any, k: np.ndarray, n: np.ndarray) -> np.ndarray:
     return out
 
 
-def _inference_step(
-    k: str, n: str, level: str | None, checks: list[str], outputs: list[str], spec: dict[str, Any]
-) -> NumpyFn:
+def _inference_step(test: CoverageTest, k: str, n: str, level: str | None, checks: list[str]) -> NumpyFn:
+    """The p-values, their adjustments, the flag and (Clopper-Pearson) the interval of ``test``, by output name."""
     from scipy.stats import beta
+
+    name = test.output_name
 
     def fn(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         kk, nn = data[k], data[n]
@@ -414,26 +415,23 @@ def _inference_step(
         for c in checks:
             bad |= np.nan_to_num(data[c]) > 0
         ok = (nn > 0) & ~bad
-        t = data[level] if level is not None else np.full(len(kk), spec["confidence_level"])
-        p = coverage_pvalues(
-            kk, nn, t, spec["n_calibration"], continuous=spec["weighted"], alternative=spec["alternative"]
-        )
+        t = data[level] if level is not None else np.full(len(kk), test.confidence_level)
+        weighted = test.weights is not None
+        p = coverage_pvalues(kk, nn, t, test.n_calibration, continuous=weighted, alternative=test.alternative)
         p = np.where(ok, p, np.nan)
         ok &= ~np.isnan(p)
-        p_holm, p_bh = holm(p), benjamini_hochberg(p)
-        chosen = {"holm": p_holm, "bh": p_bh, "none": p}[spec["correction"]]
-        flag = np.where(np.isnan(chosen), np.nan, chosen < spec["significance"])  # NaN: null (no test)
-        out = dict(zip(outputs[:4], (p, p_holm, p_bh, flag)))
-        if spec["method"] == "clopper-pearson":
-            half = (1.0 - spec["ci_level"]) / 2
+        out = {"pvalue": p, "pvalue_holm": holm(p), "pvalue_bh": benjamini_hochberg(p)}
+        chosen = out[{"holm": "pvalue_holm", "bh": "pvalue_bh", "none": "pvalue"}[test.correction]]
+        out["flag"] = np.where(np.isnan(chosen), np.nan, chosen < test.significance)  # NaN: null (no test)
+        if test.method == "clopper-pearson":
+            half = (1.0 - test.ci_level) / 2
             with np.errstate(invalid="ignore", divide="ignore"):
                 low = np.where(kk > 0, beta.ppf(half, kk, nn - kk + 1), 0.0)
                 high = np.where(kk < nn, beta.ppf(1 - half, kk + 1, nn - kk), 1.0)
                 # the interval always contains its estimate k / n (rounding)
                 low, high = np.fmin(low, kk / nn), np.fmax(high, kk / nn)
-            out[outputs[4]] = np.where(ok, low, np.nan)
-            out[outputs[5]] = np.where(ok, high, np.nan)
-        return out
+            out["ci_low"], out["ci_high"] = np.where(ok, low, np.nan), np.where(ok, high, np.nan)
+        return {f"{name}_{suffix}": values for suffix, values in out.items()}
 
     return fn
 
@@ -447,7 +445,7 @@ class CoverageTest(TargetMetric):
     n_calibration: int | None = checked(optional(check_positive_int), None)
     significance: float = 0.05
     correction: str = checked(choice("holm", "bh", "none"), "holm")
-    alternative: str = checked(choice("less", "greater", "two-sided"), "less")
+    alternative: Alternative = checked(choice("less", "greater", "two-sided"), "less")
     weights: str | None = None
     counts: str | None = None
     default_name = "coverage_test"
@@ -486,23 +484,13 @@ class CoverageTest(TargetMetric):
         else:
             suffixes += ["ci_low", "ci_high"]
         out.update({s: None for s in suffixes})
-        spec = {
-            "confidence_level": self.confidence_level,
-            "n_calibration": self.n_calibration,
-            "significance": self.significance,
-            "correction": self.correction,
-            "alternative": self.alternative,
-            "method": self.method,
-            "ci_level": self.ci_level,
-            "weighted": self.weights is not None,
-        }
         level = level_row(q, self.confidence_level)
         level_agg = q.agg("min", level) if level is not None else None
         checks = [q.invalid]  # the group's invalid rows (all checks of the query)
         outputs = [f"{name}_{s}" for s in suffixes]
         what = f"{name} (exact binomial / beta tails: scipy on the per-group table)"
         inputs = [k_name, n_name, *([level_agg] if level_agg else []), *checks]
-        step = _inference_step(k_name, n_name, level_agg, checks, outputs, spec)
+        step = _inference_step(self, k_name, n_name, level_agg, checks)
         q.numpy(inputs, outputs, step, what=what, boolean=[f"{name}_flag"])
         return {**out, **extra}
 
