@@ -261,3 +261,15 @@ def test_null_and_categorical_models(eager_constructor: Any) -> None:
     frame["m"] = frame["m"].astype("category")
     cat = cf.pairwise_comparison(frame, cf.mae("y", "f"), model="m", n_permutations=9)
     assert list(cat.index) == list(range(len(cat))) and len(cat) == 9
+
+
+def test_permutation_memory_is_bounded_and_the_draws_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of sign draws give the p-value of one draw of every permutation (the same generator stream)."""
+    from conformal_frames.numerics import paired
+
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=41), rng.normal(size=41)
+    whole = paired.permutation_pvalue(x, y, n_permutations=999, rng=np.random.default_rng(7))
+    monkeypatch.setattr(paired, "CHUNK_CELLS", 41 * 13)  # 13 permutations per chunk
+    chunked = paired.permutation_pvalue(x, y, n_permutations=999, rng=np.random.default_rng(7))
+    assert chunked == whole

@@ -6,6 +6,8 @@ import numpy as np
 
 #: permuted statistics within this relative distance of the observed one count as ties (rounding of the sums)
 _TIES = 1e-12
+#: sign draws held at once (permutations x pairs): memory does not grow with ``n_permutations``
+CHUNK_CELLS = 4_000_000
 
 
 def permutation_pvalue(x: np.ndarray, y: np.ndarray, *, n_permutations: int, rng: np.random.Generator) -> float:
@@ -21,9 +23,12 @@ def permutation_pvalue(x: np.ndarray, y: np.ndarray, *, n_permutations: int, rng
     d = np.asarray(x, dtype=float) - np.asarray(y, dtype=float)
     n = len(d)
     observed = abs(d.sum()) / n
-    signs = 1.0 - 2.0 * rng.integers(0, 2, size=(n_permutations, n))
-    permuted = np.abs(signs @ d) / n
-    extreme = int(np.count_nonzero(permuted >= observed * (1.0 - _TIES)))
+    extreme = 0
+    rows = max(1, CHUNK_CELLS // max(n, 1))  # the draws of consecutive chunks are those of one draw
+    for first in range(0, n_permutations, rows):
+        signs = 1.0 - 2.0 * rng.integers(0, 2, size=(min(rows, n_permutations - first), n))
+        permuted = np.abs(signs @ d) / n
+        extreme += int(np.count_nonzero(permuted >= observed * (1.0 - _TIES)))
     return (1.0 + extreme) / (n_permutations + 1.0)
 
 
