@@ -20,7 +20,7 @@ def test_one_version() -> None:
     """``cf.__version__`` comes from ``_version.py``, which ``pyproject.toml`` reads; the CHANGELOG's top section matches."""
     from conformal_frames import _version
 
-    assert cf.__version__ == _version.__version__ == "0.3.0.dev0"
+    assert cf.__version__ == _version.__version__ == "0.4.0.dev0"
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert re.search(r"^version\s*=\s*\"", pyproject, re.M) is None and 'dynamic = ["version"]' in pyproject
     assert 'version = { attr = "conformal_frames._version.__version__" }' in pyproject
