@@ -169,6 +169,7 @@ TOP_BAND = {
     "conformal_frames.summaries": 1,
     "conformal_frames._widths": 1,
     "conformal_frames.plots": 2,
+    "conformal_frames.slices": 2,
     "reporting": 3,
     "conformal_frames.namespace": 4,
     "conformal_frames.cli": 4,

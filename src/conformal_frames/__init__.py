@@ -82,6 +82,7 @@ from conformal_frames.results import (
     SpiegelhalterTestResult,
     TestResult,
 )
+from conformal_frames.slices import find_slices
 from conformal_frames.summaries import finalize, merge_summaries, rolling, summarize
 
 
@@ -139,6 +140,7 @@ __all__ = [
     "evaluate",
     "excess_risk_target_coverage",
     "finalize",
+    "find_slices",
     "hsic",
     "interval_coverage",
     "kolmogorov_smirnov_cdf",
