@@ -115,12 +115,13 @@ def find_slices(
     are left out; the p-values of the others are adjusted together
     (``correction``).
 
-    A slice is *explained by a parent* (a slice with one condition fewer)
-    when that parent is significant and the slice is not worse than it
-    beyond noise: for ``coverage_test``, the slice's coverage tested against
+    A significant slice is *explained by a parent* (a slice with one
+    condition fewer) when that parent is significant too and the slice is
+    not worse than it beyond noise: for ``coverage_test``, the slice's coverage tested against
     the parent's coverage instead of the target (the same binomial test and
     alternative) has a p-value of at least ``significance``; for the other
-    tests, the slice's p-value is not smaller than the parent's.
+    tests, the slice's p-value is not smaller than the parent's.  (A slice
+    that is not significant is never marked: there is nothing to explain.)
 
     Parameters
     ----------
@@ -149,7 +150,9 @@ def find_slices(
     DataFrame or LazyFrame
         One row per slice tested, of the input's backend (a lazy frame for a
         lazy input, built from the collected table), ranked by adjusted
-        p-value, then by effect (the worse first): ``rank``, ``order``,
+        p-value, then by effect (the worse first: the lower for
+        ``alternative="less"``, the higher for ``"greater"``, the larger in
+        absolute value otherwise), then by size: ``rank``, ``order``,
         ``slice`` (``"region=EU & age in [30, 45)"``), one column per feature
         (the condition's value as text, null where the feature does not define
         the slice), ``n``, ``share`` (of the rows of order 0), the metric's
@@ -205,6 +208,12 @@ def _check_features(names: Sequence[str], schema: Any) -> None:
 
 def _check_test(metric: Metric, schema: Any) -> float:
     """The target a ``coverage_test`` tests (else 0: a statistic's value under the null); refuse a non-test."""
+    if isinstance(metric, CoverageTest) and isinstance(metric.confidence_level, str):
+        msg = (
+            "find_slices: coverage_test's confidence_level must be a number here (one target for every "
+            f"slice), got the column name {metric.confidence_level!r}"
+        )
+        raise ValueError(msg)
     outputs = metric.output_names(schema)  # raises as evaluate would for a missing input column
     if metric.kind != "test" or f"{metric.output_name}_pvalue" not in outputs:
         msg = (
@@ -214,12 +223,6 @@ def _check_test(metric: Metric, schema: Any) -> float:
         )
         raise TypeError(msg)
     if isinstance(metric, CoverageTest):
-        if isinstance(metric.confidence_level, str):
-            msg = (
-                "find_slices: coverage_test's confidence_level must be a number here (one target for every "
-                f"slice), got the column name {metric.confidence_level!r}"
-            )
-            raise ValueError(msg)
         return float(metric.confidence_level)
     return 0.0
 
@@ -318,13 +321,13 @@ def _adjusted(p: np.ndarray, correction: str) -> np.ndarray:
 
 
 def _explained(t: _Table, keep: np.ndarray, adjusted: np.ndarray, metric: Metric, significance: float) -> np.ndarray:
-    """Whether a significant parent (one condition fewer) explains each slice (see :func:`find_slices`)."""
+    """Whether a significant parent (one condition fewer) explains each significant slice (:func:`find_slices`)."""
     index = {
         (t.order[i], tuple(sorted(t.conditions[i].items(), key=lambda kv: kv[0]))): i for i in np.flatnonzero(keep)
     }
     out = np.zeros(len(t.order), dtype=bool)
     coverage = isinstance(metric, CoverageTest)
-    for i in np.flatnonzero(keep):
+    for i in np.flatnonzero(keep & (adjusted < significance)):
         items = sorted(t.conditions[i].items(), key=lambda kv: kv[0])
         for drop in range(len(items)):
             j = index.get((t.order[i] - 1, tuple(items[:drop] + items[drop + 1 :])))
@@ -356,7 +359,7 @@ def _finish(
     adjusted = _adjusted(np.where(keep, pvalue, np.nan), correction)
     explained = _explained(t, keep, adjusted, metric, significance)
     effect = value - target
-    alternative = getattr(metric, "alternative", "two-sided") if isinstance(metric, CoverageTest) else "two-sided"
+    alternative = getattr(metric, "alternative", "two-sided")  # coverage_test's, spiegelhalter_test's
     worse = {"less": -effect, "greater": effect}.get(alternative, np.abs(effect))
     total = n[0] if len(n) else np.nan
     texts = [" & ".join(f.condition(c[f.name]) for f in cols if f.name in c) or "(all rows)" for c in t.conditions]
