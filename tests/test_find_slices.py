@@ -223,6 +223,15 @@ def test_a_missing_category_is_its_own_slice() -> None:
     assert out.filter(pl.col("order") == 1)["n"].sum() == 2 * 1200  # two features, every row in one slice of each
 
 
+def test_one_bin_is_the_rows_with_a_value() -> None:
+    data = _frame(14, 300)
+    data["age"][:5] = np.nan
+    frame = pl.DataFrame(data).with_columns(pl.col("age").fill_nan(None))
+    out = cf.find_slices(frame, _test(), features=["age"], n_bins=1, min_size=1)
+    assert sorted(out["slice"]) == ["(all rows)", "age is not null", "age is null"]
+    assert out.filter(pl.col("slice") == "age is not null")["n"].item() == 295
+
+
 # ---------------------------------------------------------------------------
 # other tests, every backend
 # ---------------------------------------------------------------------------
@@ -244,6 +253,46 @@ def test_spiegelhalter_slices_match_numpy() -> None:
         z = np.sum((y - s) * (1 - 2 * s)) / np.sqrt(np.sum((1 - 2 * s) ** 2 * s * (1 - s)))
         assert_close([row["spiegelhalter_test"], row["effect"]], [z, z], rtol=1e-9)
         assert_close([row["pvalue"]], [2 * norm.sf(abs(z))], rtol=1e-9)
+
+
+def test_set_coverage_slices_match_numpy() -> None:
+    """coverage_test with prediction sets: a list column, one class under-covered."""
+    rng = np.random.default_rng(15)
+    n = 1200
+    label = rng.integers(0, 3, n)
+    hit = rng.uniform(size=n) < np.where(label == 2, 0.7, 0.9)
+    sets = [[int(c)] if h else [int((c + 1) % 3)] for c, h in zip(label, hit, strict=True)]
+    source = rng.choice(["web", "app"], n)
+    # the class as a string: an integer feature would be cut into quantile bins
+    frame = pl.DataFrame({"label": label, "sets": sets, "cls": label.astype(str), "source": source})
+    metric = cf.coverage_test("label", sets="sets", confidence_level=0.9)
+    out = cf.find_slices(frame, metric, features=["cls", "source"])
+    assert out.row(0, named=True)["slice"] == "cls=2"
+    for row in out.iter_rows(named=True):
+        mask = np.ones(n, bool)
+        for f, values in (("cls", label.astype(str)), ("source", source)):
+            if row[f] is not None:
+                mask &= values == row[f]
+        k, m = int(hit[mask].sum()), int(mask.sum())
+        assert row["n"] == m
+        assert_close([row["coverage_test"], row["pvalue"]], [k / m, binom.cdf(k, m, 0.9)], rtol=1e-9)
+
+
+def test_weighted_slices_are_the_weighted_test_on_their_rows() -> None:
+    """With weights=, each slice's numbers are coverage_test's on the slice's rows (weighted, Kish's n)."""
+    data = _frame(16, 900, planted=0.7)
+    data["w"] = np.random.default_rng(16).uniform(0.5, 2.0, 900)
+    frame = pl.DataFrame(data)
+    metric = cf.coverage_test("y", "lo", "hi", confidence_level=0.9, weights="w")
+    out = cf.find_slices(frame, metric, features=["region", "device"], min_size=1)
+    for row in out.iter_rows(named=True):
+        rows = frame
+        for f in ("region", "device"):
+            if row[f] is not None:
+                rows = rows.filter(pl.col(f) == row[f])
+        alone = cf.evaluate(rows.with_columns(k=pl.lit(0)), metric, by="k").row(0, named=True)
+        assert_close([row["coverage_test"], row["pvalue"]], [alone["coverage_test"], alone["coverage_test_pvalue"]])
+    assert out.row(0, named=True)["slice"].startswith("region=EU")
 
 
 def test_every_backend_gives_the_same_table(constructor: Any) -> None:
@@ -284,6 +333,21 @@ def test_bad_input_is_named() -> None:
         cf.find_slices(frame, _test(), features=["region"], max_order=0)
     with pytest.raises(TypeError, match="features must be a list of distinct column names"):
         cf.find_slices(frame, _test(), features="region")
+
+
+def test_invalid_rows_follow_evaluates_policy() -> None:
+    from conformal_frames.errors import InvalidRowsError
+
+    data = _frame(17, 200)
+    data["y"][:3] = np.nan
+    frame = pl.DataFrame(data).with_columns(pl.col("y").fill_nan(None))
+    with pytest.raises(InvalidRowsError, match="column 'y' has missing .* in 3 rows"):
+        cf.find_slices(frame, _test(), features=["region"], min_size=1)
+    dropped = cf.find_slices(frame, _test(), features=["region"], min_size=1, invalid="drop")
+    assert dropped.filter(pl.col("order") == 0)["n"].item() == 197
+    nulled = cf.find_slices(frame.lazy(), _test(), features=["region"], min_size=1).collect()
+    spoiled = {f"region={r}" for r in np.asarray(data["region"], dtype=object)[:3]} | {"(all rows)"}
+    assert set(nulled["slice"]) == set(dropped["slice"]) - spoiled
 
 
 def test_the_callers_frame_is_unchanged() -> None:

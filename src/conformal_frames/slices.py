@@ -31,7 +31,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._validate import check_choice, check_columns, check_positive_int, check_probability
-from conformal_frames.engine import Metric, evaluate
+from conformal_frames.engine import InvalidPolicy, Metric, evaluate, policy, to_lazy
 from conformal_frames.errors import BackendLimitError, ColumnNotFoundError
 from conformal_frames.metrics.conditional import CoverageTest, benjamini_hochberg, coverage_pvalues, holm
 from conformal_frames.summaries import finalize, summarize
@@ -63,8 +63,8 @@ class _Feature:
         if self.edges is None:
             return str(code)
         e, c = self.edges, int(code)
-        if not e:
-            return "any"
+        if not e:  # n_bins=1 (or a feature of one value): one bin
+            return "not null"
         if c == 0:
             return f"< {e[0]:.4g}"
         if c == len(e):
@@ -78,6 +78,8 @@ class _Feature:
             return f"{self.name} is null"
         if self.edges is None:
             return f"{self.name}={text}"
+        if text == "not null":
+            return f"{self.name} is not null"
         return f"{self.name} {text}" if text[0] in "<>" else f"{self.name} in {text}"
 
 
@@ -91,6 +93,7 @@ def find_slices(
     n_bins: int = 4,
     significance: float = 0.05,
     correction: SliceCorrection = "holm",
+    invalid: InvalidPolicy | None = None,
 ) -> Any:
     """The slices of the rows (up to ``max_order`` feature conditions) where a test metric fails, ranked.
 
@@ -120,7 +123,9 @@ def find_slices(
     not worse than it beyond noise: for ``coverage_test``, the slice's coverage tested against
     the parent's coverage instead of the target (the same binomial test and
     alternative) has a p-value of at least ``significance``; for the other
-    tests, the slice's p-value is not smaller than the parent's.  (A slice
+    tests, the slice's p-value is not smaller than the parent's.  Weighted,
+    the binomial test runs at Kish's effective sample size, as
+    ``coverage_test`` does.  (A slice
     that is not significant is never marked: there is nothing to explain.)
 
     Parameters
@@ -144,6 +149,12 @@ def find_slices(
         The adjustment over all the slices tested: family-wise error (Holm,
         Bonferroni) or false discovery rate (Benjamini-Hochberg,
         ``scipy.stats.false_discovery_control``).
+    invalid : {"raise", "drop", "null"}, optional
+        Rows a metric cannot use (a null ``y``, ``lo > hi``), as in
+        :func:`~conformal_frames.evaluate`: by default an eager frame raises
+        and a lazy one gives a null metric to every slice holding such a row
+        (those slices are then not tested and not listed); ``"drop"`` leaves
+        the rows out of every slice.
 
     Returns
     -------
@@ -186,14 +197,14 @@ def find_slices(
     significance = check_probability(significance, "significance")
     correction = check_choice(correction, "correction", ("holm", "bonferroni", "bh"))  # type: ignore[assignment]
     nf = nw.from_native(frame)
-    schema = nf.collect_schema()
-    _check_features(names, schema)
-    target = _check_test(metric, schema)
+    invalid = policy(invalid, isinstance(nf, nw.DataFrame))
+    _check_features(names, nf.collect_schema())
+    target = _check_test(metric, metric.prepare(to_lazy(nf)[0]).collect_schema())  # e.g. sets' list columns
     if isinstance(nf, nw.DataFrame) and nf.implementation.is_polars():
         nf = nf.lazy()  # 16 lazy queries on a polars frame: about 2.5x faster than 16 eager calls (bench)
     cols = _features(nf, names, n_bins)
     nf = nf.with_columns(*[_bin_code(f) for f in cols if f.edges is not None], nw.lit(0).alias(_ALL))
-    table = _slices(nf, metric, cols, max_order)
+    table = _slices(nf, metric, cols, max_order, invalid)
     return _finish(frame, table, metric, cols, target, min_size, significance, correction)
 
 
@@ -271,18 +282,24 @@ class _Table:
     n: list[float]
     value: list[float]
     pvalue: list[float]
+    #: the test's sample size: Kish's effective n of a weighted coverage_test, else ``n``
+    n_test: list[float]
+    weighted: bool = False
 
 
-def _slices(nf: Any, metric: Metric, cols: list[_Feature], max_order: int) -> _Table:
+def _slices(nf: Any, metric: Metric, cols: list[_Feature], max_order: int, invalid: InvalidPolicy) -> _Table:
     """One grouped evaluation per combination of features (order 0: all rows), each result collected."""
-    table = _Table([], [], [], [], [])
+    table = _Table([], [], [], [], [], [])
     combos = [(), *(c for k in range(1, max_order + 1) for c in itertools.combinations(cols, k))]
     for combo in combos:
         keys = [f.key for f in combo] or [_ALL]
-        result = _grouped(nf, metric, keys)
+        result = _grouped(nf, metric, keys, invalid)
         n = result.get_column("n").to_numpy().astype(float)
         value = result.get_column(metric.output_name).cast(nw.Float64).to_numpy()
         pvalue = result.get_column(f"{metric.output_name}_pvalue").cast(nw.Float64).to_numpy()
+        n_eff = f"{metric.output_name}_n_eff"
+        table.weighted = n_eff in result.columns
+        n_test = result.get_column(n_eff).cast(nw.Float64).to_numpy() if table.weighted else n
         codes = [_values(result.get_column(f.key)) for f in combo]
         for i in range(len(result)):
             table.order.append(len(combo))
@@ -290,6 +307,7 @@ def _slices(nf: Any, metric: Metric, cols: list[_Feature], max_order: int) -> _T
             table.n.append(n[i])
             table.value.append(value[i])
             table.pvalue.append(pvalue[i])
+            table.n_test.append(n_test[i])
     return table
 
 
@@ -298,7 +316,7 @@ def _values(column: nw.Series) -> list[Any]:
     return [None if null else v for v, null in zip(column.to_list(), column.is_null().to_list(), strict=True)]
 
 
-def _grouped(nf: Any, metric: Metric, keys: list[str]) -> nw.DataFrame:
+def _grouped(nf: Any, metric: Metric, keys: list[str], invalid: InvalidPolicy) -> nw.DataFrame:
     """``evaluate(frame, metric, by=keys)``, collected; through ``summarize`` where a backend cannot stay lazy.
 
     coverage_test's p-values need scipy on the per-group table: on a lazy
@@ -307,9 +325,9 @@ def _grouped(nf: Any, metric: Metric, keys: list[str]) -> nw.DataFrame:
     """
     native = nw.to_native(nf)
     try:
-        out = nw.from_native(evaluate(native, metric, by=keys))
+        out = nw.from_native(evaluate(native, metric, by=keys, invalid=invalid))
     except BackendLimitError:
-        summary = nw.from_native(summarize(native, metric, by=keys)).collect()
+        summary = nw.from_native(summarize(native, metric, by=keys, invalid=invalid)).collect()
         out = nw.from_native(finalize(nw.to_native(summary), metric, by=keys))
     return out.collect() if isinstance(out, nw.LazyFrame) else out
 
@@ -336,9 +354,10 @@ def _explained(t: _Table, keep: np.ndarray, adjusted: np.ndarray, metric: Metric
             if j is None or not adjusted[j] < significance:
                 continue
             if coverage:
-                n = np.array([t.n[i]])
-                k = np.round(np.array([t.value[i]]) * n)
-                p = coverage_pvalues(k, n, np.array([t.value[j]]), alternative=metric.alternative)[0]  # type: ignore[attr-defined]
+                n = np.array([t.n_test[i]])
+                k = np.array([t.value[i]]) * n if t.weighted else np.round(np.array([t.value[i]]) * n)
+                alternative = metric.alternative  # type: ignore[attr-defined]
+                p = coverage_pvalues(k, n, np.array([t.value[j]]), continuous=t.weighted, alternative=alternative)[0]
                 out[i] |= bool(p >= significance)
             else:
                 out[i] |= bool(t.pvalue[i] >= t.pvalue[j])
