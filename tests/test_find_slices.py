@@ -179,13 +179,15 @@ def test_min_size_leaves_small_slices_out_of_the_family() -> None:
     assert_close(both["pvalue"], both["pvalue_all"], what="raw p-values do not depend on min_size")
 
 
-def test_corrections_bonferroni_and_bh() -> None:
+def test_corrections_bonferroni_bh_and_none() -> None:
     from scipy.stats import false_discovery_control
 
     frame = pl.DataFrame(_frame(7, 800, planted=0.75))
     holm = cf.find_slices(frame, _test(), features=["region", "device"]).sort("slice")
     bonf = cf.find_slices(frame, _test(), features=["region", "device"], correction="bonferroni").sort("slice")
     bh = cf.find_slices(frame, _test(), features=["region", "device"], correction="bh").sort("slice")
+    raw = cf.find_slices(frame, _test(), features=["region", "device"], correction="none").sort("slice")
+    assert_close(raw["pvalue_adjusted"], raw["pvalue"], what="none")
     p = holm["pvalue"].to_numpy()
     assert_close(bonf["pvalue_adjusted"], np.minimum(1, p * len(p)), what="bonferroni")
     assert_close(bh["pvalue_adjusted"], false_discovery_control(p, method="bh"), what="bh")
@@ -328,7 +330,9 @@ def test_bad_input_is_named() -> None:
     with pytest.raises(ValueError, match="confidence_level must be a number here"):
         cf.find_slices(frame.with_columns(level=0.9), _test("level"), features=["region"])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="correction must be one of"):
-        cf.find_slices(frame, _test(), features=["region"], correction="none")  # type: ignore[arg-type]
+        cf.find_slices(frame, _test(), features=["region"], correction="fdr")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="feature 'n' .* has the name of a column of find_slices' result"):
+        cf.find_slices(frame.with_columns(n=pl.lit("a")), _test(), features=["n"])
     with pytest.raises(ValueError, match="max_order must be a positive integer"):
         cf.find_slices(frame, _test(), features=["region"], max_order=0)
     with pytest.raises(TypeError, match="features must be a list of distinct column names"):

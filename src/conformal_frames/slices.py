@@ -38,7 +38,9 @@ from conformal_frames.summaries import finalize, summarize
 
 __all__ = ["find_slices"]
 
-SliceCorrection = Literal["holm", "bonferroni", "bh"]
+SliceCorrection = Literal["holm", "bonferroni", "bh", "none"]
+#: the result's own columns (a feature cannot share one's name)
+_COLUMNS = ("rank", "order", "slice", "n", "share", "pvalue", "pvalue_adjusted", "significant", "effect")
 
 #: the key column of the whole frame (order 0) and the prefix of a numeric feature's bin code
 _ALL = "find_slices__all"
@@ -145,10 +147,11 @@ def find_slices(
         The quantile bins of a numeric feature.
     significance : float, default 0.05
         A slice is ``significant`` when its adjusted p-value is below it.
-    correction : {"holm", "bonferroni", "bh"}, default "holm"
+    correction : {"holm", "bonferroni", "bh", "none"}, default "holm"
         The adjustment over all the slices tested: family-wise error (Holm,
         Bonferroni) or false discovery rate (Benjamini-Hochberg,
-        ``scipy.stats.false_discovery_control``).
+        ``scipy.stats.false_discovery_control``); ``"none"`` (the raw
+        p-values) finds a slice "significant" by chance in most runs.
     invalid : {"raise", "drop", "null"}, optional
         Rows a metric cannot use (a null ``y``, ``lo > hi``), as in
         :func:`~conformal_frames.evaluate`: by default an eager frame raises
@@ -195,10 +198,10 @@ def find_slices(
     min_size = check_positive_int(min_size, "min_size")
     n_bins = check_positive_int(n_bins, "n_bins")
     significance = check_probability(significance, "significance")
-    correction = check_choice(correction, "correction", ("holm", "bonferroni", "bh"))  # type: ignore[assignment]
+    correction = check_choice(correction, "correction", ("holm", "bonferroni", "bh", "none"))  # type: ignore[assignment]
     nf = nw.from_native(frame)
     invalid = policy(invalid, isinstance(nf, nw.DataFrame))
-    _check_features(names, nf.collect_schema())
+    _check_features(names, nf.collect_schema(), metric)
     target = _check_test(metric, metric.prepare(to_lazy(nf)[0]).collect_schema())  # e.g. sets' list columns
     if isinstance(nf, nw.DataFrame) and nf.implementation.is_polars():
         nf = nf.lazy()  # 16 lazy queries on a polars frame: about 2.5x faster than 16 eager calls (bench)
@@ -208,9 +211,12 @@ def find_slices(
     return _finish(frame, table, metric, cols, target, min_size, significance, correction)
 
 
-def _check_features(names: Sequence[str], schema: Any) -> None:
+def _check_features(names: Sequence[str], schema: Any, metric: Metric) -> None:
     available = list(schema)
     for name in names:
+        if name in (*_COLUMNS, "explained_by_parent", metric.output_name):
+            msg = f"feature {name!r} (features=) has the name of a column of find_slices' result; rename it first"
+            raise ValueError(msg)
         if name not in available:
             close = difflib.get_close_matches(name, available, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -337,6 +343,8 @@ def _adjusted(p: np.ndarray, correction: str) -> np.ndarray:
         return holm(p)
     if correction == "bh":
         return benjamini_hochberg(p)
+    if correction == "none":
+        return p
     return np.minimum(p * np.count_nonzero(~np.isnan(p)), 1.0)
 
 
