@@ -100,8 +100,6 @@ def test_joint_coverage_and_volume_match_numpy(constructor: Any, seed: int) -> N
     _check(whole, [_oracle(d, np.arange(len(d["y"])))], f"{constructor.id}, ungrouped")
     # the joint coverage is below every output's coverage, and the single-output metric gives output j
     assert (out["coverage"] <= out[["coverage_output0", "coverage_output1", "coverage_output2"]].min(axis=1)).all()
-    single = to_pandas(cf.evaluate(constructor(d), cf.coverage("y1", "lo1", "hi1"), by="g"))
-    assert_close(out["coverage_output1"], single["coverage"], what="output 1 alone")
 
 
 def test_eager_call_returns_the_joint_coverage_and_one_output_lists_equal_the_column() -> None:
@@ -113,6 +111,9 @@ def test_eager_call_returns_the_joint_coverage_and_one_output_lists_equal_the_co
     plain = cf.evaluate(frame, cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"))
     assert one["coverage"].item() == plain["coverage"].item() == one["coverage_output0"].item()
     assert one["width"].item() == plain["width"].item() == one["width_output0"].item()
+    single = to_pandas(cf.evaluate(frame, cf.coverage("y1", "lo1", "hi1"), by="g"))
+    joint = to_pandas(cf.evaluate(frame, cf.coverage(Y, LO, HI), by="g"))
+    assert_close(joint["coverage_output1"], single["coverage"], what="output 1 alone")
 
 
 def test_joint_coverage_with_ties_on_the_bounds() -> None:
@@ -270,3 +271,40 @@ def test_summaries_round_trip() -> None:
         for c in direct.columns:
             if c != "g":
                 assert_close(merged[c], direct[c], what=f"summary {c}")
+
+
+# ---------------------------------------------------------------------------
+# the report: the joint-coverage table
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("lazy", [False, True])
+def test_report_joint_coverage_table(lazy: bool) -> None:
+    d = _data(0)
+    frame = pl.DataFrame(d).lazy() if lazy else pl.DataFrame(d)
+    rep = cf.report(frame, y=Y, lo=LO, hi=HI, by="g", confidence_level=0.6)
+    assert list(rep.tables) == ["joint_coverage"]
+    t = to_pandas(rep.frame("joint_coverage"))
+    groups = group_dict(d["g"])
+    _check(t, [_oracle(d, idx) for idx in groups.values()], "report")
+    assert not any(c.startswith("coverage_output") and c.endswith("_ci_low") for c in t.columns)
+    k = np.round(t["coverage"] * t["n"])
+    assert_close(t["pvalue"], binom.cdf(k, t["n"], 0.6), what="report p-value")
+    assert rep.columns == {"y": "y,y1,y2", "lo": "lo,lo1,lo2", "hi": "hi,hi1,hi2"}
+    assert "Joint coverage per group" in str(rep)
+    assert "joint_coverage" in rep.to_html(plots=False)
+    under = to_pandas(rep.under_covered)
+    assert set(under["g"]) == set(t.loc[t["under_covered"].fillna(False).astype(bool), "g"])
+    pooled = rep.summary["pooled_coverage"][0]
+    assert pooled["coverage"] == pytest.approx(_oracle(d, np.arange(120))["coverage"], rel=1e-12)
+    # no target: the joint coverage, its interval and the outputs' columns
+    plain = to_pandas(cf.report(frame, y=Y, lo=LO, hi=HI).frame("joint_coverage"))
+    _check(plain, [_oracle(d, np.arange(120))], "report, no target")
+
+
+def test_report_lists_refuse_other_families_and_unequal_lengths() -> None:
+    frame = pl.DataFrame(_data(0))
+    with pytest.raises(ValueError, match=r"joint-coverage table alone; report score="):
+        cf.report(frame, y=Y, lo=LO, hi=HI, score="w")
+    with pytest.raises(ValueError, match=r"one column per output"):
+        cf.report(frame, y=Y, lo=LO[:2], hi=HI)
+    with pytest.raises(ValueError, match=r"column 'y9' \(y\[1\]=\) not found"):
+        cf.report(frame, y=["y", "y9"], lo=LO[:2], hi=HI[:2])
