@@ -174,6 +174,17 @@ def test_coverage_test_and_gap_on_the_joint_coverage(constructor: Any) -> None:
     assert_close(out["coverage_gap"], [np.mean(np.abs(per_group - 0.8))], what="coverage_gap")
 
 
+def test_worst_slab_coverage_of_the_joint_coverage() -> None:
+    """The same as the single-output metric on a precomputed joint indicator (``c`` in ``[1, 1]``)."""
+    d = _data(0)
+    d["x"] = np.round(np.random.default_rng(5).normal(size=120), 1)
+    joint = np.all([(d[lo] <= d[y]) & (d[y] <= d[hi]) for y, lo, hi in zip(Y, LO, HI)], axis=0)
+    frame = pl.DataFrame(d).with_columns(c=pl.Series(joint.astype(float)), one=pl.lit(1.0))
+    kw: dict[str, Any] = {"features": ["x", "w"], "delta": 0.3, "seed": 0}
+    a = frame.conformal.worst_slab_coverage(Y, LO, HI, **kw)
+    assert a == frame.conformal.worst_slab_coverage("c", "one", "one", **kw)
+
+
 def test_coverage_test_eager_result() -> None:
     d = _data(2)
     res = pd.DataFrame(d).conformal.coverage_test(Y, LO, HI, confidence_level=0.9)

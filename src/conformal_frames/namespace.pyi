@@ -820,9 +820,9 @@ class ConformalNamespace:
     def report(
         self,
         *,
-        y: str | None = ...,
-        lo: str | None = ...,
-        hi: str | None = ...,
+        y: str | Sequence[str] | None = ...,
+        lo: str | Sequence[str] | None = ...,
+        hi: str | Sequence[str] | None = ...,
         score: str | None = ...,
         score_y: str | None = ...,
         sets: str | None = ...,

@@ -191,9 +191,9 @@ def _evaluate(base: Any, plan: planning.ReportPlan) -> Report:
 def report(
     frame: Any,
     *,
-    y: str | None = None,
-    lo: str | None = None,
-    hi: str | None = None,
+    y: str | Sequence[str] | None = None,
+    lo: str | Sequence[str] | None = None,
+    hi: str | Sequence[str] | None = None,
     score: str | None = None,
     score_y: str | None = None,
     sets: str | None = None,
@@ -235,6 +235,10 @@ def report(
     y, lo, hi : str, optional
         Observed value and interval bounds: interval metrics (coverage with a
         Wilson interval, width, Winkler score, size-stratified coverage).
+        Lists of columns (one per output, several outputs): the
+        joint-coverage table alone (table ``"joint_coverage"``: the joint
+        coverage with its interval and test, ``coverage_output<j>``, the
+        mean box volume ``width`` and ``width_output<j>``).
     score : str, optional
         Predicted probability of a binary event, with ``y`` (or ``score_y``)
         its 0/1 outcome: calibration metrics (ECE, Brier, Kolmogorov-Smirnov,
