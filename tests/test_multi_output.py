@@ -319,3 +319,19 @@ def test_report_lists_refuse_other_families_and_unequal_lengths() -> None:
         cf.report(frame, y=Y, lo=LO[:2], hi=HI)
     with pytest.raises(ValueError, match=r"column 'y9' \(y\[1\]=\) not found"):
         cf.report(frame, y=["y", "y9"], lo=LO[:2], hi=HI[:2])
+
+
+def test_cli_takes_repeated_or_comma_separated_outputs(tmp_path: Any, capsys: Any) -> None:
+    import json
+
+    from conformal_frames import cli
+
+    d = _data(0)
+    path = tmp_path / "f.parquet"
+    pl.DataFrame(d).write_parquet(path)
+    argv = ["report", str(path), "--y", "y", "--y", "y1,y2", "--lo", "lo,lo1,lo2", "--hi", "hi", "--hi", "hi1,hi2"]
+    assert cli.main([*argv, "--by", "g", "--confidence-level", "0.6", "-q", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["tables"]["joint_coverage"]
+    assert_close([r["coverage"] for r in rows], [_oracle(d, idx)["coverage"] for idx in group_dict(d["g"]).values()])
+    assert cli.main(["report", str(path), "--y", "y,y1", "--lo", "lo", "--hi", "hi,hi1", "-q"]) == 2
+    assert "--lo is a single column" in capsys.readouterr().err
