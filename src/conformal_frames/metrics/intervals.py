@@ -101,7 +101,9 @@ def coverage(
     rows where every output ``j`` has ``lo_ij <= y_ij <= hi_ij``, with its
     Wilson interval; ``coverage_output<j>`` (``j = 0, 1, ...``, the position
     in the lists) is the coverage of output ``j`` alone.  A missing value or
-    ``lo > hi`` in any output makes the row invalid.
+    ``lo > hi`` in any output makes the row invalid.  (The outputs are
+    columns of one row; when they are rows of a forecast path, the same
+    question is :func:`path_coverage`.)
 
     Parameters
     ----------
@@ -817,7 +819,9 @@ def path_coverage(y: str, lo: str, hi: str, *, path: str | Sequence[str], ci_lev
     are invalid rows.  Computed lazily as a two-level aggregation (the
     minimum of the covered indicator per (group, path), then sums per
     group): a second aggregation over the rows, so :func:`~conformal_frames.summarize`
-    cannot merge it.
+    cannot merge it.  When a path's outputs are columns of one row instead
+    of rows, the same question is the joint coverage of :func:`coverage`
+    with lists of columns.
 
     Parameters
     ----------
