@@ -238,7 +238,8 @@ def test_a_missing_column_is_named() -> None:
 def test_nan_in_one_output_invalidates_the_row(constructor: Any) -> None:
     d = _data(0, n=30)
     d["y2"] = d["y2"].copy()
-    d["y2"][d["g"] == "one"] = np.nan  # the group of one row
+    d["y2"][d["g"] == "one"] = np.nan  # the group of one row: bad in two outputs, one invalid row
+    d["y1"] = np.where(d["g"] == "one", np.inf, d["y1"])
     two = np.flatnonzero(d["g"] == "two")
     d["lo1"] = d["lo1"].copy()
     d["lo1"][two[0]] = d["hi1"][two[0]] + 1.0  # lo > hi in output 1
@@ -247,6 +248,7 @@ def test_nan_in_one_output_invalidates_the_row(constructor: Any) -> None:
             cf.evaluate(constructor(d), *_metrics(), by="g")
         causes = {c.split(" in ")[0]: n for c, n in info.value.counts.items()}
         assert causes == {
+            "column 'y1' has missing (null/NaN) or infinite values": 1,
             "column 'y2' has missing (null/NaN) or infinite values": 1,
             "column 'lo1' is greater than column 'hi1'": 1,
         }
