@@ -308,6 +308,9 @@ def test_report_joint_coverage_table(lazy: bool) -> None:
     assert set(under["g"]) == set(t.loc[t["under_covered"].fillna(False).astype(bool), "g"])
     pooled = rep.summary["pooled_coverage"][0]
     assert pooled["coverage"] == pytest.approx(_oracle(d, np.arange(120))["coverage"], rel=1e-12)
+    if not lazy:  # the coverage figure draws the joint coverage
+        pytest.importorskip("matplotlib")
+        assert list(rep.figures()) == ["coverage_by_segment"]
     # no target: the joint coverage, its interval and the outputs' columns
     plain = to_pandas(cf.report(frame, y=Y, lo=LO, hi=HI).frame("joint_coverage"))
     _check(plain, [_oracle(d, np.arange(120))], "report, no target")
