@@ -37,6 +37,9 @@ W = {
     "mae_w": lambda: cf.mae("y", "mu", weights="w").alias("mae_w"),
     "wis_w": lambda: cf.wis("y", quantiles={0.1: "q10", 0.5: "q50", 0.9: "q90"}, weights="w").alias("wis_w"),
     "mae_k": lambda: cf.mae("y", "mu", counts="k").alias("mae_k"),
+    # several outputs (issue 41): the joint covered row and the box volume
+    "coverage_joint": lambda: cf.coverage(["y", "mu"], ["lo", "q10"], ["hi", "q90"]).alias("coverage_joint"),
+    "width_joint": lambda: cf.width(["lo", "q10"], ["hi", "q90"]).alias("width_joint"),
 }
 ALL = {**CALLS, **W}
 

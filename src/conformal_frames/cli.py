@@ -345,7 +345,7 @@ def _target_note(args: argparse.Namespace) -> None:
     if args.confidence_level is not None or (args.lo is None and args.sets is None):
         return
     skipped = [
-        *(["the Winkler score"] if args.lo is not None else []),
+        *(["the Winkler score"] if isinstance(args.lo, str) else []),  # (none with several outputs)
         "the coverage tests (target, p-values, under- and over-covered segments)",
     ]
     print(
@@ -363,8 +363,13 @@ def _check_arguments(args: argparse.Namespace, schema: Any, by: list[str]) -> No
         forecast = {"quantiles": args.quantiles, "intervals": args.intervals, "mean": args.mean, "std": args.std}
         forecast |= {"point": args.point, "baseline": args.baseline}
         plan.check_roles(args.y, args.lo, args.hi, args.score, args.score_y, args.sets, spell=_flag, forecast=forecast)
+        others = {k: getattr(args, k) for k in ("score", "score_y", "sets", "quantiles", "intervals", "mean", "std")}
+        plan.check_joint_roles(args.y, args.lo, args.hi, others | {"point": args.point}, spell=_flag)
         level = args.confidence_level if isinstance(args.confidence_level, str) else None
         roles = {k: getattr(args, k) for k in ("y", "lo", "hi", "score", "score_y", "sets", "mean", "std", "point")}
+        for k in ("y", "lo", "hi"):  # several outputs: each column by its position
+            if isinstance(roles[k], list):
+                roles |= {f"{k}[{i}]": c for i, c in enumerate(roles.pop(k))}
         roles["baseline"] = args.baseline
         roles |= {f"quantiles {lv:g}": c for lv, c in (args.quantiles or {}).items()}
         for lv, (lo, hi) in (args.intervals or {}).items():
@@ -372,8 +377,8 @@ def _check_arguments(args: argparse.Namespace, schema: Any, by: list[str]) -> No
         horizon = plan.check_horizon(args.horizon, by, level, spell=_flag)
         names = roles | {"confidence_level": level, "horizon": horizon} | {f"by[{i}]": k for i, k in enumerate(by)}
         plan.check_schema(schema, names, spell=_flag)
-    except ValueError as exc:
-        _fail(str(exc), EXIT_USAGE)
+    except (ValueError, TypeError) as exc:  # TypeError: lists of outputs that do not match
+        _fail(_cli_words(str(exc)), EXIT_USAGE)
     if args.fail_on_under_coverage and args.confidence_level is None:
         _fail("--fail-on-under-coverage needs a target: --confidence-level", EXIT_USAGE)
     if args.hsic and args.memory == "bounded":
@@ -385,6 +390,7 @@ def _text_columns_hint(schema: Any, args: argparse.Namespace, fmt: str) -> str:
     import narwhals.stable.v2 as nw
 
     roles = [getattr(args, k) for k in ("y", "lo", "hi", "score", "score_y")]
+    roles = [c for r in roles for c in (r if isinstance(r, list) else [r])]  # several outputs: each column
     text = [c for c in roles if c is not None and schema.get(c) == nw.String]
     if fmt != "csv" or not text:
         return ""
@@ -493,6 +499,9 @@ def _run_report(args: argparse.Namespace) -> int:
     size = _input_size(args.file)
     progress = _Progress(enabled=not args.quiet and (args.progress or size >= PROGRESS_BYTES))
     lf, fmt = _scan(args)
+    for role in ("y", "lo", "hi"):  # several outputs: repeated or comma-separated; one column stays a string
+        columns = [c for item in getattr(args, role) or [] for c in item.split(",") if c]
+        setattr(args, role, None if not columns else columns[0] if len(columns) == 1 else columns)
     by = [c for group in (args.by or []) for item in group for c in item.split(",") if c]
     _check_arguments(args, nw.from_native(lf).collect_schema(), by)
     directory = _check_out(args.out) if args.out else None
@@ -617,11 +626,15 @@ def _output_options(p: argparse.ArgumentParser) -> None:
 
 def _column_options(p: argparse.ArgumentParser) -> None:
     cols = p.add_argument_group("columns")
+    several = "; several outputs (joint coverage): repeat the flag or separate the columns by commas"
     cols.add_argument(
-        "--y", metavar="COL", help="observed value (intervals), 0/1 outcome (calibration), true label (sets)"
+        "--y",
+        metavar="COL",
+        action="append",
+        help="observed value (intervals), 0/1 outcome (calibration), true label (sets)" + several,
     )
-    cols.add_argument("--lo", metavar="COL", help="lower bound of the prediction interval")
-    cols.add_argument("--hi", metavar="COL", help="upper bound of the prediction interval")
+    cols.add_argument("--lo", metavar="COL", action="append", help="lower bound of the prediction interval" + several)
+    cols.add_argument("--hi", metavar="COL", action="append", help="upper bound of the prediction interval" + several)
     cols.add_argument("--score", metavar="COL", help="predicted probability in [0, 1] of the 0/1 outcome (calibration)")
     cols.add_argument(
         "--score-y",

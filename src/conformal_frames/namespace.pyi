@@ -33,9 +33,9 @@ class ConformalNamespace:
     ) -> Any: ...
     def coverage(
         self,
-        y: str,
-        lo: str,
-        hi: str,
+        y: str | Sequence[str],
+        lo: str | Sequence[str],
+        hi: str | Sequence[str],
         *,
         ci_level: float = ...,
         weights: str | None = ...,
@@ -109,8 +109,8 @@ class ConformalNamespace:
     ) -> Any: ...
     def width(
         self,
-        lo: str,
-        hi: str,
+        lo: str | Sequence[str],
+        hi: str | Sequence[str],
         *,
         weights: str | None = ...,
         counts: str | None = ...,
@@ -219,9 +219,9 @@ class ConformalNamespace:
     ) -> Any: ...
     def coverage_gap(
         self,
-        y: str,
-        lo: str | None = ...,
-        hi: str | None = ...,
+        y: str | Sequence[str],
+        lo: str | Sequence[str] | None = ...,
+        hi: str | Sequence[str] | None = ...,
         *,
         sets: str | Sequence[str] | None = ...,
         classes: Sequence[Label] | None = ...,
@@ -236,9 +236,9 @@ class ConformalNamespace:
     ) -> Any: ...
     def coverage_test(
         self,
-        y: str,
-        lo: str | None = ...,
-        hi: str | None = ...,
+        y: str | Sequence[str],
+        lo: str | Sequence[str] | None = ...,
+        hi: str | Sequence[str] | None = ...,
         *,
         sets: str | Sequence[str] | None = ...,
         classes: Sequence[Label] | None = ...,
@@ -257,9 +257,9 @@ class ConformalNamespace:
     ) -> Any: ...
     def worst_slab_coverage(
         self,
-        y: str,
-        lo: str | None = ...,
-        hi: str | None = ...,
+        y: str | Sequence[str],
+        lo: str | Sequence[str] | None = ...,
+        hi: str | Sequence[str] | None = ...,
         *,
         sets: str | Sequence[str] | None = ...,
         classes: Sequence[Label] | None = ...,
@@ -820,9 +820,9 @@ class ConformalNamespace:
     def report(
         self,
         *,
-        y: str | None = ...,
-        lo: str | None = ...,
-        hi: str | None = ...,
+        y: str | Sequence[str] | None = ...,
+        lo: str | Sequence[str] | None = ...,
+        hi: str | Sequence[str] | None = ...,
         score: str | None = ...,
         score_y: str | None = ...,
         sets: str | None = ...,

@@ -736,6 +736,8 @@ def reliability_diagram(
 def _report_coverage_table(rep: Any) -> nw.DataFrame | None:
     if "intervals" in rep.tables:
         return rep.tables["intervals"]
+    if "joint_coverage" in rep.tables:  # several outputs: the joint coverage
+        return rep.tables["joint_coverage"]
     if "sets" in rep.tables:
         t = rep.tables["sets"]
         return t.rename({c: c.replace("set_coverage", "coverage") for c in t.columns if c.startswith("set_coverage")})
@@ -979,6 +981,10 @@ def _horizon_figure(panels: list[tuple[str, nw.DataFrame, dict[str, Any]]], mode
     return fig
 
 
+#: what the coverage panel shows, by the report's coverage table
+_COVERAGE_WHAT = (("intervals", "intervals"), ("joint_coverage", "joint coverage (every output)"))
+
+
 def _coverage_panels(rep: Any, at: Any) -> list[tuple[str, nw.DataFrame, dict[str, Any]]]:
     """The coverage panels: the intervals (or sets) at their target, then each interval and quantile level."""
     band = ("coverage_ci_low", "coverage_ci_high")
@@ -989,7 +995,7 @@ def _coverage_panels(rep: Any, at: Any) -> list[tuple[str, nw.DataFrame, dict[st
         goals = sorted(set(cov.get_column(level).to_list())) if level else [rep.confidence_level]
         for goal in goals:
             t = cov if level is None else cov.filter(nw.col(level) == goal)
-            what = "intervals" if "intervals" in rep.tables else "prediction sets"
+            what = next((w for k, w in _COVERAGE_WHAT if k in rep.tables), "prediction sets")
             title = what + (f" at {goal:g}" if isinstance(goal, float) else "")
             panels.append((title, t, {"value": "coverage", "band": band, "reference": goal}))
     for name, column, title in (

@@ -7,9 +7,16 @@ from typing import Any
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames._validate import check_column, checked, optional, validate_fields
+from conformal_frames._validate import checked, optional, validate_fields
 from conformal_frames.engine import Metric, Query
-from conformal_frames.inputs.intervals import covered_row
+from conformal_frames.inputs.intervals import (
+    MULTI_OUTPUT,
+    Columns,
+    check_outputs,
+    covered_row,
+    interval_outputs,
+    one_output,
+)
 from conformal_frames.inputs.sets import SetSpec, prepared, set_covered_row, set_spec
 
 __all__ = ["Target", "TargetMetric", "target"]
@@ -20,11 +27,14 @@ __all__ = ["Target", "TargetMetric", "target"]
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Target:
-    """The covered indicator's inputs: ``y`` with ``(lo, hi)`` or with a set."""
+    """The covered indicator's inputs: ``y`` with ``(lo, hi)`` or with a set.
 
-    y: str
-    lo: str | None = checked(optional(check_column), None)
-    hi: str | None = checked(optional(check_column), None)
+    Intervals of several outputs: ``y``, ``lo``, ``hi`` tuples of columns (joint coverage).
+    """
+
+    y: Columns = checked(check_outputs)
+    lo: Columns | None = checked(optional(check_outputs), None)
+    hi: Columns | None = checked(optional(check_outputs), None)
     sets: SetSpec | None = None
 
     def __post_init__(self) -> None:
@@ -32,6 +42,7 @@ class Target:
 
     def covered(self, q: Query) -> str:
         if self.sets is not None:
+            assert isinstance(self.y, str)  # one label column (target() checks it)
             return set_covered_row(q, self.y, self.sets)
         assert self.lo is not None and self.hi is not None
         return covered_row(q, self.y, self.lo, self.hi)
@@ -44,17 +55,21 @@ class TargetMetric(Metric):
     target: Target
 
     def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
-        sets = self.target.sets
-        return prepared(frame, sets, self.target.y) if sets is not None else frame
+        sets, y = self.target.sets, self.target.y
+        return prepared(frame, sets, y) if sets is not None and isinstance(y, str) else frame
 
 
-def target(y: str, lo: str | None, hi: str | None, sets: Any, classes: Any) -> Target:
-    check_column(y, "y")
+def target(y: Any, lo: Any, hi: Any, sets: Any, classes: Any, *, metric: str) -> Target:
+    """The target of ``metric``: intervals (lists of columns for several outputs where ``metric`` takes them) or sets."""
+    check_outputs(y, "y")
     interval = lo is not None or hi is not None
     if interval and sets is not None:
         msg = "pass either lo= and hi= (intervals) or sets= (prediction sets), not both"
         raise ValueError(msg)
     if sets is not None:
+        if not isinstance(y, str):
+            msg = f"{metric}: with sets=, y is one column (the true label), got {list(y)!r}"
+            raise TypeError(msg)
         return Target(y=y, sets=set_spec(sets, classes))
     if lo is None or hi is None:
         msg = "pass lo= and hi= (prediction intervals) or sets= (prediction sets)"
@@ -62,4 +77,8 @@ def target(y: str, lo: str | None, hi: str | None, sets: Any, classes: Any) -> T
     if classes is not None:
         msg = "classes= only applies to prediction sets (sets=)"
         raise ValueError(msg)
+    if metric not in MULTI_OUTPUT:
+        for role, value in (("y", y), ("lo", lo), ("hi", hi)):
+            one_output(metric)(value, role)
+    interval_outputs(metric, y=y, lo=lo, hi=hi)
     return Target(y=y, lo=lo, hi=hi)

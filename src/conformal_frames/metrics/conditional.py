@@ -221,9 +221,9 @@ class CoverageGap(TargetMetric):
 
 
 def coverage_gap(
-    y: str,
-    lo: str | None = None,
-    hi: str | None = None,
+    y: str | Sequence[str],
+    lo: str | Sequence[str] | None = None,
+    hi: str | Sequence[str] | None = None,
     *,
     sets: str | Sequence[str] | None = None,
     classes: Sequence[Label] | None = None,
@@ -249,9 +249,11 @@ def coverage_gap(
 
     Parameters
     ----------
-    y, lo, hi : str
+    y, lo, hi : str or list of str
         Observed value and interval bounds; or ``y`` with ``sets=`` (and
         ``classes=``, optional with a list column) for prediction sets.
+        Lists of columns (one per output): a row is covered when every
+        output is inside its interval (joint coverage).
     groups : str or list of str
         The columns defining the groups whose coverages are compared.
     confidence_level : float or str
@@ -293,7 +295,7 @@ def coverage_gap(
     ('b', 0.5)
     """
     return CoverageGap(
-        target=target(y, lo, hi, sets, classes),
+        target=target(y, lo, hi, sets, classes, metric="coverage_gap"),
         groups=_names(groups, "groups"),
         confidence_level=confidence_level,
         weighted=weighted,
@@ -497,9 +499,9 @@ class CoverageTest(TargetMetric):
 
 @renamed(ci="ci_level", alpha="significance")
 def coverage_test(
-    y: str,
-    lo: str | None = None,
-    hi: str | None = None,
+    y: str | Sequence[str],
+    lo: str | Sequence[str] | None = None,
+    hi: str | Sequence[str] | None = None,
     *,
     sets: str | Sequence[str] | None = None,
     classes: Sequence[Label] | None = None,
@@ -551,8 +553,10 @@ def coverage_test(
 
     Parameters
     ----------
-    y, lo, hi : str
-        Observed value and interval bounds (prediction intervals).
+    y, lo, hi : str or list of str
+        Observed value and interval bounds (prediction intervals); lists of
+        columns (one per output): a row is covered when every output is
+        inside its interval (joint coverage).
     sets : str or list of str, optional
         Prediction sets instead of intervals (with ``y`` the true label).
     classes : list of int or str, optional
@@ -621,7 +625,7 @@ def coverage_test(
     "Conditional validity of inductive conformal predictors", ACML.
     """
     metric = CoverageTest(
-        target=target(y, lo, hi, sets, classes),
+        target=target(y, lo, hi, sets, classes, metric="coverage_test"),
         confidence_level=confidence_level,
         ci_level=ci_level,
         method=method,
@@ -695,9 +699,9 @@ class WorstSlab(TargetMetric):
 
 @no_weights("worst_slab_coverage")
 def worst_slab_coverage(
-    y: str,
-    lo: str | None = None,
-    hi: str | None = None,
+    y: str | Sequence[str],
+    lo: str | Sequence[str] | None = None,
+    hi: str | Sequence[str] | None = None,
     *,
     sets: str | Sequence[str] | None = None,
     classes: Sequence[Label] | None = None,
@@ -731,8 +735,10 @@ def worst_slab_coverage(
 
     Parameters
     ----------
-    y, lo, hi : str
-        Observed value and interval bounds (prediction intervals).
+    y, lo, hi : str or list of str
+        Observed value and interval bounds (prediction intervals); lists of
+        columns (one per output): a row is covered when every output is
+        inside its interval (joint coverage).
     sets : str or list of str, optional
         Prediction sets instead of intervals (with ``y`` the true label).
     classes : list of int or str, optional
@@ -776,7 +782,7 @@ def worst_slab_coverage(
     JMLR 22(81), 1-42.
     """
     return WorstSlab(
-        target=target(y, lo, hi, sets, classes),
+        target=target(y, lo, hi, sets, classes, metric="worst_slab_coverage"),
         features=_names(features, "features"),
         delta=delta,
         n_directions=n_directions,

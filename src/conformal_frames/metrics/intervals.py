@@ -34,7 +34,17 @@ from conformal_frames.engine import (
     stack,
     total,
 )
-from conformal_frames.inputs.intervals import covered_row, interval_bounds, width_row
+from conformal_frames.inputs.intervals import (
+    Columns,
+    check_outputs,
+    covered_row,
+    interval_bounds,
+    interval_outputs,
+    one_output,
+    output_covered_rows,
+    output_width_rows,
+    width_row,
+)
 from conformal_frames.inputs.levels import level_row
 from conformal_frames.numerics.gauss import grouped_gauss_form
 from conformal_frames.numerics.stats import min_of, proportion, ratio, weighted_cut, wilson_interval
@@ -48,22 +58,36 @@ METHODS = list(__all__)
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class Coverage(Metric):
-    y: str
-    lo: str
-    hi: str
+    y: Columns = checked(check_outputs)
+    lo: Columns = checked(check_outputs)
+    hi: Columns = checked(check_outputs)
     ci_level: float = 0.95
     weights: str | None = None
     counts: str | None = None
     default_name = "coverage"
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        interval_outputs("coverage", y=self.y, lo=self.lo, hi=self.hi)
+
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights, counts=self.counts)
-        return proportion(w, covered_row(q, self.y, self.lo, self.hi), self.ci_level)
+        out = proportion(w, covered_row(q, self.y, self.lo, self.hi), self.ci_level)
+        if isinstance(self.y, tuple):  # several outputs: the coverage of each
+            rows = output_covered_rows(q, self.y, self.lo, self.hi)
+            out.update({f"output{k}": ratio(w.sum(r), w.total) for k, r in enumerate(rows)})
+        return out
 
 
 @renamed(ci="ci_level")
 def coverage(
-    y: str, lo: str, hi: str, *, ci_level: float = 0.95, weights: str | None = None, counts: str | None = None
+    y: str | Sequence[str],
+    lo: str | Sequence[str],
+    hi: str | Sequence[str],
+    *,
+    ci_level: float = 0.95,
+    weights: str | None = None,
+    counts: str | None = None,
 ) -> Coverage:
     """Empirical coverage of prediction intervals, with a Wilson interval.
 
@@ -72,10 +96,20 @@ def coverage(
     ``coverage_ci_low`` / ``coverage_ci_high``: the Wilson score interval of
     the binomial proportion at confidence ``ci_level``.
 
+    Several outputs (``y``, ``lo``, ``hi`` lists of columns, one per output,
+    of the same length): ``coverage`` is the *joint* coverage, the share of
+    rows where every output ``j`` has ``lo_ij <= y_ij <= hi_ij``, with its
+    Wilson interval; ``coverage_output<j>`` (``j = 0, 1, ...``, the position
+    in the lists) is the coverage of output ``j`` alone.  A missing value or
+    ``lo > hi`` in any output makes the row invalid.  (The outputs are
+    columns of one row; when they are rows of a forecast path, the same
+    question is :func:`path_coverage`.)
+
     Parameters
     ----------
-    y, lo, hi : str
-        Columns of the observed value and the interval's lower / upper bound.
+    y, lo, hi : str or list of str
+        Columns of the observed value and the interval's lower / upper bound;
+        lists of columns for several outputs (joint coverage).
     ci_level : float, default 0.95
         Confidence level of the Wilson interval, in (0, 1).
     weights : str, optional
@@ -97,43 +131,67 @@ def coverage(
     Examples
     --------
     >>> import pandas as pd
-    >>> import conformal_frames  # registers .conformal
+    >>> import conformal_frames as cf  # registers .conformal
     >>> df = pd.DataFrame({"y": [5, 7.5, 9.5, 10.5, 12.5],
     ...                    "lo": [4, 6, 9, 8.5, 10.5], "hi": [6, 9, 10, 12.5, 12]})
     >>> df.conformal.coverage("y", "lo", "hi")
     0.8
+
+    Two outputs: a row is covered when both are.
+
+    >>> df["y2"], df["lo2"], df["hi2"] = [0.0, 1, 2, 3, 4], [0.0, 0, 0, 0, 0], [1.0, 1, 1, 5, 5]
+    >>> out = cf.evaluate(df, cf.coverage(["y", "y2"], ["lo", "lo2"], ["hi", "hi2"]))
+    >>> out[["coverage", "coverage_output0", "coverage_output1"]].round(2).values.tolist()
+    [[0.6, 0.8, 0.8]]
 
     References
     ----------
     E. B. Wilson (1927), "Probable inference, the law of succession, and
     statistical inference", JASA 22(158), 209-212.
     """
-    return Coverage(y=y, lo=lo, hi=hi, ci_level=ci_level, weights=weights, counts=counts)
+    return Coverage(y=y, lo=lo, hi=hi, ci_level=ci_level, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
 class Width(Metric):
-    lo: str
-    hi: str
+    lo: Columns = checked(check_outputs)
+    hi: Columns = checked(check_outputs)
     weights: str | None = None
     counts: str | None = None
     default_name = "width"
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        interval_outputs("width", lo=self.lo, hi=self.hi)
+
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights, counts=self.counts)
-        return {"": ratio(w.sum(width_row(q, self.lo, self.hi)), w.total)}
+        out: dict[str, nw.Expr | None] = {"": ratio(w.sum(width_row(q, self.lo, self.hi)), w.total)}
+        if isinstance(self.lo, tuple):  # several outputs: the mean width of each
+            rows = output_width_rows(q, self.lo, self.hi)
+            out.update({f"output{k}": ratio(w.sum(r), w.total) for k, r in enumerate(rows)})
+        return out
 
 
-def width(lo: str, hi: str, *, weights: str | None = None, counts: str | None = None) -> Width:
+def width(
+    lo: str | Sequence[str], hi: str | Sequence[str], *, weights: str | None = None, counts: str | None = None
+) -> Width:
     """Mean interval width ``(1/n) * sum_i (hi_i - lo_i)``.
 
     Rows with ``lo > hi`` are invalid (the numpy baseline takes ``|hi - lo|``
     and so silently accepts crossed bounds).
 
+    Several outputs (``lo``, ``hi`` lists of columns, one per output):
+    ``width`` is the mean volume of the prediction box, ``(1/n) sum_i
+    prod_j (hi_ij - lo_ij)`` (one output: its width), and
+    ``width_output<j>`` the mean width of output ``j`` (its position in the
+    lists).
+
     Parameters
     ----------
-    lo, hi : str
-        Columns of the interval's lower and upper bound.
+    lo, hi : str or list of str
+        Columns of the interval's lower and upper bound; lists of columns for
+        several outputs (the box volume).
     weights : str, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
@@ -157,8 +215,10 @@ def width(lo: str, hi: str, *, weights: str | None = None, counts: str | None = 
     >>> df = pl.DataFrame({"lo": [4.0, 9, 8.5, 7, 5], "hi": [6.0, 10, 12.5, 8.5, 6.5]})
     >>> df.conformal.width("lo", "hi")
     2.0
+    >>> df.conformal.width(["lo", "lo"], ["hi", "hi"])  # two outputs: the mean of the squared widths
+    5.1
     """
-    return Width(lo=lo, hi=hi, weights=weights, counts=counts)
+    return Width(lo=lo, hi=hi, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -282,9 +342,9 @@ def _ssc_bins(
 
 @dataclass(frozen=True, kw_only=True)
 class SSC(Metric):
-    y: str
-    lo: str
-    hi: str
+    y: str = checked(one_output("ssc"))
+    lo: str = checked(one_output("ssc"))
+    hi: str = checked(one_output("ssc"))
     n_bins: int = 3
     weights: str | None = None
     counts: str | None = None
@@ -379,9 +439,9 @@ def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None
 
 @dataclass(frozen=True, kw_only=True)
 class SSCScore(Metric):
-    y: str
-    lo: str
-    hi: str
+    y: str = checked(one_output("ssc_score"))
+    lo: str = checked(one_output("ssc_score"))
+    hi: str = checked(one_output("ssc_score"))
     n_bins: int = 3
     weights: str | None = None
     counts: str | None = None
@@ -443,9 +503,9 @@ def ssc_score(
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class Winkler(Metric):
-    y: str
-    lo: str
-    hi: str
+    y: str = checked(one_output("winkler"))
+    lo: str = checked(one_output("winkler"))
+    hi: str = checked(one_output("winkler"))
     confidence_level: float | str
     weights: str | None = None
     counts: str | None = None
@@ -515,9 +575,9 @@ def winkler(
 
 @dataclass(frozen=True, kw_only=True)
 class CWC(Metric):
-    y: str
-    lo: str
-    hi: str
+    y: str = checked(one_output("cwc"))
+    lo: str = checked(one_output("cwc"))
+    hi: str = checked(one_output("cwc"))
     eta: float
     confidence_level: float | str
     weights: str | None = None
@@ -621,9 +681,9 @@ def _hsic_groups(k0: float, k1: float) -> GroupFn:
 
 @dataclass(frozen=True, kw_only=True)
 class HSIC(Metric):
-    y: str
-    lo: str
-    hi: str
+    y: str = checked(one_output("hsic"))
+    lo: str = checked(one_output("hsic"))
+    hi: str = checked(one_output("hsic"))
     kernel_sizes: tuple[float, float] = (1.0, 1.0)
     default_name = "hsic"
     mergeable_alternative = "coverage and width"
@@ -712,9 +772,9 @@ def _path_table(covered: str, path: list[str]) -> TableFn:
 
 @dataclass(frozen=True, kw_only=True)
 class PathCoverage(Metric):
-    y: str
-    lo: str
-    hi: str
+    y: str = checked(one_output("path_coverage"))
+    lo: str = checked(one_output("path_coverage"))
+    hi: str = checked(one_output("path_coverage"))
     path: tuple[str, ...] = checked(_check_path)
     ci_level: float = 0.95
     default_name = "path_coverage"
@@ -759,7 +819,9 @@ def path_coverage(y: str, lo: str, hi: str, *, path: str | Sequence[str], ci_lev
     are invalid rows.  Computed lazily as a two-level aggregation (the
     minimum of the covered indicator per (group, path), then sums per
     group): a second aggregation over the rows, so :func:`~conformal_frames.summarize`
-    cannot merge it.
+    cannot merge it.  When a path's outputs are columns of one row instead
+    of rows, the same question is the joint coverage of :func:`coverage`
+    with lists of columns.
 
     Parameters
     ----------

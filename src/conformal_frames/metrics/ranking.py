@@ -423,7 +423,7 @@ def excess_risk_target_coverage(
         msg = "excess_risk_target_coverage needs scikit-learn: pip install 'conformal-frames[sklearn]'"
         raise ImportError(msg) from exc
     metric = ExcessRisk(
-        target=target(y, lo, hi, sets, classes),
+        target=target(y, lo, hi, sets, classes, metric="excess_risk_target_coverage"),
         features=check_columns(features, "features"),
         level=check_level(confidence_level),
         model=model,

@@ -24,6 +24,10 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.ReportPlan,
     target, level = planning.split_target(o["confidence_level"])
     schema = base.collect_schema()
     roles = {k: o[k] for k in ("y", "lo", "hi", "score", "score_y", "sets")}
+    # several outputs (lists of columns): tuples in the plan, each column checked by its position
+    roles |= {k: tuple(o[k]) for k in ("y", "lo", "hi") if isinstance(o[k], (list, tuple))}
+    columns = {k: v for k, v in roles.items() if not isinstance(v, tuple)}
+    columns |= {f"{k}[{i}]": c for k, v in roles.items() if isinstance(v, tuple) for i, c in enumerate(v)}
     forecast = {
         "mean": o["mean"],
         "std": o["std"],
@@ -35,7 +39,7 @@ def _make_plan(base: Any, options: dict[str, Any]) -> tuple[planning.ReportPlan,
         forecast |= {f"intervals[{lv:g}][0]": lo_c, f"intervals[{lv:g}][1]": hi_c}
     horizon = planning.check_horizon(o["horizon"], by, level)
     names = (
-        roles | forecast | {"confidence_level": level, "horizon": horizon} | {f"by[{i}]": k for i, k in enumerate(by)}
+        columns | forecast | {"confidence_level": level, "horizon": horizon} | {f"by[{i}]": k for i, k in enumerate(by)}
     )
     engine.check_index_keys(base, [*by, *([horizon] if horizon else [])])
     planning.check_schema(schema, names)
@@ -187,9 +191,9 @@ def _evaluate(base: Any, plan: planning.ReportPlan) -> Report:
 def report(
     frame: Any,
     *,
-    y: str | None = None,
-    lo: str | None = None,
-    hi: str | None = None,
+    y: str | Sequence[str] | None = None,
+    lo: str | Sequence[str] | None = None,
+    hi: str | Sequence[str] | None = None,
     score: str | None = None,
     score_y: str | None = None,
     sets: str | None = None,
@@ -231,6 +235,10 @@ def report(
     y, lo, hi : str, optional
         Observed value and interval bounds: interval metrics (coverage with a
         Wilson interval, width, Winkler score, size-stratified coverage).
+        Lists of columns (one per output, several outputs): the
+        joint-coverage table alone (table ``"joint_coverage"``: the joint
+        coverage with its interval and test, ``coverage_output<j>``, the
+        mean box volume ``width`` and ``width_output<j>``).
     score : str, optional
         Predicted probability of a binary event, with ``y`` (or ``score_y``)
         its 0/1 outcome: calibration metrics (ECE, Brier, Kolmogorov-Smirnov,
@@ -387,6 +395,8 @@ def _report(frame: Any, options: dict[str, Any], tick: Any) -> Report:
             "baseline": options["baseline"],
         },
     )
+    others = {k: options[k] for k in ("score", "score_y", "sets", "quantiles", "intervals", "mean", "std", "point")}
+    planning.check_joint_roles(y, lo, hi, others | {"horizon": options["horizon"]})
     planning.check_options(correction, invalid)
     base = planning.as_frame(frame)
     plan, notes = _make_plan(base, options)

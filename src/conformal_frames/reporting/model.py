@@ -103,12 +103,12 @@ class Report:
 
     def _flagged(self, flag: str, missing: str, pvalues: list[str]) -> Any:
         """The rows of the coverage table (intervals, else sets) whose ``flag`` is true."""
-        name = "intervals" if "intervals" in self.tables else "sets"
+        name = next((k for k in ("intervals", "joint_coverage") if k in self.tables), "sets")
         t = self.tables.get(name)
         if t is None or flag not in t.columns:
             msg = f"{missing}: give y, lo, hi (or y and sets) and a target (confidence_level=)"
             raise ValueError(msg)
-        cov = "coverage" if name == "intervals" else "set_coverage"
+        cov = "set_coverage" if name == "sets" else "coverage"
         cols = [*self.keys, cov, "target", "n", *pvalues]
         return nw.to_native(nw.maybe_reset_index(t.filter(nw.col(flag).fill_null(False)).select(*cols)))
 

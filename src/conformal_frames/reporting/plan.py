@@ -29,7 +29,7 @@ from conformal_frames.metrics.recalibration import score_decomposition, smooth_e
 from conformal_frames.metrics.sets import empty_rate, set_coverage, set_size, singleton_rate
 
 #: the alias of coverage_test's outputs, per family: they become the coverage columns
-COVERAGE_COLUMN = {"intervals": "coverage", "sets": "set_coverage"}
+COVERAGE_COLUMN = {"intervals": "coverage", "sets": "set_coverage", "joint_coverage": "coverage"}
 CORRECTIONS = ("holm", "bh", "none")
 INVALID_POLICIES = ("raise", "drop", "null")
 
@@ -38,9 +38,10 @@ INVALID_POLICIES = ("raise", "drop", "null")
 class ReportPlan:
     """The columns (by role) and options of one report."""
 
-    y: str | None
-    lo: str | None
-    hi: str | None
+    #: one column each, or tuples of columns (several outputs: the joint-coverage table)
+    y: Any
+    lo: Any
+    hi: Any
     score: str | None
     score_y: str | None
     sets: str | None
@@ -96,9 +97,10 @@ class ReportPlan:
     def columns(self) -> dict[str, str]:
         """Role name to column, as given (quantiles / intervals as ``0.1=q10,...`` / ``0.8=lo80:hi80,...``)."""
         roles = {
-            "y": self.y,
-            "lo": self.lo,
-            "hi": self.hi,
+            **{
+                r: ",".join(v) if isinstance(v, tuple) else v
+                for r, v in (("y", self.y), ("lo", self.lo), ("hi", self.hi))
+            },
             "score": self.score,
             "score_y": self.score_y,
             "sets": self.sets,
@@ -116,6 +118,8 @@ class ReportPlan:
     def families(self) -> dict[str, list[engine.Metric]]:
         """The metrics of each family that applies (the display order)."""
         out: dict[str, list[engine.Metric]] = {}
+        if isinstance(self.y, tuple):  # several outputs: the joint-coverage table alone
+            return {"joint_coverage": self._joint(self.y, self.lo, self.hi)}
         if self.y is not None and self.lo is not None and self.hi is not None:
             out["intervals"] = self._intervals(self.y, self.lo, self.hi)
         if self.sets is not None and self.y is not None:
@@ -188,7 +192,7 @@ class ReportPlan:
                 significance=self.significance,
                 correction=self.correction,  # type: ignore[arg-type]
             ).alias(name)
-        if family == "intervals":
+        if family in ("intervals", "joint_coverage"):
             return coverage(y, target["lo"], target["hi"], ci_level=self.ci_level)
         return set_coverage(y, target["sets"], classes=target["classes"], ci_level=self.ci_level)
 
@@ -201,6 +205,15 @@ class ReportPlan:
         if self.hsic:
             ms.append(hsic(y, lo, hi))
         return ms
+
+    def _joint(self, y: tuple[str, ...], lo: tuple[str, ...], hi: tuple[str, ...]) -> list[engine.Metric]:
+        """Several outputs: the joint coverage (tested against the target), each output's coverage
+        (``coverage_output<j>``), the mean box volume (``width``) and each output's mean width."""
+        main = self._coverage("joint_coverage", y, lo=lo, hi=hi)  # type: ignore[arg-type]
+        ms = [main]
+        if main.default_name == "coverage_test":  # the outputs' coverage apart (coverage gives it with lists)
+            ms += [coverage(*out).alias(f"coverage_output{j}") for j, out in enumerate(zip(y, lo, hi, strict=True))]
+        return [*ms, width(lo, hi)]
 
     def _sets(self, y: str, sets: str) -> list[engine.Metric]:
         classes = self.classes  # None: the labels come from the sets
@@ -286,6 +299,25 @@ def check_roles(
         raise ValueError(msg)
     if y is None and score is None:
         msg = f"nothing to report: give {spell('y')} with {roles}"
+        raise ValueError(msg)
+
+
+def check_joint_roles(y: Any, lo: Any, hi: Any, others: dict[str, Any], spell: Callable[[str], str] = keyword) -> None:
+    """Lists of columns for ``y``, ``lo``, ``hi`` (several outputs): the same lengths, and no other family.
+
+    ``others`` maps the other roles' arguments to their values (``None``: not given).
+    """
+    from conformal_frames.inputs.intervals import interval_outputs
+
+    if not any(isinstance(v, (list, tuple)) for v in (y, lo, hi)):
+        return
+    interval_outputs("report", y=y, lo=lo, hi=hi)
+    given = [k for k, v in others.items() if v is not None]
+    if given:
+        msg = (
+            f"lists of columns for {spell('y')}, {spell('lo')} and {spell('hi')} (several outputs) give the "
+            f"joint-coverage table alone; report {', '.join(spell(k) for k in given)} in another call"
+        )
         raise ValueError(msg)
 
 

@@ -49,6 +49,10 @@ TITLES = {
         "Interval coverage and mean width, one column per confidence level (with Wilson intervals and "
         "Winkler scores in .frame('interval_coverage'), to_json(), to_csv())"
     ),
+    "joint_coverage": (
+        "Joint coverage per group (every output inside its interval; coverage_output<j>: output j alone; "
+        "width: the mean box volume, width_output<j>: output j's mean width)"
+    ),
 }
 
 #: one sentence under each table's heading (the HTML page)
@@ -70,6 +74,10 @@ CAPTIONS = {
     "quantile_pit_histogram": "The PIT histogram of the quantile forecast: a calibrated forecast is flat.",
     "quantile_coverage": "For each quantile level (a column), the share of rows with y at or below the quantile.",
     "interval_coverage": "For each confidence level (a column), the coverage of the central interval and its width.",
+    "joint_coverage": (
+        "One row per group: the share of rows whose every output lies in its interval (with its confidence "
+        "interval and the test against the target), each output's coverage, the mean volume and widths."
+    ),
 }
 
 #: one sentence under each figure (the HTML page), by figure name

@@ -25,7 +25,7 @@ def plain(v: Any) -> Any:
 
 
 def main_family(tables: dict[str, Any]) -> str:
-    return next(k for k in ("intervals", "sets", "calibration", "forecast") if k in tables)
+    return next(k for k in ("intervals", "sets", "calibration", "forecast", "joint_coverage") if k in tables)
 
 
 def _count(t: nw.DataFrame, name: str) -> np.ndarray:

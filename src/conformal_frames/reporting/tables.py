@@ -38,6 +38,7 @@ TABLE_ORDER = (
     "quantile_pit_histogram",
     "quantile_coverage",
     "interval_coverage",
+    "joint_coverage",
 )
 #: per-level tables: one row per group and level (not per group)
 PER_LEVEL = ("quantile_coverage", "interval_coverage")
@@ -70,6 +71,8 @@ def build_tables(
                 else:
                     tables[name] = long
                 continue
+            if name == "joint_coverage" and m.output_name.startswith("coverage_output"):
+                names = names[:1]  # each output's coverage, without its interval
             cols += names
         if name in COVERAGE_COLUMN:
             t = with_test(wide.select(*keys, *cols, *common), plan, COVERAGE_COLUMN[name])
