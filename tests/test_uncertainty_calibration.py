@@ -148,10 +148,16 @@ def test_scores_match_oracle(constructor: Any) -> None:
     d = gaussian_data(0)
     table = cf.uncertainty_calibration_curve("y", mean="mu", std="sd", n_levels=5)
     bins = cf.ence_table("y", mean="mu", std="sd", n_bins=3)
-    native = cf.evaluate(constructor(d), *scores(), table, bins, by="g")
+    metrics = scores()
+    if constructor.id == "pyspark":  # one cells table per binning on Spark (each a join): the four kinds run elsewhere
+        metrics = [
+            m for m in metrics if m.output_name not in ("ence_u", "uce_q", "root_mean_squared_calibration_error")
+        ]
+    native = cf.evaluate(constructor(d), *metrics, table, bins, by="g")
     assert type(native).__module__.split(".")[0] == type(constructor(d)).__module__.split(".")[0]
     out = to_pandas(native).sort_values("g").reset_index(drop=True)
-    check_scores(out, expected_scores(d), constructor.id)
+    expected = expected_scores(d)
+    check_scores(out, {m.output_name: expected[m.output_name] for m in metrics}, constructor.id)
     for j, idx in enumerate(group_dict(d["g"]).values()):
         _, obs = np_curve(d["y"][idx], d["mu"][idx], d["sd"][idx], np.ones(len(idx)), 5, "interval")
         got = [out[f"uncertainty_calibration_curve_level{i}"][j] for i in range(5)]

@@ -31,7 +31,7 @@ the binned errors read the rows through ordered cells of ``sigma``.  See
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -828,6 +828,10 @@ class AdversarialGroupCalibration(Metric):
     def suffixes(self) -> list[str]:
         return [f"size{j}{x}" for j in range(self.n_group_sizes) for x in ("", "_sd", "_rows")]
 
+    def output_dtypes(self, built: Mapping[str, nw.Expr | None]) -> dict[str, Any]:
+        named = self.outputs(built)
+        return super().output_dtypes(built) | {c: nw.Int64 for s, c in zip(built, named) if s.endswith("_rows")}
+
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         z, _ = gaussian_z(q, self.y, self.mean, self.std)
         groups = q.shared(("adversarial_group_calibration", z, self), lambda: _AdversarialGroups(self))
@@ -842,7 +846,7 @@ class AdversarialGroupCalibration(Metric):
         parts = [
             {
                 "group_fraction": nw.lit(float(r), F64),
-                "group_size": nw.col(f"{name}_size{j}_rows").cast(nw.Int64),
+                "group_size": nw.col(f"{name}_size{j}_rows"),
                 "worst_error": nw.col(f"{name}_size{j}"),
                 "worst_error_sd": nw.col(f"{name}_size{j}_sd"),
                 **{c: nw.col(c) for c in counts},
