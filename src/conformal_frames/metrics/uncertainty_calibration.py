@@ -31,7 +31,7 @@ the binned errors read the rows through ordered cells of ``sigma``.  See
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -510,12 +510,16 @@ class _Curve(Metric):
     weights: str | None = None
     counts: str | None = None
 
-    def curve(self, q: Query) -> tuple[np.ndarray, list[nw.Expr]]:
-        """The levels and the expressions of ``observed - expected`` at each."""
+    def observed(self, q: Query) -> tuple[np.ndarray, list[str]]:
+        """The levels and the values of the observed proportion at each."""
         z, _ = gaussian_z(q, self.y, self.mean, self.std)
         w = q.weighting(self.weights, counts=self.counts)
         levels = level_grid(self.n_levels)
-        observed = observed_proportions(q, z, levels, self.proportion, w)
+        return levels, observed_proportions(q, z, levels, self.proportion, w)
+
+    def curve(self, q: Query) -> tuple[np.ndarray, list[nw.Expr]]:
+        """The levels and the expressions of ``observed - expected`` at each."""
+        levels, observed = self.observed(q)
         return levels, [nw.col(o) - float(p) for o, p in zip(observed, levels)]
 
 
@@ -542,9 +546,19 @@ class MiscalibrationArea(_Curve):
     default_name = "miscalibration_area"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        levels, d = self.curve(q)
+        levels, obs = self.observed(q)
+        d = [nw.col(o) - float(p) for o, p in zip(obs, levels)]
         dx = np.diff(levels)
-        return {"": total([_segment_area(d[i], d[i + 1], float(dx[i])) for i in range(len(dx))])}
+        # one value per segment: an expression of two columns each (polars plans one sum of 99 branches slowly)
+        segments = [
+            q.value(
+                _segment_area(d[i], d[i + 1], float(dx[i])),
+                key=("gauss_segment", obs[i], obs[i + 1]),
+                inputs=obs[i : i + 2],
+            )
+            for i in range(len(dx))
+        ]
+        return {"": total([nw.col(c) for c in segments])}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -782,7 +796,7 @@ class _AdversarialGroups:
         order = np.argsort(group, kind="stable")
         cuts = np.searchsorted(group[order], np.arange(n_groups + 1))
         for g in range(n_groups):
-            sizes, worst, spread = adversarial_numpy(
+            _, worst, spread = adversarial_numpy(
                 z[order[cuts[g] : cuts[g + 1]]],
                 levels=level_grid(m.n_levels),
                 proportion=m.proportion,
@@ -793,7 +807,7 @@ class _AdversarialGroups:
                 seed=m.seed,
             )
             for j in range(m.n_group_sizes):
-                out[f"size{j}"][g], out[f"size{j}_sd"][g], out[f"size{j}_rows"][g] = worst[j], spread[j], sizes[j]
+                out[f"size{j}"][g], out[f"size{j}_sd"][g] = worst[j], spread[j]
         self.memo = (group, z, out)
         return out
 
@@ -802,6 +816,16 @@ class _AdversarialGroups:
             return self._all(group, n_groups, data)[suffix]
 
         return fn
+
+
+def _group_size(n: nw.Expr, fraction: float) -> nw.Expr:
+    """``max(round(n * fraction), 2)`` as Int64, Python's ``round`` (half to even) of the same double product."""
+    x = n.cast(F64) * fraction
+    low = x.floor()
+    frac = x - low
+    up = (frac > 0.5) | ((frac == 0.5) & ((low % 2.0) == 1.0))
+    size = nw.when(up).then(low + 1.0).otherwise(low)
+    return nw.when(size > 2.0).then(size).otherwise(2.0).cast(nw.Int64)
 
 
 def _at_least_two(value: Any, name: str) -> int:
@@ -826,11 +850,7 @@ class AdversarialGroupCalibration(Metric):
     long = True
 
     def suffixes(self) -> list[str]:
-        return [f"size{j}{x}" for j in range(self.n_group_sizes) for x in ("", "_sd", "_rows")]
-
-    def output_dtypes(self, built: Mapping[str, nw.Expr | None]) -> dict[str, Any]:
-        named = self.outputs(built)
-        return super().output_dtypes(built) | {c: nw.Int64 for s, c in zip(built, named) if s.endswith("_rows")}
+        return [f"size{j}{x}" for j in range(self.n_group_sizes) for x in ("", "_sd")]
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         z, _ = gaussian_z(q, self.y, self.mean, self.std)
@@ -842,14 +862,13 @@ class AdversarialGroupCalibration(Metric):
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         name = self.output_name
-        counts = [c for c in ("n",) if c in frame.collect_schema().names()]
         parts = [
             {
                 "group_fraction": nw.lit(float(r), F64),
-                "group_size": nw.col(f"{name}_size{j}_rows"),
+                "group_size": _group_size(nw.col("n"), float(r)),
                 "worst_error": nw.col(f"{name}_size{j}"),
                 "worst_error_sd": nw.col(f"{name}_size{j}_sd"),
-                **{c: nw.col(c) for c in counts},
+                "n": nw.col("n"),
             }
             for j, r in enumerate(np.linspace(0.0, 1.0, self.n_group_sizes))
         ]
