@@ -355,3 +355,28 @@ def test_levels_and_shared_rows() -> None:
         cf.miscalibration_area("y", mean="mu", std="sd", proportion="central")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="strategy"):
         cf.ence("y", mean="mu", std="sd", strategy="equal")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------
+# the report
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("lazy", [False, True])
+def test_report_section(lazy: bool) -> None:
+    d = gaussian_data(12, n=80)
+    frame = pl.DataFrame(d).lazy() if lazy else pl.DataFrame(d)
+    rep = cf.report(frame, y="y", mean="mu", std="sd", by="g")
+    table = rep.frame("uncertainty_calibration")
+    names = ["ence", "uce", "mean_absolute_calibration_error", "root_mean_squared_calibration_error"]
+    names += ["miscalibration_area", "sharpness"]
+    assert table.columns == ["g", *names, "n", *(["n_invalid"] if lazy else [])]  # lazy input: invalid="null"
+    g = {"mean": "mu", "std": "sd"}
+    direct = cf.evaluate(pl.DataFrame(d), cf.ence("y", **g), cf.miscalibration_area("y", **g), by="g").sort("g")
+    assert_close(table.sort("g")["ence"].to_numpy(), direct["ence"].to_numpy())
+    assert_close(table.sort("g")["miscalibration_area"].to_numpy(), direct["miscalibration_area"].to_numpy())
+    curve = rep.frame("uncertainty_calibration_curve")
+    assert curve.columns == ["g", "level", "expected", "observed"] and curve.height == 5 * 100
+    assert "uncertainty_calibration" in rep.summary["families"]
+    assert "Uncertainty calibration per group" in str(rep)
+    assert "uncertainty_calibration_curve" not in rep.summary["families"]
+    pytest.importorskip("matplotlib")
+    assert "uncertainty_calibration_curve" in rep.figures()

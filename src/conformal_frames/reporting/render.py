@@ -49,6 +49,11 @@ TITLES = {
         "Interval coverage and mean width, one column per confidence level (with Wilson intervals and "
         "Winkler scores in .frame('interval_coverage'), to_json(), to_csv())"
     ),
+    "uncertainty_calibration": (
+        "Uncertainty calibration per group (mean=, std=): ENCE, UCE, mean absolute / root mean squared "
+        "calibration error and miscalibration area of the central intervals over 100 levels, sharpness "
+        "(the curve in .frame('uncertainty_calibration_curve'))"
+    ),
 }
 
 #: one sentence under each table's heading (the HTML page)
