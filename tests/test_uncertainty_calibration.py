@@ -380,3 +380,52 @@ def test_report_section(lazy: bool) -> None:
     assert "uncertainty_calibration_curve" not in rep.summary["families"]
     pytest.importorskip("matplotlib")
     assert "uncertainty_calibration_curve" in rep.figures()
+
+
+# ---------------------------------------------------------------------------
+# quantiles=: the curve of quantile forecasts
+# ---------------------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore:.*crossing quantiles in 1 row")
+def test_quantile_forecasts(constructor: Any) -> None:
+    levels = (0.1, 0.25, 0.5, 0.75, 0.9)
+    quantiles = {t: f"q{i}" for i, t in enumerate(levels)}
+    d = gaussian_data(13, n=50)
+    for i, t in enumerate(levels):
+        d[f"q{i}"] = d["mu"] + d["sd"] * norm.ppf(t) * 0.8
+    d["q3"][5] = d["q0"][5] - 1.0  # one crossing row
+    kw = {"quantiles": quantiles}
+    metrics = [
+        cf.mean_absolute_calibration_error("y", **kw),
+        cf.root_mean_squared_calibration_error("y", **kw),
+        cf.miscalibration_area("y", **kw),
+        cf.uncertainty_calibration_curve("y", **kw),
+    ]
+    out = to_pandas(cf.evaluate(constructor(d), *metrics, by="g")).sort_values("g").reset_index(drop=True)
+    p = np.array(levels)
+    for j, idx in enumerate(group_dict(d["g"]).values()):
+        obs = np.array([(d["y"][idx] <= d[f"q{i}"][idx]).mean() for i in range(len(levels))])
+        gap = obs - p
+        assert_close(out["mean_absolute_calibration_error"][j], np.mean(np.abs(gap)), what=constructor.id)
+        assert_close(out["root_mean_squared_calibration_error"][j], np.sqrt(np.mean(gap**2)), what=constructor.id)
+        assert_close(out["miscalibration_area"][j], np_area(np.r_[0, p, 1], np.r_[0, obs, 1]), what=constructor.id)
+        assert_close([out[f"uncertainty_calibration_curve_level{i}"][j] for i in range(5)], obs)
+        assert out["miscalibration_area_n_crossing"][j] == int(5 in idx)
+    # the mean absolute error over the quantile levels is quantile_coverage's summary
+    if constructor.id == "polars":
+        qc = cf.evaluate(constructor(d), cf.quantile_coverage("y", quantiles=quantiles, per_level=False), by="g")
+        assert_close(out["mean_absolute_calibration_error"], to_pandas(qc).sort_values("g")["quantile_coverage"])
+
+
+def test_quantile_arguments() -> None:
+    with pytest.raises(ValueError, match="proportion='interval' reads a Gaussian prediction"):
+        cf.miscalibration_area("y", quantiles={0.5: "q"}, proportion="interval")
+    with pytest.raises(ValueError, match="give a prediction: mean= and std="):
+        cf.miscalibration_area("y")
+    with pytest.raises(ValueError, match="needs both mean= and std="):
+        cf.miscalibration_area("y", mean="mu")
+    with pytest.raises(ValueError, match="give one forecast"):
+        cf.miscalibration_area("y", mean="mu", std="sd", quantiles={0.5: "q"})
+    d = gaussian_data(14, n=20)
+    d["q"], d["q2"] = d["mu"], d["mu"] - 1.0
+    with pytest.raises(cf.InvalidRowsError, match="quantile columns cross"):
+        cf.evaluate(pl.DataFrame(d), cf.miscalibration_area("y", quantiles={0.5: "q", 0.9: "q2"}, crossing="invalid"))

@@ -38,7 +38,7 @@ from typing import Any, Literal
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._validate import check_column, check_positive_int, checked, choice
+from conformal_frames._validate import check_column, check_positive_int, checked, choice, optional
 from conformal_frames.engine import (
     Metric,
     Query,
@@ -53,7 +53,19 @@ from conformal_frames.engine import (
     stack,
     total,
 )
-from conformal_frames.inputs.forecasts import gaussian_std, gaussian_z, value_row
+from conformal_frames.inputs.forecasts import (
+    Crossing,
+    CrossingOutputs,
+    Quantiles,
+    check_crossing,
+    check_quantiles,
+    crossing_outputs,
+    gaussian_std,
+    gaussian_z,
+    one_forecast,
+    quantile_rows,
+    value_row,
+)
 from conformal_frames.numerics.stats import equal_count_bin, ratio, weighted_cut
 
 __all__ = [
@@ -500,27 +512,66 @@ def _segment_area(dl: nw.Expr, dr: nw.Expr, dx: float) -> nw.Expr:
     return nw.when(dl * dr < 0.0).then(crossing).otherwise(dx * (dl + dr).abs() / 2.0)
 
 
+def _wide_quantiles(value: Any, name: str) -> Quantiles:
+    out = check_quantiles(value, name)
+    assert not isinstance(out, str)  # the wide form only (long=False)
+    return out
+
+
 @dataclass(frozen=True, kw_only=True)
-class _Curve(Metric):
+class _Curve(CrossingOutputs, Metric):
     y: str
-    mean: str = checked(check_column)
-    std: str = checked(check_column)
+    mean: str | None = checked(optional(check_column), None)
+    std: str | None = checked(optional(check_column), None)
+    quantiles: Quantiles | None = checked(optional(_wide_quantiles), None)
     n_levels: int = checked(_levels, 100)
-    proportion: str = checked(_check_proportion, "interval")
+    proportion: str | None = checked(optional(_check_proportion), None)
     weights: str | None = None
     counts: str | None = None
+    crossing: str = checked(check_crossing, "score")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.mean is None and self.std is None and self.quantiles is None:
+            msg = "give a prediction: mean= and std= columns (Gaussian) or quantiles={level: column}"
+            raise ValueError(msg)
+        one_forecast(self.mean, self.std, None, self.quantiles)
+        if self.quantiles is not None and self.proportion == "interval":
+            msg = (
+                "proportion='interval' reads a Gaussian prediction (mean=, std=); the calibration curve of "
+                "quantiles= is the share of y at or below each quantile (proportion='quantile')"
+            )
+            raise ValueError(msg)
+
+    def counts_crossing(self) -> bool:
+        return self.quantiles is not None and super().counts_crossing()
 
     def observed(self, q: Query) -> tuple[np.ndarray, list[str]]:
-        """The levels and the values of the observed proportion at each."""
-        z, _ = gaussian_z(q, self.y, self.mean, self.std)
+        """The levels and the values of the observed proportion at each.
+
+        Quantiles: the given levels with the ends 0 and 1 (where the share is
+        0 and 1 by definition) for the area, not for the means.
+        """
         w = q.weighting(self.weights, counts=self.counts)
+        if self.quantiles is not None:
+            y = value_row(q, self.y)
+            below = []
+            for tau, row in quantile_rows(q, self.quantiles, self.crossing):
+                hit = q.row(("below", y, row), (nw.col(y) <= nw.col(row)).cast(F64), inputs=[y, row])
+                below.append(q.value(ratio(w.sum(hit), w.total), key=("share_below", hit, w.row, tau)))
+            return np.array([tau for tau, _ in self.quantiles]), below
+        assert self.mean is not None and self.std is not None
+        z, _ = gaussian_z(q, self.y, self.mean, self.std)
         levels = level_grid(self.n_levels)
-        return levels, observed_proportions(q, z, levels, self.proportion, w)
+        return levels, observed_proportions(q, z, levels, self.proportion or "interval", w)
 
     def curve(self, q: Query) -> tuple[np.ndarray, list[nw.Expr]]:
         """The levels and the expressions of ``observed - expected`` at each."""
         levels, observed = self.observed(q)
         return levels, [nw.col(o) - float(p) for o, p in zip(observed, levels)]
+
+    def crossing_count(self, q: Query) -> dict[str, nw.Expr | None]:
+        return {} if self.quantiles is None else crossing_outputs(self, q, self.quantiles, self.counts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -529,7 +580,7 @@ class MeanAbsoluteCalibrationError(_Curve):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         _, d = self.curve(q)
-        return {"": total([x.abs() for x in d]) / float(len(d))}
+        return {"": total([x.abs() for x in d]) / float(len(d)), **self.crossing_count(q)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -538,7 +589,7 @@ class RootMeanSquaredCalibrationError(_Curve):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         _, d = self.curve(q)
-        return {"": (total([x * x for x in d]) / float(len(d))).sqrt()}
+        return {"": (total([x * x for x in d]) / float(len(d))).sqrt(), **self.crossing_count(q)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -548,6 +599,8 @@ class MiscalibrationArea(_Curve):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         levels, obs = self.observed(q)
         d = [nw.col(o) - float(p) for o, p in zip(obs, levels)]
+        if self.quantiles is not None:  # the ends, where a quantile forecast is calibrated by definition
+            levels, obs, d = np.r_[0.0, levels, 1.0], ["", *obs, ""], [nw.lit(0.0), *d, nw.lit(0.0)]
         dx = np.diff(levels)
         # one value per segment: an expression of two columns each (polars plans one sum of 99 branches slowly)
         segments = [
@@ -558,7 +611,7 @@ class MiscalibrationArea(_Curve):
             )
             for i in range(len(dx))
         ]
-        return {"": total([nw.col(c) for c in segments])}
+        return {"": total([nw.col(c) for c in segments]), **self.crossing_count(q)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -568,20 +621,24 @@ class CalibrationCurve(_Curve):
     long = True
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        levels, d = self.curve(q)
-        return {f"level{i}": x + float(p) for i, (x, p) in enumerate(zip(d, levels))}
+        _, observed = self.observed(q)
+        return {**{f"level{i}": nw.col(o) for i, o in enumerate(observed)}, **self.crossing_count(q)}
+
+    def levels(self) -> np.ndarray:
+        return level_grid(self.n_levels) if self.quantiles is None else np.array([t for t, _ in self.quantiles])
 
     def to_long(self, frame: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
         name = self.output_name
-        counts = [c for c in ("n",) if c in frame.collect_schema().names()]
+        names = frame.collect_schema().names()
+        counts = [c for c in (f"{name}_n_crossing", "n") if c in names]
         parts = [
             {
                 "level": nw.lit(i, nw.Int64),
                 "expected": nw.lit(float(p), F64),
                 "observed": nw.col(f"{name}_level{i}"),
-                **{c: nw.col(c) for c in counts},
+                **{c.removeprefix(f"{name}_"): nw.col(c) for c in counts},
             }
-            for i, p in enumerate(level_grid(self.n_levels))
+            for i, p in enumerate(self.levels())
         ]
         return sort_result(stack(frame, keys, parts), *keys, "level")
 
@@ -591,24 +648,34 @@ _CURVE_DOC = """
     ----------
     y : str
         Column of observed values.
-    mean, std : str
+    mean, std : str, optional
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
         invalid rows, as for ``crps``).
+    quantiles : dict, optional
+        Instead of ``mean=``/``std=``: quantile forecasts ``{level: column}``
+        (levels in (0, 1)).  The expected proportions are the levels, the
+        observed ones the shares of ``y`` at or below each quantile
+        (``proportion="quantile"``; the area adds the ends 0 and 1).
     n_levels : int, default 100
-        Number of expected proportions ``p``, evenly spaced from 0 to 1
-        (``numpy.linspace(0, 1, n_levels)``, uncertainty-toolbox's
-        ``num_bins``).
-    proportion : {"interval", "quantile"}, default "interval"
-        ``"interval"``: the observed proportion at ``p`` is the share of rows
-        inside the central Gaussian interval of probability ``p``,
-        ``|y - mean| <= std * Phi^-1(1/2 + p/2)`` (uncertainty-toolbox's
-        default ``prop_type="interval"``).  ``"quantile"``: the share at or
-        below the Gaussian ``p``-quantile, ``y <= mean + std * Phi^-1(p)``.
+        Number of expected proportions ``p`` of a Gaussian prediction, evenly
+        spaced from 0 to 1 (``numpy.linspace(0, 1, n_levels)``,
+        uncertainty-toolbox's ``num_bins``).
+    proportion : {"interval", "quantile"}, optional
+        ``"interval"`` (the default for ``mean=``/``std=``): the observed
+        proportion at ``p`` is the share of rows inside the central Gaussian
+        interval of probability ``p``, ``|y - mean| <= std * Phi^-1(1/2 +
+        p/2)`` (uncertainty-toolbox's default ``prop_type="interval"``).
+        ``"quantile"`` (the only one for ``quantiles=``): the share at or
+        below the ``p``-quantile, ``y <= mean + std * Phi^-1(p)``.
     weights : str, optional
         Column of non-negative row weights: weighted shares.
     counts : str, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
+    crossing : {"score", "sort", "invalid"}, default "score"
+        Crossing quantiles (``quantiles=`` only), as for ``quantile_coverage``:
+        scored as given and counted (``<name>_n_crossing``), rearranged, or
+        invalid rows.
 """
 
 _CURVE_EXAMPLE = """
@@ -629,12 +696,14 @@ def _curve_doc(fn: Callable[..., Any], value: str) -> None:
 def mean_absolute_calibration_error(
     y: str,
     *,
-    mean: str,
-    std: str,
+    mean: str | None = None,
+    std: str | None = None,
+    quantiles: dict[float, str] | None = None,
     n_levels: int = 100,
-    proportion: Proportion = "interval",
+    proportion: Proportion | None = None,
     weights: str | None = None,
     counts: str | None = None,
+    crossing: Crossing = "score",
 ) -> MeanAbsoluteCalibrationError:
     """Mean absolute calibration error of Gaussian predictions: ``mean_p |observed(p) - p|``.
 
@@ -644,19 +713,29 @@ def mean_absolute_calibration_error(
     ``mean_absolute_calibration_error``.  Mergeable: a sum per level.
     {params}"""
     return MeanAbsoluteCalibrationError(
-        y=y, mean=mean, std=std, n_levels=n_levels, proportion=proportion, weights=weights, counts=counts
+        y=y,
+        mean=mean,
+        std=std,
+        quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
+        n_levels=n_levels,
+        proportion=proportion,
+        weights=weights,
+        counts=counts,
+        crossing=crossing,
     )
 
 
 def root_mean_squared_calibration_error(
     y: str,
     *,
-    mean: str,
-    std: str,
+    mean: str | None = None,
+    std: str | None = None,
+    quantiles: dict[float, str] | None = None,
     n_levels: int = 100,
-    proportion: Proportion = "interval",
+    proportion: Proportion | None = None,
     weights: str | None = None,
     counts: str | None = None,
+    crossing: Crossing = "score",
 ) -> RootMeanSquaredCalibrationError:
     """Root mean squared calibration error: ``sqrt(mean_p (observed(p) - p)^2)``.
 
@@ -664,19 +743,29 @@ def root_mean_squared_calibration_error(
     uncertainty-toolbox's ``root_mean_squared_calibration_error``.
     {params}"""
     return RootMeanSquaredCalibrationError(
-        y=y, mean=mean, std=std, n_levels=n_levels, proportion=proportion, weights=weights, counts=counts
+        y=y,
+        mean=mean,
+        std=std,
+        quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
+        n_levels=n_levels,
+        proportion=proportion,
+        weights=weights,
+        counts=counts,
+        crossing=crossing,
     )
 
 
 def miscalibration_area(
     y: str,
     *,
-    mean: str,
-    std: str,
+    mean: str | None = None,
+    std: str | None = None,
+    quantiles: dict[float, str] | None = None,
     n_levels: int = 100,
-    proportion: Proportion = "interval",
+    proportion: Proportion | None = None,
     weights: str | None = None,
     counts: str | None = None,
+    crossing: Crossing = "score",
 ) -> MiscalibrationArea:
     """Miscalibration area: the area between the calibration curve and the diagonal.
 
@@ -687,19 +776,29 @@ def miscalibration_area(
     absolute calibration error as ``n_levels`` grows.
     {params}"""
     return MiscalibrationArea(
-        y=y, mean=mean, std=std, n_levels=n_levels, proportion=proportion, weights=weights, counts=counts
+        y=y,
+        mean=mean,
+        std=std,
+        quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
+        n_levels=n_levels,
+        proportion=proportion,
+        weights=weights,
+        counts=counts,
+        crossing=crossing,
     )
 
 
 def uncertainty_calibration_curve(
     y: str,
     *,
-    mean: str,
-    std: str,
+    mean: str | None = None,
+    std: str | None = None,
+    quantiles: dict[float, str] | None = None,
     n_levels: int = 100,
-    proportion: Proportion = "interval",
+    proportion: Proportion | None = None,
     weights: str | None = None,
     counts: str | None = None,
+    crossing: Crossing = "score",
 ) -> CalibrationCurve:
     """The calibration curve of Gaussian predictions: observed against expected proportion.
 
@@ -717,7 +816,15 @@ def uncertainty_calibration_curve(
         returns the long table.
     """
     return CalibrationCurve(
-        y=y, mean=mean, std=std, n_levels=n_levels, proportion=proportion, weights=weights, counts=counts
+        y=y,
+        mean=mean,
+        std=std,
+        quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
+        n_levels=n_levels,
+        proportion=proportion,
+        weights=weights,
+        counts=counts,
+        crossing=crossing,
     )
 
 
