@@ -689,8 +689,17 @@ _CURVE_EXAMPLE = """
 """
 
 
+_CURVE_RETURNS = """
+    Returns
+    -------
+    %s
+        A metric object; a float on an eager frame without ``by=``.
+"""
+
+
 def _curve_doc(fn: Callable[..., Any], value: str) -> None:
-    fn.__doc__ = (fn.__doc__ or "").replace("{params}", _CURVE_DOC + _CURVE_EXAMPLE % (fn.__name__, value))
+    returns = _CURVE_RETURNS % fn.__annotations__["return"]
+    fn.__doc__ = (fn.__doc__ or "").replace("{params}", _CURVE_DOC + returns + _CURVE_EXAMPLE % (fn.__name__, value))
 
 
 def mean_absolute_calibration_error(
@@ -814,6 +823,15 @@ def uncertainty_calibration_curve(
     CalibrationCurve
         A metric object; ``df.conformal.uncertainty_calibration_curve(...)``
         returns the long table.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"y": [0.1, -0.5, 1.2, 2.5], "mu": [0.0, 0.0, 0.0, 0.0], "sd": [1.0, 1.0, 1.0, 1.0]})
+    >>> curve = df.conformal.uncertainty_calibration_curve("y", mean="mu", std="sd", n_levels=5)
+    >>> curve.select("expected", "observed").rows()
+    [(0.0, 0.0), (0.25, 0.25), (0.5, 0.5), (0.75, 0.5), (1.0, 1.0)]
     """
     return CalibrationCurve(
         y=y,
