@@ -321,32 +321,6 @@ class ENCETable(_Binned):
         return sort_result(stack(frame, keys, parts).filter(nw.col("n") > 0), *keys, "bin")
 
 
-_BINS_DOC = """
-    Parameters
-    ----------
-    y : str
-        Column of observed values.
-    mean, std : str
-        Columns of the Gaussian prediction's mean and standard deviation
-        (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
-        invalid rows, as for ``crps``).
-    n_bins : int, default 10
-        Number of bins.
-    strategy : {{"quantile", "uniform"}}, default "{strategy}"
-        ``"quantile"``: bins of (near) equal row count in the order of the
-        spread, the first ``n % n_bins`` one row longer, tied values kept in
-        one bin (the bins of ``ece(strategy="quantile")``); with weights the
-        bins cut the total weight.  ``"uniform"``: ``n_bins`` bins of equal
-        width between the group's least and largest {spread} (the last bin
-        closed), netcal's binning.  Empty bins are skipped.
-    weights : str, optional
-        Column of non-negative row weights: every mean of a bin is weighted
-        and quantile bins cut the total weight.
-    counts : str, optional
-        Column of frequency counts: a row stands for ``k`` identical rows.
-"""
-
-
 def ence(
     y: str,
     *,
@@ -365,7 +339,30 @@ def ence(
     non-empty bins (Levi, Gispan, Giladi and Fetaya 2022; netcal's ``ENCE``
     with ``strategy="uniform"``).  :func:`ence_table` gives the bins.
     Mergeable: the bins read the rows through the ordered cells of ``std``.
-    {params}
+
+    Parameters
+    ----------
+    y : str
+        Column of observed values.
+    mean, std : str
+        Columns of the Gaussian prediction's mean and standard deviation
+        (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
+        invalid rows, as for ``crps``).
+    n_bins : int, default 10
+        Number of bins.
+    strategy : {"quantile", "uniform"}, default "quantile"
+        ``"quantile"``: bins of (near) equal row count in the order of the
+        spread, the first ``n % n_bins`` one row longer, tied values kept in
+        one bin (the bins of ``ece(strategy="quantile")``); with weights the
+        bins cut the total weight.  ``"uniform"``: ``n_bins`` bins of equal
+        width between the group's least and largest std (the last bin
+        closed), netcal's binning.  Empty bins are skipped.
+    weights : str, optional
+        Column of non-negative row weights: every mean of a bin is weighted
+        and quantile bins cut the total weight.
+    counts : str, optional
+        Column of frequency counts: a row stands for ``k`` identical rows.
+
     Returns
     -------
     ENCE
@@ -375,7 +372,7 @@ def ence(
     --------
     >>> import polars as pl
     >>> import conformal_frames
-    >>> df = pl.DataFrame({{"y": [0.0, 1.0, 0.0, 4.0], "mu": [0.0, 0.0, 0.0, 0.0], "sd": [1.0, 1.0, 2.0, 2.0]}})
+    >>> df = pl.DataFrame({"y": [0.0, 1.0, 0.0, 4.0], "mu": [0.0, 0.0, 0.0, 0.0], "sd": [1.0, 1.0, 2.0, 2.0]})
     >>> round(df.conformal.ence("y", mean="mu", std="sd", n_bins=2), 6)
     0.353553
 
@@ -404,7 +401,30 @@ def ence_table(
     ``normalized_error = |rmv - rmse| / rmv`` and ``n`` (its rows).  A
     calibrated model has ``rmse`` close to ``rmv`` in every bin: plot one
     against the other.
-    {params}
+
+    Parameters
+    ----------
+    y : str
+        Column of observed values.
+    mean, std : str
+        Columns of the Gaussian prediction's mean and standard deviation
+        (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
+        invalid rows, as for ``crps``).
+    n_bins : int, default 10
+        Number of bins.
+    strategy : {"quantile", "uniform"}, default "quantile"
+        ``"quantile"``: bins of (near) equal row count in the order of the
+        spread, the first ``n % n_bins`` one row longer, tied values kept in
+        one bin (the bins of ``ece(strategy="quantile")``); with weights the
+        bins cut the total weight.  ``"uniform"``: ``n_bins`` bins of equal
+        width between the group's least and largest std (the last bin
+        closed), netcal's binning.  Empty bins are skipped.
+    weights : str, optional
+        Column of non-negative row weights: every mean of a bin is weighted
+        and quantile bins cut the total weight.
+    counts : str, optional
+        Column of frequency counts: a row stands for ``k`` identical rows.
+
     Returns
     -------
     ENCETable
@@ -415,7 +435,7 @@ def ence_table(
     --------
     >>> import polars as pl
     >>> import conformal_frames
-    >>> df = pl.DataFrame({{"y": [0.0, 1.0, 0.0, 4.0], "mu": [0.0, 0.0, 0.0, 0.0], "sd": [1.0, 1.0, 2.0, 2.0]}})
+    >>> df = pl.DataFrame({"y": [0.0, 1.0, 0.0, 4.0], "mu": [0.0, 0.0, 0.0, 0.0], "sd": [1.0, 1.0, 2.0, 2.0]})
     >>> df.conformal.ence_table("y", mean="mu", std="sd", n_bins=2).select("bin", "rmv", "rmse", "n").rows()
     [(0, 1.0, 0.7071067811865476, 2), (1, 2.0, 2.8284271247461903, 2)]
     """
@@ -439,7 +459,30 @@ def uce(
     and ``UCE = sum_b (n_b / n) |MSE_b - MV_b|`` (Laves, Ihler, Fast, Kahrs
     and Ortmaier 2020; netcal's ``UCE``: ``strategy="uniform"``, the default).
     In the units of a variance, unlike :func:`ence`.
-    {params}
+
+    Parameters
+    ----------
+    y : str
+        Column of observed values.
+    mean, std : str
+        Columns of the Gaussian prediction's mean and standard deviation
+        (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
+        invalid rows, as for ``crps``).
+    n_bins : int, default 10
+        Number of bins.
+    strategy : {"quantile", "uniform"}, default "uniform"
+        ``"quantile"``: bins of (near) equal row count in the order of the
+        spread, the first ``n % n_bins`` one row longer, tied values kept in
+        one bin (the bins of ``ece(strategy="quantile")``); with weights the
+        bins cut the total weight.  ``"uniform"``: ``n_bins`` bins of equal
+        width between the group's least and largest variance (the last bin
+        closed), netcal's binning.  Empty bins are skipped.
+    weights : str, optional
+        Column of non-negative row weights: every mean of a bin is weighted
+        and quantile bins cut the total weight.
+    counts : str, optional
+        Column of frequency counts: a row stands for ``k`` identical rows.
+
     Returns
     -------
     UCE
@@ -449,7 +492,7 @@ def uce(
     --------
     >>> import polars as pl
     >>> import conformal_frames
-    >>> df = pl.DataFrame({{"y": [0.0, 1.0, 0.0, 4.0], "mu": [0.0, 0.0, 0.0, 0.0], "sd": [1.0, 1.0, 2.0, 2.0]}})
+    >>> df = pl.DataFrame({"y": [0.0, 1.0, 0.0, 4.0], "mu": [0.0, 0.0, 0.0, 0.0], "sd": [1.0, 1.0, 2.0, 2.0]})
     >>> round(df.conformal.uce("y", mean="mu", std="sd", n_bins=2), 6)
     2.25
 
@@ -460,11 +503,6 @@ def uce(
     learning", Medical Imaging with Deep Learning (PMLR 121), 393-412.
     """
     return UCE(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)
-
-
-for _fn, _strategy in ((ence, "quantile"), (ence_table, "quantile"), (uce, "uniform")):
-    _spread = "variance" if _fn is uce else "std"
-    _fn.__doc__ = (_fn.__doc__ or "").format(params=_BINS_DOC.format(strategy=_strategy, spread=_spread))
 
 
 # ---------------------------------------------------------------------------
@@ -643,7 +681,25 @@ class CalibrationCurve(_Curve):
         return sort_result(stack(frame, keys, parts), *keys, "level")
 
 
-_CURVE_DOC = """
+def mean_absolute_calibration_error(
+    y: str,
+    *,
+    mean: str | None = None,
+    std: str | None = None,
+    quantiles: dict[float, str] | None = None,
+    n_levels: int = 100,
+    proportion: Proportion | None = None,
+    weights: str | None = None,
+    counts: str | None = None,
+    crossing: Crossing = "score",
+) -> MeanAbsoluteCalibrationError:
+    """Mean absolute calibration error of Gaussian predictions: ``mean_p |observed(p) - p|``.
+
+    The mean over the ``n_levels`` levels ``p`` of the gap between the
+    observed and the expected proportion (see
+    :func:`uncertainty_calibration_curve`); uncertainty-toolbox's
+    ``mean_absolute_calibration_error``.  Mergeable: a sum per level.
+
     Parameters
     ----------
     y : str
@@ -676,51 +732,20 @@ _CURVE_DOC = """
         Crossing quantiles (``quantiles=`` only), as for ``quantile_coverage``:
         scored as given and counted (``<name>_n_crossing``), rearranged, or
         invalid rows.
-"""
 
-_CURVE_EXAMPLE = """
+    Returns
+    -------
+    MeanAbsoluteCalibrationError
+        A metric object; a float on an eager frame without ``by=``.
+
     Examples
     --------
     >>> import polars as pl
     >>> import conformal_frames
     >>> df = pl.DataFrame({"y": [0.1, -0.5, 1.2, 2.5], "mu": [0.0, 0.0, 0.0, 0.0], "sd": [1.0, 1.0, 1.0, 1.0]})
-    >>> round(df.conformal.%s("y", mean="mu", std="sd"), 6)
-    %s
-"""
-
-
-_CURVE_RETURNS = """
-    Returns
-    -------
-    %s
-        A metric object; a float on an eager frame without ``by=``.
-"""
-
-
-def _curve_doc(fn: Callable[..., Any], value: str) -> None:
-    returns = _CURVE_RETURNS % fn.__annotations__["return"]
-    fn.__doc__ = (fn.__doc__ or "").replace("{params}", _CURVE_DOC + returns + _CURVE_EXAMPLE % (fn.__name__, value))
-
-
-def mean_absolute_calibration_error(
-    y: str,
-    *,
-    mean: str | None = None,
-    std: str | None = None,
-    quantiles: dict[float, str] | None = None,
-    n_levels: int = 100,
-    proportion: Proportion | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
-    crossing: Crossing = "score",
-) -> MeanAbsoluteCalibrationError:
-    """Mean absolute calibration error of Gaussian predictions: ``mean_p |observed(p) - p|``.
-
-    The mean over the ``n_levels`` levels ``p`` of the gap between the
-    observed and the expected proportion (see
-    :func:`uncertainty_calibration_curve`); uncertainty-toolbox's
-    ``mean_absolute_calibration_error``.  Mergeable: a sum per level.
-    {params}"""
+    >>> round(df.conformal.mean_absolute_calibration_error("y", mean="mu", std="sd"), 6)
+    0.097298
+    """
     return MeanAbsoluteCalibrationError(
         y=y,
         mean=mean,
@@ -750,7 +775,53 @@ def root_mean_squared_calibration_error(
 
     Over the ``n_levels`` levels of :func:`uncertainty_calibration_curve`;
     uncertainty-toolbox's ``root_mean_squared_calibration_error``.
-    {params}"""
+
+    Parameters
+    ----------
+    y : str
+        Column of observed values.
+    mean, std : str, optional
+        Columns of the Gaussian prediction's mean and standard deviation
+        (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
+        invalid rows, as for ``crps``).
+    quantiles : dict, optional
+        Instead of ``mean=``/``std=``: quantile forecasts ``{level: column}``
+        (levels in (0, 1)).  The expected proportions are the levels, the
+        observed ones the shares of ``y`` at or below each quantile
+        (``proportion="quantile"``; the area adds the ends 0 and 1).
+    n_levels : int, default 100
+        Number of expected proportions ``p`` of a Gaussian prediction, evenly
+        spaced from 0 to 1 (``numpy.linspace(0, 1, n_levels)``,
+        uncertainty-toolbox's ``num_bins``).
+    proportion : {"interval", "quantile"}, optional
+        ``"interval"`` (the default for ``mean=``/``std=``): the observed
+        proportion at ``p`` is the share of rows inside the central Gaussian
+        interval of probability ``p``, ``|y - mean| <= std * Phi^-1(1/2 +
+        p/2)`` (uncertainty-toolbox's default ``prop_type="interval"``).
+        ``"quantile"`` (the only one for ``quantiles=``): the share at or
+        below the ``p``-quantile, ``y <= mean + std * Phi^-1(p)``.
+    weights : str, optional
+        Column of non-negative row weights: weighted shares.
+    counts : str, optional
+        Column of frequency counts: a row stands for ``k`` identical rows.
+    crossing : {"score", "sort", "invalid"}, default "score"
+        Crossing quantiles (``quantiles=`` only), as for ``quantile_coverage``:
+        scored as given and counted (``<name>_n_crossing``), rearranged, or
+        invalid rows.
+
+    Returns
+    -------
+    RootMeanSquaredCalibrationError
+        A metric object; a float on an eager frame without ``by=``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"y": [0.1, -0.5, 1.2, 2.5], "mu": [0.0, 0.0, 0.0, 0.0], "sd": [1.0, 1.0, 1.0, 1.0]})
+    >>> round(df.conformal.root_mean_squared_calibration_error("y", mean="mu", std="sd"), 6)
+    0.118909
+    """
     return RootMeanSquaredCalibrationError(
         y=y,
         mean=mean,
@@ -783,7 +854,53 @@ def miscalibration_area(
     segment that crosses the diagonal counted as its two triangles
     (uncertainty-toolbox's ``miscalibration_area``).  Tends to the mean
     absolute calibration error as ``n_levels`` grows.
-    {params}"""
+
+    Parameters
+    ----------
+    y : str
+        Column of observed values.
+    mean, std : str, optional
+        Columns of the Gaussian prediction's mean and standard deviation
+        (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
+        invalid rows, as for ``crps``).
+    quantiles : dict, optional
+        Instead of ``mean=``/``std=``: quantile forecasts ``{level: column}``
+        (levels in (0, 1)).  The expected proportions are the levels, the
+        observed ones the shares of ``y`` at or below each quantile
+        (``proportion="quantile"``; the area adds the ends 0 and 1).
+    n_levels : int, default 100
+        Number of expected proportions ``p`` of a Gaussian prediction, evenly
+        spaced from 0 to 1 (``numpy.linspace(0, 1, n_levels)``,
+        uncertainty-toolbox's ``num_bins``).
+    proportion : {"interval", "quantile"}, optional
+        ``"interval"`` (the default for ``mean=``/``std=``): the observed
+        proportion at ``p`` is the share of rows inside the central Gaussian
+        interval of probability ``p``, ``|y - mean| <= std * Phi^-1(1/2 +
+        p/2)`` (uncertainty-toolbox's default ``prop_type="interval"``).
+        ``"quantile"`` (the only one for ``quantiles=``): the share at or
+        below the ``p``-quantile, ``y <= mean + std * Phi^-1(p)``.
+    weights : str, optional
+        Column of non-negative row weights: weighted shares.
+    counts : str, optional
+        Column of frequency counts: a row stands for ``k`` identical rows.
+    crossing : {"score", "sort", "invalid"}, default "score"
+        Crossing quantiles (``quantiles=`` only), as for ``quantile_coverage``:
+        scored as given and counted (``<name>_n_crossing``), rearranged, or
+        invalid rows.
+
+    Returns
+    -------
+    MiscalibrationArea
+        A metric object; a float on an eager frame without ``by=``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"y": [0.1, -0.5, 1.2, 2.5], "mu": [0.0, 0.0, 0.0, 0.0], "sd": [1.0, 1.0, 1.0, 1.0]})
+    >>> round(df.conformal.miscalibration_area("y", mean="mu", std="sd"), 6)
+    0.09703
+    """
     return MiscalibrationArea(
         y=y,
         mean=mean,
@@ -817,7 +934,40 @@ def uncertainty_calibration_curve(
     and ``n``.  A calibrated model follows the diagonal; uncertainty-toolbox's
     ``get_proportion_lists`` (its ``plot_calibration``).  Mergeable: a sum
     per level.
-    {params}
+
+    Parameters
+    ----------
+    y : str
+        Column of observed values.
+    mean, std : str, optional
+        Columns of the Gaussian prediction's mean and standard deviation
+        (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
+        invalid rows, as for ``crps``).
+    quantiles : dict, optional
+        Instead of ``mean=``/``std=``: quantile forecasts ``{level: column}``
+        (levels in (0, 1)).  The expected proportions are the levels, the
+        observed ones the shares of ``y`` at or below each quantile
+        (``proportion="quantile"``; the area adds the ends 0 and 1).
+    n_levels : int, default 100
+        Number of expected proportions ``p`` of a Gaussian prediction, evenly
+        spaced from 0 to 1 (``numpy.linspace(0, 1, n_levels)``,
+        uncertainty-toolbox's ``num_bins``).
+    proportion : {"interval", "quantile"}, optional
+        ``"interval"`` (the default for ``mean=``/``std=``): the observed
+        proportion at ``p`` is the share of rows inside the central Gaussian
+        interval of probability ``p``, ``|y - mean| <= std * Phi^-1(1/2 +
+        p/2)`` (uncertainty-toolbox's default ``prop_type="interval"``).
+        ``"quantile"`` (the only one for ``quantiles=``): the share at or
+        below the ``p``-quantile, ``y <= mean + std * Phi^-1(p)``.
+    weights : str, optional
+        Column of non-negative row weights: weighted shares.
+    counts : str, optional
+        Column of frequency counts: a row stands for ``k`` identical rows.
+    crossing : {"score", "sort", "invalid"}, default "score"
+        Crossing quantiles (``quantiles=`` only), as for ``quantile_coverage``:
+        scored as given and counted (``<name>_n_crossing``), rearranged, or
+        invalid rows.
+
     Returns
     -------
     CalibrationCurve
@@ -844,12 +994,6 @@ def uncertainty_calibration_curve(
         counts=counts,
         crossing=crossing,
     )
-
-
-_curve_doc(mean_absolute_calibration_error, "0.097298")
-_curve_doc(root_mean_squared_calibration_error, "0.118909")
-_curve_doc(miscalibration_area, "0.09703")
-uncertainty_calibration_curve.__doc__ = (uncertainty_calibration_curve.__doc__ or "").replace("{params}", _CURVE_DOC)
 
 
 # ---------------------------------------------------------------------------
