@@ -120,6 +120,20 @@ CALLS: dict[str, Callable[[], cf.Metric]] = {
     "log_score": lambda: cf.log_score("y", mean="mu", std="sd"),
     "path_coverage": lambda: cf.path_coverage("y", "lo", "hi", path="label3"),
     "worst_slab_coverage": lambda: cf.worst_slab_coverage("y", "lo", "hi", features=["x1", "x2"], n_directions=20),
+    # issue 41, item 1: regression uncertainty calibration
+    "sharpness": lambda: cf.sharpness("sd"),
+    "ence": lambda: cf.ence("y", mean="mu", std="sd", n_bins=3),
+    "ence_table": lambda: cf.ence_table("y", mean="mu", std="sd", n_bins=3),
+    "uce": lambda: cf.uce("y", mean="mu", std="sd", n_bins=3),
+    "mean_absolute_calibration_error": lambda: cf.mean_absolute_calibration_error("y", mean="mu", std="sd", n_levels=5),
+    "root_mean_squared_calibration_error": lambda: cf.root_mean_squared_calibration_error(
+        "y", mean="mu", std="sd", n_levels=5
+    ),
+    "miscalibration_area": lambda: cf.miscalibration_area("y", mean="mu", std="sd", n_levels=5),
+    "uncertainty_calibration_curve": lambda: cf.uncertainty_calibration_curve("y", mean="mu", std="sd", n_levels=5),
+    "adversarial_group_calibration": lambda: cf.adversarial_group_calibration(
+        "y", mean="mu", std="sd", n_group_sizes=3, n_trials=2, n_draws=2
+    ),
 }
 #: integer outputs that do not end in ``_n``
 OTHER_COUNTS = {"coverage_gap_groups", "path_coverage_n_paths", "path_coverage_n_single"}

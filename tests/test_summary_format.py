@@ -93,7 +93,8 @@ def test_summary_columns_are_the_declared_names_without_hashes() -> None:
     assert "cf_sum__covered[y,lo,hi]" in state_columns
     cells = stats.filter(pl.col("cf_cell").is_not_null())["cf_cell"].unique().sort().to_list()
     # pit_test's cells (the Gaussian PIT), KS/Kuiper's, AUROC's
-    assert cells == ["gauss_pit[gauss_z[y,mu,sd]]", "score[score]", "value[score]"]
+    # ... and ence / uce's (issue 41: the cells of the predicted std)
+    assert cells == ["gauss_pit[gauss_z[y,mu,sd]]", "score[score]", "std[sd]", "value[score]"]
 
 
 def _expected(policy: str) -> dict[str, Any]:

@@ -537,6 +537,15 @@ WEIGHTED = {
     "width",
     "winkler",
     "wis",
+    # issue 41, item 1: regression uncertainty calibration
+    "ence",
+    "ence_table",
+    "mean_absolute_calibration_error",
+    "miscalibration_area",
+    "root_mean_squared_calibration_error",
+    "sharpness",
+    "uce",
+    "uncertainty_calibration_curve",
 }
 #: weighted metrics whose outputs cannot be those of repeated rows: they refuse ``counts=``
 NO_COUNTS = {"pit_histogram"}
@@ -556,6 +565,7 @@ UNWEIGHTED = {
     "pit_test",
     "smooth_ece",
     "worst_slab_coverage",
+    "adversarial_group_calibration",  # issue 41, item 1
 }
 
 

@@ -69,6 +69,17 @@ from conformal_frames.metrics.ranking import auarc, auroc, excess_risk_target_co
 from conformal_frames.metrics.recalibration import corp_reliability, score_decomposition, smooth_ece
 from conformal_frames.metrics.sequential import christoffersen_test, kupiec_test, longest_miss_run
 from conformal_frames.metrics.sets import empty_rate, set_coverage, set_size, set_ssc, set_ssc_score, singleton_rate
+from conformal_frames.metrics.uncertainty_calibration import (
+    adversarial_group_calibration,
+    ence,
+    ence_table,
+    mean_absolute_calibration_error,
+    miscalibration_area,
+    root_mean_squared_calibration_error,
+    sharpness,
+    uce,
+    uncertainty_calibration_curve,
+)
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
 from conformal_frames.reporting import Report, report
 from conformal_frames.results import (
@@ -112,6 +123,7 @@ __all__ = [
     "Report",
     "SpiegelhalterTestResult",
     "TestResult",
+    "adversarial_group_calibration",
     "auarc",
     "auroc",
     "bias",
@@ -137,6 +149,8 @@ __all__ = [
     "ece",
     "efficiency_criteria",
     "empty_rate",
+    "ence",
+    "ence_table",
     "evaluate",
     "excess_risk_target_coverage",
     "finalize",
@@ -155,7 +169,9 @@ __all__ = [
     "mape",
     "mase",
     "mce",
+    "mean_absolute_calibration_error",
     "merge_summaries",
+    "miscalibration_area",
     "mse",
     "naive_scale",
     "pairwise_comparison",
@@ -171,6 +187,7 @@ __all__ = [
     "rmse",
     "rmsse",
     "rolling",
+    "root_mean_squared_calibration_error",
     "scaled_crps",
     "scaled_pinball",
     "score_decomposition",
@@ -178,6 +195,7 @@ __all__ = [
     "set_size",
     "set_ssc",
     "set_ssc_score",
+    "sharpness",
     "singleton_rate",
     "skill_score",
     "smape",
@@ -187,6 +205,8 @@ __all__ = [
     "ssc_score",
     "summarize",
     "top_label_ece",
+    "uce",
+    "uncertainty_calibration_curve",
     "width",
     "winkler",
     "wis",

@@ -33,6 +33,7 @@ from conformal_frames.metrics import (
     recalibration,
     sequential,
     sets,
+    uncertainty_calibration,
 )
 from conformal_frames.reporting import report
 
@@ -56,6 +57,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     point,
     logscores,
     bootstrap,
+    uncertainty_calibration,
 )
 
 #: metric factories exposed as namespace methods (name -> factory)

@@ -901,6 +901,8 @@ def report_figures(rep: Any) -> dict[str, Any]:
     for name in ("pit_histogram", "quantile_pit_histogram"):
         if name in rep.tables:
             lines(name, at(rep.tables[name]), lambda t, by, ax: pit_histogram(t, by=by, ax=ax))
+    if "uncertainty_calibration_curve" in rep.tables:  # issue 41: mean=, std=
+        lines("uncertainty_calibration_curve", at(rep.tables["uncertainty_calibration_curve"]), _uncertainty_curve)
     if horizon:
         for name, fig in _horizon_figures(rep, horizon, at).items():
             figs[name] = fig
@@ -1118,6 +1120,23 @@ def _segment_lines(
         s, color = runs[g], _colour(g, i)
         ax.fill_between(xs[s], lows[s], highs[s], color=color, alpha=0.18, lw=0)
         ax.plot(xs[s], ys[s], marker="o", ms=4, color=color, lw=1.2, label=g if seg else label)
+
+
+def _uncertainty_curve(t: Any, seg: list[str], ax: Any) -> Any:
+    """The report's calibration curve of Gaussian predictions: observed against expected proportion (issue 41)."""
+    t = _sorted(_eager(t), seg, "expected")
+    ax = _axes(ax)
+    ax.plot([0, 1], [0, 1], ls="--", color=_NOMINAL, lw=1, label="perfect calibration")
+    _segment_lines(ax, t, seg, "expected", ("observed", "observed", "observed"), MAX_COLOURS, "observed proportion")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_aspect("equal")
+    ax.set_xlabel("expected proportion (central Gaussian interval)")
+    ax.set_ylabel("observed proportion of y inside")
+    ax.set_title("Uncertainty calibration curve")
+    ax.grid(alpha=0.3)
+    _legend(ax)
+    return ax
 
 
 def quantile_calibration(

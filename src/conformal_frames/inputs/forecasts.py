@@ -91,6 +91,7 @@ __all__ = [
     "crossing_row",
     "ensemble",
     "ensemble_rows",
+    "gaussian_std",
     "gaussian_z",
     "horizon_row",
     "interval_rows",
@@ -555,11 +556,16 @@ def one_forecast(mean: str | None, std: str | None, samples: Any, quantiles: Any
 # ---------------------------------------------------------------------------
 # Gaussian forecasts: row expressions
 # ---------------------------------------------------------------------------
-def gaussian_z(q: Query, y: str, mean: str, std: str) -> tuple[str, str]:
-    """Row columns ``z = (y - mean) / std`` and ``std``; ``std <= 0`` is invalid."""
+def gaussian_std(q: Query, std: str) -> str:
+    """Row column ``std`` of a Gaussian forecast; missing, non-finite or ``std <= 0`` values are invalid."""
     sd = q.number(std)
     q.check(f"std column {std!r} has zero or negative values (std must be > 0)", sd <= 0.0, example=sd)
-    sd_row = q.row(("std", std), sd)
+    return q.row(("std", std), sd)
+
+
+def gaussian_z(q: Query, y: str, mean: str, std: str) -> tuple[str, str]:
+    """Row columns ``z = (y - mean) / std`` and ``std``; ``std <= 0`` is invalid."""
+    sd_row, sd = gaussian_std(q, std), q.number(std)
     z = q.row(("gauss_z", y, mean, std), ratio(q.number(y) - q.number(mean), nw.when(sd > 0.0).then(sd)))
     return z, sd_row
 

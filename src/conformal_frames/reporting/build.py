@@ -314,7 +314,12 @@ def report(
     mean, std : str, optional
         A Gaussian forecast of ``y``: its CRPS and PIT test in the
         ``"forecast"`` table and its PIT histogram (prefixed ``quantile_``
-        are then the quantile forecast's).
+        are then the quantile forecast's); the table
+        ``"uncertainty_calibration"`` (ENCE, UCE, the mean absolute and root
+        mean squared calibration errors, the miscalibration area and the
+        sharpness per group) and the long table
+        ``"uncertainty_calibration_curve"`` (observed against expected
+        proportion over 100 levels, drawn, not printed).
     intervals : dict, optional
         Central intervals of ``y`` at several levels, ``{confidence_level:
         (lo, hi)}``: the long table ``"interval_coverage"``, one row per group

@@ -16,7 +16,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames.reporting import render
 from conformal_frames.reporting.summary import main_family, plain
-from conformal_frames.reporting.tables import PER_BIN, PER_LEVEL
+from conformal_frames.reporting.tables import CURVES, PER_BIN, PER_LEVEL
 
 #: groups shown in text and HTML tables by default (``Report.max_rows``)
 MAX_ROWS = 50
@@ -138,7 +138,7 @@ class Report:
                 keys = [k for k in self.keys if k in t.columns]
                 out += _level_records(t, keys, family)
                 continue
-            if family in (*_LONG, *_PER_LEVEL, "widths"):
+            if family in (*_LONG, *_PER_LEVEL, *CURVES, "widths"):
                 continue
             keys = [k for k in self.keys if k in t.columns]
             values = [c for c in t.columns if c not in keys and render.is_numeric(t.schema[c])]
@@ -173,7 +173,9 @@ class Report:
         out = []
         for name, t in self.tables.items():
             keys = [k for k in self.keys if k in t.columns]
-            if name == "widths" or (name == "forecast" and set(t.columns) <= {*keys, "n", "n_invalid", "n_dropped"}):
+            if name in ("widths", *CURVES) or (
+                name == "forecast" and set(t.columns) <= {*keys, "n", "n_invalid", "n_dropped"}
+            ):
                 continue  # widths: plotted; a forecast table without scores (intervals only): counts only
             if name in _LONG:
                 t = render.pivot_bins(t, keys, "coverage" if name == "ssc" else "frequency")
@@ -330,6 +332,7 @@ _FIGURE_TITLES = {
     "quantile_pit_histogram": "PIT histogram of the quantile forecast",
     "score_by_horizon": "Scores by horizon",
     "coverage_by_horizon": "Coverage by horizon",
+    "uncertainty_calibration_curve": "Uncertainty calibration curve",
 }
 
 

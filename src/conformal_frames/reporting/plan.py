@@ -27,6 +27,15 @@ from conformal_frames.metrics.point import bias, mae, rmse, smape
 from conformal_frames.metrics.quantiles import interval_coverage, pinball_loss, quantile_coverage, wis, wis_pairs
 from conformal_frames.metrics.recalibration import score_decomposition, smooth_ece
 from conformal_frames.metrics.sets import empty_rate, set_coverage, set_size, singleton_rate
+from conformal_frames.metrics.uncertainty_calibration import (
+    ence,
+    mean_absolute_calibration_error,
+    miscalibration_area,
+    root_mean_squared_calibration_error,
+    sharpness,
+    uce,
+    uncertainty_calibration_curve,
+)
 
 #: the alias of coverage_test's outputs, per family: they become the coverage columns
 COVERAGE_COLUMN = {"intervals": "coverage", "sets": "set_coverage", "joint_coverage": "coverage"}
@@ -139,7 +148,25 @@ class ReportPlan:
             out["reliability"] = [reliability(label, score, n_bins=self.n_bins, ci_level=self.ci_level)]
         if self.y is not None and (self.quantiles or self.intervals or self.mean is not None or self.point is not None):
             out["forecast"] = self._forecast(self.y)
+        if self.y is not None and self.mean is not None and self.std is not None:  # issue 41: mean=, std=
+            out |= self._uncertainty(self.y, self.mean, self.std)
         return out
+
+    def _uncertainty(self, y: str, mean: str, std: str) -> dict[str, list[engine.Metric]]:
+        """Regression uncertainty calibration: the scores per group and the calibration curve (100 levels,
+        the sums the scores read)."""
+        scores = [
+            ence(y, mean=mean, std=std, n_bins=self.n_bins),
+            uce(y, mean=mean, std=std, n_bins=self.n_bins),
+            mean_absolute_calibration_error(y, mean=mean, std=std),
+            root_mean_squared_calibration_error(y, mean=mean, std=std),
+            miscalibration_area(y, mean=mean, std=std),
+            sharpness(std),
+        ]
+        return {
+            "uncertainty_calibration": scores,
+            "uncertainty_calibration_curve": [uncertainty_calibration_curve(y, mean=mean, std=std)],
+        }
 
     def _forecast(self, y: str) -> list[engine.Metric]:
         """Scores of quantile, interval and Gaussian forecasts (the Gaussian ones first, unprefixed).

@@ -53,6 +53,11 @@ TITLES = {
         "Joint coverage per group (every output inside its interval; coverage_output<j>: output j alone; "
         "width: the mean box volume, width_output<j>: output j's mean width)"
     ),
+    "uncertainty_calibration": (
+        "Uncertainty calibration per group (mean=, std=): ENCE, UCE, mean absolute / root mean squared "
+        "calibration error and miscalibration area of the central intervals over 100 levels, sharpness "
+        "(the curve in .frame('uncertainty_calibration_curve'))"
+    ),
 }
 
 #: one sentence under each table's heading (the HTML page)

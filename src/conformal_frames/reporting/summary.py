@@ -10,7 +10,7 @@ import numpy as np
 
 from conformal_frames._widths import floats
 from conformal_frames.reporting.plan import COVERAGE_COLUMN
-from conformal_frames.reporting.tables import INVALID_COUNTS, PER_BIN, PER_LEVEL
+from conformal_frames.reporting.tables import CURVES, INVALID_COUNTS, PER_BIN, PER_LEVEL
 
 
 def plain(v: Any) -> Any:
@@ -98,7 +98,7 @@ def summarize(tables: dict[str, Any], keys: list[str], target: Any, test: str | 
     t = tables[name]
     n = floats(t, "n")
     invalid, dropped = _count(t, "n_invalid"), _count(t, "n_dropped")
-    families = [f for f in tables if f not in ("decomposition", "widths", *PER_BIN, *PER_LEVEL)]
+    families = [f for f in tables if f not in ("decomposition", "widths", *PER_BIN, *PER_LEVEL, *CURVES)]
     out: dict[str, Any] = {"rows": int(n.sum() + dropped.sum()), "groups": len(t), "families": families}
     if target is not None:
         out["target"] = target if isinstance(target, float) else f"column {target!r}"

@@ -39,7 +39,11 @@ TABLE_ORDER = (
     "quantile_coverage",
     "interval_coverage",
     "joint_coverage",
+    "uncertainty_calibration",
+    "uncertainty_calibration_curve",
 )
+#: tables drawn, not displayed (one row per group and level: the report's figure and frame)
+CURVES = ("uncertainty_calibration_curve",)
 #: per-level tables: one row per group and level (not per group)
 PER_LEVEL = ("quantile_coverage", "interval_coverage")
 #: per-bin tables: one row per group and bin
