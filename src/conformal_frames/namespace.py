@@ -36,6 +36,7 @@ from conformal_frames.metrics import (
     uncertainty_calibration,
 )
 from conformal_frames.reporting import report
+from conformal_frames.slices import find_slices
 
 __all__ = ["ConformalNamespace", "add_metrics", "conformal", "register_accessors"]
 
@@ -68,6 +69,7 @@ METRIC_FACTORIES: dict[str, Callable[..., Metric]] = {
 FRAME_FUNCTIONS: dict[str, Callable[..., Any]] = {
     **{name: getattr(module, name) for module in FAMILIES for name in getattr(module, "FRAME_METHODS", ())},
     "report": report,
+    "find_slices": find_slices,
 }
 
 _KW = inspect.Parameter.KEYWORD_ONLY

@@ -16,6 +16,7 @@ from conformal_frames.metrics.recalibration import ScoringRule
 from conformal_frames.metrics.sets import Label
 from conformal_frames.metrics.uncertainty_calibration import Crossing, Proportion
 from conformal_frames.reporting.build import Report
+from conformal_frames.slices import SliceCorrection
 
 __all__ = ["ConformalNamespace", "add_metrics", "conformal", "register_accessors"]
 
@@ -984,6 +985,18 @@ class ConformalNamespace:
         horizon: str | None = ...,
         progress: bool | None = ...,
     ) -> Report: ...
+    def find_slices(
+        self,
+        metric: Metric,
+        *,
+        features: Sequence[str],
+        max_order: int = ...,
+        min_size: int = ...,
+        n_bins: int = ...,
+        significance: float = ...,
+        correction: SliceCorrection = ...,
+        invalid: InvalidPolicy | None = ...,
+    ) -> Any: ...
 
 def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...
 def conformal(frame: Any) -> ConformalNamespace: ...
