@@ -302,6 +302,7 @@ def summarize(
 def _summarize(
     frame: Any, metrics: Sequence[Metric], by: Any, invalid: InvalidPolicy | None, score_decimals: int | None
 ) -> Any:
+    frame, by = engine.resolve_roles(frame, metrics, by)
     lf, eager = engine.to_lazy(frame)
     keys = engine.as_keys(by)
     engine.check_index_keys(frame, keys)

@@ -1,0 +1,122 @@
+"""Roles given as expressions, evaluated at the frame entry: :func:`resolve_roles`.
+
+A metric holds an expression role as an :class:`~conformal_frames._roles.ExprColumn`
+(a column name that carries its expression); the evaluation entries
+(:func:`~conformal_frames.engine.compute`, ``summarize``, the report) call
+:func:`resolve_roles` first, which evaluates each distinct expression once into
+its internal column on a copy of the caller's frame (lazy stays lazy), and
+each ``by=`` expression into a key column named by its output name.  Everything
+after reads plain columns: one place resolves roles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames._roles import ExprColumn, as_role, is_expression
+from conformal_frames.engine.plan import backend_name
+from conformal_frames.errors import ExpressionBackendError
+
+__all__ = ["expression_roles", "resolve_roles"]
+
+
+def _walk(value: Any, seen: set[int]) -> Iterator[ExprColumn]:
+    if isinstance(value, ExprColumn):
+        yield value
+    elif isinstance(value, str) or id(value) in seen:
+        return
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _walk(v, seen)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _walk(v, seen)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        seen.add(id(value))
+        for f in dataclasses.fields(value):
+            yield from _walk(getattr(value, f.name, None), seen)
+
+
+def expression_roles(metrics: Sequence[Any]) -> dict[str, ExprColumn]:
+    """The expression roles of ``metrics`` (nested metrics, targets and set specs included), by column."""
+    seen: set[int] = set()
+    return {str(r): r for m in metrics for r in _walk(m, seen)}
+
+
+def _native_polars(frame: nw.DataFrame | nw.LazyFrame, exprs: list[Any]) -> nw.DataFrame | nw.LazyFrame:
+    """``frame`` (polars) with the polars expressions ``exprs`` added."""
+    return nw.from_native(frame.to_native().with_columns(*exprs))
+
+
+def _refuse_polars(role: Any, where: str, frame: nw.DataFrame | nw.LazyFrame) -> None:
+    backend = backend_name(frame)
+    msg = (
+        f"{where} {role!r} is a polars expression: it evaluates on polars frames only, and this frame is "
+        f"{backend}; write it with narwhals (import narwhals as nw; nw.col(...)) to use it on every backend"
+    )
+    raise ExpressionBackendError(msg, backend=backend)
+
+
+def _key_roles(by: Any) -> list[Any] | None:
+    """``by=`` as a list with its expressions as roles, or ``None`` when it holds no expression."""
+    items = [by] if is_expression(by) else list(by) if isinstance(by, (list, tuple)) else None
+    if items is None or not any(is_expression(k) for k in items):
+        return None
+    return [as_role(k) for k in items]
+
+
+def _output_name(frame: nw.DataFrame | nw.LazyFrame, role: ExprColumn) -> str:
+    if role.kind == "pl":
+        return str(role.expr.meta.output_name())
+    return str(frame.lazy().select(role.expr).collect_schema().names()[0])
+
+
+def resolve_roles(frame: Any, metrics: Sequence[Any], by: Any = None) -> tuple[Any, Any]:
+    """``(frame, by)`` with every expression role evaluated into its column (a new frame).
+
+    Without expressions ``frame`` and ``by`` are returned as they are.  A
+    metric's expression becomes the internal column the metric names (see
+    :mod:`conformal_frames._roles`); a ``by=`` expression becomes a key column
+    named by its output name (``nw.col("g").str.to_uppercase()`` replaces ``g``
+    in the copy; ``.alias("G")`` names a new one).  A polars expression on a
+    frame of another backend raises :class:`~conformal_frames.errors.ExpressionBackendError`.
+    The caller's frame is not modified.
+    """
+    roles = expression_roles(metrics)
+    keys = _key_roles(by)
+    if not roles and keys is None:
+        return frame, by
+    if isinstance(frame, (nw.DataFrame, nw.LazyFrame)):
+        nw_frame = frame
+    else:
+        try:
+            nw_frame = nw.from_native(frame)
+        except (TypeError, ValueError):  # not a frame: the entry's own check says so
+            return frame, by
+        if not isinstance(nw_frame, (nw.DataFrame, nw.LazyFrame)):
+            return frame, by
+    polars = nw_frame.implementation.is_polars()
+    present = set(nw_frame.columns)
+    # (expression, kind) to add: each metric role once, under its internal column
+    added = [(r.expr.alias(str(r)), r.kind, r, "the role") for name, r in roles.items() if name not in present]
+    names: list[Any] = []
+    for k in keys or []:
+        if isinstance(k, ExprColumn):
+            names.append(_output_name(nw_frame, k) if k.kind == "nw" or polars else str(k))
+            added.append((k.expr, k.kind, k, "the group key (by=)"))
+        else:
+            names.append(k)
+    for _, kind, role, where in added:
+        if kind == "pl" and not polars:
+            _refuse_polars(role, where, nw_frame)
+    plain = [e for e, kind, _, _ in added if kind == "nw"]
+    native = [e for e, kind, _, _ in added if kind == "pl"]
+    if plain:
+        nw_frame = nw_frame.with_columns(*plain)
+    if native:
+        nw_frame = _native_polars(nw_frame, native)
+    return nw_frame, (by if keys is None else names)
