@@ -29,7 +29,7 @@ import re
 import sys
 from typing import Any
 
-__all__ = ["ExprColumn", "as_role", "escaped", "is_expression", "is_polars_expression"]
+__all__ = ["ExprColumn", "as_role", "escaped", "is_expression", "is_polars_expression", "shown"]
 
 #: characters a declared name keeps as they are; every other one is %-escaped, so a
 #: name is a valid column name on every backend (Spark reads a dot as a struct field)
@@ -49,6 +49,24 @@ def escaped(text: str) -> str:
     if out[:1].isdigit():  # a name never starts like a number
         out = f"%{ord(out[0]):02X}{out[1:]}"
     return out or "%"
+
+
+def shown(name: Any) -> str:
+    """A column as messages show it: ``'y'``, and an expression role's column as its text, ``(col(y).__mul__(2))``.
+
+    Reads the text back from an internal column's name too (a schema's
+    plain strings, e.g. the inputs a summary recorded).
+
+    >>> import narwhals.stable.v2 as nw
+    >>> role = ExprColumn(nw.col("y") * 2)
+    >>> shown("y"), shown(role), shown(str(role))
+    ("'y'", '(col(y).__mul__(2))', '(col(y).__mul__(2))')
+    """
+    if isinstance(name, ExprColumn) or not isinstance(name, str) or not name.startswith(PREFIX):
+        return repr(name)
+    body = name[len(PREFIX) + 3 :]
+    text = re.sub(r"(%[0-9A-F]{2})+", lambda m: bytes.fromhex(m.group(0).replace("%", "")).decode(errors="replace"), body)
+    return text if text.startswith("[") and text.endswith("]") else f"({text})"
 
 
 def is_polars_expression(value: Any) -> bool:

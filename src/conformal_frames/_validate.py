@@ -150,6 +150,8 @@ def check_sets(value: Any, name: str = "sets") -> str | tuple[str, ...]:
     value = as_role(value)
     if isinstance(value, str):
         return value
+    if _is_list(value):
+        value = [as_role(v) for v in value]
     if not _is_list(value) or not all(isinstance(v, str) for v in value):
         fail(TypeError, name, SETS, value)
     if not len(value):

@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar, cast
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames._roles import ExprColumn, shown
 from conformal_frames.engine.expr import (
     Cells,
     FinalizeFn,
@@ -124,10 +125,9 @@ def _did_you_mean(name: str, names: Iterable[Any]) -> str:
 
 
 def _not_found(what: str, name: str, schema: Iterable[Any], role: str = "") -> ColumnNotFoundError:
-    available = ", ".join(repr(c) for c in schema)
-    return ColumnNotFoundError(
-        f"{what} {name!r}{role} not found; available columns: {available}{_did_you_mean(name, schema)}"
-    )
+    available = ", ".join(shown(c) for c in schema)
+    near = "" if isinstance(name, ExprColumn) else _did_you_mean(name, schema)
+    return ColumnNotFoundError(f"{what} {name!r}{role} not found; available columns: {available}{near}")
 
 
 class Recordable(Protocol):

@@ -100,7 +100,7 @@ def resolve_roles(frame: Any, metrics: Sequence[Any], by: Any = None) -> tuple[A
         if not isinstance(nw_frame, (nw.DataFrame, nw.LazyFrame)):
             return frame, by
     polars = nw_frame.implementation.is_polars()
-    present = set(nw_frame.columns)
+    present = set(nw_frame.collect_schema().names())
     # (expression, kind) to add: each metric role once, under its internal column
     added = [(r.expr.alias(str(r)), r.kind, r, "the role") for name, r in roles.items() if name not in present]
     names: list[Any] = []
