@@ -27,9 +27,18 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-__all__ = ["ExprColumn", "as_role", "escaped", "is_expression", "is_polars_expression", "shown"]
+if TYPE_CHECKING:
+    import narwhals.stable.v2 as nw
+    import polars as pl
+
+    #: a role's column: its name, a narwhals expression, or a polars expression (on polars frames)
+    Column: TypeAlias = str | nw.Expr | pl.Expr
+else:
+    Column: TypeAlias = Any
+
+__all__ = ["PREFIX", "Column", "ExprColumn", "as_role", "escaped", "is_expression", "is_polars_expression", "shown"]
 
 #: characters a declared name keeps as they are; every other one is %-escaped, so a
 #: name is a valid column name on every backend (Spark reads a dot as a struct field)
@@ -65,7 +74,9 @@ def shown(name: Any) -> str:
     if isinstance(name, ExprColumn) or not isinstance(name, str) or not name.startswith(PREFIX):
         return repr(name)
     body = name[len(PREFIX) + 3 :]
-    text = re.sub(r"(%[0-9A-F]{2})+", lambda m: bytes.fromhex(m.group(0).replace("%", "")).decode(errors="replace"), body)
+    text = re.sub(
+        r"(%[0-9A-F]{2})+", lambda m: bytes.fromhex(m.group(0).replace("%", "")).decode(errors="replace"), body
+    )
     return text if text.startswith("[") and text.endswith("]") else f"({text})"
 
 

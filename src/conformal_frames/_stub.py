@@ -16,6 +16,7 @@ import ast
 import builtins
 import collections.abc
 import inspect
+import re
 import sys
 import typing
 from collections.abc import Callable
@@ -41,7 +42,7 @@ class ConformalNamespace:
     def evaluate(
         self,
         *metrics: Metric,
-        by: str | Sequence[str] | None = ...,
+        by: Column | Sequence[Column] | None = ...,
         invalid: InvalidPolicy | None = ...,
         progress: bool | None = ...,
     ) -> Any: ...
@@ -52,6 +53,24 @@ def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...
 def conformal(frame: Any) -> ConformalNamespace: ...
 def register_accessors() -> None: ...
 """
+
+
+#: the parameters of the metric methods and ``report`` that name a column of a role: an expression is
+#: accepted too (see :mod:`conformal_frames._roles`), so their ``str`` reads ``Column`` in the stub
+ROLES = frozenset(
+    {
+        "y", "lo", "hi", "score", "score_y", "weights", "counts", "yhat", "mean", "std", "scale", "sets",
+        "samples", "member_weights", "quantiles", "intervals", "baseline", "point", "miss",
+        "probs", "pvalues", "order_by", "by",
+    }
+)  # fmt: skip
+
+
+def _widened(p: inspect.Parameter) -> inspect.Parameter:
+    """``p`` with ``str`` read as ``Column`` when it is a role (see :data:`ROLES`)."""
+    if p.name not in ROLES or p.annotation is inspect.Parameter.empty:
+        return p
+    return p.replace(annotation=re.sub(r"\bstr\b", "Column", str(p.annotation)))
 
 
 def _param(p: inspect.Parameter) -> str:
@@ -123,15 +142,18 @@ def _origin(name: str, source: Callable[..., Any]) -> str | None:
 
 def generate() -> str:
     """The text of ``namespace.pyi`` for the namespace as it is at runtime."""
-    from conformal_frames.namespace import ConformalNamespace
+    from conformal_frames.namespace import METRIC_FACTORIES, ConformalNamespace
 
     names = {"Any": "typing", "Callable": "collections.abc", "Sequence": "collections.abc", "ModuleType": "types"}
     names.update({"InvalidPolicy": "conformal_frames.engine", "Metric": "conformal_frames.engine"})
+    names["Column"] = "conformal_frames._roles"
     methods = []
     for attr, method in vars(ConformalNamespace).items():
         if not callable(method) or "source" not in getattr(method, "__dict__", {}):
             continue
         params, returns = _source_parameters(method)
+        if attr in METRIC_FACTORIES or attr == "report":  # the entries that resolve expression roles
+            params = [_widened(p) for p in params]
         for text in [*(str(p.annotation) for p in params if p.annotation is not inspect.Parameter.empty), returns]:
             for ident in _identifiers(text):
                 origin = _origin(ident, method.__dict__["source"])

@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar, cast
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._roles import ExprColumn, shown
+from conformal_frames._roles import PREFIX, ExprColumn, shown
 from conformal_frames.engine.expr import (
     Cells,
     FinalizeFn,
@@ -227,6 +227,12 @@ class Query:
             msg = f"column names must be strings, got {name!r} ({type(name).__name__})"
             raise TypeError(msg)
         if name not in self.schema:
+            if isinstance(name, ExprColumn) and not any(str(c).startswith(PREFIX) for c in self.schema):
+                msg = (
+                    f"the expression {name!r} is evaluated on a frame (cf.evaluate, .conformal, cf.summarize, "
+                    f"cf.report); a schema without it names its column {str(name)!r}"
+                )
+                raise ColumnNotFoundError(msg)
             raise _not_found("column", name, self.schema)
         if name in self.keys:
             msg = f"column {name!r} is both a group key (by=) and a metric input"
