@@ -231,7 +231,9 @@ def test_summaries_record_the_expression_and_finalize_with_it_again(constructor:
     columns = list(to_pandas(stats).columns)
     assert "cf_sum__covered[~nw_col%28y%29%2E__mul__%282%29,lo,hi]" in columns
     got = to_pandas(cf.finalize(stats, *ms))
-    want = to_pandas(cf.evaluate(constructor(data), cf.coverage("y2", "lo", "hi"), cf.ks_test("b", "p_h", weights="w2")))
+    want = to_pandas(
+        cf.evaluate(constructor(data), cf.coverage("y2", "lo", "hi"), cf.ks_test("b", "p_h", weights="w2"))
+    )
     for c in want.columns:
         assert_close(got[c], want[c], what=c)
     # another expression is not in the summary: the error names the metric with its expression
