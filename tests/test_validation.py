@@ -435,7 +435,7 @@ def _kind_cases():
             lambda: cf.coverage("y", 2, "hi"),
             lambda: Coverage(y="y", lo=2, hi="hi"),
             TypeError,
-            "lo must be a column name (a string), got 2",
+            "lo must be a column name (a string) or an expression, got 2",
         ),
         "columns-repeated": (
             lambda: cf.top_label_ece("y", ["pa", "pa"]),
