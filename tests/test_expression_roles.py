@@ -259,3 +259,28 @@ def test_report_accepts_expression_roles() -> None:
     got, want = rep.tables["intervals"], ref.tables["intervals"]
     for c in ("coverage", "width"):
         assert_close(nw.from_native(got).get_column(c).to_numpy(), nw.from_native(want).get_column(c).to_numpy())
+
+
+def test_functions_of_a_frame_take_expressions(constructor: Any) -> None:
+    """cumulative_differences names its score column by the expression's output name."""
+    if getattr(constructor, "id", "") == "pyspark":
+        pytest.skip("PySpark: the frame functions read their roles as the metrics do")
+    data = _data(9)
+    got = to_pandas(cf.cumulative_differences(constructor(data), "b", E("p") * 0.5, weights=E("w") * 2, by="g"))
+    want = to_pandas(cf.cumulative_differences(constructor(data), "b", "p_h", weights="w2", by="g"))
+    assert list(got.columns) == ["g", "p", "n", "cumulative_difference"]
+    assert_close(got["p"], want["p_h"])
+    assert_close(got["cumulative_difference"], want["cumulative_difference"])
+
+
+def test_corp_reliability_and_naive_scale_take_expressions() -> None:
+    data = _data(10)
+    data["t"] = np.arange(len(data["y"]))
+    df = pl.DataFrame(data)
+    got = df.conformal.corp_reliability("b", pl.col("p") * 0.5, n_resamples=5)
+    want = df.conformal.corp_reliability("b", "p_h", n_resamples=5)
+    assert_close(got["recalibrated"], want["recalibrated"])
+    pdf = pd.DataFrame(data)
+    got = cf.naive_scale(pdf, E("y") * 2, by="g", order_by=E("t") + 1)
+    want = cf.naive_scale(pdf, "y2", by="g", order_by="t")
+    assert_close(got["naive_mae"], want["naive_mae"])

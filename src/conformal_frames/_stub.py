@@ -66,9 +66,18 @@ ROLES = frozenset(
 )  # fmt: skip
 
 
-def _widened(p: inspect.Parameter) -> inspect.Parameter:
-    """``p`` with ``str`` read as ``Column`` when it is a role (see :data:`ROLES`)."""
-    if p.name not in ROLES or p.annotation is inspect.Parameter.empty:
+def role_parameters(attr: str, source: Callable[..., Any]) -> frozenset[str]:
+    """The parameters of the namespace method ``attr`` (of function ``source``) that take expressions."""
+    from conformal_frames.namespace import METRIC_FACTORIES
+
+    if attr in METRIC_FACTORIES or attr in ("report", "evaluate"):
+        return ROLES
+    return frozenset(getattr(source, "__roles__", ()))  # a function of a frame: engine.takes_roles
+
+
+def _widened(p: inspect.Parameter, roles: frozenset[str] = ROLES) -> inspect.Parameter:
+    """``p`` with ``str`` read as ``Column`` when it is one of ``roles`` (see :data:`ROLES`)."""
+    if p.name not in roles or p.annotation is inspect.Parameter.empty:
         return p
     return p.replace(annotation=re.sub(r"\bstr\b", "Column", str(p.annotation)))
 
@@ -142,7 +151,7 @@ def _origin(name: str, source: Callable[..., Any]) -> str | None:
 
 def generate() -> str:
     """The text of ``namespace.pyi`` for the namespace as it is at runtime."""
-    from conformal_frames.namespace import METRIC_FACTORIES, ConformalNamespace
+    from conformal_frames.namespace import ConformalNamespace
 
     names = {"Any": "typing", "Callable": "collections.abc", "Sequence": "collections.abc", "ModuleType": "types"}
     names.update({"InvalidPolicy": "conformal_frames.engine", "Metric": "conformal_frames.engine"})
@@ -152,8 +161,8 @@ def generate() -> str:
         if not callable(method) or "source" not in getattr(method, "__dict__", {}):
             continue
         params, returns = _source_parameters(method)
-        if attr in METRIC_FACTORIES or attr == "report":  # the entries that resolve expression roles
-            params = [_widened(p) for p in params]
+        roles = role_parameters(attr, method.__dict__["source"])  # the parameters that take expressions
+        params = [_widened(p, roles) for p in params]
         for text in [*(str(p.annotation) for p in params if p.annotation is not inspect.Parameter.empty), returns]:
             for ident in _identifiers(text):
                 origin = _origin(ident, method.__dict__["source"])

@@ -750,23 +750,23 @@ class ConformalNamespace:
     ) -> Any: ...
     def cumulative_differences(
         self,
-        y: str,
-        score: str,
+        y: Column,
+        score: Column,
         *,
-        weights: str | None = ...,
-        counts: str | None = ...,
-        by: str | Sequence[str] | None = ...,
+        weights: Column | None = ...,
+        counts: Column | None = ...,
+        by: Column | Sequence[Column] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def corp_reliability(
         self,
-        y: str,
-        score: str,
+        y: Column,
+        score: Column,
         *,
         n_resamples: int = ...,
         ci_level: float = ...,
         seed: int = ...,
-        by: str | Sequence[str] | None = ...,
+        by: Column | Sequence[Column] | None = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...
     def excess_risk_target_coverage(
@@ -787,10 +787,10 @@ class ConformalNamespace:
     ) -> Any: ...
     def naive_scale(
         self,
-        y: str,
+        y: Column,
         *,
-        by: str | list[str],
-        order_by: str,
+        by: Column | list[Column],
+        order_by: Column,
         season: int | str = ...,
         invalid: InvalidPolicy | None = ...,
     ) -> Any: ...

@@ -66,7 +66,7 @@ from conformal_frames.engine.query import (
     Replicate,
     Weighting,
 )
-from conformal_frames.engine.roles import expression_roles, resolve_roles
+from conformal_frames.engine.roles import expression_roles, resolve_roles, takes_roles
 from conformal_frames.engine.spec import PHASES, CellTable, Spec, Stat, declared_name
 
 __all__ = [
@@ -116,6 +116,7 @@ __all__ = [
     "running_total",
     "sort_result",
     "stack",
+    "takes_roles",
     "to_lazy",
     "total",
     "with_validity",

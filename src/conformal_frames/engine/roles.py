@@ -12,8 +12,10 @@ after reads plain columns: one place resolves roles.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
-from typing import Any
+import functools
+import inspect
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import narwhals.stable.v2 as nw
 
@@ -21,7 +23,9 @@ from conformal_frames._roles import ExprColumn, as_role, is_expression
 from conformal_frames.engine.plan import backend_name
 from conformal_frames.errors import ExpressionBackendError
 
-__all__ = ["expression_roles", "resolve_roles"]
+__all__ = ["expression_roles", "resolve_roles", "takes_roles"]
+
+T = TypeVar("T")
 
 
 def _walk(value: Any, seen: set[int]) -> Iterator[ExprColumn]:
@@ -120,3 +124,57 @@ def resolve_roles(frame: Any, metrics: Sequence[Any], by: Any = None) -> tuple[A
     if native:
         nw_frame = _native_polars(nw_frame, native)
     return nw_frame, (by if keys is None else names)
+
+
+def _renamed_outputs(out: Any, roles: dict[str, ExprColumn], frame: Any) -> Any:
+    """``out`` (a native frame) with the columns named after internal role columns renamed to the roles' output names."""
+    try:
+        result = nw.from_native(out)
+    except TypeError:  # not a frame (a float, a result object)
+        return out
+    if not isinstance(result, (nw.DataFrame, nw.LazyFrame)):
+        return out
+    names = result.collect_schema().names()
+    mapping = {c: _output_name(frame, roles[c]) for c in names if c in roles}
+    mapping = {c: new for c, new in mapping.items() if new not in names}  # never two columns of one name
+    return nw.to_native(result.rename(mapping)) if mapping else out
+
+
+def takes_roles(*params: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Decorate a function of a frame whose ``params`` (and ``by=``) name columns: they take expressions too.
+
+    The expressions are evaluated into their columns (:func:`resolve_roles`)
+    before the function runs; an output column named after one (e.g. the
+    score column of ``cumulative_differences``) is renamed to the
+    expression's output name (``nw.col("p") * 0.5`` is ``p``).
+    """
+
+    def decorate(fn: Callable[..., T]) -> Callable[..., T]:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> T:
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:
+                return fn(*args, **kwargs)  # Python's own message
+            given = bound.arguments
+            for p in params:
+                if p in given:
+                    value = given[p]
+                    given[p] = [as_role(v) for v in value] if isinstance(value, (list, tuple)) else as_role(value)
+            roles = expression_roles([given.get(p) for p in params])
+            if not roles and _key_roles(given.get("by")) is None:
+                return fn(*bound.args, **bound.kwargs)
+            frame = next(iter(given.values()))
+            resolved, by = resolve_roles(frame, [given.get(p) for p in params], given.get("by"))
+            given[next(iter(given))] = resolved
+            if "by" in given:
+                given["by"] = by
+            out = fn(*bound.args, **bound.kwargs)
+            return _renamed_outputs(out, roles, resolved) if roles else out
+
+        wrapper.__roles__ = (*params, "by")  # type: ignore[attr-defined]  # read by the stub generator
+        return wrapper
+
+    return decorate
