@@ -284,3 +284,21 @@ def test_corp_reliability_and_naive_scale_take_expressions() -> None:
     got = cf.naive_scale(pdf, E("y") * 2, by="g", order_by=E("t") + 1)
     want = cf.naive_scale(pdf, "y2", by="g", order_by="t")
     assert_close(got["naive_mae"], want["naive_mae"])
+
+
+def test_rows_an_expression_makes_invalid_are_counted(constructor: Any) -> None:
+    """``y / z`` with ``z = 0`` in 3 rows: those rows are invalid (infinite, NaN or null, by backend), per group."""
+    if getattr(constructor, "id", "") == "pyspark":
+        pytest.skip("PySpark: test_every_role_kind_on_spark_in_one_query")
+    data = _data(11, n=60)
+    z = np.ones(len(data["y"]))
+    bad = [0, 7, len(z) - 1]  # the last row is group "two"
+    z[bad] = 0.0
+    data["z"] = z
+    out = to_pandas(cf.evaluate(constructor(data), cf.coverage(E("y") / E("z"), "lo", "hi"), by="g", invalid="null"))
+    expected = pd.Series(data["g"][bad]).value_counts()
+    counted = out.set_index("g")["n_invalid"]
+    assert int(counted.sum()) == 3
+    for g, k in expected.items():
+        assert int(counted[g]) == k
+        assert np.isnan(out.set_index("g").loc[g, "coverage"])

@@ -122,6 +122,12 @@ class ExprColumn(str):
     def __reduce__(self) -> tuple[Any, ...]:  # pickled as the plain column name (an expression may not pickle)
         return (str, (str(self),))
 
+    def __copy__(self) -> ExprColumn:  # immutable: a copy of a metric keeps its expression
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ExprColumn:
+        return self
+
     @property
     def declared(self) -> str:
         """The role in a declared (summary state) name: ``~nw_`` or ``~pl_`` and the escaped text.
