@@ -204,6 +204,22 @@ def test_messages_name_the_expression_and_count_its_bad_rows() -> None:
         cf.evaluate(df, cf.coverage(E("p") > 0.5, "lo", "hi"))
 
 
+def test_two_polars_functions_of_one_text_are_refused() -> None:
+    df = pl.DataFrame(_data(1, n=10))
+    twice = cf.coverage(pl.col("y").map_batches(lambda s: s * 2), "lo", "hi")
+    thrice = cf.width(pl.col("y").map_batches(lambda s: s * 3), "hi")
+    with pytest.raises(ValueError, match="two different polars expressions print the same text"):
+        cf.evaluate(df, twice, thrice)
+    # the same function object twice is one expression
+    assert cf.evaluate(df, twice, twice.alias("again"))["coverage"].item() is not None
+
+
+def test_a_polars_key_on_another_backend_is_refused() -> None:
+    with pytest.raises(ExpressionBackendError, match=r"group key \(by=\).*this frame is pandas"):
+        cf.evaluate(pd.DataFrame(_data(1, n=10)), cf.coverage("y", "lo", "hi"), by=pl.col("g").str.to_uppercase())
+    assert issubclass(ExpressionBackendError, TypeError)
+
+
 def test_a_missing_column_inside_an_expression_is_reported() -> None:
     df = pl.DataFrame(_data(1, n=10))
     with pytest.raises(Exception, match="nope"):

@@ -46,9 +46,24 @@ def _walk(value: Any, seen: set[int]) -> Iterator[ExprColumn]:
 
 
 def expression_roles(metrics: Sequence[Any]) -> dict[str, ExprColumn]:
-    """The expression roles of ``metrics`` (nested metrics, targets and set specs included), by column."""
+    """The expression roles of ``metrics`` (nested metrics, targets and set specs included), by column.
+
+    Two polars expressions of the same text that polars does not find equal
+    (e.g. two Python functions: polars prints both ``python_udf()``) would
+    share one column: a ``ValueError`` says so.
+    """
     seen: set[int] = set()
-    return {str(r): r for m in metrics for r in _walk(m, seen)}
+    out: dict[str, ExprColumn] = {}
+    for m in metrics:
+        for r in _walk(m, seen):
+            first = out.setdefault(str(r), r)
+            if first is not r and r.kind == "pl" and not first.expr.meta.eq(r.expr):
+                msg = (
+                    f"two different polars expressions print the same text {r!r}: add the column to the "
+                    "frame first (df.with_columns(...)) and pass its name, or write one with narwhals"
+                )
+                raise ValueError(msg)
+    return out
 
 
 def _native_polars(frame: nw.DataFrame | nw.LazyFrame, exprs: list[Any]) -> nw.DataFrame | nw.LazyFrame:
