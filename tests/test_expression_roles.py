@@ -220,10 +220,21 @@ def test_a_polars_key_on_another_backend_is_refused() -> None:
     assert issubclass(ExpressionBackendError, TypeError)
 
 
-def test_a_missing_column_inside_an_expression_is_reported() -> None:
-    df = pl.DataFrame(_data(1, n=10))
-    with pytest.raises(Exception, match="nope"):
-        cf.evaluate(df, cf.coverage(E("nope") * 2, "lo", "hi"))
+def test_an_expression_the_backend_cannot_evaluate_is_named(constructor: Any) -> None:
+    """A missing column inside an expression, or an operation on the wrong dtype: our error, naming the role."""
+    if getattr(constructor, "id", "") == "pyspark":
+        pytest.skip("PySpark: the same path as the other lazy backends")
+    data = _data(1, n=10)
+    data["s"] = np.array(["a"] * 10)
+    frame = constructor(data)
+    with pytest.raises(
+        cf.ColumnNotFoundError, match=r"the role \(col\(nope\)\.__mul__\(2\)\) cannot be evaluated on this [a-z]+ frame"
+    ):
+        cf.evaluate(frame, cf.coverage("y", E("nope") * 2, "hi"), cf.width("lo", "hi"))
+    with pytest.raises((TypeError, cf.ColumnNotFoundError), match=r"\(col\(s\)\.__"):
+        cf.evaluate(frame, cf.coverage(E("y") * 2, E("s") * 2, "hi"), invalid="null")
+    with pytest.raises(cf.ColumnNotFoundError, match=r"the group key \(by=\) \(col\(nope\)"):
+        cf.evaluate(frame, cf.coverage("y", "lo", "hi"), by=E("nope").abs())
 
 
 def test_two_metrics_given_the_same_expression_share_its_rows() -> None:

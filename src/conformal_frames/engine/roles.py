@@ -21,7 +21,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames._roles import ExprColumn, as_role, is_expression
 from conformal_frames.engine.plan import backend_name
-from conformal_frames.errors import ExpressionBackendError
+from conformal_frames.errors import ColumnNotFoundError, ExpressionBackendError
 
 __all__ = ["expression_roles", "resolve_roles", "takes_roles"]
 
@@ -125,20 +125,52 @@ def resolve_roles(frame: Any, metrics: Sequence[Any], by: Any = None) -> tuple[A
     names: list[Any] = []
     for k in keys or []:
         if isinstance(k, ExprColumn):
-            names.append(_output_name(nw_frame, k) if k.kind == "nw" or polars else str(k))
-            added.append((k.expr, k.kind, k, "the group key (by=)"))
+            item = (k.expr, k.kind, k, "the group key (by=)")
+            try:
+                names.append(_output_name(nw_frame, k) if k.kind == "nw" or polars else str(k))
+            except Exception as exc:
+                raise _failure(nw_frame, [item], exc) from exc
+            added.append(item)
         else:
             names.append(k)
     for _, kind, role, where in added:
         if kind == "pl" and not polars:
             _refuse_polars(role, where, nw_frame)
+    try:
+        return _added(nw_frame, added), (by if keys is None else names)
+    except Exception as exc:  # the backend's own error: say which role
+        raise _failure(nw_frame, added, exc) from exc
+
+
+def _added(nw_frame: nw.DataFrame | nw.LazyFrame, added: list[tuple[Any, str, Any, str]]) -> Any:
+    """``nw_frame`` with the expressions ``added``, its schema resolved (a lazy frame's errors surface here)."""
     plain = [e for e, kind, _, _ in added if kind == "nw"]
     native = [e for e, kind, _, _ in added if kind == "pl"]
     if plain:
         nw_frame = nw_frame.with_columns(*plain)
     if native:
         nw_frame = _native_polars(nw_frame, native)
-    return nw_frame, (by if keys is None else names)
+    nw_frame.collect_schema()
+    return nw_frame
+
+
+def _failure(
+    nw_frame: nw.DataFrame | nw.LazyFrame, added: list[tuple[Any, str, Any, str]], exc: Exception
+) -> Exception:
+    """The error of the first expression of ``added`` that the backend cannot evaluate, naming it."""
+    culprit = next(iter(added))
+    for item in added:
+        try:
+            _added(nw_frame, [item])
+        except Exception:
+            culprit = item
+            break
+    _, _, role, where = culprit
+    reason = " ".join(str(exc).split())[:300]
+    backend = backend_name(nw_frame)
+    text = f"{where} {role!r} cannot be evaluated on this {backend} frame: {reason}"
+    missing = "not found" in reason.lower() or "NotFound" in type(exc).__name__
+    return ColumnNotFoundError(text) if missing else TypeError(text)
 
 
 def _renamed_outputs(out: Any, roles: dict[str, ExprColumn], frame: Any) -> Any:
