@@ -169,7 +169,7 @@ def _failure(
     reason = " ".join(str(exc).split())[:300]
     backend = backend_name(nw_frame)
     text = f"{where} {role!r} cannot be evaluated on this {backend} frame: {reason}"
-    missing = "not found" in reason.lower() or "NotFound" in type(exc).__name__
+    missing = any(w in reason.lower() for w in ("not found", "cannot be resolved")) or "NotFound" in type(exc).__name__
     return ColumnNotFoundError(text) if missing else TypeError(text)
 
 
