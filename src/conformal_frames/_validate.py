@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from conformal_frames._roles import as_role
+from conformal_frames._roles import ExprColumn, as_role
 
 Label = int | str
 Check = Callable[[Any, str], Any]
@@ -133,7 +133,7 @@ def check_columns(value: Any, name: str, *, at_least: int = 1) -> tuple[str, ...
         value = [as_role(v) for v in value]
     if not _is_list(value) or not all(isinstance(v, str) for v in value):
         fail(TypeError, name, expected, value)
-    names = list(value)
+    names = [v if isinstance(v, ExprColumn) else str(v) for v in value]  # np.str_ read as str
     if len(names) < at_least:
         fail(ValueError, name, f"{expected} (at least {at_least})", names)
     repeated = sorted({v for v in names if names.count(v) > 1})
