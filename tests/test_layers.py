@@ -18,9 +18,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "src" / "conformal_frames"
 PACKAGES = ("engine", "inputs", "numerics", "metrics", "reporting")
-#: what each layer may import (besides itself); ``_validate``, ``_renames``,
+#: what each layer may import (besides itself); ``_validate``, ``_roles``, ``_renames``,
 #: ``_progress``, ``errors`` and ``results`` are the leaves every layer may use
-LEAVES = {"_validate", "_renames", "_progress", "errors", "results"}
+LEAVES = {"_validate", "_roles", "_renames", "_progress", "errors", "results"}
 ALLOWED = {
     "engine": LEAVES,
     "numerics": LEAVES | {"engine"},

@@ -100,8 +100,12 @@ def _src(node: ast.expr | None) -> str | None:
 
 
 def _runtime_params(method: Any) -> list[tuple[str, str, bool, str | None]]:
+    from conformal_frames._stub import _widened, role_parameters
+
     source = method.__dict__.get("source", method)
     written = inspect.signature(source).parameters  # annotations as written
+    # a role (of a metric method, report, a function of a frame) also takes an expression: its str reads Column
+    roles = role_parameters(method.__name__, source)
     out = []
     for p in list(inspect.signature(method).parameters.values())[1:]:
         annotation = written[p.name].annotation if p.name in written else p.annotation
@@ -111,6 +115,7 @@ def _runtime_params(method: Any) -> list[tuple[str, str, bool, str | None]]:
                 "invalid": "InvalidPolicy | None",
                 "progress": "bool | None",
             }[p.name]
+        annotation = _widened(p.replace(annotation=annotation), roles).annotation
         out.append((p.name, p.kind.name, p.default is not inspect.Parameter.empty, _norm(annotation)))
     return out
 

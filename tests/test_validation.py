@@ -435,7 +435,7 @@ def _kind_cases():
             lambda: cf.coverage("y", 2, "hi"),
             lambda: Coverage(y="y", lo=2, hi="hi"),
             TypeError,
-            "lo must be a column name (a string), got 2",
+            "lo must be a column name (a string) or an expression, got 2",
         ),
         "columns-repeated": (
             lambda: cf.top_label_ece("y", ["pa", "pa"]),
@@ -590,8 +590,17 @@ COLUMN_CASES = {
     "log_score": lambda: cf.log_score(1, mean="m", std="s"),
     "relative_skill": lambda: cf.relative_skill(pl.DataFrame(BASE), cf.mae(1, "f"), model="m"),
     "pairwise_comparison": lambda: cf.pairwise_comparison(pl.DataFrame(BASE), cf.mae(1, "f"), model="m"),
+    "ence": lambda: cf.ence(1, mean="m", std="s"),
+    "uce": lambda: cf.uce(1, mean="m", std="s"),
+    "uncertainty_calibration_curve": lambda: cf.uncertainty_calibration_curve(1, mean="m", std="s"),
+    "mean_absolute_calibration_error": lambda: cf.mean_absolute_calibration_error(1, mean="m", std="s"),
+    "root_mean_squared_calibration_error": lambda: cf.root_mean_squared_calibration_error(1, mean="m", std="s"),
+    "miscalibration_area": lambda: cf.miscalibration_area(1, mean="m", std="s"),
+    "sharpness": lambda: cf.sharpness(1),
+    "ence_table": lambda: cf.ence_table(1, mean="m", std="s"),
+    "adversarial_group_calibration": lambda: cf.adversarial_group_calibration(1, mean="m", std="s"),
 }
-_PARAM = {"width": "lo", "set_size": "sets", "singleton_rate": "sets", "empty_rate": "sets"}
+_PARAM = {"width": "lo", "set_size": "sets", "singleton_rate": "sets", "empty_rate": "sets", "sharpness": "std"}
 
 
 def test_column_cases_cover_every_public_factory():

@@ -18,7 +18,7 @@ from typing import Any
 
 from conformal_frames._version import __version__ as __version__
 from conformal_frames.engine import Metric, evaluate
-from conformal_frames.errors import BackendLimitError, ColumnNotFoundError, InvalidRowsError
+from conformal_frames.errors import BackendLimitError, ColumnNotFoundError, ExpressionBackendError, InvalidRowsError
 from conformal_frames.metrics.bootstrap import (
     bootstrap,
     bootstrap_difference,
@@ -114,6 +114,7 @@ __all__ = [
     "ConformalNamespace",
     "CoverageTestResult",
     "DieboldMarianoTestResult",
+    "ExpressionBackendError",
     "InvalidRowsError",
     "KSTestResult",
     "KuiperTestResult",

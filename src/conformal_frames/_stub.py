@@ -16,6 +16,7 @@ import ast
 import builtins
 import collections.abc
 import inspect
+import re
 import sys
 import typing
 from collections.abc import Callable
@@ -41,7 +42,7 @@ class ConformalNamespace:
     def evaluate(
         self,
         *metrics: Metric,
-        by: str | Sequence[str] | None = ...,
+        by: Column | Sequence[Column] | None = ...,
         invalid: InvalidPolicy | None = ...,
         progress: bool | None = ...,
     ) -> Any: ...
@@ -52,6 +53,33 @@ def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...
 def conformal(frame: Any) -> ConformalNamespace: ...
 def register_accessors() -> None: ...
 """
+
+
+#: the parameters of the metric methods and ``report`` that name a column of a role: an expression is
+#: accepted too (see :mod:`conformal_frames._roles`), so their ``str`` reads ``Column`` in the stub
+ROLES = frozenset(
+    {
+        "y", "lo", "hi", "score", "score_y", "weights", "counts", "yhat", "mean", "std", "scale", "sets",
+        "samples", "member_weights", "quantiles", "intervals", "baseline", "point", "miss",
+        "probs", "pvalues", "order_by", "by",
+    }
+)  # fmt: skip
+
+
+def role_parameters(attr: str, source: Callable[..., Any]) -> frozenset[str]:
+    """The parameters of the namespace method ``attr`` (of function ``source``) that take expressions."""
+    from conformal_frames.namespace import METRIC_FACTORIES
+
+    if attr in METRIC_FACTORIES or attr in ("report", "evaluate"):
+        return ROLES
+    return frozenset(getattr(source, "__roles__", ()))  # a function of a frame: engine.takes_roles
+
+
+def _widened(p: inspect.Parameter, roles: frozenset[str] = ROLES) -> inspect.Parameter:
+    """``p`` with ``str`` read as ``Column`` when it is one of ``roles`` (see :data:`ROLES`)."""
+    if p.name not in roles or p.annotation is inspect.Parameter.empty:
+        return p
+    return p.replace(annotation=re.sub(r"\bstr\b", "Column", str(p.annotation)))
 
 
 def _param(p: inspect.Parameter) -> str:
@@ -127,11 +155,14 @@ def generate() -> str:
 
     names = {"Any": "typing", "Callable": "collections.abc", "Sequence": "collections.abc", "ModuleType": "types"}
     names.update({"InvalidPolicy": "conformal_frames.engine", "Metric": "conformal_frames.engine"})
+    names["Column"] = "conformal_frames._roles"
     methods = []
     for attr, method in vars(ConformalNamespace).items():
         if not callable(method) or "source" not in getattr(method, "__dict__", {}):
             continue
         params, returns = _source_parameters(method)
+        roles = role_parameters(attr, method.__dict__["source"])  # the parameters that take expressions
+        params = [_widened(p, roles) for p in params]
         for text in [*(str(p.annotation) for p in params if p.annotation is not inspect.Parameter.empty), returns]:
             for ident in _identifiers(text):
                 origin = _origin(ident, method.__dict__["source"])

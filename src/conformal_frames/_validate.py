@@ -11,6 +11,9 @@ with :func:`checked`.
 
 Column names are checked here for their type only (a string, or a list of
 distinct strings); whether the column exists is known once a frame is given.
+A role that names a column also takes an expression (narwhals, or polars on
+polars frames): the check returns its :class:`~conformal_frames._roles.ExprColumn`
+(a column name that carries the expression, see :mod:`conformal_frames._roles`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from numbers import Integral, Real
 from typing import Any, NoReturn
 
 import numpy as np
+
+from conformal_frames._roles import ExprColumn, as_role
 
 Label = int | str
 Check = Callable[[Any, str], Any]
@@ -114,18 +119,21 @@ def check_positive_pair(value: Any, name: str) -> tuple[float, float]:
 # names, options, flags, labels
 # ---------------------------------------------------------------------------
 def check_column(value: Any, name: str) -> str:
-    """A column name: a string."""
+    """A column name: a string, or an expression (its :class:`~conformal_frames._roles.ExprColumn`)."""
+    value = as_role(value)
     if not isinstance(value, str):
-        fail(TypeError, name, "a column name (a string)", value)
+        fail(TypeError, name, "a column name (a string) or an expression", value)
     return value
 
 
 def check_columns(value: Any, name: str, *, at_least: int = 1) -> tuple[str, ...]:
-    """A list of ``at_least`` or more distinct column names."""
+    """A list of ``at_least`` or more distinct column names (or expressions)."""
     expected = "a list of distinct column names"
+    if _is_list(value):
+        value = [as_role(v) for v in value]
     if not _is_list(value) or not all(isinstance(v, str) for v in value):
         fail(TypeError, name, expected, value)
-    names = [str(v) for v in value]
+    names = [v if isinstance(v, ExprColumn) else str(v) for v in value]  # np.str_ read as str
     if len(names) < at_least:
         fail(ValueError, name, f"{expected} (at least {at_least})", names)
     repeated = sorted({v for v in names if names.count(v) > 1})
@@ -139,8 +147,11 @@ SETS = "the name of a list column or a list of boolean membership column names (
 
 def check_sets(value: Any, name: str = "sets") -> str | tuple[str, ...]:
     """Prediction sets: a list column's name or a list of membership column names."""
+    value = as_role(value)
     if isinstance(value, str):
         return value
+    if _is_list(value):
+        value = [as_role(v) for v in value]
     if not _is_list(value) or not all(isinstance(v, str) for v in value):
         fail(TypeError, name, SETS, value)
     if not len(value):

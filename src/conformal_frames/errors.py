@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["BackendLimitError", "ColumnNotFoundError", "InvalidRowsError"]
+__all__ = ["BackendLimitError", "ColumnNotFoundError", "ExpressionBackendError", "InvalidRowsError"]
 
 
 class InvalidRowsError(ValueError):
@@ -80,6 +80,26 @@ class BooleanColumnError(TypeError):
     def __init__(self, message: str, *, column: str = "") -> None:
         super().__init__(message)
         self.column = column
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self),), self.__dict__)
+
+
+class ExpressionBackendError(TypeError):
+    """A role given as a polars expression (``pl.col("y") * 2``) on a frame of another backend.
+
+    A polars expression evaluates on polars frames only; a narwhals expression
+    (``nw.col("y") * 2``) evaluates on every backend.
+
+    Attributes
+    ----------
+    backend : str
+        The frame's backend, e.g. ``"pandas"``, ``"duckdb"``.
+    """
+
+    def __init__(self, message: str, *, backend: str = "") -> None:
+        super().__init__(message)
+        self.backend = backend
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (str(self),), self.__dict__)

@@ -42,6 +42,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
 from conformal_frames._progress import task
+from conformal_frames._roles import shown
 from conformal_frames._validate import check_positive_int
 from conformal_frames.engine import Cells, InvalidPolicy, Metric, Plan, Query
 from conformal_frames.engine.spec import Spec, Stat, declared_name
@@ -302,6 +303,7 @@ def summarize(
 def _summarize(
     frame: Any, metrics: Sequence[Metric], by: Any, invalid: InvalidPolicy | None, score_decimals: int | None
 ) -> Any:
+    frame, by = engine.resolve_roles(frame, metrics, by)
     lf, eager = engine.to_lazy(frame)
     keys = engine.as_keys(by)
     engine.check_index_keys(frame, keys)
@@ -592,10 +594,10 @@ def _finalize_plan(
         return Plan.of({**recorded[0], **keys_schema}, metrics, keys, caller="finalize")
     except ColumnNotFoundError as exc:
         asked = ", ".join(m.output_name for m in metrics if isinstance(m, Metric))
-        inputs = sorted(recorded[0]) if recorded is not None else []
+        inputs = ", ".join(shown(c) for c in sorted(recorded[0])) if recorded is not None else ""
         msg = (
             f"finalize: the summary has no statistics of {asked} on these inputs ({exc}; "
-            f"the summary's inputs: {inputs!r}){_holds(held)}; summarize with these metrics first"
+            f"the summary's inputs: [{inputs}]){_holds(held)}; summarize with these metrics first"
         )
         raise ValueError(msg) from exc
 

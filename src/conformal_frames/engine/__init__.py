@@ -14,7 +14,9 @@ The surface other layers use (nothing private crosses this boundary):
 - :mod:`~conformal_frames.engine.plan`: the :class:`Plan` of one evaluation,
   whose phases are its methods (keys and checks, the main aggregation under
   the invalid-row policy, completion, raising), and :class:`Compiled`;
-- :mod:`~conformal_frames.engine.execute`: running a plan (:func:`evaluate`).
+- :mod:`~conformal_frames.engine.execute`: running a plan (:func:`evaluate`);
+  :mod:`~conformal_frames.engine.roles`: roles given as expressions, evaluated
+  at the frame entry (:func:`resolve_roles`).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ from conformal_frames.engine.query import (
     Replicate,
     Weighting,
 )
+from conformal_frames.engine.roles import expression_roles, resolve_roles, takes_roles
 from conformal_frames.engine.spec import PHASES, CellTable, Spec, Stat, declared_name
 
 __all__ = [
@@ -97,6 +100,7 @@ __all__ = [
     "declared_name",
     "evaluate",
     "evaluate_one",
+    "expression_roles",
     "has_invalid",
     "indicator",
     "join_keys",
@@ -108,9 +112,11 @@ __all__ = [
     "over",
     "polars_in_memory",
     "policy",
+    "resolve_roles",
     "running_total",
     "sort_result",
     "stack",
+    "takes_roles",
     "to_lazy",
     "total",
     "with_validity",

@@ -24,6 +24,7 @@ from conformal_frames.engine.plan import (
     to_lazy,
 )
 from conformal_frames.engine.query import InvalidPolicy, Query
+from conformal_frames.engine.roles import resolve_roles
 from conformal_frames.errors import BackendLimitError, user_stacklevel
 
 __all__ = ["compute", "evaluate", "evaluate_one"]
@@ -36,7 +37,9 @@ def compute(
 
     Lazy calls on classic PySpark frames keep their result for the next
     identical call (see :mod:`conformal_frames.engine._plan_cache`).
+    Roles given as expressions are evaluated first (:func:`resolve_roles`).
     """
+    frame, by = resolve_roles(frame, metrics, by)
     if invalid == "raise" or not _plan_cache.spark_classic(frame):  # "raise" runs its checks when called
         return _compute(frame, metrics, by, invalid=invalid)
     key = (tuple(metrics), tuple(as_keys(by)), invalid)
@@ -274,6 +277,7 @@ def evaluate_one(
     frame: Any, metric: Metric, by: Any = None, *, invalid: InvalidPolicy | None = None, progress: bool | None = False
 ) -> Any:
     """A single metric with the return contract of the ``.conformal`` methods."""
+    frame, by = resolve_roles(frame, [metric], by)
     with task(metric.output_name, progress):
         result = compute(frame, [metric], by, invalid=invalid)
     keys = as_keys(by)

@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar, cast
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames._roles import PREFIX, ExprColumn, shown
 from conformal_frames.engine.expr import (
     Cells,
     FinalizeFn,
@@ -124,10 +125,9 @@ def _did_you_mean(name: str, names: Iterable[Any]) -> str:
 
 
 def _not_found(what: str, name: str, schema: Iterable[Any], role: str = "") -> ColumnNotFoundError:
-    available = ", ".join(repr(c) for c in schema)
-    return ColumnNotFoundError(
-        f"{what} {name!r}{role} not found; available columns: {available}{_did_you_mean(name, schema)}"
-    )
+    available = ", ".join(shown(c) for c in schema)
+    near = "" if isinstance(name, ExprColumn) else _did_you_mean(name, schema)
+    return ColumnNotFoundError(f"{what} {name!r}{role} not found; available columns: {available}{near}")
 
 
 class Recordable(Protocol):
@@ -227,6 +227,12 @@ class Query:
             msg = f"column names must be strings, got {name!r} ({type(name).__name__})"
             raise TypeError(msg)
         if name not in self.schema:
+            if isinstance(name, ExprColumn) and not any(str(c).startswith(PREFIX) for c in self.schema):
+                msg = (
+                    f"the expression {name!r} is evaluated on a frame (cf.evaluate, .conformal, cf.summarize, "
+                    f"cf.report); a schema without it names its column {str(name)!r}"
+                )
+                raise ColumnNotFoundError(msg)
             raise _not_found("column", name, self.schema)
         if name in self.keys:
             msg = f"column {name!r} is both a group key (by=) and a metric input"

@@ -23,10 +23,11 @@ is ``covered[y,lo,hi]``, and the summary column of its sum is
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from conformal_frames._roles import ExprColumn, escaped
 
 __all__ = ["PHASES", "CellTable", "Reduction", "Spec", "Stat", "declared_name"]
 
@@ -41,19 +42,14 @@ PHASES = {
 
 Reduction = Literal["sum", "min", "max"]
 
-#: characters a declared name keeps as they are; every other one is %-escaped, so a
-#: name is a valid column name on every backend (Spark reads a dot as a struct field)
-_PLAIN = re.compile(r"[A-Za-z0-9_]")
-
-
-def _escaped(text: str) -> str:
-    out = "".join(c if _PLAIN.match(c) else "".join(f"%{b:02X}" for b in c.encode()) for c in text)
-    if out[:1].isdigit():  # a name never starts like a number
-        out = f"%{ord(out[0]):02X}{out[1:]}"
-    return out or "%"
+#: a name is a valid column name on every backend (Spark reads a dot as a struct field):
+#: letters, digits and ``_`` kept, every other character %-escaped
+_escaped = escaped
 
 
 def _atom(value: Any) -> str:
+    if isinstance(value, ExprColumn):  # an expression role: its text (see conformal_frames._roles)
+        return value.declared
     if isinstance(value, str):
         return _escaped(value)
     if isinstance(value, bool) or value is None:
@@ -72,8 +68,9 @@ def declared_name(key: Hashable) -> str:
     is another row (``("row", key)`` in a canonical key) is that row's name,
     another tuple ``(items)``.  Column names keep letters, digits and ``_``
     (anything else is ``%XX``), a float's dot is ``p`` (``0.9`` is ``0p9``),
-    ``None``/``True``/``False`` are ``~None``/``~True``/``~False``: two keys
-    never share a name.
+    ``None``/``True``/``False`` are ``~None``/``~True``/``~False``, a role
+    given as an expression is ``~nw_`` (narwhals) or ``~pl_`` (polars) and its
+    escaped text: two keys never share a name.
 
     >>> declared_name(("covered", "y", "lo", "hi"))
     'covered[y,lo,hi]'

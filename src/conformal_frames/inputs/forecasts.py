@@ -65,6 +65,7 @@ from typing import Any, Literal
 
 import narwhals.stable.v2 as nw
 
+from conformal_frames._roles import as_role
 from conformal_frames._validate import check_choice, check_columns, fail, is_number
 from conformal_frames.engine import Metric, Query, TableRef, indicator, join_keys, over, total
 from conformal_frames.inputs.levels import level_column_row
@@ -175,6 +176,7 @@ def check_quantiles(value: Any, name: str = "quantiles", *, long: bool = False) 
     pairs: list[tuple[float, str]] = []
     for level, column in value.items():
         lv = _level(level, name, expected, value)
+        column = as_role(column)
         if not isinstance(column, str):
             fail(TypeError, name, expected + f" (column {column!r} is not a string)", value)
         pairs.append((lv, column))
@@ -207,7 +209,7 @@ def check_intervals(value: Any, name: str = "intervals") -> Intervals:
         lv = _level(level, name, INTERVALS, value)
         if isinstance(pair, (str, bytes)) or not isinstance(pair, (tuple, list)) or len(pair) != 2:
             fail(TypeError, name, INTERVALS + f" (the value of level {level!r} is not a (lo, hi) pair)", value)
-        lo, hi = pair
+        lo, hi = as_role(pair[0]), as_role(pair[1])
         if not isinstance(lo, str) or not isinstance(hi, str):
             fail(TypeError, name, INTERVALS + f" (the bounds of level {level!r} are not column names)", value)
         if lo == hi:
@@ -529,9 +531,12 @@ def is_close_level(a: float, b: float) -> bool:
 # ---------------------------------------------------------------------------
 def check_samples(value: Any, name: str = "samples") -> str | tuple[str, ...]:
     """An ensemble: a list column's name or a list of member column names."""
+    value = as_role(value)
     if isinstance(value, str):
         return value
     expected = "the name of a list column or a list of member column names"
+    if isinstance(value, (list, tuple)):
+        value = [as_role(v) for v in value]
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         fail(TypeError, name, expected, value)
     return check_columns(value, name)

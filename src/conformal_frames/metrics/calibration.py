@@ -1307,6 +1307,7 @@ def _difference_cells(
     )
 
 
+@engine.takes_roles("y", "score", "weights", "counts")
 def cumulative_differences(
     frame: Any,
     y: str,

@@ -33,6 +33,7 @@ import numpy as np
 
 from conformal_frames._progress import steps as progress_steps
 from conformal_frames._renames import renamed
+from conformal_frames._roles import as_role
 from conformal_frames._validate import (
     check_columns,
     check_fraction,
@@ -67,6 +68,7 @@ METHODS = list(__all__)
 
 def _names(value: Any, name: str) -> tuple[str, ...]:
     """A column name or a list of distinct column names, as a tuple."""
+    value = as_role(value)
     return (value,) if isinstance(value, str) else check_columns(value, name)
 
 

@@ -17,6 +17,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
+from conformal_frames._roles import as_role
 from conformal_frames._validate import check_columns, checked
 from conformal_frames.engine import (
     GroupFn,
@@ -748,6 +749,7 @@ def hsic(y: str, lo: str, hi: str, *, kernel_sizes: tuple[float, float] = (1.0, 
 # whole-path coverage: a two-level aggregation (per path, then per group)
 # ---------------------------------------------------------------------------
 def _check_path(value: object, name: str) -> tuple[str, ...]:
+    value = as_role(value)
     return check_columns([value] if isinstance(value, str) else value, name)
 
 

@@ -606,6 +606,7 @@ def _with_lag(rows: Any, keys: list[str], order_by: str, v: str, lag: str, seaso
 
 
 @no_weights("naive_scale", "the naive scale of a series is the mean change of its training rows")
+@engine.takes_roles("y", "order_by")
 def naive_scale(
     frame: Any,
     y: str,

@@ -517,6 +517,7 @@ def _corp_finish(keys: list[str], n_resamples: int, ci_level: float, seed: int) 
     "corp_reliability",
     "its consistency band resamples unweighted rows; score_decomposition(weights=) gives the weighted PAV decomposition",
 )
+@engine.takes_roles("y", "score")
 def corp_reliability(
     frame: Any,
     y: str,

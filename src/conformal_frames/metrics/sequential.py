@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import narwhals.stable.v2 as nw
 
+from conformal_frames._roles import as_role
 from conformal_frames._validate import check_column, checked, complement, optional
 from conformal_frames.engine import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, no_weights, over
 from conformal_frames.inputs.intervals import covered_row, miss_column_row
@@ -59,7 +60,7 @@ def check_miss_inputs(metric: str, y: str | None, lo: str | None, hi: str | None
     if miss is None and not all(given):
         msg = f"{metric}: give y, lo and hi (the interval), or miss= (a 0/1 column, 1 = miss, e.g. a VaR hit)"
         raise ValueError(msg)
-    if miss is not None and not isinstance(miss, str):
+    if miss is not None and not isinstance(as_role(miss), str):
         msg = f"{metric}: miss must be a column name (a string), got {miss!r}"
         raise TypeError(msg)
 

@@ -10,6 +10,7 @@ import narwhals.stable.v2 as nw
 from conformal_frames import engine
 from conformal_frames._progress import steps, task
 from conformal_frames._renames import renamed
+from conformal_frames._roles import as_role
 from conformal_frames._widths import collect
 from conformal_frames.reporting import plan as planning
 from conformal_frames.reporting.model import MAX_ROWS, MAX_SEGMENTS, Report
@@ -379,7 +380,30 @@ def report(
         return _report(frame, options, tick)
 
 
+#: the report's options that name one column each (a name or an expression)
+_ROLE_OPTIONS = ("y", "lo", "hi", "score", "score_y", "sets", "mean", "std", "point", "baseline")
+
+
+def _with_roles(frame: Any, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The options with their expressions as roles, and the frame with them evaluated (``by=`` included)."""
+    o = dict(options)
+    for k in _ROLE_OPTIONS:
+        o[k] = [as_role(v) for v in o[k]] if isinstance(o[k], list) else as_role(o[k])
+    if isinstance(o["quantiles"], dict):
+        o["quantiles"] = {lv: as_role(c) for lv, c in o["quantiles"].items()}
+    if isinstance(o["intervals"], dict):
+        o["intervals"] = {
+            lv: tuple(as_role(c) for c in pair) if isinstance(pair, (list, tuple)) else pair
+            for lv, pair in o["intervals"].items()
+        }
+    roles = [o[k] for k in (*_ROLE_OPTIONS, "quantiles", "intervals")]
+    frame, o["by"] = engine.resolve_roles(frame, roles, o["by"])
+    return frame, o
+
+
 def _report(frame: Any, options: dict[str, Any], tick: Any) -> Report:
+    base = planning.as_frame(frame)
+    base, options = _with_roles(base, options)
     y, lo, hi, score, score_y, sets = (options[k] for k in ("y", "lo", "hi", "score", "score_y", "sets"))
     quantiles, intervals, mean, std = (options[k] for k in ("quantiles", "intervals", "mean", "std"))
     correction, invalid = options["correction"], options["invalid"]
@@ -403,7 +427,6 @@ def _report(frame: Any, options: dict[str, Any], tick: Any) -> Report:
     others = {k: options[k] for k in ("score", "score_y", "sets", "quantiles", "intervals", "mean", "std", "point")}
     planning.check_joint_roles(y, lo, hi, others | {"horizon": options["horizon"]})
     planning.check_options(correction, invalid)
-    base = planning.as_frame(frame)
     plan, notes = _make_plan(base, options)
     rep = _evaluate(base, plan)
     tick(1)

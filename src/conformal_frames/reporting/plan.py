@@ -16,6 +16,7 @@ from typing import Any
 import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
+from conformal_frames._roles import ExprColumn
 from conformal_frames._validate import check_choice, check_probability
 from conformal_frames._widths import collect
 from conformal_frames.metrics.bootstrap import skill_score
@@ -104,23 +105,25 @@ class ReportPlan:
         return self.score_y if self.score_y is not None else self.y
 
     def columns(self) -> dict[str, str]:
-        """Role name to column, as given (quantiles / intervals as ``0.1=q10,...`` / ``0.8=lo80:hi80,...``)."""
+        """Role name to column, as given (quantiles / intervals as ``0.1=q10,...`` / ``0.8=lo80:hi80,...``;
+        an expression as its text)."""
+        s = shown
         roles = {
             **{
-                r: ",".join(v) if isinstance(v, tuple) else v
+                r: ",".join(s(c) for c in v) if isinstance(v, tuple) else s(v)
                 for r, v in (("y", self.y), ("lo", self.lo), ("hi", self.hi))
             },
-            "score": self.score,
-            "score_y": self.score_y,
-            "sets": self.sets,
+            "score": s(self.score),
+            "score_y": s(self.score_y),
+            "sets": s(self.sets),
             "confidence_level": self.level_column,
             "horizon": self.horizon,
-            "mean": self.mean,
-            "std": self.std,
-            "point": self.point,
-            "baseline": self.baseline,
-            "quantiles": ",".join(f"{lv:g}={c}" for lv, c in (self.quantiles or {}).items()) or None,
-            "intervals": ",".join(f"{lv:g}={lo}:{hi}" for lv, (lo, hi) in (self.intervals or {}).items()) or None,
+            "mean": s(self.mean),
+            "std": s(self.std),
+            "point": s(self.point),
+            "baseline": s(self.baseline),
+            "quantiles": ",".join(f"{lv:g}={s(c)}" for lv, c in (self.quantiles or {}).items()) or None,
+            "intervals": ",".join(f"{lv:g}={s(lo)}:{s(hi)}" for lv, (lo, hi) in (self.intervals or {}).items()) or None,
         }
         return {k: v for k, v in roles.items() if v is not None}
 
@@ -250,6 +253,11 @@ class ReportPlan:
             singleton_rate(sets, classes=classes),
             empty_rate(sets, classes=classes),
         ]
+
+
+def shown(column: Any) -> Any:
+    """A role as the report shows it: a column's name, an expression's text."""
+    return column.text if isinstance(column, ExprColumn) else column
 
 
 def has_wis_levels(quantiles: dict[float, str]) -> bool:
