@@ -69,6 +69,7 @@ from conformal_frames.metrics.ranking import auarc, auroc, excess_risk_target_co
 from conformal_frames.metrics.recalibration import corp_reliability, score_decomposition, smooth_ece
 from conformal_frames.metrics.sequential import christoffersen_test, kupiec_test, longest_miss_run
 from conformal_frames.metrics.sets import empty_rate, set_coverage, set_size, set_ssc, set_ssc_score, singleton_rate
+from conformal_frames.monitoring import coverage_alarms, coverage_sequence
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
 from conformal_frames.reporting import Report, report
 from conformal_frames.results import (
@@ -127,7 +128,9 @@ __all__ = [
     "conformal",
     "corp_reliability",
     "coverage",
+    "coverage_alarms",
     "coverage_gap",
+    "coverage_sequence",
     "coverage_test",
     "crps",
     "cumulative_differences",
