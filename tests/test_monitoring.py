@@ -11,11 +11,11 @@ import pandas as pd
 import polars as pl
 import pytest
 from scipy import integrate, optimize, special, stats
-from tests.helpers import to_pandas
 
 import conformal_frames as cf
 from conformal_frames.errors import BackendLimitError
 from conformal_frames.metrics.monitoring import numpy_ebh
+from helpers import to_pandas
 
 LEVEL, N_OPT = 0.9, 50.0
 
@@ -317,3 +317,57 @@ def test_the_alarm_after_a_drop_comes_within_a_few_sprt_delays() -> None:
     oracle_rows = _sprt_delay(0.1, 0.25, 1 / 0.05, np.random.default_rng(13), 300)
     ratio = delay_rows / oracle_rows
     assert 1.0 <= ratio <= 4.0, ratio  # about 2: the price of not knowing the drop, and daily looks
+
+
+# ---------------------------------------------------------------------------
+# plot, report, CLI
+# ---------------------------------------------------------------------------
+def _drifting(seed: int = 21) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    n = 3000
+    d = pd.DataFrame({"day": rng.integers(0, 30, n), "seg": rng.choice(["a", "b", "c"], n), "y": rng.normal(size=n)})
+    d["lo"] = -1.645
+    d["hi"] = np.where((d.seg == "c") & (d.day > 15), 0.5, 1.645)
+    return d
+
+
+def test_the_plot_draws_band_target_and_alarm() -> None:
+    pytest.importorskip("matplotlib")
+    seq = cf.coverage_sequence(_drifting(), "y", "lo", "hi", confidence_level=LEVEL, order_by="day", by="seg")
+    ax = cf.plots.coverage_sequence(seq, order_by="day", confidence_level=LEVEL, by="seg")
+    assert len(ax.collections) == 3  # one band per segment
+    assert [t.get_text() for t in ax.texts] == [f"alarm {int(seq[seq.seg == 'c'].alarm_period.iloc[0])}"]
+    assert ax.get_legend_handles_labels()[1] == ["seg=a", "seg=b", "seg=c", "target 0.9"]  # key order
+    with pytest.raises(ValueError, match="coverage_sequence"):
+        cf.plots.coverage_sequence(seq.drop(columns="alarm_period"), order_by="day", confidence_level=LEVEL)
+
+
+def test_the_report_gains_a_monitoring_section() -> None:
+    d = _drifting()
+    rep = cf.report(d, y="y", lo="lo", hi="hi", by="seg", confidence_level=LEVEL, order_by="day")
+    alarms = to_pandas(rep.monitoring["alarms"])
+    expected = cf.coverage_alarms(d, "y", "lo", "hi", confidence_level=LEVEL, order_by="day", by="seg")
+    pd.testing.assert_series_equal(alarms["e_value"], expected["e_value"])
+    assert alarms["alarm"].tolist() == expected["alarm"].tolist() == [False, False, True]
+    assert [a["group"] for a in rep.summary["alarms"]] == [{"seg": "c"}]
+    assert "ALARM: coverage below target (monitoring by day): seg=c from" in str(rep)
+    assert "table-monitoring" in rep.to_html(plots=False)
+    assert "monitoring" in rep.to_dict()
+    plain = cf.report(d, y="y", lo="lo", hi="hi", by="seg", confidence_level=LEVEL)
+    assert plain.monitoring == {} and "alarms" not in plain.summary
+    with pytest.raises(ValueError, match="number"):
+        cf.report(d, y="y", lo="lo", hi="hi", by="seg", order_by="day")
+
+
+def test_the_cli_flags_alarms_with_its_exit_code(tmp_path: Any) -> None:
+    from conformal_frames import cli
+
+    path = tmp_path / "rows.csv"
+    d = _drifting()
+    d.to_csv(path, index=False)
+    args = ["report", str(path), "--y", "y", "--lo", "lo", "--hi", "hi", "--by", "seg", "--confidence-level", "0.9",
+            "--order-by", "day", "-q"]  # fmt: skip
+    assert cli.main([*args, "--fail-on-alarm"]) == cli.EXIT_ALARM
+    assert cli.main(args) == cli.EXIT_OK
+    d.assign(hi=1.645).to_csv(path, index=False)
+    assert cli.main([*args, "--fail-on-alarm"]) == cli.EXIT_OK
