@@ -3,6 +3,7 @@ summaries == rows, and small seeded simulations of the guarantees (the large one
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -34,6 +35,7 @@ def _log_m(k: float, t: float, p: float, a: float, b: float) -> float:
     return special.betaln(a + k, b + f) - special.betaln(a, b) - lik
 
 
+@functools.cache
 def oracle_beta_cs(k: float, t: float, p0: float, alpha: float) -> tuple[float, float]:
     """The miss-rate interval {p: M_t(p) < 1/alpha} by brentq."""
     c = _pseudo_count(alpha)
@@ -49,6 +51,7 @@ def oracle_beta_cs(k: float, t: float, p0: float, alpha: float) -> tuple[float, 
     return low, high
 
 
+@functools.cache
 def oracle_beta_e(k: float, t: float, p0: float, alpha: float, alternative: str) -> float:
     """The beta mixture of likelihood ratios, integrated numerically (restricted to one side)."""
     c = _pseudo_count(alpha)
@@ -66,6 +69,7 @@ def oracle_beta_e(k: float, t: float, p0: float, alpha: float, alternative: str)
     )
 
 
+@functools.cache
 def oracle_normal(k: float, t: float, p0: float, ci_level: float, alpha: float, alternative: str) -> tuple:
     """Miss-rate interval K/t -+ u(t/4)/t and the normal mixture over lambda, integrated numerically."""
     ell = math.log(1 / (1 - ci_level))

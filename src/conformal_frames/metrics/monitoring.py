@@ -32,7 +32,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._validate import check_column, checked, optional
-from conformal_frames.engine import Metric, Query, indicator, join_keys, lazy_refusal, over, sort_result
+from conformal_frames.engine import Metric, Query, indicator, lazy_refusal, over, sort_result
 from conformal_frames.inputs.intervals import covered_row, miss_column_row
 from conformal_frames.inputs.sets import SetMetric, SetSpec, set_covered_row, set_spec
 from conformal_frames.numerics import sequences as seq
@@ -44,7 +44,6 @@ METHODS: list[str] = []  # frame functions only (cf.coverage_sequence, cf.covera
 F64 = nw.Float64
 Method = Literal["beta_binomial", "normal_mixture"]
 Correction = Literal["bonferroni", "e-bh"] | None
-_ONE = "__cf_one"
 
 
 # ---------------------------------------------------------------------------
@@ -135,17 +134,6 @@ class Monitor:
         return {"less": "greater", "greater": "less"}.get(self.alternative, "two-sided")
 
 
-def _with_constant_join(frame: nw.LazyFrame, other: nw.LazyFrame) -> nw.LazyFrame:
-    """``frame`` with the columns of the one-row ``other`` (a join on a constant key: every backend)."""
-    left = frame.with_columns(nw.lit(1).alias(_ONE))
-    right = other.with_columns(nw.lit(1).alias(_ONE))
-    return left.join(right, on=_ONE, how="left").drop(_ONE)
-
-
-def _join_on(frame: nw.LazyFrame, other: nw.LazyFrame, keys: Sequence[str]) -> nw.LazyFrame:
-    return join_keys(frame, other, list(keys), how="left") if keys else _with_constant_join(frame, other)
-
-
 def _cumulated(table: nw.LazyFrame, m: Monitor, misses: bool) -> nw.LazyFrame:
     """Per row (segment, period): the cumulative misses ``K``, rows ``t`` and invalid periods."""
     keys, order = list(m.keys), m.order_by
@@ -165,27 +153,47 @@ def _cumulated(table: nw.LazyFrame, m: Monitor, misses: bool) -> nw.LazyFrame:
 
 
 def _normal(table: nw.LazyFrame, m: Monitor) -> nw.LazyFrame:
-    """The normal-mixture band (coverage scale) and ``log`` e-process, as expressions."""
-    k, t = nw.col("__cf_k"), nw.col("__cf_t")
-    rate = k / t
-    rho_ci = seq.normal_rho(m.n_opt, 1.0 - m.ci_level)
-    rho_e = seq.normal_rho(m.n_opt, m.significance)
-    radius = seq.normal_mixture_radius(t, rho_ci, 1.0 - m.ci_level)
-    s = k - t * m.p0
-    two = seq.normal_mixture_log_e(s, t, rho_e)
+    """The normal-mixture band (coverage scale) and ``log`` e-process, as expressions.
+
+    Written in shallow steps, one function of plain columns each: on Spark a
+    ``log`` or ``sqrt`` of a compound expression repeats it in guards, and the
+    analysis of the nested result took seconds per ``with_columns``.
+    """
+    col = nw.col
+    level = 1.0 - m.ci_level
+    rho_ci, rho_e = seq.normal_rho(m.n_opt, level), seq.normal_rho(m.n_opt, m.significance)
+    sign = 1.0 if m.miss_alternative == "greater" else -1.0
+    # V + rho at the band's and the test's tuning, S = K - t p0, the rate
     table = table.with_columns(
-        (1.0 - rate - radius).clip(0.0, 1.0).alias("__cf_low"),
-        (1.0 - rate + radius).clip(0.0, 1.0).alias("__cf_high"),
-        two.alias("__cf_two"),
-        (seq.normal_one_sided_z(s, t, rho_e) * (1.0 if m.miss_alternative == "greater" else -1.0)).alias("__cf_z"),
+        (col("__cf_t") / 4.0 + rho_ci).alias("__cf_vc"),
+        (col("__cf_t") / 4.0 + rho_e).alias("__cf_ve"),
+        (col("__cf_k") - col("__cf_t") * m.p0).alias("__cf_s"),
+        (col("__cf_k") / col("__cf_t")).alias("__cf_rate"),
     )
+    table = table.with_columns(
+        (col("__cf_vc") / (rho_ci * level * level)).log().alias("__cf_lc"),
+        (rho_e / col("__cf_ve")).log().alias("__cf_le"),
+        col("__cf_ve").sqrt().alias("__cf_re"),
+    )
+    # radius sqrt((V + rho) log((V + rho) / (rho a^2))) / t; log M = log(rho / (V + rho)) / 2 + S^2 / (2 (V + rho))
+    table = table.with_columns((col("__cf_vc") * col("__cf_lc")).alias("__cf_r2"))
+    table = table.with_columns(
+        (col("__cf_r2").sqrt() / col("__cf_t")).alias("__cf_radius"),
+        (0.5 * col("__cf_le") + col("__cf_s") * col("__cf_s") / (2.0 * col("__cf_ve"))).alias("__cf_two"),
+        (-sign * col("__cf_s") / col("__cf_re")).alias("__cf_mz"),
+    )
+    table = table.with_columns(
+        (1.0 - col("__cf_rate") - col("__cf_radius")).alias("__cf_low"),
+        (1.0 - col("__cf_rate") + col("__cf_radius")).alias("__cf_high"),
+    )
+    table = table.with_columns(col("__cf_low").clip(0.0, 1.0), col("__cf_high").clip(0.0, 1.0))
     if m.alternative == "two-sided":
-        return table.with_columns(nw.col("__cf_two").alias("__cf_loge"))
-    # Phi(z) = 1 - Phi(-z): the project's lazy normal tail of -z
-    table = table.with_columns((-nw.col("__cf_z")).alias("__cf_mz"))
+        return table.with_columns(col("__cf_two").alias("__cf_loge"))
+    # the one-sided mixture: 2 M(two-sided) Phi(z), Phi(z) = 1 - Phi(-z) (the project's lazy normal tail)
     table = with_normal_sf(table, "__cf_mz", "__cf_phi", "__cf_tail_")
-    log_phi = nw.col("__cf_phi").clip(lower_bound=1e-300).log()
-    return table.with_columns((math.log(2.0) + nw.col("__cf_two") + log_phi).alias("__cf_loge"))
+    table = table.with_columns(col("__cf_phi").clip(lower_bound=1e-300).alias("__cf_phi"))
+    table = table.with_columns(col("__cf_phi").log().alias("__cf_lphi"))
+    return table.with_columns((math.log(2.0) + col("__cf_two") + col("__cf_lphi")).alias("__cf_loge"))
 
 
 def _beta_numpy(m: Monitor) -> Any:
@@ -232,19 +240,18 @@ def _beta(table: nw.LazyFrame, m: Monitor, eager: bool) -> nw.LazyFrame:
 
 
 def _first(table: nw.LazyFrame, m: Monitor, flag: str, out: str) -> nw.LazyFrame:
-    """``out``: per segment, the first period where ``flag`` holds (null if never)."""
+    """``out``: per segment, the first period where ``flag`` holds (null if never): a window, no join."""
     at = f"__cf_at_{out}"
     table = table.with_columns(nw.when(nw.col(flag)).then(nw.col(m.order_by)).alias(at))
-    first = nw.col(at).min().alias(out)
-    firsts = table.group_by(*m.keys).agg(first) if m.keys else table.select(first)
-    return _join_on(table.drop(at), firsts, m.keys)
+    return table.with_columns(over(nw.col(at).min(), m.keys).alias(out)).drop(at)
 
 
-def n_segments(table: nw.LazyFrame, keys: Sequence[str]) -> nw.LazyFrame:
-    """A one-row frame: ``__cf_g``, the number of segments (1 without keys)."""
+def n_segments(table: nw.LazyFrame, keys: Sequence[str], order: str) -> nw.LazyFrame:
+    """``table`` with ``__cf_g``, the number of segments (1 without keys): windows, no join."""
     if not keys:
-        return table.select(nw.lit(1.0).alias("__cf_g")).head(1)
-    return table.select(*keys).unique().select(nw.len().cast(F64).alias("__cf_g"))
+        return table.with_columns(nw.lit(1.0).alias("__cf_g"))
+    first = indicator(nw.col(order) == over(nw.col(order).min(), keys)).alias("__cf_first")
+    return table.with_columns(first).with_columns(nw.col("__cf_first").sum().alias("__cf_g")).drop("__cf_first")
 
 
 def sequence(table: Any, m: Monitor, *, misses: bool, eager: bool, since: Any = None) -> nw.LazyFrame:
@@ -261,7 +268,7 @@ def sequence(table: Any, m: Monitor, *, misses: bool, eager: bool, since: Any = 
     table = _beta(table, m, eager) if m.method == "beta_binomial" else _normal(table, m)
     threshold = nw.lit(math.log(1.0 / m.significance))
     if m.correction == "bonferroni":
-        table = _with_constant_join(table, n_segments(table, keys))
+        table = n_segments(table, keys, order)
         threshold = threshold + nw.col("__cf_g").log()
     ok = (nw.col("__cf_bad") == 0.0) & (nw.col("__cf_t") > 0.0)
     target = m.confidence_level
@@ -299,9 +306,8 @@ def alarms(path: nw.LazyFrame, m: Monitor, at: Any = None) -> nw.LazyFrame:
     keys, order = list(m.keys), m.order_by
     if at is not None:
         path = path.filter(nw.col(order) <= at)
-    latest = nw.col(order).max().alias("__cf_last")
-    last = path.group_by(*keys).agg(latest) if keys else path.select(latest)
-    rows = _join_on(path, last, keys).filter(nw.col(order) == nw.col("__cf_last")).drop("__cf_last")
+    path = path.with_columns(over(nw.col(order).max(), keys).alias("__cf_last"))
+    rows = path.filter(nw.col(order) == nw.col("__cf_last")).drop("__cf_last")
     crossed = ~nw.col("alarm_period").is_null()
     if at is not None:
         crossed = crossed & (nw.col("alarm_period") <= at)
@@ -316,31 +322,19 @@ def alarms(path: nw.LazyFrame, m: Monitor, at: Any = None) -> nw.LazyFrame:
 def _ebh(rows: nw.LazyFrame, keys: list[str], significance: float) -> nw.LazyFrame:
     """e-BH (Wang and Ramdas 2022) over the segments' e-values: ``alarm`` is the discovery set.
 
-    ``k_g = #{h : e_h >= e_g}``; the ``k*`` largest e-values are discoveries,
-    ``k* = max{k_g : e_g k_g significance >= G}`` (ties share the largest rank).
-    A self join of the small per-segment table (lazy on every backend).
+    ``k_g = #{h : e_h >= e_g}`` (the rank, ties at the largest); the ``k*``
+    largest e-values are discoveries, ``k* = max{k_g : e_g k_g significance >= G}``.
+    Windows over the small per-segment table (lazy on every backend).
     """
-    e = nw.col("e_value").fill_null(0.0)
-    base = rows.with_columns(e.alias("__cf_e"), nw.lit(1).alias(_ONE))
-    other = base.select(nw.col("__cf_e").alias("__cf_eh"), _ONE)
-    pairs = base.select(*keys, "__cf_e", _ONE).join(other, on=_ONE, how="inner")
-    pairs = pairs.with_columns(indicator(nw.col("__cf_eh") >= nw.col("__cf_e")).alias("__cf_ge"))
-    if keys:
-        ranks = pairs.group_by(*keys).agg(nw.col("__cf_ge").sum().alias("__cf_k"), nw.len().alias("__cf_g"))
-    else:
-        ranks = pairs.select(nw.col("__cf_ge").sum().alias("__cf_k"), nw.len().alias("__cf_g"))
-    ranks = ranks.with_columns(nw.col("__cf_g").cast(F64))
-    ranked = _join_on(base.drop(_ONE), ranks, keys)
-    ranked = ranked.with_columns(
-        nw.when(nw.col("__cf_e") * nw.col("__cf_k") * significance >= nw.col("__cf_g"))
-        .then(nw.col("__cf_k"))
-        .otherwise(0.0)
-        .alias("__cf_ok")
+    e = nw.col("__cf_e")
+    rows = rows.with_columns(nw.col("e_value").fill_null(0.0).alias("__cf_e"))
+    rows = rows.with_columns(
+        e.rank("max", descending=True).cast(F64).alias("__cf_k"), nw.len().cast(F64).alias("__cf_g")
     )
-    kstar = ranked.select(nw.col("__cf_ok").max().alias("__cf_kstar"))
-    ranked = _with_constant_join(ranked, kstar)
+    ok = nw.when(e * nw.col("__cf_k") * significance >= nw.col("__cf_g")).then(nw.col("__cf_k")).otherwise(0.0)
+    rows = rows.with_columns(ok.alias("__cf_ok")).with_columns(nw.col("__cf_ok").max().alias("__cf_kstar"))
     decided = (nw.col("__cf_kstar") > 0.0) & (nw.col("__cf_k") <= nw.col("__cf_kstar"))
-    return ranked.with_columns(decided.alias("alarm")).drop("__cf_e", "__cf_k", "__cf_g", "__cf_ok", "__cf_kstar")
+    return rows.with_columns(decided.alias("alarm")).drop("__cf_e", "__cf_k", "__cf_g", "__cf_ok", "__cf_kstar")
 
 
 def numpy_ebh(e_values: np.ndarray, significance: float) -> np.ndarray:

@@ -24,7 +24,8 @@ Both boundaries depend on ``(t, K)`` only:
   ``1/4``; a ``N(0, 1/rho)`` mixture of ``exp(l S - l^2 V / 2)``, ``S = K - t p``,
   ``V = t / 4``, gives ``M_t = sqrt(rho / (V + rho)) exp(S^2 / (2 (V + rho)))``
   and the closed-form radius ``sqrt((V + rho) log((V + rho) / (rho a^2)))``
-  (:func:`normal_mixture_radius`, written as expressions: lazy on every backend).
+  (:func:`numpy_normal`; :mod:`conformal_frames.metrics.monitoring` writes the
+  same formulas as expressions: lazy on every backend).
 
 Both mixtures are tuned to be tightest after ``n_opt`` outcomes (Howard et
 al., section 3.5): ``rho = v / (2 log(1/a) + log(1 + 2 log(1/a)))`` at the
@@ -38,7 +39,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import narwhals.stable.v2 as nw
 import numpy as np
 from scipy import special
 
@@ -46,9 +46,8 @@ __all__ = [
     "beta_binomial_cs",
     "beta_binomial_log_e",
     "beta_prior",
-    "normal_mixture_log_e",
-    "normal_mixture_radius",
     "normal_rho",
+    "numpy_normal",
 ]
 
 _BISECTIONS = 64
@@ -123,29 +122,16 @@ def beta_binomial_log_e(k: np.ndarray, t: np.ndarray, p0: float, a: float, b: fl
         return log_e + np.log(tail(a + k, b + f, p0)) - math.log(float(tail(a, b, p0)))
 
 
-def normal_mixture_radius(t: nw.Expr, rho: float, level: float) -> nw.Expr:
-    """The normal-mixture confidence sequence's half-width on the rate scale after ``t`` outcomes."""
+def numpy_normal(k: Any, t: Any, p0: float, rho: float, level: float, alternative: str) -> tuple[Any, Any, Any]:
+    """The normal mixture in numpy: the rate's band ``(low, high)`` at ``level`` and ``log`` of the
+    e-process against ``p0`` (``alternative`` on the rate).  The library writes the same formulas
+    as expressions (lazy on every backend); this is their reference."""
+    k, t = np.asarray(k, dtype=float), np.asarray(t, dtype=float)
     v = t / 4.0 + rho
-    return (v * (v / (rho * level * level)).log()).sqrt() / t
-
-
-def normal_mixture_log_e(s: nw.Expr, t: nw.Expr, rho: float) -> nw.Expr:
-    """``log`` of the two-sided normal mixture ``sqrt(rho / (V + rho)) exp(S^2 / (2 (V + rho)))``, ``V = t / 4``."""
-    v = t / 4.0 + rho
-    return 0.5 * (rho / v).log() + s * s / (2.0 * v)
-
-
-def normal_one_sided_z(s: nw.Expr, t: nw.Expr, rho: float) -> nw.Expr:
-    """``S / sqrt(V + rho)``: the one-sided mixture is ``2 M_t(two-sided) Phi(z)``."""
-    return s / (t / 4.0 + rho).sqrt()
-
-
-def numpy_normal_log_e(s: Any, t: Any, rho: float, alternative: str) -> np.ndarray:
-    """The normal-mixture e-process in numpy (the oracle of the expressions; ``alternative`` on ``S``)."""
-    s, t = np.asarray(s, dtype=float), np.asarray(t, dtype=float)
-    v = t / 4.0 + rho
+    radius = np.sqrt(v * np.log(v / (rho * level * level))) / t
+    s = k - t * p0
     two = 0.5 * np.log(rho / v) + s * s / (2.0 * v)
     if alternative == "two-sided":
-        return two
+        return k / t - radius, k / t + radius, two
     z = s / np.sqrt(v) if alternative == "greater" else -s / np.sqrt(v)
-    return math.log(2.0) + two + special.log_ndtr(z)
+    return k / t - radius, k / t + radius, math.log(2.0) + two + special.log_ndtr(z)
