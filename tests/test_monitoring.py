@@ -375,3 +375,33 @@ def test_the_cli_flags_alarms_with_its_exit_code(tmp_path: Any) -> None:
     assert cli.main(args) == cli.EXIT_OK
     d.assign(hi=1.645).to_csv(path, index=False)
     assert cli.main([*args, "--fail-on-alarm"]) == cli.EXIT_OK
+
+
+def test_summaries_of_set_coverage_and_kupiec_serve_too() -> None:
+    df = pd.DataFrame(_data(8, n=200))
+    df["m"] = ((df.y < df.lo) | (df.y > df.hi)).astype(int)
+    df["label"] = np.where(df.m == 1, "x", "z")
+    df["set_x"], df["set_z"] = False, True
+    kw: dict[str, Any] = dict(confidence_level=LEVEL, order_by="day", by="seg", n_opt=N_OPT)
+    expected = cf.coverage_sequence(df, "y", "lo", "hi", **kw)
+    kupiec = cf.summarize(df, cf.kupiec_test(miss="m", confidence_level=LEVEL), by=["seg", "day"])
+    sets = cf.summarize(df, cf.set_coverage("label", ["set_x", "set_z"], classes=["x", "z"]), by=["seg", "day"])
+    for got in (
+        cf.coverage_sequence(kupiec, miss="m", **kw),
+        cf.coverage_sequence(sets, "label", sets=["set_x", "set_z"], classes=["x", "z"], **kw),
+    ):
+        np.testing.assert_allclose(got["e_value"], expected["e_value"], rtol=1e-12)
+        np.testing.assert_allclose(got["coverage_cs_low"], expected["coverage_cs_low"], rtol=1e-12)
+
+
+def test_a_period_with_invalid_rows_nulls_its_segment_from_then_on() -> None:
+    df = pd.DataFrame(_data(9, n=200))
+    df.loc[(df.seg == "s0") & (df.day == 3), "y"] = np.nan
+    out = cf.coverage_sequence(pl.from_pandas(df).lazy(), "y", "lo", "hi", confidence_level=LEVEL, order_by="day",
+                               by="seg", n_opt=N_OPT).collect()  # fmt: skip
+    s0 = out.filter(pl.col("seg") == "s0")
+    assert s0.filter(pl.col("day") < 3)["coverage"].null_count() == 0
+    assert s0.filter(pl.col("day") >= 3)["e_value"].null_count() == len(s0.filter(pl.col("day") >= 3))
+    assert out.filter(pl.col("seg") != "s0")["coverage"].null_count() == 0
+    with pytest.raises(ValueError, match="missing"):
+        cf.coverage_sequence(df, "y", "lo", "hi", confidence_level=LEVEL, order_by="day", by="seg")
