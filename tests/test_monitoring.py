@@ -162,6 +162,22 @@ def test_against_the_scipy_oracle(method: str, alternative: str, seed: int) -> N
         _compare(out, oracle(df, keys, method, alternative, correction), keys)
 
 
+@pytest.mark.parametrize("alternative", ["less", "two-sided"])
+def test_the_lazy_normal_mixture_equals_its_numpy_reference(alternative: str) -> None:
+    from conformal_frames.numerics import sequences
+
+    df = pd.DataFrame(_data(10, n=300, drop=1.0))
+    out = cf.coverage_sequence(df, "y", "lo", "hi", confidence_level=LEVEL, order_by="day", by="seg", n_opt=N_OPT,
+                               method="normal_mixture", alternative=alternative)  # fmt: skip
+    k, t = out["n"] * (1 - out["coverage"]), out["n"].to_numpy(float)
+    miss_alt = "greater" if alternative == "less" else "two-sided"
+    rho = sequences.normal_rho(N_OPT, 0.05)  # ci_level 0.95 and significance 0.05: one tuning
+    low, high, log_e = sequences.numpy_normal(k, t, 1 - LEVEL, rho, 0.05, miss_alt)
+    np.testing.assert_allclose(out["coverage_cs_low"], np.clip(1 - high, 0, 1), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(out["coverage_cs_high"], np.clip(1 - low, 0, 1), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(np.log(out["e_value"]), log_e, rtol=1e-9, atol=1e-9)
+
+
 def test_groups_of_one_and_two_rows() -> None:
     df = pd.DataFrame({"seg": ["a", "b", "b"], "day": [1, 1, 2], "y": [0.0, 5.0, 0.0], "lo": [-1.0] * 3,
                        "hi": [1.0] * 3})  # fmt: skip
