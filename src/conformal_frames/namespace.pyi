@@ -849,6 +849,7 @@ class ConformalNamespace:
         baseline: str | None = ...,
         horizon: str | None = ...,
         progress: bool | None = ...,
+        order_by: str | None = ...,
     ) -> Report: ...
 
 def add_metrics(factories: dict[str, Callable[..., Metric]]) -> None: ...
