@@ -377,6 +377,13 @@ def test_the_report_gains_a_monitoring_section() -> None:
     assert plain.monitoring == {} and "alarms" not in plain.summary
     with pytest.raises(ValueError, match="number"):
         cf.report(d, y="y", lo="lo", hi="hi", by="seg", order_by="day")
+    duckdb = pytest.importorskip("duckdb")
+    lazy_sql = cf.report(duckdb.from_df(d), y="y", lo="lo", hi="hi", by="seg", confidence_level=LEVEL, order_by="day")
+    normal = cf.coverage_alarms(d, "y", "lo", "hi", confidence_level=LEVEL, order_by="day", by="seg",
+                                method="normal_mixture")  # fmt: skip
+    got = to_pandas(lazy_sql.monitoring["alarms"])
+    np.testing.assert_allclose(got["e_value"].to_numpy(float), normal["e_value"].to_numpy(float), rtol=1e-12)
+    assert got["alarm"].tolist() == normal["alarm"].tolist()
 
 
 def test_the_cli_flags_alarms_with_its_exit_code(tmp_path: Any) -> None:
