@@ -80,6 +80,7 @@ from conformal_frames.metrics.uncertainty_calibration import (
     uce,
     uncertainty_calibration_curve,
 )
+from conformal_frames.monitoring import coverage_alarms, coverage_sequence
 from conformal_frames.namespace import ConformalNamespace, conformal, register_accessors
 from conformal_frames.reporting import Report, report
 from conformal_frames.results import (
@@ -141,7 +142,9 @@ __all__ = [
     "conformal",
     "corp_reliability",
     "coverage",
+    "coverage_alarms",
     "coverage_gap",
+    "coverage_sequence",
     "coverage_test",
     "crps",
     "cumulative_differences",

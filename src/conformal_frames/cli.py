@@ -56,6 +56,7 @@ EXIT_INPUT = EXIT_IO  # the 0.1 name
 EXIT_INVALID_ROWS = 4
 EXIT_UNDER_COVERED = 5
 EXIT_UNTESTED = 6
+EXIT_ALARM = 7  # issue 40: --fail-on-alarm with --order-by
 
 EXIT_CODES = f"""exit codes:
   {EXIT_OK}  the report was produced
@@ -65,6 +66,7 @@ EXIT_CODES = f"""exit codes:
   {EXIT_INVALID_ROWS}  rows with invalid values (--invalid null: report produced, their groups null; raise: no report)
   {EXIT_UNDER_COVERED}  --fail-on-under-coverage given and a segment is significantly under-covered
   {EXIT_UNTESTED}  --fail-on-under-coverage given and a group could not be tested (invalid rows)
+  {EXIT_ALARM}  --fail-on-alarm given and the monitoring (--order-by) raised an alarm in a segment
 """
 
 #: inputs at least this large get a progress indication on stderr
@@ -116,6 +118,7 @@ REPORT_OPTIONS = {
     "point": "--point",
     "baseline": "--baseline",
     "horizon": "--horizon",
+    "order_by": "--order-by",
     "progress": "--progress",
 }
 
@@ -439,6 +442,7 @@ def _evaluate(args: argparse.Namespace, lf: Any, fmt: str, by: list[str], bounde
             point=args.point,
             baseline=args.baseline,
             horizon=args.horizon,
+            order_by=args.order_by,
         )
     except (ValueError, TypeError) as exc:
         code = EXIT_INVALID_ROWS if isinstance(exc, InvalidRowsError) else EXIT_USAGE  # the data, not the options
@@ -463,6 +467,8 @@ def _verdict(rep: Any, args: argparse.Namespace) -> int:
     causes = "; ".join(s.get("invalid_causes") or []) or "missing, NaN/inf or out-of-range values"
     if args.fail_on_under_coverage and s.get("under_covered"):
         return EXIT_UNDER_COVERED
+    if getattr(args, "fail_on_alarm", False) and s.get("alarms"):
+        return EXIT_ALARM
     if args.fail_on_under_coverage and untested:
         print(
             f"conformal-frames: error: {plural(len(untested), 'group')} could not be tested "
@@ -838,6 +844,18 @@ def _input_run_options(p: argparse.ArgumentParser) -> None:
         help=f"progress on stderr even for small inputs (default: inputs >= {PROGRESS_BYTES // 2**20} MiB)",
     )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
+    # issue 40: monitoring with guarantees
+    run.add_argument(
+        "--order-by",
+        metavar="COL",
+        help="a period column (day, batch): a monitoring section, the running coverage per segment with an "
+        "anytime-valid confidence sequence and e-process alarms (needs --confidence-level and intervals or sets)",
+    )
+    run.add_argument(
+        "--fail-on-alarm",
+        action="store_true",
+        help=f"exit with {EXIT_ALARM} when the monitoring (--order-by) raises an alarm in a segment",
+    )
 
 
 _REPORT_DESCRIPTION = (

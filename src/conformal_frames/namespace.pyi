@@ -985,6 +985,7 @@ class ConformalNamespace:
         baseline: Column | None = ...,
         horizon: str | None = ...,
         progress: bool | None = ...,
+        order_by: Column | None = ...,
     ) -> Report: ...
     def find_slices(
         self,

@@ -36,6 +36,7 @@ __all__ = [
     "corp_reliability_diagram",
     "coverage_by_segment",
     "coverage_over_time",
+    "coverage_sequence",
     "coverage_vs_level",
     "pit_histogram",
     "quantile_calibration",
@@ -907,7 +908,18 @@ def report_figures(rep: Any) -> dict[str, Any]:
         for name, fig in _horizon_figures(rep, horizon, at).items():
             figs[name] = fig
             plt.close(fig)
+    figs.update(_monitoring_figures(rep, cap))  # issue 40: report(order_by=)
     return figs
+
+
+def _monitoring_figures(rep: Any, cap: int | None) -> dict[str, Any]:
+    """The report's ``coverage_sequence`` figure when it has a monitoring section."""
+    if not getattr(rep, "monitoring", None):
+        return {}
+    ax = coverage_sequence(rep.monitoring["sequence"], order_by=rep.summary["order_by"],
+                           confidence_level=float(rep.confidence_level), by=rep.keys, max_segments=cap)  # fmt: skip
+    _pyplot().close(ax.figure)
+    return {"coverage_sequence": ax.figure}
 
 
 # ---------------------------------------------------------------------------
@@ -1349,5 +1361,70 @@ def coverage_over_time(
     ax.set_ylabel(f"{metric} (confidence band)" if metric != "coverage" else "coverage (Wilson band)")
     ax.set_title("Coverage over time" if metric == "coverage" else f"{metric} over time")
     ax.grid(alpha=0.3)
+    _legend(ax)
+    return ax
+
+
+# ---------------------------------------------------------------------------
+# monitoring with guarantees (issue 40)
+# ---------------------------------------------------------------------------
+def coverage_sequence(
+    data: Any,
+    *,
+    order_by: str,
+    confidence_level: float,
+    by: str | Sequence[str] | None = None,
+    max_segments: int | None = MAX_COLOURS,
+    ax: Any = None,
+) -> Any:
+    """Running coverage per segment with its confidence sequence, the target and the alarms.
+
+    ``data``: the output of :func:`conformal_frames.coverage_sequence` (one
+    row per segment and period).  Per segment: the running coverage (a line),
+    its band (shaded: it holds at every period at once), the target (dashed)
+    and the first alarm (a red marker with the period).  Segments with an
+    alarm are drawn first; at most ``max_segments`` are drawn.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames as cf
+    >>> df = pd.DataFrame({"day": [1, 1, 2, 2, 3, 3], "miss": [0, 0, 0, 1, 1, 1]})
+    >>> seq = cf.coverage_sequence(df, miss="miss", confidence_level=0.9, order_by="day")
+    >>> ax = cf.plots.coverage_sequence(seq, order_by="day", confidence_level=0.9)
+    """
+    seg = engine.as_keys(by)
+    t = _eager(data)
+    _need(t, [order_by, "coverage", "coverage_cs_low", "coverage_cs_high", "alarm_period"],
+          "the output of cf.coverage_sequence")  # fmt: skip
+    t = _sorted(t, seg, order_by)
+    labels = _named(t, seg)
+    runs = _runs(labels)
+    cov, low, high = (floats(t, c) for c in ("coverage", "coverage_cs_low", "coverage_cs_high"))
+    periods = t.get_column(order_by).to_list()
+    first = [None if v is None or v != v else v for v in t.get_column("alarm_period").to_list()]  # NaN: pandas
+    order = sorted(runs, key=lambda g: (first[runs[g].start] is None, list(runs).index(g)))
+    shown = order if max_segments is None else order[:max_segments]
+    ax = _axes(ax, width=8.0)
+    for i, g in enumerate(g for g in runs if g in shown):
+        r, colour = runs[g], _colour(g, i)
+        x = periods[r]
+        ax.plot(x, cov[r], color=colour, lw=1.4, label=g if seg else "coverage")
+        ax.fill_between(x, low[r], high[r], color=colour, alpha=0.15, lw=0)
+        at = first[r.start]
+        if at is not None:
+            k = r.start + [p == at for p in x].index(True)
+            ax.plot([periods[k]], [cov[k]], marker="X", ms=9, color=_FLAG, ls="none", zorder=5)
+            ax.annotate(f"alarm {periods[k]}", (periods[k], cov[k]), xytext=(4, -12), textcoords="offset points",
+                        fontsize=8, color=_FLAG)  # fmt: skip
+    ax.axhline(confidence_level, color=_NOMINAL, ls="--", lw=1, label=f"target {confidence_level:g}")
+    ax.set_xlabel(order_by)
+    ax.set_ylabel("running coverage (band: confidence sequence)")
+    n_rest = len(runs) - len(shown)
+    ax.set_title("Coverage monitoring" + (f" ({n_rest} more segments not drawn)" if n_rest else ""))
     _legend(ax)
     return ax

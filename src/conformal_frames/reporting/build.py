@@ -221,6 +221,7 @@ def report(
     baseline: str | None = None,
     horizon: str | None = None,
     progress: bool | None = False,
+    order_by: str | None = None,
 ) -> Report:
     """Evaluate every applicable metric per group and return a :class:`Report`.
 
@@ -355,6 +356,15 @@ def report(
         A progress bar on stderr over the report's stages and the steps of
         its metrics (see :func:`conformal_frames.evaluate`); ``None``: when
         stderr is a terminal (the command line's default).
+    order_by : str, optional
+        A period column (a day, a batch): the report gains a monitoring
+        section (``rep.monitoring``, the ``coverage_sequence`` figure, a
+        headline ``ALARM`` line): per segment, the running coverage of the
+        intervals (or sets) with an anytime-valid confidence sequence and
+        the alarm of its e-process (:func:`~conformal_frames.coverage_alarms`,
+        Bonferroni across segments, at ``significance``; the beta-binomial
+        boundary, the normal mixture on lazy SQL frames).  Needs a numeric
+        ``confidence_level``.
 
     Returns
     -------
@@ -435,5 +445,47 @@ def _report(frame: Any, options: dict[str, Any], tick: Any) -> Report:
     rep.summary = summarize(rep.tables, plan.keys, plan.confidence_level, test, notes) | kept
     rep.columns = plan.columns()
     rep.max_rows, rep.max_segments = max_rows, max_segments
+    _monitoring(rep, base, options, plan.keys)
     tick(1)
     return rep
+
+
+# ---------------------------------------------------------------------------
+# issue 40: monitoring with guarantees (order_by=)
+# ---------------------------------------------------------------------------
+def _monitoring(rep: Report, base: Any, options: dict[str, Any], keys: list[str]) -> None:
+    """With ``order_by=``: the running coverage per segment and period, its alarms, a headline."""
+    from conformal_frames.monitoring import coverage_sequence
+
+    order_by = options.get("order_by")
+    if order_by is None:
+        return
+    level, lo, sets = options["confidence_level"], options["lo"], options["sets"]
+    if isinstance(level, str) or level is None:
+        msg = "report: order_by= (monitoring) needs confidence_level= as a number (one target)"
+        raise ValueError(msg)
+    if lo is None and sets is None:
+        msg = "report: order_by= monitors the coverage of intervals (y, lo, hi) or prediction sets (y, sets)"
+        raise ValueError(msg)
+    lazy_sql = isinstance(base, nw.LazyFrame) and not base.implementation.is_polars()
+    inputs = {"sets": sets, "classes": options["classes"]} if lo is None else {"lo": lo, "hi": options["hi"]}
+    seq = coverage_sequence(
+        nw.to_native(base), options["y"], confidence_level=float(level), order_by=order_by, by=keys or None,
+        ci_level=options["ci_level"], significance=options["significance"], invalid=options["invalid"],
+        method="normal_mixture" if lazy_sql else "beta_binomial", **inputs,
+    )  # fmt: skip
+    seq_nw = nw.from_native(seq)
+    sequence = seq_nw.collect() if isinstance(seq_nw, nw.LazyFrame) else seq_nw
+    rows = list(sequence.iter_rows(named=True))
+    last: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows:  # sorted by the keys and the period: the last row of each segment wins
+        last[tuple(r[k] for k in keys)] = r
+    cols = [*keys, order_by, "n", "coverage", "coverage_cs_low", "coverage_cs_high", "e_value", "alarm_period", "alarm"]
+    data = {c: [r[c] for r in last.values()] for c in cols}
+    alarms = nw.from_dict(data, backend=nw.get_native_namespace(sequence)) if rows else sequence.select(cols)
+    rep.monitoring = {"alarms": alarms, "sequence": sequence}
+    rep.summary["order_by"] = order_by
+    rep.summary["alarm_significance"] = options["significance"]
+    rep.summary["alarms"] = [
+        {"group": {k: r[k] for k in keys}, "alarm_period": r["alarm_period"]} for r in last.values() if r["alarm"]
+    ]

@@ -66,6 +66,11 @@ class Report:
     horizon : str or None
         The column of the forecasts' lead time (a key after ``by``): the
         models are the ``by`` groups.
+    monitoring : dict
+        With ``order_by=``: ``"alarms"``, one row per segment at its last
+        period (:func:`~conformal_frames.coverage_alarms`), and
+        ``"sequence"``, the running coverage per segment and period
+        (:func:`~conformal_frames.coverage_sequence`); empty otherwise.
     """
 
     tables: dict[str, Any]
@@ -77,6 +82,8 @@ class Report:
     max_rows: int | None = MAX_ROWS
     max_segments: int | None = MAX_SEGMENTS
     horizon: str | None = None
+    #: with ``order_by=``: ``"alarms"`` (one row per segment) and ``"sequence"`` (per segment and period)
+    monitoring: dict[str, Any] = field(default_factory=dict)
     _figures: dict[str, Any] = field(default_factory=dict, repr=False)
     _figures_cap: int | None = field(default=None, repr=False)
 
@@ -190,6 +197,8 @@ class Report:
         parts = ["\n".join(self._header_lines())]
         for title, t, more in self._display_tables():
             parts.append(f"{title}\n{render.split_text_table(t, self.keys)}" + (f"\n{more}" if more else ""))
+        if self.monitoring:  # issue 40
+            parts.append(f"{render.MONITORING_TITLE}\n{render.split_text_table(self.monitoring['alarms'], self.keys)}")
         return "\n\n".join(parts)
 
     def __repr__(self) -> str:
@@ -234,6 +243,11 @@ class Report:
                 body.append(f'<div class="cf-scroll">{render.html_table(block, self.keys, flagged)}</div>')
             if more:
                 body.append(f'<p class="cf-more">{html.escape(more)}</p>')
+            body.append("</section>")
+        if self.monitoring:  # issue 40
+            body.append(f'<section id="table-monitoring"><h3>{html.escape(render.MONITORING_TITLE)}</h3>')
+            for block in render.column_blocks(self.monitoring["alarms"], self.keys, width=render.HTML_WIDTH, html=True):
+                body.append(f'<div class="cf-scroll">{render.html_table(block, self.keys, set())}</div>')
             body.append("</section>")
         body.append("</section>")
         if images:
@@ -296,6 +310,11 @@ class Report:
         return {
             "summary": _jsonable(self.summary),
             "tables": {name: [_jsonable(r) for r in t.iter_rows(named=True)] for name, t in self.tables.items()},
+            **(
+                {"monitoring": {k: [_jsonable(r) for r in t.iter_rows(named=True)] for k, t in self.monitoring.items()}}
+                if self.monitoring
+                else {}
+            ),
         }
 
     def to_csv(self, path: str | Path | None = None) -> str:

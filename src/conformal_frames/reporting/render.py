@@ -477,7 +477,27 @@ def header_lines(s: dict[str, Any], keys: list[str], columns: dict[str, str], ma
             + (f": {causes}" if causes else "")
         )
     lines += [f"note: {note}" for note in s.get("notes", [])]
+    lines += monitoring_lines(s)
     return lines
+
+
+# issue 40: the monitoring section (report(order_by=))
+MONITORING_TITLE = (
+    "Monitoring: running coverage per segment at its last period, with an anytime-valid confidence "
+    "sequence (cs_low, cs_high) and the e-process alarm (Bonferroni across segments)"
+)
+
+
+def monitoring_lines(s: dict[str, Any]) -> list[str]:
+    """The header line of the monitoring section: the segments whose e-process raised an alarm."""
+    if "alarms" not in s:
+        return []
+    alarms = s["alarms"]
+    if not alarms:
+        return [f"monitoring by {s['order_by']}: no alarm (false-alarm probability <= {s['alarm_significance']:g})"]
+    shown = "; ".join(f"{label(a['group'])} from {a['alarm_period']}" for a in alarms[:5])
+    more = f"; and {len(alarms) - 5} more" if len(alarms) > 5 else ""
+    return [f"ALARM: coverage below target (monitoring by {s['order_by']}): {shown}{more}"]
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,271 @@
+"""Monitoring with guarantees: anytime-valid coverage sequences and alarms, from rows or summaries.
+
+:func:`coverage_sequence` and :func:`coverage_alarms` count the covered rows
+(or the misses) per segment and period of ``order_by`` in one grouped query
+(:func:`~conformal_frames.evaluate` on rows, :func:`~conformal_frames.finalize`
+on a summary), then cumulate them and compute the boundaries on the small
+per-period table (:mod:`conformal_frames.metrics.monitoring`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames import engine
+from conformal_frames._validate import check_choice, check_column, check_fraction, check_level
+from conformal_frames.metrics.monitoring import Monitor, alarms, hits_metric, sequence
+from conformal_frames.summaries import finalize
+
+__all__ = ["coverage_alarms", "coverage_sequence"]
+
+_SUMMARY_COLUMNS = ("cf_version", "cf_inputs", "cf_cell")
+
+
+def _is_summary(lf: nw.LazyFrame) -> bool:
+    names = lf.collect_schema().names()
+    return all(c in names for c in _SUMMARY_COLUMNS)
+
+
+def _monitor(
+    caller: str, by: Any, order_by: str, confidence_level: Any, ci_level: Any, significance: Any, method: Any,
+    alternative: Any, n_opt: Any, correction: Any,
+) -> Monitor:  # fmt: skip
+    keys = engine.as_keys(by)
+    check_column(order_by, "order_by")
+    if order_by in keys:
+        msg = f"{caller}: order_by={order_by!r} is also a by= column"
+        raise ValueError(msg)
+    level = check_level(confidence_level)
+    if isinstance(level, str):
+        msg = f"{caller}: confidence_level must be a number in (0, 1) (one target per call), got {level!r}"
+        raise TypeError(msg)
+    if not (isinstance(n_opt, (int, float)) and not isinstance(n_opt, bool) and n_opt > 0):
+        msg = f"{caller}: n_opt must be a positive number of rows, got {n_opt!r}"
+        raise ValueError(msg)
+    if correction is not None:
+        check_choice(correction, "correction", ("bonferroni", "e-bh"))
+    return Monitor(
+        keys=keys,
+        order_by=order_by,
+        confidence_level=level,
+        ci_level=check_fraction(ci_level, "ci_level"),
+        significance=check_fraction(significance, "significance"),
+        method=check_choice(method, "method", ("beta_binomial", "normal_mixture")),  # type: ignore[arg-type]
+        alternative=check_choice(alternative, "alternative", ("less", "greater", "two-sided")),
+        n_opt=float(n_opt),
+        correction=correction,
+    )
+
+
+def _path(frame: Any, m: Monitor, metric_args: tuple[Any, ...], invalid: Any, since: Any) -> tuple[Any, bool]:
+    """The sequence as a narwhals LazyFrame, and whether the input was eager."""
+    metric, misses = hits_metric("coverage_sequence", *metric_args)
+    lf, eager = engine.to_lazy(frame)
+    by = [*m.keys, m.order_by]
+    if _is_summary(lf):
+        counts = finalize(frame, metric, by=by)
+    else:
+        counts = engine.evaluate(frame, metric, by=by, invalid=invalid)
+    table, _ = engine.to_lazy(counts)
+    return sequence(table, m, misses=misses, eager=eager, since=since), eager
+
+
+def _native(lf: nw.LazyFrame, eager: bool) -> Any:
+    return nw.to_native(nw.maybe_reset_index(lf.collect()) if eager else lf)
+
+
+def coverage_sequence(
+    frame: Any,
+    y: str | None = None,
+    lo: str | None = None,
+    hi: str | None = None,
+    *,
+    confidence_level: float,
+    order_by: str,
+    by: Any = None,
+    ci_level: float = 0.95,
+    significance: float = 0.05,
+    method: str = "beta_binomial",
+    alternative: str = "less",
+    correction: str | None = "bonferroni",
+    n_opt: float = 1000,
+    since: Any = None,
+    miss: str | None = None,
+    sets: Any = None,
+    classes: Any = None,
+    invalid: Any = None,
+) -> Any:
+    """Running coverage per segment and period, with a confidence sequence and an e-process alarm.
+
+    Rows are counted per segment (``by=``) and period (each value of
+    ``order_by``: a day, a week, a batch number); from the start (or from
+    ``since=``) the cumulative counts give, at every period, the running
+    coverage, a band that holds **at every period at once** with probability
+    ``>= ci_level`` (a confidence sequence, Howard et al. 2021), and an
+    e-process for ``H0: coverage >= confidence_level`` whose alarm (it
+    crosses ``1 / significance``) is false with probability
+    ``<= significance`` however often one looks.  A fixed-sample test
+    checked every period has no such guarantee (see the monitoring docs).
+
+    The outcomes of a segment are assumed independent (misses at a constant
+    rate under the null); both boundaries depend on the cumulative counts only.
+
+    Parameters
+    ----------
+    frame
+        Rows (any frame narwhals supports, eager or lazy), or a summary from
+        :func:`~conformal_frames.summarize` of :func:`~conformal_frames.coverage`
+        (``set_coverage``, or ``kupiec_test(miss=)``) by the ``by=`` columns
+        and ``order_by`` (daily partitions concatenated): the same result.
+    y, lo, hi : str, optional
+        The observed value and the interval bounds; with ``sets=``, ``y`` is
+        the label.
+    confidence_level : float
+        The target coverage in (0, 1).
+    order_by : str
+        The period column (any orderable type); one output row per segment
+        and period.
+    by : str or list of str, optional
+        Segment columns: each segment has its own sequence.
+    ci_level : float, default 0.95
+        The confidence sequence's level (valid over all periods at once).
+    significance : float, default 0.05
+        The alarm's false-alarm probability (over all periods; with
+        ``correction="bonferroni"`` over all periods and segments).
+    method : {"beta_binomial", "normal_mixture"}
+        ``"beta_binomial"``: the conjugate beta mixture of binomial
+        likelihood ratios (exact for 0/1 outcomes; a numpy step on the
+        per-period table: eager frames and polars LazyFrames).
+        ``"normal_mixture"``: the sub-Gaussian normal mixture (closed form:
+        lazy on every backend; wider, conservative).
+    alternative : {"less", "greater", "two-sided"}, default "less"
+        What the alarm looks for: coverage below the target, above it, or
+        drift either way.
+    correction : {"bonferroni", None}, default "bonferroni"
+        ``"bonferroni"``: an alarm needs ``e >= G / significance`` with ``G``
+        segments (family-wise control); ``None``: ``1 / significance`` per segment.
+    n_opt : float, default 1000
+        The rows after which the boundaries are tightest (the mixtures'
+        tuning, fixed before looking at the data).
+    since : optional
+        The first period counted (a value comparable with ``order_by``).
+    miss : str, optional
+        Instead of ``y, lo, hi``: a 0/1 miss column (e.g. a VaR hit).
+    sets, classes : optional
+        Instead of ``lo, hi``: prediction sets as in :func:`~conformal_frames.set_coverage`.
+    invalid : {"raise", "drop", "null"}, optional
+        As :func:`~conformal_frames.evaluate`; a period with invalid rows
+        under ``"null"`` nulls its segment from that period on.
+
+    Returns
+    -------
+    frame
+        One row per segment and period, sorted: the keys, ``order_by``,
+        ``n`` (cumulative rows), ``coverage`` (running), ``coverage_cs_low``,
+        ``coverage_cs_high``, ``e_value``, ``excluded`` (the band excludes
+        the target), ``alarm`` (the e-process has crossed its threshold at or
+        before this period), and per segment ``first_excluded`` and
+        ``alarm_period`` (the first such period, null if none).  Eager in,
+        eager out; lazy in, lazy out.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames as cf
+    >>> df = pd.DataFrame({"day": [1, 1, 2, 2, 3, 3], "miss": [0, 0, 0, 1, 1, 1]})
+    >>> out = cf.coverage_sequence(df, miss="miss", confidence_level=0.9, order_by="day", n_opt=10)
+    >>> out[["day", "n", "coverage", "alarm"]]
+       day  n  coverage  alarm
+    0    1  2  1.000000  False
+    1    2  4  0.750000  False
+    2    3  6  0.500000  False
+
+    References
+    ----------
+    S. R. Howard, A. Ramdas, J. McAuliffe and J. Sekhon (2021),
+    "Time-uniform, nonparametric, nonasymptotic confidence sequences",
+    Annals of Statistics 49(2), 1055-1080.
+    """
+    if correction == "e-bh":
+        msg = "coverage_sequence: correction='e-bh' is a decision at one period: use coverage_alarms(correction='e-bh')"
+        raise ValueError(msg)
+    m = _monitor(
+        "coverage_sequence", by, order_by, confidence_level, ci_level, significance, method, alternative, n_opt,
+        correction,
+    )  # fmt: skip
+    path, eager = _path(frame, m, (y, lo, hi, miss, sets, classes), invalid, since)
+    return _native(path, eager)
+
+
+def coverage_alarms(
+    frame: Any,
+    y: str | None = None,
+    lo: str | None = None,
+    hi: str | None = None,
+    *,
+    confidence_level: float,
+    order_by: str,
+    by: Any = None,
+    ci_level: float = 0.95,
+    significance: float = 0.05,
+    method: str = "beta_binomial",
+    alternative: str = "less",
+    correction: str | None = "bonferroni",
+    n_opt: float = 1000,
+    since: Any = None,
+    at: Any = None,
+    miss: str | None = None,
+    sets: Any = None,
+    classes: Any = None,
+    invalid: Any = None,
+) -> Any:
+    """Per segment: the coverage sequence at one period, and the alarm decision adjusted across segments.
+
+    The row of each segment at period ``at`` (default: its last period) of
+    :func:`coverage_sequence`, with ``alarm`` the decision:
+
+    - ``correction="bonferroni"`` (default): the segment's e-process crossed
+      ``G / significance`` (``G`` segments) at some period up to ``at``: the
+      chance of any false alarm, over all segments and periods, is at most
+      ``significance``;
+    - ``correction="e-bh"``: the segments that e-BH (Wang and Ramdas 2022)
+      selects from the e-values at ``at``: the expected fraction of false
+      alarms among the alarms is at most ``significance`` (under any
+      dependence between segments), for that period;
+    - ``None``: each segment's e-process crossed ``1 / significance``.
+
+    ``alarm_period`` is the first period at which the e-process crossed the
+    threshold (Bonferroni's or, otherwise, ``1 / significance``); null if
+    not by ``at``.  Other parameters as :func:`coverage_sequence`.
+
+    Returns
+    -------
+    frame
+        One row per segment: the keys, ``order_by`` (the period of the row),
+        the columns of :func:`coverage_sequence`, ``alarm`` the decision.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import conformal_frames as cf
+    >>> df = pd.DataFrame({"day": [1, 2, 3] * 4, "seg": ["a"] * 6 + ["b"] * 6,
+    ...                    "miss": [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1]})
+    >>> out = cf.coverage_alarms(df, miss="miss", confidence_level=0.9, order_by="day", by="seg",
+    ...                          n_opt=10, correction="e-bh")
+    >>> out[["seg", "day", "n", "coverage", "alarm"]]
+      seg  day  n  coverage  alarm
+    0   a    3  6       1.0  False
+    1   b    3  6       0.0   True
+    """
+    path_correction = "bonferroni" if correction == "bonferroni" else None
+    m = _monitor(
+        "coverage_alarms", by, order_by, confidence_level, ci_level, significance, method, alternative, n_opt,
+        path_correction,
+    )  # fmt: skip
+    if correction is not None:
+        check_choice(correction, "correction", ("bonferroni", "e-bh"))
+    path, eager = _path(frame, m, (y, lo, hi, miss, sets, classes), invalid, since)
+    m = Monitor(**{**m.__dict__, "correction": correction})
+    return _native(alarms(path, m, at), eager)
