@@ -55,6 +55,8 @@ DATA: dict[str, Any] = {
     "q90": MU + 1.28,
     "q95": MU + 1.64,
 }
+_R = RNG.dirichlet(np.ones(3), N)  # class probabilities summing to 1 (rps)
+DATA |= {f"r{k}": _R[:, k] for k in range(3)}
 BAD = 24  # the invalid row of group c: NaN in every float column, a label outside the classes
 for column, values in DATA.items():
     if isinstance(values, np.ndarray) and values.dtype == float:
@@ -120,6 +122,8 @@ CALLS: dict[str, Callable[[], cf.Metric]] = {
     "log_score": lambda: cf.log_score("y", mean="mu", std="sd"),
     "path_coverage": lambda: cf.path_coverage("y", "lo", "hi", path="label3"),
     "worst_slab_coverage": lambda: cf.worst_slab_coverage("y", "lo", "hi", features=["x1", "x2"], n_directions=20),
+    # issue 41, items 3 and 4: multivariate and categorical scores
+    "rps": lambda: cf.rps("label3", ["r0", "r1", "r2"], classes=C),
 }
 #: integer outputs that do not end in ``_n``
 OTHER_COUNTS = {"coverage_gap_groups", "path_coverage_n_paths", "path_coverage_n_single"}

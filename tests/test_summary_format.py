@@ -37,6 +37,9 @@ W = {
     "mae_w": lambda: cf.mae("y", "mu", weights="w").alias("mae_w"),
     "wis_w": lambda: cf.wis("y", quantiles={0.1: "q10", 0.5: "q50", 0.9: "q90"}, weights="w").alias("wis_w"),
     "mae_k": lambda: cf.mae("y", "mu", counts="k").alias("mae_k"),
+    # issue 41, items 3 and 4: the multiclass forms of log_loss and brier
+    "log_loss_classes": lambda: cf.log_loss("label3", ["r0", "r1", "r2"], classes=[0, 1, 2]).alias("log_loss_classes"),
+    "brier_classes": lambda: cf.brier("label3", ["r0", "r1", "r2"], classes=[0, 1, 2]).alias("brier_classes"),
 }
 ALL = {**CALLS, **W}
 

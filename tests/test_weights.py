@@ -537,6 +537,7 @@ WEIGHTED = {
     "width",
     "winkler",
     "wis",
+    "rps",
 }
 #: weighted metrics whose outputs cannot be those of repeated rows: they refuse ``counts=``
 NO_COUNTS = {"pit_histogram"}

@@ -42,6 +42,7 @@ from conformal_frames.metrics.calibration import (
     kuiper_test,
     mce,
     reliability,
+    rps,
     spiegelhalter_test,
     top_label_ece,
 )
@@ -169,6 +170,7 @@ __all__ = [
     "rmse",
     "rmsse",
     "rolling",
+    "rps",
     "scaled_crps",
     "scaled_pinball",
     "score_decomposition",

@@ -300,8 +300,22 @@ class ConformalNamespace:
     def brier(
         self,
         y: str,
-        score: str,
+        score: str | Sequence[str] | None = ...,
         *,
+        probs: str | Sequence[str] | None = ...,
+        classes: Sequence[Label] | None = ...,
+        weights: str | None = ...,
+        counts: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
+    ) -> Any: ...
+    def rps(
+        self,
+        y: str,
+        probs: str | Sequence[str],
+        *,
+        classes: Sequence[Label] | None = ...,
         weights: str | None = ...,
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
@@ -325,7 +339,7 @@ class ConformalNamespace:
     def top_label_ece(
         self,
         y: str,
-        probs: Sequence[str],
+        probs: str | Sequence[str],
         *,
         classes: Sequence[Label] | None = ...,
         n_bins: int = ...,
@@ -340,7 +354,7 @@ class ConformalNamespace:
     def confidence_ece(
         self,
         y: str,
-        probs: Sequence[str],
+        probs: str | Sequence[str],
         *,
         classes: Sequence[Label] | None = ...,
         n_bins: int = ...,
@@ -354,7 +368,7 @@ class ConformalNamespace:
     def classwise_ece(
         self,
         y: str,
-        probs: Sequence[str],
+        probs: str | Sequence[str],
         *,
         classes: Sequence[Label] | None = ...,
         n_bins: int = ...,
@@ -727,8 +741,10 @@ class ConformalNamespace:
     def log_loss(
         self,
         y: str,
-        score: str,
+        score: str | Sequence[str] | None = ...,
         *,
+        probs: str | Sequence[str] | None = ...,
+        classes: Sequence[Label] | None = ...,
         weights: str | None = ...,
         counts: str | None = ...,
         by: str | Sequence[str] | None = ...,
