@@ -124,6 +124,8 @@ CALLS: dict[str, Callable[[], cf.Metric]] = {
     "worst_slab_coverage": lambda: cf.worst_slab_coverage("y", "lo", "hi", features=["x1", "x2"], n_directions=20),
     # issue 41, items 3 and 4: multivariate and categorical scores
     "rps": lambda: cf.rps("label3", ["r0", "r1", "r2"], classes=C),
+    "energy_score": lambda: cf.energy_score(["y", "mu"], [["lo", "hi"], ["q10", "q90"]]),
+    "variogram_score": lambda: cf.variogram_score(["y", "mu"], [["lo", "hi"], ["q10", "q90"]], estimator="fair"),
 }
 #: integer outputs that do not end in ``_n``
 OTHER_COUNTS = {"coverage_gap_groups", "path_coverage_n_paths", "path_coverage_n_single"}

@@ -538,6 +538,8 @@ WEIGHTED = {
     "winkler",
     "wis",
     "rps",
+    "energy_score",
+    "variogram_score",
 }
 #: weighted metrics whose outputs cannot be those of repeated rows: they refuse ``counts=``
 NO_COUNTS = {"pit_histogram"}

@@ -52,6 +52,7 @@ from conformal_frames.metrics.distributions import crps, pit_histogram, pit_test
 from conformal_frames.metrics.efficiency import efficiency_criteria
 from conformal_frames.metrics.intervals import coverage, cwc, hsic, path_coverage, ssc, ssc_score, width, winkler
 from conformal_frames.metrics.logscores import log_loss, log_score
+from conformal_frames.metrics.multivariate import energy_score, variogram_score
 from conformal_frames.metrics.point import (
     bias,
     mae,
@@ -137,6 +138,7 @@ __all__ = [
     "ece",
     "efficiency_criteria",
     "empty_rate",
+    "energy_score",
     "evaluate",
     "excess_risk_target_coverage",
     "finalize",
@@ -187,6 +189,7 @@ __all__ = [
     "ssc_score",
     "summarize",
     "top_label_ece",
+    "variogram_score",
     "width",
     "winkler",
     "wis",

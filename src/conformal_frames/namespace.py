@@ -27,6 +27,7 @@ from conformal_frames.metrics import (
     efficiency,
     intervals,
     logscores,
+    multivariate,
     point,
     quantiles,
     ranking,
@@ -56,6 +57,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     point,
     logscores,
     bootstrap,
+    multivariate,
 )
 
 #: metric factories exposed as namespace methods (name -> factory)

@@ -763,6 +763,34 @@ class ConformalNamespace:
         invalid: InvalidPolicy | None = ...,
         progress: bool | None = ...,
     ) -> Any: ...
+    def energy_score(
+        self,
+        y: str | Sequence[str],
+        samples: Sequence[str] | Sequence[Sequence[str]],
+        *,
+        path: str | Sequence[str] | None = ...,
+        estimator: Estimator = ...,
+        weights: str | None = ...,
+        counts: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
+    ) -> Any: ...
+    def variogram_score(
+        self,
+        y: str | Sequence[str],
+        samples: Sequence[str] | Sequence[Sequence[str]],
+        *,
+        p: float = ...,
+        pair_weights: Any = ...,
+        path: str | Sequence[str] | None = ...,
+        estimator: Estimator = ...,
+        weights: str | None = ...,
+        counts: str | None = ...,
+        by: str | Sequence[str] | None = ...,
+        invalid: InvalidPolicy | None = ...,
+        progress: bool | None = ...,
+    ) -> Any: ...
     def cumulative_differences(
         self,
         y: str,

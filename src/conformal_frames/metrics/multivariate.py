@@ -1,0 +1,428 @@
+"""Multivariate ensemble scores: the energy score and the variogram score.
+
+A multivariate forecast is an ensemble of ``M`` members, each a vector of
+``D`` values (the outputs of a model, or the horizons of a path); the
+observation is a vector of ``D`` values.  Two forms:
+
+- **wide**: one row per forecast, ``y=["y1", ..., "yD"]`` and ``samples=``
+  one list of ``M`` member columns per dimension
+  (``samples=[["a1", "a2"], ["b1", "b2"]]``: member ``j`` of the forecast is
+  the vector of the ``j``-th column of every dimension).  The scores are row
+  expressions (``M^2 D`` terms for the energy score, ``D^2 M`` for the
+  variogram score): one pass, mergeable, lazy on every backend;
+- **path**: the dimensions are the rows of a path, ``path=["series",
+  "cutoff"]`` as in :func:`~conformal_frames.path_coverage`; ``y`` is one
+  column and ``samples=`` the ``M`` member columns (member ``j`` of the path
+  is its ``j``-th column on every row).  Per path sums (the energy score) or
+  the pairs of the path's rows (a self-join, the variogram score), then the
+  mean over paths: lazy on every backend, not mergeable.
+
+Both scores are the mean over forecasts (rows or paths) of scoringrules'
+``es_ensemble`` / ``vs_ensemble``, ``estimator="plain"`` being its ``"nrg"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import narwhals.stable.v2 as nw
+import numpy as np
+
+from conformal_frames._validate import check_columns, checked, choice, fail, is_number
+from conformal_frames.engine import Metric, Query, TableFn, TableRef, aggregate, join_keys, total
+from conformal_frames.inputs.forecasts import value_row
+from conformal_frames.numerics.stats import ratio
+
+__all__ = ["energy_score", "variogram_score"]
+METHODS = list(__all__)
+
+Estimator = Literal["plain", "fair"]
+Members = tuple[tuple[str, ...], ...]
+PairWeights = tuple[tuple[float, ...], ...]
+
+
+# ---------------------------------------------------------------------------
+# parameters
+# ---------------------------------------------------------------------------
+def _check_y(value: Any, name: str = "y") -> str | tuple[str, ...]:
+    return value if isinstance(value, str) else check_columns(value, name)
+
+
+def _check_members(value: Any, name: str = "samples") -> tuple[str, ...] | Members:
+    """Member columns: one list per dimension (wide form) or one list (path form)."""
+    if isinstance(value, str):
+        msg = (
+            f"{name}={value!r} names one column: the multivariate scores read member columns "
+            f"(wide form: one list of member columns per dimension, path form: a list of member columns); "
+            "list columns are not read yet, expand them first"
+        )
+        raise TypeError(msg)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (list, tuple)) for v in value):
+        dims = tuple(check_columns(v, name) for v in value)
+        if len({len(d) for d in dims}) > 1:
+            sizes = [len(d) for d in dims]
+            fail(ValueError, name, f"one list of member columns per dimension, all of one length (got {sizes})", value)
+        check_columns([c for d in dims for c in d], name)  # distinct
+        return dims
+    return check_columns(value, name)
+
+
+def _check_pair_weights(value: Any, name: str = "pair_weights") -> PairWeights | None:
+    if value is None:
+        return None
+    try:
+        w = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        fail(TypeError, name, "a D x D matrix of non-negative numbers (a nested list or a numpy array)", value)
+    if w.ndim != 2 or w.shape[0] != w.shape[1] or not np.all(np.isfinite(w)) or np.any(w < 0):
+        fail(ValueError, name, "a D x D matrix of non-negative finite numbers", value)
+    return tuple(tuple(float(x) for x in row) for row in w)
+
+
+def _check_p(value: Any, name: str = "p") -> float:
+    if not is_number(value) or not 0.0 < float(value) < float("inf"):
+        fail(ValueError, name, "a positive number (the variogram's order, e.g. 0.5, 1 or 2)", value)
+    return float(value)
+
+
+def _check_path(value: Any, name: str = "path") -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    return (value,) if isinstance(value, str) else check_columns(value, name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Multivariate(Metric):
+    y: str | tuple[str, ...] = checked(_check_y)
+    samples: tuple[str, ...] | Members = checked(_check_members)
+    path: tuple[str, ...] | None = checked(_check_path, None)
+    estimator: str = checked(choice("plain", "fair"), "plain")
+    weights: str | None = None
+    counts: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        wide = isinstance(self.y, tuple)
+        if wide and self.path is not None:
+            msg = "path= is for the path form (y one column, the dimensions are the rows of a path); got y=" + repr(
+                list(self.y)
+            )
+            raise ValueError(msg)
+        if not wide and self.path is None:
+            msg = (
+                f"y={self.y!r} is one column: pass path=[...] (the columns identifying a path, whose rows are the "
+                "dimensions), or the wide form y=['y1', 'y2', ...] with one list of member columns per dimension"
+            )
+            raise ValueError(msg)
+        nested = bool(self.samples) and isinstance(self.samples[0], tuple)
+        if wide and (not nested or len(self.samples) != len(self.y)):
+            msg = (
+                f"the wide form needs one list of member columns per dimension of y ({len(self.y)}), "
+                f"e.g. samples=[['a1', 'a2'], ['b1', 'b2']]; got samples={self.samples!r}"
+            )
+            raise ValueError(msg)
+        if not wide and nested:
+            msg = "the path form takes one list of member columns (member j of a path is its j-th column on every row)"
+            raise ValueError(msg)
+        if self.estimator == "fair" and self.n_members < 2:
+            msg = "estimator='fair' needs at least 2 members"
+            raise ValueError(msg)
+        if not wide and (self.weights is not None or self.counts is not None):
+            msg = "the path form takes no weights= or counts= (a weight per path is not read yet); use the wide form"
+            raise ValueError(msg)
+
+    @property
+    def n_members(self) -> int:
+        return len(self.samples[0]) if isinstance(self.samples[0], tuple) else len(self.samples)
+
+    def _wide_rows(self, q: Query) -> tuple[list[str], list[list[str]]]:
+        """Row columns: ``y_d`` and the members ``x[d][m]``."""
+        assert isinstance(self.y, tuple)
+        ys = [value_row(q, c) for c in self.y]
+        xs = [[value_row(q, c) for c in dim] for dim in self.samples]
+        return ys, xs
+
+    def _path_rows(self, q: Query) -> tuple[str, list[str], list[str]]:
+        assert isinstance(self.y, str) and self.path is not None
+        path = []
+        for p in self.path:
+            if p in q.keys:  # a group key is constant within the group: the path is the rest
+                continue
+            col = q.column(p)
+            q.check(f"column {p!r} (path=) has missing values", col.is_null())
+            path.append(q.row(("path", p), col))
+        return value_row(q, self.y), [value_row(q, c) for c in self.samples], path  # type: ignore[arg-type]
+
+    def _mean(self, q: Query, row: str) -> dict[str, nw.Expr | None]:
+        w = q.weighting(self.weights, counts=self.counts)
+        return {"": ratio(w.sum(row), w.total)}
+
+
+def _path_mean(per_path: nw.LazyFrame, keys: list[str], ref: TableRef, score: str) -> nw.LazyFrame:
+    """Per group: the sum of the paths' scores and their number (plain sums: no pandas fallback)."""
+    s, m = ref.name("s"), ref.name("m")
+    out = aggregate(per_path.with_columns(nw.lit(1.0).alias(m)), keys, [nw.col(score).sum().alias(s), nw.col(m).sum()])
+    return out
+
+
+def _sums(rows: nw.LazyFrame, group: list[str], exprs: dict[str, nw.Expr]) -> nw.LazyFrame:
+    """``exprs`` as row columns, then their sums per ``group`` (plain sums: no pandas fallback)."""
+    rows = rows.with_columns(*[e.alias(name) for name, e in exprs.items()])
+    return rows.group_by(*group).agg(*[nw.col(name).sum() for name in exprs])
+
+
+# ---------------------------------------------------------------------------
+# energy score
+# ---------------------------------------------------------------------------
+def _es_expr(err: list[nw.Expr], spread: list[nw.Expr], m: int, estimator: str) -> nw.Expr:
+    """``(1/M) sum_j ||x_j - y|| - (1/2) sum_{j != k} ||x_j - x_k|| / M^2 (or M (M - 1))`` from squared norms."""
+    first = total([e.sqrt() for e in err]) / float(m)
+    if not spread:
+        return first
+    pairs = float(m * m if estimator == "plain" else m * (m - 1))
+    return first - total([s.sqrt() for s in spread]) / pairs  # each unordered pair once: the 1/2 cancels
+
+
+def _es_path_table(y: str, xs: list[str], path: list[str], estimator: str) -> TableFn:
+    def fn(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        m = len(xs)
+        pairs = [(j, k) for j in range(m) for k in range(j + 1, m)]
+        sq = {ref.name(f"e{j}"): (nw.col(x) - nw.col(y)) ** 2 for j, x in enumerate(xs)}
+        sq |= {ref.name(f"s{j}_{k}"): (nw.col(xs[j]) - nw.col(xs[k])) ** 2 for j, k in pairs}
+        per_path = _sums(rows, [*keys, *path], sq)
+        es = _es_expr(
+            [nw.col(ref.name(f"e{j}")) for j in range(m)],
+            [nw.col(ref.name(f"s{j}_{k}")) for j, k in pairs],
+            m,
+            estimator,
+        )
+        return _path_mean(per_path.with_columns(es.alias(ref.name("es"))), keys, ref, ref.name("es"))
+
+    return fn
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnergyScore(_Multivariate):
+    default_name = "energy_score"
+    mergeable_alternative = "energy_score in the wide form (one row per forecast)"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        m = self.n_members
+        if self.path is not None:
+            y, xs, path = self._path_rows(q)
+            t = q.table(
+                ("energy_score_path", y, tuple(xs), tuple(path), self.estimator),
+                _es_path_table(y, xs, path, self.estimator),
+            )
+            return {"": ratio(t.col("s"), t.col("m"))}
+        ys, xw = self._wide_rows(q)
+        d = len(ys)
+        err = [total([(nw.col(xw[i][j]) - nw.col(ys[i])) ** 2 for i in range(d)]) for j in range(m)]
+        spread = [
+            total([(nw.col(xw[i][j]) - nw.col(xw[i][k])) ** 2 for i in range(d)])
+            for j in range(m)
+            for k in range(j + 1, m)
+        ]
+        inputs = [*ys, *[x for dim in xw for x in dim]]
+        key = ("energy_score", tuple(ys), tuple(tuple(dim) for dim in xw), self.estimator)
+        return self._mean(q, q.row(key, _es_expr(err, spread, m, self.estimator), inputs=inputs))
+
+
+def energy_score(
+    y: str | Sequence[str],
+    samples: Sequence[str] | Sequence[Sequence[str]],
+    *,
+    path: str | Sequence[str] | None = None,
+    estimator: Estimator = "plain",
+    weights: str | None = None,
+    counts: str | None = None,
+) -> EnergyScore:
+    """Energy score of a multivariate ensemble (Gneiting and Raftery 2007), averaged over forecasts; lower is better.
+
+    ``ES(x, y) = (1/M) sum_j ||x_j - y|| - 1/(2 M^2) sum_{j,k} ||x_j - x_k||``
+    for the ``M`` members ``x_j`` (vectors of ``D`` values) and the observed
+    vector ``y``, ``||.||`` the Euclidean norm; ``estimator="fair"`` divides
+    the second sum by ``M (M - 1)`` instead (the unbiased estimator).  With one
+    dimension it is the ensemble CRPS.  Equal to scoringrules'
+    ``es_ensemble(y, x)`` (``estimator="nrg"``, resp. ``"fair"``), averaged.
+
+    Parameters
+    ----------
+    y : list of str, or str
+        Wide form: one column per dimension.  Path form (with ``path=``): the
+        observed value of each row of a path.
+    samples : list of lists of str, or list of str
+        Wide form: one list of member columns per dimension, in the order of
+        ``y`` (all of one length ``M``).  Path form: the ``M`` member columns.
+    path : str or list of str, optional
+        Path form: the columns identifying a path; its rows are the
+        dimensions (their order does not matter).  Missing path values are
+        invalid rows.
+    estimator : {"plain", "fair"}, default "plain"
+        See above; ``"fair"`` needs 2 or more members.
+    weights : str, optional
+        Column of non-negative forecast weights (wide form).
+    counts : str, optional
+        Column of frequency counts (wide form).
+
+    Returns
+    -------
+    EnergyScore
+        A metric object (output ``energy_score``).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"y1": [0.0], "y2": [0.0], "a1": [3.0], "a2": [0.0], "b1": [4.0], "b2": [0.0]})
+    >>> df.conformal.energy_score(["y1", "y2"], [["a1", "a2"], ["b1", "b2"]])
+    1.25
+
+    References
+    ----------
+    T. Gneiting and A. E. Raftery (2007), "Strictly proper scoring rules,
+    prediction, and estimation", JASA 102(477), 359-378.
+    """
+    return EnergyScore(y=y, samples=samples, path=path, estimator=estimator, weights=weights, counts=counts)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------
+# variogram score
+# ---------------------------------------------------------------------------
+def _vs_term(b: nw.Expr, a: list[nw.Expr], estimator: str) -> nw.Expr:
+    """One ordered pair of dimensions: ``(b - mean a)^2``, or the fair estimator's
+    ``(1/M) sum (a_j - b)^2 - (M sum a^2 - (sum a)^2) / (M (M - 1))``."""
+    m = float(len(a))
+    if estimator == "plain":
+        return (b - total(a) / m) ** 2
+    first = total([(x - b) ** 2 for x in a]) / m
+    return first - (m * total([x**2 for x in a]) - total(a) ** 2) / (m * (m - 1.0))
+
+
+def _vs_path_table(y: str, xs: list[str], path: list[str], p: float, estimator: str) -> TableFn:
+    def fn(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        left = rows.select(*keys, *path, y, *xs)
+        names = [ref.name(f"r{j}") for j in range(len(xs) + 1)]
+        right = left.select(*keys, *path, *[nw.col(c).alias(r) for c, r in zip([y, *xs], names)])
+        pairs = join_keys(left, right, [*keys, *path], how="inner")  # every ordered pair of the path's rows
+        b = (nw.col(y) - nw.col(names[0])).abs() ** p
+        a = [(nw.col(x) - nw.col(r)).abs() ** p for x, r in zip(xs, names[1:])]
+        per_path = _sums(pairs, [*keys, *path], {ref.name("vs"): _vs_term(b, a, estimator)})
+        return _path_mean(per_path, keys, ref, ref.name("vs"))
+
+    return fn
+
+
+@dataclass(frozen=True, kw_only=True)
+class VariogramScore(_Multivariate):
+    p: float = checked(_check_p, 0.5)
+    pair_weights: PairWeights | None = checked(_check_pair_weights, None)
+    default_name = "variogram_score"
+    mergeable_alternative = "variogram_score in the wide form (one row per forecast)"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.pair_weights is not None:
+            if not isinstance(self.y, tuple):
+                msg = "pair_weights= is for the wide form (the dimensions are y's columns, in order)"
+                raise ValueError(msg)
+            if len(self.pair_weights) != len(self.y):
+                msg = f"pair_weights= must be a {len(self.y)} x {len(self.y)} matrix (one row per column of y), got {len(self.pair_weights)} rows"
+                raise ValueError(msg)
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        if self.path is not None:
+            y, xs, path = self._path_rows(q)
+            key = ("variogram_score_path", y, tuple(xs), tuple(path), self.p, self.estimator)
+            t = q.table(key, _vs_path_table(y, xs, path, self.p, self.estimator))
+            return {"": ratio(t.col("s"), t.col("m"))}
+        ys, xw = self._wide_rows(q)
+        d, m = len(ys), self.n_members
+        terms = []
+        for i in range(d):
+            for k in range(i + 1, d):  # |.|^p is symmetric and 0 on the diagonal: w_ik + w_ki per unordered pair
+                w = 2.0 if self.pair_weights is None else self.pair_weights[i][k] + self.pair_weights[k][i]
+                if w == 0.0:
+                    continue
+                b = (nw.col(ys[i]) - nw.col(ys[k])).abs() ** self.p
+                a = [(nw.col(xw[i][j]) - nw.col(xw[k][j])).abs() ** self.p for j in range(m)]
+                terms.append(w * _vs_term(b, a, self.estimator))
+        expr = total(terms) if terms else nw.lit(0.0)
+        inputs = [*ys, *[x for dim in xw for x in dim]]
+        wkey = (
+            "variogram_score",
+            tuple(ys),
+            tuple(tuple(dim) for dim in xw),
+            self.p,
+            self.pair_weights,
+            self.estimator,
+        )
+        return self._mean(q, q.row(wkey, expr, inputs=inputs))
+
+
+def variogram_score(
+    y: str | Sequence[str],
+    samples: Sequence[str] | Sequence[Sequence[str]],
+    *,
+    p: float = 0.5,
+    pair_weights: Any = None,
+    path: str | Sequence[str] | None = None,
+    estimator: Estimator = "plain",
+    weights: str | None = None,
+    counts: str | None = None,
+) -> VariogramScore:
+    """Variogram score of order ``p`` of a multivariate ensemble (Scheuerer and Hamill 2015), averaged; lower is better.
+
+    ``VS_p(x, y) = sum_{i,k} w_ik (|y_i - y_k|^p - (1/M) sum_j |x_ji - x_jk|^p)^2``
+    over every ordered pair of dimensions ``(i, k)`` (each unordered pair
+    twice, as scoringrules sums the whole ``D x D`` matrix), ``w_ik = 1``
+    unless ``pair_weights=`` is given.  ``estimator="fair"``:
+    ``sum_{i,k} w_ik [(1/M) sum_j (a_jik - b_ik)^2 - 1/(2 M (M - 1)) sum_{j != l} (a_jik - a_lik)^2]``
+    with ``a_jik = |x_ji - x_jk|^p`` and ``b_ik = |y_i - y_k|^p``.  Equal to
+    scoringrules' ``vs_ensemble(y, x, w, p=p)`` (``estimator="nrg"``, resp.
+    ``"fair"``), averaged.  It scores the forecast's dependence between
+    dimensions, which the energy score barely sees.
+
+    Parameters
+    ----------
+    y, samples, path, estimator, weights, counts
+        As in :func:`energy_score`.
+    p : float, default 0.5
+        The order (> 0); 0.5 is Scheuerer and Hamill's recommendation and
+        scoringrules' default.
+    pair_weights : D x D matrix, optional
+        Non-negative weights of the pairs of dimensions in the order of
+        ``y``'s columns (wide form), e.g. decaying with the distance between
+        horizons.
+
+    Returns
+    -------
+    VariogramScore
+        A metric object (output ``variogram_score``).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"y1": [0.0], "y2": [1.0], "a1": [0.0], "a2": [0.0], "b1": [1.0], "b2": [4.0]})
+    >>> df.conformal.variogram_score(["y1", "y2"], [["a1", "a2"], ["b1", "b2"]], p=1.0)
+    4.5
+
+    References
+    ----------
+    M. Scheuerer and T. M. Hamill (2015), "Variogram-based proper scoring
+    rules for probabilistic forecasts of multivariate quantities", Monthly
+    Weather Review 143, 1321-1334.
+    """
+    return VariogramScore(
+        y=y,  # type: ignore[arg-type]
+        samples=samples,  # type: ignore[arg-type]
+        p=p,
+        pair_weights=pair_weights,
+        path=path,  # type: ignore[arg-type]
+        estimator=estimator,
+        weights=weights,
+        counts=counts,
+    )
