@@ -219,15 +219,22 @@ class EnergyScore(_Multivariate):
             return {"": ratio(t.col("s"), t.col("m"))}
         ys, xw = self._wide_rows(q)
         d = len(ys)
-        err = [total([(nw.col(xw[i][j]) - nw.col(ys[i])) ** 2 for i in range(d)]) for j in range(m)]
-        spread = [
-            total([(nw.col(xw[i][j]) - nw.col(xw[i][k])) ** 2 for i in range(d)])
-            for j in range(m)
-            for k in range(j + 1, m)
-        ]
-        inputs = [*ys, *[x for dim in xw for x in dim]]
+        # one row column per member and per pair of members: small expressions (a polars plan of one
+        # expression with M^2 D nodes takes seconds to optimise; as columns it takes milliseconds)
+        err = []
+        for j in range(m):
+            dims = [*ys, *[xw[i][j] for i in range(d)]]
+            sq = total([(nw.col(xw[i][j]) - nw.col(ys[i])) ** 2 for i in range(d)])
+            err.append(q.row(("sq_dist", tuple(ys), tuple(xw[i][j] for i in range(d))), sq, inputs=dims))
+        spread = []
+        for j in range(m):
+            for k in range(j + 1, m):
+                a, b = tuple(xw[i][j] for i in range(d)), tuple(xw[i][k] for i in range(d))
+                sq = total([(nw.col(xw[i][j]) - nw.col(xw[i][k])) ** 2 for i in range(d)])
+                spread.append(q.row(("sq_dist", a, b), sq, inputs=[*a, *b]))
+        es = _es_expr([nw.col(r) for r in err], [nw.col(r) for r in spread], m, self.estimator)
         key = ("energy_score", tuple(ys), tuple(tuple(dim) for dim in xw), self.estimator)
-        return self._mean(q, q.row(key, _es_expr(err, spread, m, self.estimator), inputs=inputs))
+        return self._mean(q, q.row(key, es, inputs=[*err, *spread]))
 
 
 def energy_score(
@@ -340,7 +347,8 @@ class VariogramScore(_Multivariate):
             return {"": ratio(t.col("s"), t.col("m"))}
         ys, xw = self._wide_rows(q)
         d, m = len(ys), self.n_members
-        terms = []
+        terms: list[str] = []
+        weights: list[float] = []
         for i in range(d):
             for k in range(i + 1, d):  # |.|^p is symmetric and 0 on the diagonal: w_ik + w_ki per unordered pair
                 w = 2.0 if self.pair_weights is None else self.pair_weights[i][k] + self.pair_weights[k][i]
@@ -348,9 +356,13 @@ class VariogramScore(_Multivariate):
                     continue
                 b = (nw.col(ys[i]) - nw.col(ys[k])).abs() ** self.p
                 a = [(nw.col(xw[i][j]) - nw.col(xw[k][j])).abs() ** self.p for j in range(m)]
-                terms.append(w * _vs_term(b, a, self.estimator))
-        expr = total(terms) if terms else nw.lit(0.0)
-        inputs = [*ys, *[x for dim in xw for x in dim]]
+                pair = [ys[i], ys[k], *xw[i], *xw[k]]  # a row column per pair: small expressions
+                terms.append(
+                    q.row(("vs_pair", *pair, self.p, self.estimator), _vs_term(b, a, self.estimator), inputs=pair)
+                )
+                weights.append(w)
+        expr = total([w * nw.col(t) for w, t in zip(weights, terms)]) if terms else nw.lit(0.0)
+        inputs = terms or ys
         wkey = (
             "variogram_score",
             tuple(ys),
