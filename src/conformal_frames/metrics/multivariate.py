@@ -9,7 +9,13 @@ observation is a vector of ``D`` values.  Two forms:
   (``samples=[["a1", "a2"], ["b1", "b2"]]``: member ``j`` of the forecast is
   the vector of the ``j``-th column of every dimension).  The scores are row
   expressions (``M^2 D`` terms for the energy score, ``D^2 M`` for the
-  variogram score): one pass, mergeable, lazy on every backend;
+  variogram score): one pass, mergeable, lazy on every backend.  Or
+  ``samples=`` one list column per dimension (``samples=["ens1", "ens2"]``,
+  member ``j`` the ``j``-th element of every list, ``M`` may vary by row):
+  the lists are exploded together (the energy score's member pairs by a
+  second explode), lazy on polars and pandas; DuckDB and Spark raise
+  :class:`~conformal_frames.BackendLimitError` (narwhals explodes one column
+  at a time there), not mergeable;
 - **path**: the dimensions are the rows of a path, ``path=["series",
   "cutoff"]`` as in :func:`~conformal_frames.path_coverage`; ``y`` is one
   column and ``samples=`` the ``M`` member columns (member ``j`` of the path
@@ -31,8 +37,10 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._validate import check_columns, checked, choice, fail, is_number
-from conformal_frames.engine import Metric, Query, TableFn, TableRef, aggregate, join_keys, total
-from conformal_frames.inputs.forecasts import value_row
+from conformal_frames.engine import Metric, Query, TableFn, TableRef, aggregate, backend_name, join_keys, total
+from conformal_frames.errors import BackendLimitError
+from conformal_frames.inputs.forecasts import ensemble, value_row
+from conformal_frames.inputs.sets import arrow_lists
 from conformal_frames.numerics.stats import ratio
 
 __all__ = ["energy_score", "variogram_score"]
@@ -54,9 +62,9 @@ def _check_members(value: Any, name: str = "samples") -> tuple[str, ...] | Membe
     """Member columns: one list per dimension (wide form) or one list (path form)."""
     if isinstance(value, str):
         msg = (
-            f"{name}={value!r} names one column: the multivariate scores read member columns "
-            f"(wide form: one list of member columns per dimension, path form: a list of member columns); "
-            "list columns are not read yet, expand them first"
+            f"{name}={value!r} names one column: the path form reads member columns (a list of them); "
+            "a list column of members is read in the wide form only (one list column per dimension), "
+            "expand it to member columns first"
         )
         raise TypeError(msg)
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, (list, tuple)) for v in value):
@@ -117,16 +125,17 @@ class _Multivariate(Metric):
             )
             raise ValueError(msg)
         nested = bool(self.samples) and isinstance(self.samples[0], tuple)
-        if wide and (not nested or len(self.samples) != len(self.y)):
+        if wide and len(self.samples) != len(self.y):
             msg = (
-                f"the wide form needs one list of member columns per dimension of y ({len(self.y)}), "
-                f"e.g. samples=[['a1', 'a2'], ['b1', 'b2']]; got samples={self.samples!r}"
+                f"the wide form needs one list of member columns (or one list column) per dimension of y "
+                f"({len(self.y)}), e.g. samples=[['a1', 'a2'], ['b1', 'b2']] or samples=['ens_a', 'ens_b']; "
+                f"got samples={self.samples!r}"
             )
             raise ValueError(msg)
         if not wide and nested:
             msg = "the path form takes one list of member columns (member j of a path is its j-th column on every row)"
             raise ValueError(msg)
-        if self.estimator == "fair" and self.n_members < 2:
+        if self.estimator == "fair" and self.lists is None and self.n_members < 2:
             msg = "estimator='fair' needs at least 2 members"
             raise ValueError(msg)
         if not wide and (self.weights is not None or self.counts is not None):
@@ -134,7 +143,38 @@ class _Multivariate(Metric):
             raise ValueError(msg)
 
     @property
+    def lists(self) -> tuple[str, ...] | None:
+        """The list columns of the wide form's list variant (one per dimension), else ``None``."""
+        wide, nested = isinstance(self.y, tuple), isinstance(self.samples[0], tuple)
+        return self.samples if wide and not nested else None  # type: ignore[return-value]
+
+    def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
+        return frame if self.lists is None else arrow_lists(frame, list(self.lists), empty_as="float64")
+
+    def _list_rows(self, q: Query) -> tuple[list[str], list[str], str | None]:
+        """The wide form with list columns: the ``y`` rows, the list rows (checked) and the weight row."""
+        assert isinstance(self.y, tuple) and self.lists is not None
+        w = q.weighting(self.weights, counts=self.counts)
+        ens = [ensemble(q, y, lst) for y, lst in zip(self.y, self.lists)]
+        first = q.column(self.lists[0]).list.len()
+        for lst in self.lists[1:]:
+            q.check(
+                f"samples columns {self.lists[0]!r} and {lst!r} have lists of different lengths",
+                q.column(lst).list.len() != first,
+            )
+        if self.estimator == "fair":
+            q.check(
+                f"samples column {self.lists[0]!r} has single-member ensembles (estimator='fair' needs 2+)", first == 1
+            )
+        return [e.y for e in ens], [e.members for e in ens], w.row  # type: ignore[misc]
+
+    def _list_mean(self, q: Query, t: TableRef) -> dict[str, nw.Expr | None]:
+        return {"": ratio(t.col("s"), q.weighting(self.weights, counts=self.counts).total)}
+
+    @property
     def n_members(self) -> int:
+        if self.lists is not None:
+            return 0  # known per row only
         return len(self.samples[0]) if isinstance(self.samples[0], tuple) else len(self.samples)
 
     def _wide_rows(self, q: Query) -> tuple[list[str], list[list[str]]]:
@@ -173,6 +213,79 @@ def _sums(rows: nw.LazyFrame, group: list[str], exprs: dict[str, nw.Expr]) -> nw
     return rows.group_by(*group).agg(*[nw.col(name).sum() for name in exprs])
 
 
+def _members(
+    rows: nw.LazyFrame, keys: list[str], ys: list[str], lists: list[str], weight: str | None, ref: TableRef
+) -> tuple[nw.LazyFrame, list[str]]:
+    """One row per forecast (``rid``): ``y_i``, the lists as ``x_i`` (of equal lengths), ``M`` and the weight ``w``."""
+    impl = rows.implementation
+    if len(lists) > 1 and not (impl.is_polars() or impl.is_pandas_like()):
+        msg = (
+            "the wide form with list columns zips one list per dimension (an explode of several columns), "
+            f"which narwhals does not run on {backend_name(impl)}; pass member columns instead "
+            "(samples=[['a1', 'a2'], ['b1', 'b2']], row expressions that run on every backend), or collect to polars"
+        )
+        raise BackendLimitError(msg, backend=backend_name(impl))
+    xs = [ref.name(f"x{i}") for i in range(len(lists))]
+    w = nw.col(weight) if weight is not None else nw.lit(1.0)
+    base = rows.select(*keys, *ys, *[nw.col(c).alias(x) for c, x in zip(lists, xs)], w.alias(ref.name("w")))
+    m = nw.col(xs[0]).list.len()
+    for x in xs[1:]:  # lists of other lengths are invalid rows (checked); left out of the explode
+        base = base.filter(nw.col(x).list.len() == m)
+    base = base.filter(m > 0).with_columns(m.cast(nw.Float64).alias(ref.name("m")))
+    return base.with_row_index(ref.name("rid"), order_by=[*keys, *ys]), xs
+
+
+def _per_forecast_mean(per: nw.LazyFrame, keys: list[str], ref: TableRef, score: nw.Expr) -> nw.LazyFrame:
+    """Per group: the weighted sum of the forecasts' scores (the weights' total is the main aggregation's)."""
+    per = per.with_columns((score * nw.col(ref.name("w"))).alias(ref.name("s")))
+    return aggregate(per, keys, [nw.col(ref.name("s")).sum()])
+
+
+def _es_list_table(ys: list[str], lists: list[str], estimator: str, weight: str | None) -> TableFn:
+    def fn(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        base, xs = _members(rows, keys, ys, lists, weight, ref)
+        other = [ref.name(f"o{i}") for i in range(len(xs))]
+        pairs = base.with_columns(*[nw.col(x).alias(o) for x, o in zip(xs, other)]).explode(*xs).explode(*other)
+        f64 = [nw.col(c).cast(nw.Float64) for c in [*xs, *other]]
+        x, o = f64[: len(xs)], f64[len(xs) :]
+        err = total([(xi - nw.col(y)) ** 2 for xi, y in zip(x, ys)]).sqrt()  # each member M times
+        spread = total([(xi - oi) ** 2 for xi, oi in zip(x, o)]).sqrt()
+        group = [*keys, ref.name("rid"), ref.name("m"), ref.name("w")]
+        per = _sums(pairs, group, {ref.name("err"): err, ref.name("spread"): spread})
+        m = nw.col(ref.name("m"))
+        n_pairs = m * m if estimator == "plain" else m * (m - 1.0)
+        score = nw.col(ref.name("err")) / (m * m) - 0.5 * nw.col(ref.name("spread")) / n_pairs
+        return _per_forecast_mean(per, keys, ref, score)
+
+    return fn
+
+
+def _vs_list_table(
+    ys: list[str], lists: list[str], p: float, weights: list[tuple[int, int, float]], estimator: str, weight: str | None
+) -> TableFn:
+    def fn(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
+        base, xs = _members(rows, keys, ys, lists, weight, ref)
+        members = base.explode(*xs).with_columns(*[nw.col(x).cast(nw.Float64) for x in xs])
+        sums: dict[str, nw.Expr] = {}
+        for i, k, _ in weights:
+            a = (nw.col(xs[i]) - nw.col(xs[k])).abs() ** p
+            b = (nw.col(ys[i]) - nw.col(ys[k])).abs() ** p
+            sums |= {ref.name(f"a{i}_{k}"): a, ref.name(f"aa{i}_{k}"): a * a, ref.name(f"d{i}_{k}"): (a - b) ** 2}
+        per = _sums(members, [*keys, ref.name("rid"), ref.name("m"), ref.name("w"), *ys], sums)
+        m = nw.col(ref.name("m"))
+        terms = []
+        for i, k, w in weights:
+            s1, s2 = nw.col(ref.name(f"a{i}_{k}")), nw.col(ref.name(f"aa{i}_{k}"))
+            b = (nw.col(ys[i]) - nw.col(ys[k])).abs() ** p
+            if estimator == "plain":
+                terms.append(w * (b - s1 / m) ** 2)
+            else:
+                terms.append(w * (nw.col(ref.name(f"d{i}_{k}")) / m - (m * s2 - s1 * s1) / (m * (m - 1.0))))
+        return _per_forecast_mean(per, keys, ref, total(terms) if terms else nw.lit(0.0))
+
+    return fn
+
+
 # ---------------------------------------------------------------------------
 # energy score
 # ---------------------------------------------------------------------------
@@ -206,10 +319,14 @@ def _es_path_table(y: str, xs: list[str], path: list[str], estimator: str) -> Ta
 @dataclass(frozen=True, kw_only=True)
 class EnergyScore(_Multivariate):
     default_name = "energy_score"
-    mergeable_alternative = "energy_score in the wide form (one row per forecast)"
+    mergeable_alternative = "energy_score in the wide form with member columns"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         m = self.n_members
+        if self.lists is not None:
+            ys_l, lists, weight = self._list_rows(q)
+            key_l = ("energy_score_lists", tuple(ys_l), tuple(lists), self.estimator, weight)
+            return self._list_mean(q, q.table(key_l, _es_list_table(ys_l, lists, self.estimator, weight)))
         if self.path is not None:
             y, xs, path = self._path_rows(q)
             t = q.table(
@@ -262,7 +379,8 @@ def energy_score(
         observed value of each row of a path.
     samples : list of lists of str, or list of str
         Wide form: one list of member columns per dimension, in the order of
-        ``y`` (all of one length ``M``).  Path form: the ``M`` member columns.
+        ``y`` (all of one length ``M``), or one list column per dimension
+        (lists of one length per row).  Path form: the ``M`` member columns.
     path : str or list of str, optional
         Path form: the columns identifying a path; its rows are the
         dimensions (their order does not matter).  Missing path values are
@@ -327,7 +445,7 @@ class VariogramScore(_Multivariate):
     p: float = checked(_check_p, 0.5)
     pair_weights: PairWeights | None = checked(_check_pair_weights, None)
     default_name = "variogram_score"
-    mergeable_alternative = "variogram_score in the wide form (one row per forecast)"
+    mergeable_alternative = "variogram_score in the wide form with member columns"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -339,7 +457,19 @@ class VariogramScore(_Multivariate):
                 msg = f"pair_weights= must be a {len(self.y)} x {len(self.y)} matrix (one row per column of y), got {len(self.pair_weights)} rows"
                 raise ValueError(msg)
 
+    def _pairs(self, d: int) -> list[tuple[int, int, float]]:
+        """The unordered pairs of dimensions with their weight ``w_ik + w_ki`` (0: left out)."""
+        pw = self.pair_weights
+        pairs = [(i, k, 2.0 if pw is None else pw[i][k] + pw[k][i]) for i in range(d) for k in range(i + 1, d)]
+        return [t for t in pairs if t[2] != 0.0]
+
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        if self.lists is not None:
+            ys_l, lists, weight = self._list_rows(q)
+            pairs = self._pairs(len(ys_l))
+            key_l = ("variogram_score_lists", tuple(ys_l), tuple(lists), self.p, tuple(pairs), self.estimator, weight)
+            table = _vs_list_table(ys_l, lists, self.p, pairs, self.estimator, weight)
+            return self._list_mean(q, q.table(key_l, table))
         if self.path is not None:
             y, xs, path = self._path_rows(q)
             key = ("variogram_score_path", y, tuple(xs), tuple(path), self.p, self.estimator)
