@@ -46,6 +46,7 @@ def long(y: np.ndarray, x: np.ndarray, g: np.ndarray) -> dict[str, Any]:
         "series": np.repeat(np.arange(n) % 3, D),
         "cutoff": np.repeat(np.arange(n) // 3, D),
         "h": np.tile(np.arange(D), n),
+        "w": np.repeat(np.round(np.linspace(0.5, 2.0, n), 2), D),
         "y": y.ravel(),
         **{XC[m]: x[:, m, :].ravel() for m in range(M)},
     }
@@ -101,7 +102,7 @@ def test_wide_form_equals_the_numpy_oracle(constructor: Any, seed: int) -> None:
     assert_close(out["vs_w"], by_group(vs_oracle(y, x, 2.0, wts), g, w), what="vs weighted")
 
 
-@pytest.mark.spark_cases(seed=0)
+@pytest.mark.spark_cases(seed=-1)  # Spark: test_path_form_weights_and_positions
 @pytest.mark.parametrize("seed", [0, 1])
 def test_path_form_equals_the_wide_form(constructor: Any, seed: int) -> None:
     y, x, g = ensembles(seed)
@@ -118,6 +119,25 @@ def test_path_form_equals_the_wide_form(constructor: Any, seed: int) -> None:
     assert_close(out["variogram_score"], by_group(vs_oracle(y, x, 0.5), g), what="vs")
     assert_close(out["vs_fair"], by_group(vs_oracle(y, x, 1.0, fair=True), g), what="vs fair")
     assert out["n"].tolist() == [int(np.sum(g == k)) * D for k in sorted(set(g))]  # rows, not paths
+
+
+@pytest.mark.spark_cases(seed=0)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_path_form_weights_and_positions(constructor: Any, seed: int) -> None:
+    y, x, g = ensembles(seed)
+    data = long(y, x, g)
+    wts = np.array([[0.0, 1.0, 0.25], [0.5, 0.0, 0.5], [0.25, 2.0, 0.0]])  # not symmetric: ordered pairs
+    path = ["series", "cutoff"]
+    metrics = [
+        cf.energy_score("y", XC, path=path, weights="w").alias("es_w"),
+        cf.variogram_score("y", XC, path=path, order_by="h", pair_weights=wts, p=1.0).alias("vs_pw"),
+        cf.variogram_score("y", XC, path=path, order_by="h", estimator="fair", weights="w").alias("vs_w"),
+    ]
+    out = to_pandas(cf.evaluate(constructor(data), *metrics, by="g"))
+    w = np.round(np.linspace(0.5, 2.0, len(g)), 2)
+    assert_close(out["es_w"], by_group(es_oracle(y, x), g, w), what="es weighted")
+    assert_close(out["vs_pw"], by_group(vs_oracle(y, x, 1.0, wts), g), what="vs pair weights by position")
+    assert_close(out["vs_w"], by_group(vs_oracle(y, x, 0.5, fair=True), g, w), what="vs fair weighted")
 
 
 LISTS = [f"ens{d}" for d in range(D)]
@@ -245,8 +265,27 @@ def test_bad_input() -> None:
         cf.energy_score("y", XC)
     with pytest.raises(ValueError, match="path= is for the path form"):
         cf.variogram_score(YS, XS, path="p")
-    with pytest.raises(ValueError, match="takes no weights"):
-        cf.energy_score("y", XC, path="p", weights="w")
+    with pytest.raises(ValueError, match="order_by= orders the rows of a path"):
+        cf.energy_score(YS, XS, order_by="h")
+    with pytest.raises(ValueError, match="pair_weights= in the path form needs order_by="):
+        cf.variogram_score("y", XC, path="p", pair_weights=np.ones((3, 3)))
+    paths = pl.DataFrame(long(y, x, g))
+    path = ["series", "cutoff"]
+    uneven = paths.with_columns(pl.when(pl.col("h") == 0).then(9.0).otherwise(pl.col("w")).alias("w"))
+    with pytest.raises(
+        cf.InvalidRowsError,
+        match=r"column 'w' \(weights=\) is not constant within a path \(a path has one weight\) in 18 rows",
+    ):
+        uneven.conformal.energy_score("y", XC, path=path, weights="w")
+    twice = paths.with_columns(pl.when(pl.col("h") == 2).then(1).otherwise(pl.col("h")).alias("h"))
+    with pytest.raises(
+        cf.InvalidRowsError, match=r"column 'h' \(order_by=\) has repeated values within a path in 12 rows"
+    ):
+        twice.conformal.variogram_score("y", XC, path=path, order_by="h")
+    with pytest.raises(
+        cf.InvalidRowsError, match=r"a path has more rows than pair_weights has dimensions \(2\) in 18 rows"
+    ):
+        paths.conformal.variogram_score("y", XC, path=path, order_by="h", pair_weights=np.ones((2, 2)))
     with pytest.raises(ValueError, match="needs at least 2 members"):
         cf.energy_score(["a"], [["a1"]], estimator="fair")
     with pytest.raises(ValueError, match="p must be a positive number"):

@@ -36,8 +36,8 @@ from typing import Any, Literal
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._validate import check_columns, checked, choice, fail, is_number
-from conformal_frames.engine import Metric, Query, TableFn, TableRef, aggregate, backend_name, join_keys, total
+from conformal_frames._validate import check_column, check_columns, checked, choice, fail, is_number, optional
+from conformal_frames.engine import Metric, Query, TableFn, TableRef, aggregate, backend_name, join_keys, over, total
 from conformal_frames.errors import BackendLimitError
 from conformal_frames.inputs.forecasts import ensemble, value_row
 from conformal_frames.inputs.sets import arrow_lists
@@ -49,6 +49,19 @@ METHODS = list(__all__)
 Estimator = Literal["plain", "fair"]
 Members = tuple[tuple[str, ...], ...]
 PairWeights = tuple[tuple[float, ...], ...]
+
+
+@dataclass(frozen=True)
+class PathRows:
+    """Row columns of the path form."""
+
+    y: str
+    members: list[str]
+    path: list[str]
+    #: each row's weight (constant within a path), ``None``: unweighted
+    weight: str | None
+    #: each row's position in its path (1, 2, ...: ``order_by``), ``None`` without ``order_by``
+    position: str | None
 
 
 # ---------------------------------------------------------------------------
@@ -106,6 +119,7 @@ class _Multivariate(Metric):
     y: str | tuple[str, ...] = checked(_check_y)
     samples: tuple[str, ...] | Members = checked(_check_members)
     path: tuple[str, ...] | None = checked(_check_path, None)
+    order_by: str | None = checked(optional(check_column), None)
     estimator: str = checked(choice("plain", "fair"), "plain")
     weights: str | None = None
     counts: str | None = None
@@ -138,8 +152,10 @@ class _Multivariate(Metric):
         if self.estimator == "fair" and self.lists is None and self.n_members < 2:
             msg = "estimator='fair' needs at least 2 members"
             raise ValueError(msg)
-        if not wide and (self.weights is not None or self.counts is not None):
-            msg = "the path form takes no weights= or counts= (a weight per path is not read yet); use the wide form"
+        if wide and self.order_by is not None:
+            msg = (
+                "order_by= orders the rows of a path (the path form, with path=); the wide form's order is y's columns"
+            )
             raise ValueError(msg)
 
     @property
@@ -184,27 +200,51 @@ class _Multivariate(Metric):
         xs = [[value_row(q, c) for c in dim] for dim in self.samples]
         return ys, xs
 
-    def _path_rows(self, q: Query) -> tuple[str, list[str], list[str]]:
+    def _path_rows(self, q: Query) -> PathRows:
+        """The path form's row columns: ``y``, the members, the path, each row's weight and position."""
         assert isinstance(self.y, str) and self.path is not None
-        path = []
+        path, names = [], []
         for p in self.path:
             if p in q.keys:  # a group key is constant within the group: the path is the rest
                 continue
             col = q.column(p)
             q.check(f"column {p!r} (path=) has missing values", col.is_null())
             path.append(q.row(("path", p), col))
-        return value_row(q, self.y), [value_row(q, c) for c in self.samples], path  # type: ignore[arg-type]
+            names.append(p)
+        within = [*q.keys, *names]  # the input's names: checks read the input frame
+        for role, c in (("weights", self.weights), ("counts", self.counts)):
+            if c is not None:
+                v = q.number(c)
+                spread = over(v.max(), within) - over(v.min(), within)
+                q.check(f"column {c!r} ({role}=) is not constant within a path (a path has one weight)", spread != 0.0)
+        w = q.weighting(self.weights, counts=self.counts)
+        position = None
+        if self.order_by is not None:
+            col = q.column(self.order_by)
+            q.check(f"column {self.order_by!r} (order_by=) has missing values", col.is_null())
+            repeated = over(col.count(), [*within, self.order_by]) > 1
+            q.check(f"column {self.order_by!r} (order_by=) has repeated values within a path", repeated)
+            pw = getattr(self, "pair_weights", None)
+            if pw is not None:
+                longer = over(col.count(), within) > len(pw)
+                q.check(f"a path has more rows than pair_weights has dimensions ({len(pw)})", longer)
+            order = q.row(("value", self.order_by), col)
+            rank = q.over(nw.col(order).rank("ordinal"), *path).cast(nw.Float64)
+            position = q.row(("path_position", order, *path), rank, inputs=[order, *path])
+        y, xs = value_row(q, self.y), [value_row(q, c) for c in self.samples]  # type: ignore[arg-type]
+        return PathRows(y, xs, path, w.row, position)
 
     def _mean(self, q: Query, row: str) -> dict[str, nw.Expr | None]:
         w = q.weighting(self.weights, counts=self.counts)
         return {"": ratio(w.sum(row), w.total)}
 
 
-def _path_mean(per_path: nw.LazyFrame, keys: list[str], ref: TableRef, score: str) -> nw.LazyFrame:
-    """Per group: the sum of the paths' scores and their number (plain sums: no pandas fallback)."""
+def _path_mean(per_path: nw.LazyFrame, keys: list[str], ref: TableRef, score: str, weight: str | None) -> nw.LazyFrame:
+    """Per group: the (weighted) sum of the paths' scores and their total weight (plain sums: no pandas fallback)."""
     s, m = ref.name("s"), ref.name("m")
-    out = aggregate(per_path.with_columns(nw.lit(1.0).alias(m)), keys, [nw.col(score).sum().alias(s), nw.col(m).sum()])
-    return out
+    w = nw.col(weight) if weight is not None else nw.lit(1.0)
+    per_path = per_path.with_columns((nw.col(score) * w).alias(s), w.alias(m))
+    return aggregate(per_path, keys, [nw.col(s).sum(), nw.col(m).sum()])
 
 
 def _sums(rows: nw.LazyFrame, group: list[str], exprs: dict[str, nw.Expr]) -> nw.LazyFrame:
@@ -298,20 +338,20 @@ def _es_expr(err: list[nw.Expr], spread: list[nw.Expr], m: int, estimator: str) 
     return first - total([s.sqrt() for s in spread]) / pairs  # each unordered pair once: the 1/2 cancels
 
 
-def _es_path_table(y: str, xs: list[str], path: list[str], estimator: str) -> TableFn:
+def _es_path_table(r: PathRows, estimator: str) -> TableFn:
     def fn(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        m = len(xs)
+        xs, m = r.members, len(r.members)
         pairs = [(j, k) for j in range(m) for k in range(j + 1, m)]
-        sq = {ref.name(f"e{j}"): (nw.col(x) - nw.col(y)) ** 2 for j, x in enumerate(xs)}
+        sq = {ref.name(f"e{j}"): (nw.col(x) - nw.col(r.y)) ** 2 for j, x in enumerate(xs)}
         sq |= {ref.name(f"s{j}_{k}"): (nw.col(xs[j]) - nw.col(xs[k])) ** 2 for j, k in pairs}
-        per_path = _sums(rows, [*keys, *path], sq)
+        per_path = _sums(rows, [*keys, *r.path, *([r.weight] if r.weight else [])], sq)
         es = _es_expr(
             [nw.col(ref.name(f"e{j}")) for j in range(m)],
             [nw.col(ref.name(f"s{j}_{k}")) for j, k in pairs],
             m,
             estimator,
         )
-        return _path_mean(per_path.with_columns(es.alias(ref.name("es"))), keys, ref, ref.name("es"))
+        return _path_mean(per_path.with_columns(es.alias(ref.name("es"))), keys, ref, ref.name("es"), r.weight)
 
     return fn
 
@@ -328,11 +368,9 @@ class EnergyScore(_Multivariate):
             key_l = ("energy_score_lists", tuple(ys_l), tuple(lists), self.estimator, weight)
             return self._list_mean(q, q.table(key_l, _es_list_table(ys_l, lists, self.estimator, weight)))
         if self.path is not None:
-            y, xs, path = self._path_rows(q)
-            t = q.table(
-                ("energy_score_path", y, tuple(xs), tuple(path), self.estimator),
-                _es_path_table(y, xs, path, self.estimator),
-            )
+            r = self._path_rows(q)
+            key = ("energy_score_path", r.y, tuple(r.members), tuple(r.path), r.weight, self.estimator)
+            t = q.table(key, _es_path_table(r, self.estimator))
             return {"": ratio(t.col("s"), t.col("m"))}
         ys, xw = self._wide_rows(q)
         d = len(ys)
@@ -349,9 +387,9 @@ class EnergyScore(_Multivariate):
                 a, b = tuple(xw[i][j] for i in range(d)), tuple(xw[i][k] for i in range(d))
                 sq = total([(nw.col(xw[i][j]) - nw.col(xw[i][k])) ** 2 for i in range(d)])
                 spread.append(q.row(("sq_dist", a, b), sq, inputs=[*a, *b]))
-        es = _es_expr([nw.col(r) for r in err], [nw.col(r) for r in spread], m, self.estimator)
-        key = ("energy_score", tuple(ys), tuple(tuple(dim) for dim in xw), self.estimator)
-        return self._mean(q, q.row(key, es, inputs=[*err, *spread]))
+        es = _es_expr([nw.col(c) for c in err], [nw.col(c) for c in spread], m, self.estimator)
+        wide_key = ("energy_score", tuple(ys), tuple(tuple(dim) for dim in xw), self.estimator)
+        return self._mean(q, q.row(wide_key, es, inputs=[*err, *spread]))
 
 
 def energy_score(
@@ -359,6 +397,7 @@ def energy_score(
     samples: Sequence[str] | Sequence[Sequence[str]],
     *,
     path: str | Sequence[str] | None = None,
+    order_by: str | None = None,
     estimator: Estimator = "plain",
     weights: str | None = None,
     counts: str | None = None,
@@ -383,14 +422,19 @@ def energy_score(
         (lists of one length per row).  Path form: the ``M`` member columns.
     path : str or list of str, optional
         Path form: the columns identifying a path; its rows are the
-        dimensions (their order does not matter).  Missing path values are
-        invalid rows.
+        dimensions.  Missing path values are invalid rows.
+    order_by : str, optional
+        Path form: the column ordering a path's rows (e.g. the horizon), the
+        dimension of a row being its position; needed by ``pair_weights=``
+        only (the scores are symmetric in the dimensions otherwise).
+        Missing values and a value repeated within a path are invalid rows.
     estimator : {"plain", "fair"}, default "plain"
         See above; ``"fair"`` needs 2 or more members.
     weights : str, optional
-        Column of non-negative forecast weights (wide form).
+        Column of non-negative forecast weights (path form: constant within
+        a path, else an invalid row; each path weighs its weight).
     counts : str, optional
-        Column of frequency counts (wide form).
+        Column of frequency counts (path form: constant within a path).
 
     Returns
     -------
@@ -410,7 +454,15 @@ def energy_score(
     T. Gneiting and A. E. Raftery (2007), "Strictly proper scoring rules,
     prediction, and estimation", JASA 102(477), 359-378.
     """
-    return EnergyScore(y=y, samples=samples, path=path, estimator=estimator, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return EnergyScore(
+        y=y,  # type: ignore[arg-type]
+        samples=samples,  # type: ignore[arg-type]
+        path=path,  # type: ignore[arg-type]
+        order_by=order_by,
+        estimator=estimator,
+        weights=weights,
+        counts=counts,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -426,16 +478,32 @@ def _vs_term(b: nw.Expr, a: list[nw.Expr], estimator: str) -> nw.Expr:
     return first - (m * total([x**2 for x in a]) - total(a) ** 2) / (m * (m - 1.0))
 
 
-def _vs_path_table(y: str, xs: list[str], path: list[str], p: float, estimator: str) -> TableFn:
+def _position_weight(left: str, right: str, weights: PairWeights) -> nw.Expr:
+    """``w[i][k]`` of the pair at positions ``(i + 1, k + 1)`` (0 for a zero weight)."""
+    expr: nw.Expr = nw.lit(0.0)
+    for i, row in enumerate(weights):
+        for k, w in enumerate(row):
+            if w != 0.0:
+                at = (nw.col(left) == float(i + 1)) & (nw.col(right) == float(k + 1))
+                expr = nw.when(at).then(nw.lit(w)).otherwise(expr)
+    return expr
+
+
+def _vs_path_table(r: PathRows, p: float, estimator: str, weights: PairWeights | None) -> TableFn:
     def fn(rows: nw.LazyFrame, keys: list[str], ref: TableRef) -> nw.LazyFrame:
-        left = rows.select(*keys, *path, y, *xs)
-        names = [ref.name(f"r{j}") for j in range(len(xs) + 1)]
-        right = left.select(*keys, *path, *[nw.col(c).alias(r) for c, r in zip([y, *xs], names)])
-        pairs = join_keys(left, right, [*keys, *path], how="inner")  # every ordered pair of the path's rows
-        b = (nw.col(y) - nw.col(names[0])).abs() ** p
-        a = [(nw.col(x) - nw.col(r)).abs() ** p for x, r in zip(xs, names[1:])]
-        per_path = _sums(pairs, [*keys, *path], {ref.name("vs"): _vs_term(b, a, estimator)})
-        return _path_mean(per_path, keys, ref, ref.name("vs"))
+        own = [r.y, *r.members, *([r.position] if r.position else [])]
+        left = rows.select(*keys, *r.path, *own, *([r.weight] if r.weight else []))
+        names = [ref.name(f"r{j}") for j in range(len(own))]
+        right = left.select(*keys, *r.path, *[nw.col(c).alias(n) for c, n in zip(own, names)])
+        pairs = join_keys(left, right, [*keys, *r.path], how="inner")  # every ordered pair of the path's rows
+        b = (nw.col(r.y) - nw.col(names[0])).abs() ** p
+        a = [(nw.col(x) - nw.col(n)).abs() ** p for x, n in zip(r.members, names[1:])]
+        term = _vs_term(b, a, estimator)
+        if weights is not None:
+            assert r.position is not None
+            term = _position_weight(r.position, names[-1], weights) * term
+        per_path = _sums(pairs, [*keys, *r.path, *([r.weight] if r.weight else [])], {ref.name("vs"): term})
+        return _path_mean(per_path, keys, ref, ref.name("vs"), r.weight)
 
     return fn
 
@@ -451,9 +519,10 @@ class VariogramScore(_Multivariate):
         super().__post_init__()
         if self.pair_weights is not None:
             if not isinstance(self.y, tuple):
-                msg = "pair_weights= is for the wide form (the dimensions are y's columns, in order)"
-                raise ValueError(msg)
-            if len(self.pair_weights) != len(self.y):
+                if self.order_by is None:
+                    msg = "pair_weights= in the path form needs order_by= (the dimensions are the positions of a path's rows)"
+                    raise ValueError(msg)
+            elif len(self.pair_weights) != len(self.y):
                 msg = f"pair_weights= must be a {len(self.y)} x {len(self.y)} matrix (one row per column of y), got {len(self.pair_weights)} rows"
                 raise ValueError(msg)
 
@@ -471,9 +540,19 @@ class VariogramScore(_Multivariate):
             table = _vs_list_table(ys_l, lists, self.p, pairs, self.estimator, weight)
             return self._list_mean(q, q.table(key_l, table))
         if self.path is not None:
-            y, xs, path = self._path_rows(q)
-            key = ("variogram_score_path", y, tuple(xs), tuple(path), self.p, self.estimator)
-            t = q.table(key, _vs_path_table(y, xs, path, self.p, self.estimator))
+            r = self._path_rows(q)
+            key = (
+                "variogram_score_path",
+                r.y,
+                tuple(r.members),
+                tuple(r.path),
+                r.weight,
+                r.position,
+                self.p,
+                self.pair_weights,
+                self.estimator,
+            )
+            t = q.table(key, _vs_path_table(r, self.p, self.estimator, self.pair_weights))
             return {"": ratio(t.col("s"), t.col("m"))}
         ys, xw = self._wide_rows(q)
         d, m = len(ys), self.n_members
@@ -511,6 +590,7 @@ def variogram_score(
     p: float = 0.5,
     pair_weights: Any = None,
     path: str | Sequence[str] | None = None,
+    order_by: str | None = None,
     estimator: Estimator = "plain",
     weights: str | None = None,
     counts: str | None = None,
@@ -529,15 +609,16 @@ def variogram_score(
 
     Parameters
     ----------
-    y, samples, path, estimator, weights, counts
+    y, samples, path, order_by, estimator, weights, counts
         As in :func:`energy_score`.
     p : float, default 0.5
         The order (> 0); 0.5 is Scheuerer and Hamill's recommendation and
         scoringrules' default.
     pair_weights : D x D matrix, optional
-        Non-negative weights of the pairs of dimensions in the order of
-        ``y``'s columns (wide form), e.g. decaying with the distance between
-        horizons.
+        Non-negative weights of the ordered pairs of dimensions: in the order
+        of ``y``'s columns (wide form) or of the rows' positions by
+        ``order_by`` (path form; a path of more than ``D`` rows is an invalid
+        row), e.g. decaying with the distance between horizons.
 
     Returns
     -------
@@ -564,6 +645,7 @@ def variogram_score(
         p=p,
         pair_weights=pair_weights,
         path=path,  # type: ignore[arg-type]
+        order_by=order_by,
         estimator=estimator,
         weights=weights,
         counts=counts,
