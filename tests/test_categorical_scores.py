@@ -174,3 +174,49 @@ def test_bad_input_is_counted_or_refused() -> None:
         cf.brier("y", "s", probs=COLS)
     with pytest.raises(TypeError, match="must be a list column of probabilities"):
         df.conformal.rps("y", "p0", classes=LABELS)
+
+
+def _forms(data: dict[str, Any]) -> dict[str, Any]:
+    """The forms of the class-probability role: columns, and list columns of every backend."""
+    import duckdb
+
+    base = pl.DataFrame(data)
+    return {
+        "polars list": base,
+        "polars array": base.with_columns(pl.col("pl").cast(pl.Array(pl.Float64, K))),
+        "pandas object lists": pd.DataFrame({**data, "pl": [list(r) for r in data["pl"]]}),
+        "pandas object arrays": pd.DataFrame({**data, "pl": [np.asarray(r) for r in data["pl"]]}),
+        "pandas pyarrow list": base.to_pandas(use_pyarrow_extension_array=True),
+        "duckdb list": duckdb.from_arrow(base.to_arrow()),
+    }
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "polars list",
+        "polars array",
+        "pandas object lists",
+        "pandas object arrays",
+        "pandas pyarrow list",
+        "duckdb list",
+    ],
+)
+def test_every_probability_form_gives_the_values_of_the_columns(form: str) -> None:
+    data = class_data(7, n=40)
+    metrics = [
+        *_metrics("pl", "w"),
+        cf.top_label_ece("y", "pl", classes=LABELS, n_bins=4),
+        cf.confidence_ece("y", "pl", classes=LABELS, n_bins=4),
+        cf.classwise_ece("y", "pl", classes=LABELS, n_bins=4),
+    ]
+    columns = [
+        *_metrics(COLS, "w"),
+        cf.top_label_ece("y", COLS, classes=LABELS, n_bins=4),
+        cf.confidence_ece("y", COLS, classes=LABELS, n_bins=4),
+        cf.classwise_ece("y", COLS, classes=LABELS, n_bins=4),
+    ]
+    expected = to_pandas(cf.evaluate(pl.DataFrame(data), *columns, by="g"))
+    out = to_pandas(cf.evaluate(_forms(data)[form], *metrics, by="g"))
+    for name in ("log_loss", "brier", "rps", "top_label_ece", "confidence_ece", "classwise_ece"):
+        assert_close(out[name], expected[name], what=f"{form}: {name}")
