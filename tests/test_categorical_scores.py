@@ -220,3 +220,11 @@ def test_every_probability_form_gives_the_values_of_the_columns(form: str) -> No
     out = to_pandas(cf.evaluate(_forms(data)[form], *metrics, by="g"))
     for name in ("log_loss", "brier", "rps", "top_label_ece", "confidence_ece", "classwise_ece"):
         assert_close(out[name], expected[name], what=f"{form}: {name}")
+
+
+def test_probability_columns_keep_the_compiled_query_cache() -> None:
+    assert not cf.top_label_ece("y", COLS).reshapes and not cf.rps("y", COLS).reshapes
+    assert cf.rps("y", "pl", classes=LABELS).reshapes and cf.log_loss("y", probs="pl", classes=LABELS).reshapes
+    assert not cf.energy_score(["a", "b"], [["a1", "a2"], ["b1", "b2"]]).reshapes
+    assert cf.energy_score(["a", "b"], ["la", "lb"]).reshapes
+    assert cf.set_coverage("y", "s").reshapes and not cf.coverage("y", "lo", "hi").reshapes  # by the class

@@ -169,3 +169,8 @@ class ProbsMetric(Metric):
 
     def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
         return prepared(frame, self.probs, len(self.classes))
+
+    @property
+    def reshapes(self) -> bool:
+        """Only the list form is prepared: probability columns keep the compiled-query cache."""
+        return isinstance(self.probs, str)

@@ -167,6 +167,11 @@ class _Multivariate(Metric):
     def prepare(self, frame: nw.LazyFrame) -> nw.LazyFrame:
         return frame if self.lists is None else arrow_lists(frame, list(self.lists), empty_as="float64")
 
+    @property
+    def reshapes(self) -> bool:
+        """Only list columns are prepared: member columns keep the compiled-query cache."""
+        return self.lists is not None
+
     def _list_rows(self, q: Query) -> tuple[list[str], list[str], str | None]:
         """The wide form with list columns: the ``y`` rows, the list rows (checked) and the weight row."""
         assert isinstance(self.y, tuple) and self.lists is not None
