@@ -19,9 +19,11 @@ observation is a vector of ``D`` values.  Two forms:
 - **path**: the dimensions are the rows of a path, ``path=["series",
   "cutoff"]`` as in :func:`~conformal_frames.path_coverage`; ``y`` is one
   column and ``samples=`` the ``M`` member columns (member ``j`` of the path
-  is its ``j``-th column on every row).  Per path sums (the energy score) or
-  the pairs of the path's rows (a self-join, the variogram score), then the
-  mean over paths: lazy on every backend, not mergeable.
+  is its ``j``-th column on every row); ``order_by=`` gives a row's
+  position (the dimension ``pair_weights=`` reads), ``weights=`` and
+  ``counts=`` are constant within a path.  Per path sums (the energy score)
+  or the pairs of the path's rows (a self-join, the variogram score), then
+  the (weighted) mean over paths: lazy on every backend, not mergeable.
 
 Both scores are the mean over forecasts (rows or paths) of scoringrules'
 ``es_ensemble`` / ``vs_ensemble``, ``estimator="plain"`` being its ``"nrg"``.
