@@ -296,3 +296,22 @@ def test_bad_input() -> None:
         cf.variogram_score(YS, XS, pair_weights=-np.ones((3, 3)))
     with pytest.raises(TypeError, match="a list column of members is read in the wide form only"):
         cf.energy_score("y", "ens", path="p")
+
+
+def test_path_form_with_a_null_group_key() -> None:
+    import duckdb
+
+    y, x, g = ensembles(0)
+    df = pl.DataFrame(long(y, x, g)).with_columns(
+        pl.when(pl.col("g") == "a").then(None).otherwise(pl.col("g")).alias("g")
+    )
+    metrics = [
+        cf.energy_score("y", XC, path=["series", "cutoff"]),
+        cf.variogram_score("y", XC, path=["series", "cutoff"]),
+    ]
+    for native in (df, duckdb.from_arrow(df.to_arrow())):
+        out = to_pandas(cf.evaluate(native, *metrics, by="g"))
+        null = out[out["g"].isna()]
+        assert len(null) == 1  # the null key is a group of its own (joined back on it)
+        assert_close(null["energy_score"], [es_oracle(y, x)[g == "a"].mean()])
+        assert_close(null["variogram_score"], [vs_oracle(y, x, 0.5)[g == "a"].mean()])
