@@ -217,6 +217,9 @@ def test_one_dimension_is_the_ensemble_crps() -> None:
         es = df.conformal.energy_score(["y"], [members], estimator=estimator)
         assert_close(es, df.conformal.crps("y", samples=members, estimator=estimator))
     assert df.conformal.variogram_score(["y"], [members]) == 0.0
+    lists = df.with_columns(pl.concat_list(members).alias("ens"))
+    assert_close(lists.conformal.energy_score(["y"], ["ens"]), df.conformal.crps("y", samples=members))
+    assert lists.conformal.variogram_score(["y"], ["ens"]) == 0.0
 
 
 def test_wide_form_is_mergeable_and_counts_repeat_rows() -> None:

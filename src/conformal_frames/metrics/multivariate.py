@@ -543,6 +543,8 @@ class VariogramScore(_Multivariate):
         if self.lists is not None:
             ys_l, lists, weight = self._list_rows(q)
             pairs = self._pairs(len(ys_l))
+            if not pairs:  # one dimension, or every pair weighted 0: the score is 0
+                return self._mean(q, q.row(("zero",), nw.lit(0.0)))
             key_l = ("variogram_score_lists", tuple(ys_l), tuple(lists), self.p, tuple(pairs), self.estimator, weight)
             table = _vs_list_table(ys_l, lists, self.p, pairs, self.estimator, weight)
             return self._list_mean(q, q.table(key_l, table))
