@@ -30,8 +30,18 @@ def ensembles(seed: int, n: int = 25) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return y, x, g
 
 
+UW = [f"u{j}" for j in range(M)]
+
+
+def member_weights(n: int) -> np.ndarray:
+    u = np.round(np.random.default_rng(n).uniform(0.0, 2.0, (n, M)), 1)
+    u[0] = [1.0, 0.0, 0.0, 1.0]  # zero weights
+    return u
+
+
 def wide(y: np.ndarray, x: np.ndarray, g: np.ndarray) -> dict[str, Any]:
     data: dict[str, Any] = {"g": g, "w": np.round(np.linspace(0.5, 2.0, len(g)), 2)}
+    data |= {UW[j]: member_weights(len(g))[:, j] for j in range(M)}
     data |= {YS[d]: y[:, d] for d in range(D)}
     data |= {XS[d][m]: x[:, m, d] for d in range(D) for m in range(M)}
     return data
@@ -72,6 +82,27 @@ def vs_oracle(y: np.ndarray, x: np.ndarray, p: float, w: np.ndarray | None = Non
     return first - 0.5 * second
 
 
+def es_weighted_oracle(y: np.ndarray, x: np.ndarray, u: np.ndarray, fair: bool = False) -> np.ndarray:
+    v = u / u.sum(axis=1, keepdims=True)
+    err = (v * np.linalg.norm(x - y[:, None, :], axis=2)).sum(axis=1)
+    spread = (v[:, :, None] * v[:, None, :] * np.linalg.norm(x[:, :, None, :] - x[:, None, :, :], axis=3)).sum(
+        axis=(1, 2)
+    )
+    return err - 0.5 * spread / ((1 - (v * v).sum(axis=1)) if fair else 1.0)
+
+
+def vs_weighted_oracle(y: np.ndarray, x: np.ndarray, u: np.ndarray, p: float, fair: bool = False) -> np.ndarray:
+    v = u / u.sum(axis=1, keepdims=True)
+    b = np.abs(y[:, :, None] - y[:, None, :]) ** p
+    a = np.abs(x[:, :, :, None] - x[:, :, None, :]) ** p  # (n, M, D, D)
+    if not fair:
+        return ((b - (v[:, :, None, None] * a).sum(axis=1)) ** 2).sum(axis=(1, 2))
+    first = (v * ((a - b[:, None]) ** 2).sum(axis=(2, 3))).sum(axis=1)
+    pair = ((a[:, :, None] - a[:, None, :]) ** 2).sum(axis=(3, 4))  # (n, M, M)
+    second = (v[:, :, None] * v[:, None, :] * pair).sum(axis=(1, 2))
+    return first - 0.5 * second / (1 - (v * v).sum(axis=1))
+
+
 def by_group(values: np.ndarray, g: np.ndarray, w: np.ndarray | None = None) -> list[float]:
     w = np.ones(len(g)) if w is None else w
     return [float(np.sum(values[g == k] * w[g == k]) / np.sum(w[g == k])) for k in np.unique(g)]
@@ -89,6 +120,8 @@ def test_wide_form_equals_the_numpy_oracle(constructor: Any, seed: int) -> None:
         cf.variogram_score(YS, XS),
         cf.variogram_score(YS, XS, p=1.0, estimator="fair").alias("vs_fair"),
         cf.variogram_score(YS, XS, p=2.0, pair_weights=wts, weights="w").alias("vs_w"),
+        cf.energy_score(YS, XS, member_weights=UW, estimator="fair").alias("es_mw"),
+        cf.variogram_score(YS, XS, member_weights=UW, p=1.0).alias("vs_mw"),
     ]
     data = wide(y, x, g)
     out = to_pandas(cf.evaluate(constructor(data), *metrics, by="g"))
@@ -100,6 +133,9 @@ def test_wide_form_equals_the_numpy_oracle(constructor: Any, seed: int) -> None:
     assert_close(out["variogram_score"], by_group(vs_oracle(y, x, 0.5), g), what="vs")
     assert_close(out["vs_fair"], by_group(vs_oracle(y, x, 1.0, fair=True), g), what="vs fair")
     assert_close(out["vs_w"], by_group(vs_oracle(y, x, 2.0, wts), g, w), what="vs weighted")
+    u = member_weights(len(g))
+    assert_close(out["es_mw"], by_group(es_weighted_oracle(y, x, u, fair=True), g), what="es member weights")
+    assert_close(out["vs_mw"], by_group(vs_weighted_oracle(y, x, u, 1.0), g), what="vs member weights")
 
 
 @pytest.mark.spark_cases(seed=-1)  # Spark: test_path_form_weights_and_positions
@@ -207,6 +243,13 @@ def test_scores_equal_scoringrules(seed: int) -> None:
             assert_close(paths.conformal.variogram_score("y", XC, path=["series", "cutoff"], p=p, estimator=ours), vs)
         vs_w = np.mean(sr.vs_ensemble(y, x, wts, p=0.5, estimator=theirs, backend="numpy"))
         assert_close(df.conformal.variogram_score(YS, XS, pair_weights=wts, estimator=ours), vs_w)
+        u = member_weights(len(g))
+        es_u = np.mean(sr.es_ensemble(y, x, ens_w=u, estimator=theirs, backend="numpy"))
+        assert_close(df.conformal.energy_score(YS, XS, member_weights=UW, estimator=ours), es_u)
+        vs_u = np.mean(sr.vs_ensemble(y, x, wts, p=1.0, ens_w=u, estimator=theirs, backend="numpy"))
+        assert_close(
+            df.conformal.variogram_score(YS, XS, p=1.0, pair_weights=wts, member_weights=UW, estimator=ours), vs_u
+        )
 
 
 def test_one_dimension_is_the_ensemble_crps() -> None:
@@ -268,6 +311,21 @@ def test_bad_input() -> None:
         cf.energy_score("y", XC)
     with pytest.raises(ValueError, match="path= is for the path form"):
         cf.variogram_score(YS, XS, path="p")
+    with pytest.raises(ValueError, match="member_weights= is read in the wide form with member columns"):
+        cf.energy_score("y", XC, path="p", member_weights=UW)
+    with pytest.raises(ValueError, match="one column per member: 4 members, 2 columns"):
+        cf.energy_score(YS, XS, member_weights=["u0", "u1"])
+    skewed = pl.DataFrame(wide(*ensembles(5, n=4))).with_columns(
+        pl.lit(0.0).alias("u1"), pl.lit(0.0).alias("u2"), pl.lit(0.0).alias("u3")
+    )
+    with pytest.raises(
+        cf.InvalidRowsError,
+        match=r"member_weights put all the weight on one member \(estimator='fair' needs two\) in 4 rows",
+    ):
+        skewed.conformal.energy_score(YS, XS, member_weights=UW, estimator="fair")
+    negative = skewed.with_columns(pl.lit(-1.0).alias("u3"))
+    with pytest.raises(cf.InvalidRowsError, match="member_weights column 'u3' has negative values in 4 rows"):
+        negative.conformal.variogram_score(YS, XS, member_weights=UW)
     with pytest.raises(ValueError, match="order_by= orders the rows of a path"):
         cf.energy_score(YS, XS, order_by="h")
     with pytest.raises(ValueError, match="pair_weights= in the path form needs order_by="):

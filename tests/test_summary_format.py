@@ -43,6 +43,9 @@ W = {
     "energy_score_fair_w": lambda: cf.energy_score(
         ["y", "mu"], [["lo", "hi"], ["q10", "q90"]], estimator="fair", weights="w"
     ).alias("energy_score_fair_w"),
+    "energy_score_member_weights": lambda: cf.energy_score(
+        ["y", "mu"], [["lo", "hi"], ["q10", "q90"]], member_weights=["sd", "score"]
+    ).alias("energy_score_member_weights"),
     "variogram_score_p1": lambda: cf.variogram_score(
         ["y", "mu"], [["lo", "hi"], ["q10", "q90"]], p=1.0, pair_weights=[[0, 1], [0.5, 0]]
     ).alias("variogram_score_p1"),

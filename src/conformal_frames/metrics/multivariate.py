@@ -43,7 +43,7 @@ from conformal_frames.engine import Metric, Query, TableFn, TableRef, aggregate,
 from conformal_frames.errors import BackendLimitError
 from conformal_frames.inputs.forecasts import ensemble, value_row
 from conformal_frames.inputs.sets import arrow_lists
-from conformal_frames.numerics.stats import ratio
+from conformal_frames.numerics.stats import max_of, ratio
 
 __all__ = ["energy_score", "variogram_score"]
 METHODS = list(__all__)
@@ -122,6 +122,7 @@ class _Multivariate(Metric):
     samples: tuple[str, ...] | Members = checked(_check_members)
     path: tuple[str, ...] | None = checked(_check_path, None)
     order_by: str | None = checked(optional(check_column), None)
+    member_weights: tuple[str, ...] | None = checked(optional(check_columns), None)
     estimator: str = checked(choice("plain", "fair"), "plain")
     weights: str | None = None
     counts: str | None = None
@@ -153,6 +154,12 @@ class _Multivariate(Metric):
             raise ValueError(msg)
         if self.estimator == "fair" and self.lists is None and self.n_members < 2:
             msg = "estimator='fair' needs at least 2 members"
+            raise ValueError(msg)
+        if self.member_weights is not None and (self.lists is not None or not wide):
+            msg = "member_weights= is read in the wide form with member columns (one weight column per member)"
+            raise ValueError(msg)
+        if self.member_weights is not None and len(self.member_weights) != self.n_members:
+            msg = f"member_weights= must give one column per member: {self.n_members} members, {len(self.member_weights)} columns"
             raise ValueError(msg)
         if wide and self.order_by is not None:
             msg = (
@@ -206,6 +213,20 @@ class _Multivariate(Metric):
         ys = [value_row(q, c) for c in self.y]
         xs = [[value_row(q, c) for c in dim] for dim in self.samples]
         return ys, xs
+
+    def _shares(self, q: Query) -> list[str] | None:
+        """The members' weights ``v_j = u_j / sum u`` (``member_weights=``, checked as crps reads them), or ``None``."""
+        if self.member_weights is None:
+            return None
+        ens = ensemble(q, self.y[0], self.samples[0], member_weights=self.member_weights)
+        rows = list(ens.member_weights or ())
+        if self.estimator == "fair":
+            u = [q.number(c) for c in self.member_weights]
+            q.check(
+                "member_weights put all the weight on one member (estimator='fair' needs two)", max_of(*u) >= total(u)
+            )
+        key = ("member_share", tuple(rows))
+        return [q.row((*key, j), nw.col(r) / total([nw.col(c) for c in rows]), inputs=rows) for j, r in enumerate(rows)]
 
     def _path_rows(self, q: Query) -> PathRows:
         """The path form's row columns: ``y``, the members, the path, each row's weight and position."""
@@ -336,13 +357,23 @@ def _vs_list_table(
 # ---------------------------------------------------------------------------
 # energy score
 # ---------------------------------------------------------------------------
-def _es_expr(err: list[nw.Expr], spread: list[nw.Expr], m: int, estimator: str) -> nw.Expr:
-    """``(1/M) sum_j ||x_j - y|| - (1/2) sum_{j != k} ||x_j - x_k|| / M^2 (or M (M - 1))`` from squared norms."""
+def _es_expr(
+    err: list[nw.Expr], spread: list[nw.Expr], m: int, estimator: str, v: list[nw.Expr] | None = None
+) -> nw.Expr:
+    """``(1/M) sum_j ||x_j - y|| - (1/2) sum_{j != k} ||x_j - x_k|| / M^2 (or M (M - 1))`` from squared norms;
+    with member shares ``v``: ``sum_j v_j ||x_j - y|| - sum_{j < k} v_j v_k ||x_j - x_k|| (/ (1 - sum_j v_j^2))``."""
+    if v is not None:
+        pairs = [(j, k) for j in range(m) for k in range(j + 1, m)]
+        first = total([vj * e.sqrt() for vj, e in zip(v, err)])
+        if not spread:
+            return first
+        second = total([v[j] * v[k] * s.sqrt() for (j, k), s in zip(pairs, spread)])
+        return first - (second if estimator == "plain" else second / (1.0 - total([vj * vj for vj in v])))
     first = total([e.sqrt() for e in err]) / float(m)
     if not spread:
         return first
-    pairs = float(m * m if estimator == "plain" else m * (m - 1))
-    return first - total([s.sqrt() for s in spread]) / pairs  # each unordered pair once: the 1/2 cancels
+    n_pairs = float(m * m if estimator == "plain" else m * (m - 1))
+    return first - total([s.sqrt() for s in spread]) / n_pairs  # each unordered pair once: the 1/2 cancels
 
 
 def _es_path_table(r: PathRows, estimator: str) -> TableFn:
@@ -394,9 +425,11 @@ class EnergyScore(_Multivariate):
                 a, b = tuple(xw[i][j] for i in range(d)), tuple(xw[i][k] for i in range(d))
                 sq = total([(nw.col(xw[i][j]) - nw.col(xw[i][k])) ** 2 for i in range(d)])
                 spread.append(q.row(("sq_dist", a, b), sq, inputs=[*a, *b]))
-        es = _es_expr([nw.col(c) for c in err], [nw.col(c) for c in spread], m, self.estimator)
-        wide_key = ("energy_score", tuple(ys), tuple(tuple(dim) for dim in xw), self.estimator)
-        return self._mean(q, q.row(wide_key, es, inputs=[*err, *spread]))
+        shares = self._shares(q) or []
+        v = [nw.col(c) for c in shares] if shares else None
+        es = _es_expr([nw.col(c) for c in err], [nw.col(c) for c in spread], m, self.estimator, v)
+        wide_key = ("energy_score", tuple(ys), tuple(tuple(dim) for dim in xw), self.estimator, *shares)
+        return self._mean(q, q.row(wide_key, es, inputs=[*err, *spread, *shares]))
 
 
 def energy_score(
@@ -408,6 +441,7 @@ def energy_score(
     estimator: Estimator = "plain",
     weights: str | None = None,
     counts: str | None = None,
+    member_weights: Sequence[str] | None = None,
 ) -> EnergyScore:
     """Energy score of a multivariate ensemble (Gneiting and Raftery 2007), averaged over forecasts; lower is better.
 
@@ -442,6 +476,13 @@ def energy_score(
         a path, else an invalid row; each path weighs its weight).
     counts : str, optional
         Column of frequency counts (path form: constant within a path).
+    member_weights : list of str, optional
+        Wide form with member columns: one column of non-negative weights
+        per member (a forecast's weights are normalised to sum to 1),
+        scoringrules' ``ens_w``: ``sum_j v_j ||x_j - y|| - (1/2) sum_{j,k}
+        v_j v_k ||x_j - x_k||``, the fair estimator dividing the second sum
+        by ``1 - sum_j v_j^2``.  Checked as :func:`~conformal_frames.crps`
+        reads them (negative weights and a zero total are invalid rows).
 
     Returns
     -------
@@ -469,15 +510,23 @@ def energy_score(
         estimator=estimator,
         weights=weights,
         counts=counts,
+        member_weights=member_weights,  # type: ignore[arg-type]
     )
 
 
 # ---------------------------------------------------------------------------
 # variogram score
 # ---------------------------------------------------------------------------
-def _vs_term(b: nw.Expr, a: list[nw.Expr], estimator: str) -> nw.Expr:
+def _vs_term(b: nw.Expr, a: list[nw.Expr], estimator: str, v: list[nw.Expr] | None = None) -> nw.Expr:
     """One ordered pair of dimensions: ``(b - mean a)^2``, or the fair estimator's
-    ``(1/M) sum (a_j - b)^2 - (M sum a^2 - (sum a)^2) / (M (M - 1))``."""
+    ``(1/M) sum (a_j - b)^2 - (M sum a^2 - (sum a)^2) / (M (M - 1))``; with member shares ``v`` the means
+    are ``v``-weighted and the fair correction is ``(sum v a^2 - (sum v a)^2) / (1 - sum v^2)``."""
+    if v is not None:
+        mean = total([vj * x for vj, x in zip(v, a)])
+        if estimator == "plain":
+            return (b - mean) ** 2
+        first = total([vj * (x - b) ** 2 for vj, x in zip(v, a)])
+        return first - (total([vj * x**2 for vj, x in zip(v, a)]) - mean**2) / (1.0 - total([vj * vj for vj in v]))
     m = float(len(a))
     if estimator == "plain":
         return (b - total(a) / m) ** 2
@@ -565,6 +614,8 @@ class VariogramScore(_Multivariate):
             return {"": ratio(t.col("s"), t.col("m"))}
         ys, xw = self._wide_rows(q)
         d, m = len(ys), self.n_members
+        shares = self._shares(q) or []
+        v = [nw.col(c) for c in shares] if shares else None
         terms: list[str] = []
         weights: list[float] = []
         for i in range(d):
@@ -575,9 +626,8 @@ class VariogramScore(_Multivariate):
                 b = (nw.col(ys[i]) - nw.col(ys[k])).abs() ** self.p
                 a = [(nw.col(xw[i][j]) - nw.col(xw[k][j])).abs() ** self.p for j in range(m)]
                 pair = [ys[i], ys[k], *xw[i], *xw[k]]  # a row column per pair: small expressions
-                terms.append(
-                    q.row(("vs_pair", *pair, self.p, self.estimator), _vs_term(b, a, self.estimator), inputs=pair)
-                )
+                term = _vs_term(b, a, self.estimator, v)
+                terms.append(q.row(("vs_pair", *pair, self.p, self.estimator, *shares), term, inputs=[*pair, *shares]))
                 weights.append(w)
         expr = total([w * nw.col(t) for w, t in zip(weights, terms)]) if terms else nw.lit(0.0)
         inputs = terms or ys
@@ -588,6 +638,7 @@ class VariogramScore(_Multivariate):
             self.p,
             self.pair_weights,
             self.estimator,
+            *shares,
         )
         return self._mean(q, q.row(wkey, expr, inputs=inputs))
 
@@ -603,6 +654,7 @@ def variogram_score(
     estimator: Estimator = "plain",
     weights: str | None = None,
     counts: str | None = None,
+    member_weights: Sequence[str] | None = None,
 ) -> VariogramScore:
     """Variogram score of order ``p`` of a multivariate ensemble (Scheuerer and Hamill 2015), averaged; lower is better.
 
@@ -618,8 +670,10 @@ def variogram_score(
 
     Parameters
     ----------
-    y, samples, path, order_by, estimator, weights, counts
-        As in :func:`energy_score`.
+    y, samples, path, order_by, estimator, weights, counts, member_weights
+        As in :func:`energy_score` (with ``member_weights``, the member means
+        of ``|x_ji - x_jk|^p`` are weighted and the fair correction is
+        divided by ``1 - sum_j v_j^2``, as scoringrules' ``ens_w``).
     p : float, default 0.5
         The order (> 0); 0.5 is Scheuerer and Hamill's recommendation and
         scoringrules' default.
@@ -658,4 +712,5 @@ def variogram_score(
         estimator=estimator,
         weights=weights,
         counts=counts,
+        member_weights=member_weights,  # type: ignore[arg-type]
     )
