@@ -434,6 +434,26 @@ CASES: list[Case] = [
         )
         for kind, value in (("zero", 0.0), ("negative", -1.0))
     ],
+    # issue 41, item 4: class probabilities of the proper scores sum to 1
+    Case(
+        "probs-not-summing-to-1",
+        "class probabilities that do not sum to 1 (log_loss, brier, rps)",
+        "rows",
+        frame=data(
+            p0=[0.8, 0.1, 0.05, 0.3, 0.2, 0.75],
+            p1=[0.1, 0.7, 0.15, 0.4, 0.6, 0.05],
+            p2=[0.1, 0.3, 0.8, 0.3, 0.2, 0.2],  # row 1 sums to 1.1
+        ),
+        metrics=lambda: [
+            cf.log_loss("label3", ["p0", "p1", "p2"], classes=[0, 1, 2]),
+            cf.rps("label3", ["p0", "p1", "p2"]),
+        ],
+        error=(
+            ValueError,
+            r"probability columns \['p0', 'p1', 'p2'\] do not sum to 1 \(tolerance 1e-8 \+ 1.49e-08 x total\) in 1 row",
+        ),
+        n_invalid=[1, 0],
+    ),
 ]
 
 

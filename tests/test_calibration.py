@@ -623,6 +623,8 @@ def test_pandas_bad_values_raise_without_numpy_warnings(column, values):
     d[column] = values
     frame = pd.DataFrame(d)
     for name in cf.metrics.calibration.METHODS:
+        if name == "rps":  # class probabilities that sum to 1: its bad input in test_categorical_scores.py
+            continue
         factory = getattr(cf, name)
         metric = (
             factory("y", ["s", "t"])

@@ -55,6 +55,8 @@ DATA: dict[str, Any] = {
     "q90": MU + 1.28,
     "q95": MU + 1.64,
 }
+_R = RNG.dirichlet(np.ones(3), N)  # class probabilities summing to 1 (rps)
+DATA |= {f"r{k}": _R[:, k] for k in range(3)}
 BAD = 24  # the invalid row of group c: NaN in every float column, a label outside the classes
 for column, values in DATA.items():
     if isinstance(values, np.ndarray) and values.dtype == float:
@@ -134,6 +136,10 @@ CALLS: dict[str, Callable[[], cf.Metric]] = {
     "adversarial_group_calibration": lambda: cf.adversarial_group_calibration(
         "y", mean="mu", std="sd", n_group_sizes=3, n_trials=2, n_draws=2
     ),
+    # issue 41, items 3 and 4: multivariate and categorical scores
+    "rps": lambda: cf.rps("label3", ["r0", "r1", "r2"], classes=C),
+    "energy_score": lambda: cf.energy_score(["y", "mu"], [["lo", "hi"], ["q10", "q90"]]),
+    "variogram_score": lambda: cf.variogram_score(["y", "mu"], [["lo", "hi"], ["q10", "q90"]], estimator="fair"),
 }
 #: integer outputs that do not end in ``_n``
 OTHER_COUNTS = {"coverage_gap_groups", "path_coverage_n_paths", "path_coverage_n_single"}
@@ -339,6 +345,9 @@ FRAME_CALLS: dict[str, Callable[[Any], Any]] = {
     "cumulative_differences": lambda f: cf.cumulative_differences(f, "label", "score", by="g"),
     "excess_risk_target_coverage": lambda f: cf.excess_risk_target_coverage(
         f, "y", "lo", "hi", features=["x1", "x2"], confidence_level=0.9, by="g"
+    ),
+    "find_slices": lambda f: cf.find_slices(
+        f, cf.coverage_test("y", "lo", "hi", confidence_level=0.9), features=["g"], min_size=1
     ),
 }
 

@@ -40,6 +40,18 @@ W = {
     # several outputs (issue 41): the joint covered row and the box volume
     "coverage_joint": lambda: cf.coverage(["y", "mu"], ["lo", "q10"], ["hi", "q90"]).alias("coverage_joint"),
     "width_joint": lambda: cf.width(["lo", "q10"], ["hi", "q90"]).alias("width_joint"),
+    # issue 41, items 3 and 4: the multiclass forms of log_loss and brier
+    "log_loss_classes": lambda: cf.log_loss("label3", ["r0", "r1", "r2"], classes=[0, 1, 2]).alias("log_loss_classes"),
+    "brier_classes": lambda: cf.brier("label3", ["r0", "r1", "r2"], classes=[0, 1, 2]).alias("brier_classes"),
+    "energy_score_fair_w": lambda: cf.energy_score(
+        ["y", "mu"], [["lo", "hi"], ["q10", "q90"]], estimator="fair", weights="w"
+    ).alias("energy_score_fair_w"),
+    "energy_score_member_weights": lambda: cf.energy_score(
+        ["y", "mu"], [["lo", "hi"], ["q10", "q90"]], member_weights=["sd", "score"]
+    ).alias("energy_score_member_weights"),
+    "variogram_score_p1": lambda: cf.variogram_score(
+        ["y", "mu"], [["lo", "hi"], ["q10", "q90"]], p=1.0, pair_weights=[[0, 1], [0.5, 0]]
+    ).alias("variogram_score_p1"),
 }
 ALL = {**CALLS, **W}
 

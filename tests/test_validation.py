@@ -598,6 +598,9 @@ COLUMN_CASES = {
     "miscalibration_area": lambda: cf.miscalibration_area(1, mean="m", std="s"),
     "sharpness": lambda: cf.sharpness(1),
     "ence_table": lambda: cf.ence_table(1, mean="m", std="s"),
+    "rps": lambda: cf.rps(1, ["p0", "p1"], classes=[0, 1]),
+    "energy_score": lambda: cf.energy_score(1, [["a", "b"]]),
+    "variogram_score": lambda: cf.variogram_score(1, [["a", "b"]]),
     "adversarial_group_calibration": lambda: cf.adversarial_group_calibration(1, mean="m", std="s"),
 }
 _PARAM = {"width": "lo", "set_size": "sets", "singleton_rate": "sets", "empty_rate": "sets", "sharpness": "std"}

@@ -42,6 +42,7 @@ from conformal_frames.metrics.calibration import (
     kuiper_test,
     mce,
     reliability,
+    rps,
     spiegelhalter_test,
     top_label_ece,
 )
@@ -51,6 +52,7 @@ from conformal_frames.metrics.distributions import crps, pit_histogram, pit_test
 from conformal_frames.metrics.efficiency import efficiency_criteria
 from conformal_frames.metrics.intervals import coverage, cwc, hsic, path_coverage, ssc, ssc_score, width, winkler
 from conformal_frames.metrics.logscores import log_loss, log_score
+from conformal_frames.metrics.multivariate import energy_score, variogram_score
 from conformal_frames.metrics.point import (
     bias,
     mae,
@@ -155,6 +157,7 @@ __all__ = [
     "empty_rate",
     "ence",
     "ence_table",
+    "energy_score",
     "evaluate",
     "excess_risk_target_coverage",
     "finalize",
@@ -192,6 +195,7 @@ __all__ = [
     "rmsse",
     "rolling",
     "root_mean_squared_calibration_error",
+    "rps",
     "scaled_crps",
     "scaled_pinball",
     "score_decomposition",
@@ -211,6 +215,7 @@ __all__ = [
     "top_label_ece",
     "uce",
     "uncertainty_calibration_curve",
+    "variogram_score",
     "width",
     "winkler",
     "wis",

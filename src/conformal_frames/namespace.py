@@ -27,6 +27,7 @@ from conformal_frames.metrics import (
     efficiency,
     intervals,
     logscores,
+    multivariate,
     point,
     quantiles,
     ranking,
@@ -59,6 +60,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     logscores,
     bootstrap,
     uncertainty_calibration,
+    multivariate,
 )
 
 #: metric factories exposed as namespace methods (name -> factory)

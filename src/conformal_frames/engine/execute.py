@@ -58,7 +58,7 @@ def _compute(
     lf = normalized_keys(lf, keys)
     try:
         # metrics that reshape the input (prepare) compile on every call
-        reusable = bool(metrics) and all(isinstance(m, Metric) and type(m).prepare is Metric.prepare for m in metrics)
+        reusable = bool(metrics) and all(isinstance(m, Metric) and not m.reshapes for m in metrics)
         if eager:
             fast = _pandas_by_polars(lf, metrics, keys, chosen, reusable=reusable)
             if fast is not None:

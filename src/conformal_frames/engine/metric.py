@@ -132,6 +132,13 @@ class Metric:
         """
         return frame
 
+    @property
+    def reshapes(self) -> bool:
+        """Whether :meth:`prepare` may reshape the input: then ``evaluate`` compiles the query on every call
+        (no compiled-query cache).  A metric whose ``prepare`` reshapes only some of its input forms
+        answers per instance."""
+        return type(self).prepare is not Metric.prepare
+
     def notices(self) -> dict[str, str]:
         """Counted outputs that warn on an eager result: ``{output column: message}``.
 

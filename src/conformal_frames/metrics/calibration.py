@@ -33,7 +33,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
 from conformal_frames._renames import renamed
-from conformal_frames._validate import check_classes, check_columns, checked, choice
+from conformal_frames._validate import checked, choice
 from conformal_frames.engine import (
     InvalidPolicy,
     Metric,
@@ -48,6 +48,14 @@ from conformal_frames.engine import (
     total,
 )
 from conformal_frames.inputs.binary import Precision, binary_inputs, binary_row, score_precision, score_row
+from conformal_frames.inputs.probabilities import (
+    Probs,
+    ProbsMetric,
+    check_probs,
+    probability_rows,
+    probs_field,
+    probs_precision,
+)
 from conformal_frames.inputs.sets import Label, label_exprs
 from conformal_frames.numerics.brownian import (
     abs_normal_tail,
@@ -67,6 +75,7 @@ METHODS = [
     "ece",
     "mce",
     "brier",
+    "rps",
     "reliability",
     "top_label_ece",
     "confidence_ece",
@@ -96,15 +105,6 @@ _INF = float("inf")
 # ---------------------------------------------------------------------------
 # parameters and row-level inputs
 # ---------------------------------------------------------------------------
-def _check_probs(probs: Any, classes: Any) -> tuple[tuple[str, ...], tuple[Label, ...]]:
-    probs = check_columns(probs, "probs")
-    labels = check_classes(list(range(len(probs))) if classes is None else classes)
-    if len(labels) != len(probs):
-        msg = f"mismatched classes and probability columns: {len(probs)} columns {list(probs)!r} but {len(labels)} classes {list(labels)!r}"
-        raise ValueError(msg)
-    return tuple(probs), labels
-
-
 #: uniform bins: relative snap of the edges ``m / M`` by the scores' precision
 #: (see :func:`bin_row`)
 EDGE_SNAP: dict[Precision, float] = {"float64": 2.0**-50, "float32": 2.0**-22}
@@ -469,7 +469,41 @@ class Brier(Metric):
         return {"": ratio(w.sum(sq), w.total)}
 
 
-def brier(y: str, score: str, *, weights: str | None = None, counts: str | None = None) -> Brier:
+@dataclass(frozen=True, kw_only=True)
+class MulticlassBrier(ProbsMetric):
+    y: str
+    probs: Probs = checked(probs_field)
+    classes: tuple[Label, ...]
+    weights: str | None = None
+    counts: str | None = None
+    default_name = "brier"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        p_rows, eq_rows = _class_rows(q, self.y, self.probs, self.classes)
+        # scikit-learn's scale_by_half="auto": halved for two classes (the binary Brier score)
+        half = 0.5 if len(self.classes) < 3 else 1.0
+        sq = total([(nw.col(e) - nw.col(p)) ** 2 for e, p in zip(eq_rows, p_rows)]) * half
+        row = q.row(("brier_classes", self.y, self.probs, self.classes), sq, inputs=[*eq_rows, *p_rows])
+        w = q.weighting(self.weights, counts=self.counts)
+        return {"": ratio(w.sum(row), w.total)}
+
+
+def _class_rows(q: Query, y: str, probs: Probs, classes: tuple[Label, ...]) -> tuple[list[str], list[str]]:
+    """Row columns of the proper scores: the class probabilities (summing to 1) and ``1[y = c_k]``."""
+    p_rows = probability_rows(q, probs, classes, sums_to_one=True)
+    eq_rows = [q.row(("label_eq", y, c), e) for c, e in zip(classes, label_exprs(q, y, classes))]
+    return p_rows, eq_rows
+
+
+def brier(
+    y: str,
+    score: str | Sequence[str] | None = None,
+    *,
+    probs: str | Sequence[str] | None = None,
+    classes: Sequence[Label] | None = None,
+    weights: str | None = None,
+    counts: str | None = None,
+) -> Brier | MulticlassBrier:
     """Brier score ``(1/n) sum_i (y_i - s_i)^2`` (lower is better).
 
     Parameters
@@ -477,8 +511,15 @@ def brier(y: str, score: str, *, weights: str | None = None, counts: str | None 
     y : str
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : str or list of str
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
+        A list of columns is read as ``probs=``.
+    probs : str or list of str, optional
+        Class probabilities (the multiclass form): one column per class in
+        the order of ``classes`` (default ``0, 1, ..., K-1``), or the name of
+        a list column holding them (``classes=`` required).
+    classes : list of int or str, optional
+        The labels of the classes, in the order of the probabilities.
     weights : str, optional
         Column of non-negative row weights: ``sum_i w_i (y_i - s_i)^2 /
         sum_i w_i``, as scikit-learn's ``brier_score_loss(sample_weight=)``
@@ -490,11 +531,20 @@ def brier(y: str, score: str, *, weights: str | None = None, counts: str | None 
 
     Returns
     -------
-    Brier
+    Brier or MulticlassBrier
         A metric object.  ``df.conformal.brier(...)`` returns a float on an
         eager frame without ``by=``, otherwise a frame of the caller's type
         with the group keys, ``brier`` and ``n`` (lazy in, lazy out);
         :func:`~conformal_frames.evaluate` combines it with other metrics.
+
+    Notes
+    -----
+    The multiclass form is ``(1/n) sum_i sum_k (1[y_i = c_k] - p_ik)^2``
+    (Brier 1950), halved for two classes: scikit-learn's
+    ``brier_score_loss(y, P, labels=classes)`` with its default
+    ``scale_by_half="auto"``, so two class columns give the binary score.  A
+    label outside ``classes`` and a row whose probabilities do not sum to 1
+    are invalid rows (see :func:`log_loss`).
 
     Examples
     --------
@@ -503,8 +553,96 @@ def brier(y: str, score: str, *, weights: str | None = None, counts: str | None 
     >>> df = pl.DataFrame({"y": [0.0, 1.0], "s": [0.2, 0.6]})
     >>> round(df.conformal.brier("y", "s"), 6)
     0.1
+    >>> mc = pl.DataFrame({"y": ["a", "c"], "pa": [0.7, 0.1], "pb": [0.2, 0.3], "pc": [0.1, 0.6]})
+    >>> round(mc.conformal.brier("y", probs=["pa", "pb", "pc"], classes=["a", "b", "c"]), 6)
+    0.2
     """
+    if probs is not None or classes is not None or (score is not None and not isinstance(score, str)):
+        if probs is not None and score is not None:
+            msg = "brier: give score= (a binary probability) or probs= (class probabilities), not both"
+            raise ValueError(msg)
+        cols, labels = check_probs(score if probs is None else probs, classes)
+        return MulticlassBrier(y=y, probs=cols, classes=labels, weights=weights, counts=counts)
+    if score is None:
+        msg = "brier needs score= (the probability of y = 1) or probs= (one probability per class)"
+        raise TypeError(msg)
     return Brier(y=y, score=score, weights=weights, counts=counts)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RPS(ProbsMetric):
+    y: str
+    probs: Probs = checked(probs_field)
+    classes: tuple[Label, ...]
+    weights: str | None = None
+    counts: str | None = None
+    default_name = "rps"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        p_rows, eq_rows = _class_rows(q, self.y, self.probs, self.classes)
+        terms, cum_p, cum_o = [], nw.lit(0.0), nw.lit(0.0)
+        for e, p in zip(eq_rows, p_rows):
+            cum_p, cum_o = cum_p + nw.col(p), cum_o + nw.col(e)
+            terms.append((cum_p - cum_o) ** 2)
+        row = q.row(("rps", self.y, self.probs, self.classes), total(terms), inputs=[*eq_rows, *p_rows])
+        w = q.weighting(self.weights, counts=self.counts)
+        return {"": ratio(w.sum(row), w.total)}
+
+
+def rps(
+    y: str,
+    probs: str | Sequence[str],
+    *,
+    classes: Sequence[Label] | None = None,
+    weights: str | None = None,
+    counts: str | None = None,
+) -> RPS:
+    """Ranked probability score of a forecast of ordered categories (Epstein 1969), lower is better.
+
+    ``(1/n) sum_i sum_{k=1}^{K} (P_ik - O_ik)^2`` with ``P_ik = p_i1 + ... +
+    p_ik`` the forecast's cumulative probability of the first ``k`` classes
+    and ``O_ik = 1[y_i <= c_k]`` the observation's, classes ordered as in
+    ``classes``.  Not divided by ``K - 1``: scoringrules' ``rps_score``
+    (verification's ``rps`` and some papers divide by ``K - 1``, see
+    docs/differences.md).  The Brier score of each cumulative event, summed:
+    a forecast that puts its mass near the observed category scores better
+    than one that puts it far away.  A label outside ``classes`` and a row
+    whose probabilities do not sum to 1 are invalid rows (see :func:`log_loss`).
+
+    Parameters
+    ----------
+    y : str
+        The observed category, one of ``classes``.
+    probs : str or list of str
+        One probability column per category in the order of ``classes``, or
+        the name of a list column holding them (``classes=`` required).
+    classes : list of int or str, optional
+        The categories in their order; default ``0, 1, ..., K-1``.
+    weights : str, optional
+        Column of non-negative row weights.
+    counts : str, optional
+        Column of frequency counts (non-negative integers).
+
+    Returns
+    -------
+    RPS
+        A metric object (output ``rps``).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import conformal_frames
+    >>> df = pl.DataFrame({"y": [2], "p0": [0.1], "p1": [0.2], "p2": [0.3], "p3": [0.4]})
+    >>> round(df.conformal.rps("y", ["p0", "p1", "p2", "p3"]), 6)
+    0.26
+
+    References
+    ----------
+    E. S. Epstein (1969), "A scoring system for probability forecasts of
+    ranked categories", Journal of Applied Meteorology 8, 985-987.
+    """
+    cols, labels = check_probs(probs, classes)
+    return RPS(y=y, probs=cols, classes=labels, weights=weights, counts=counts)
 
 
 # ---------------------------------------------------------------------------
@@ -687,10 +825,10 @@ def reliability(
 # ---------------------------------------------------------------------------
 # multiclass: top-label and class-wise ECE
 # ---------------------------------------------------------------------------
-def _top_label_rows(q: Query, y: str, probs: tuple[str, ...], classes: tuple[Label, ...]) -> tuple[str, str, str]:
+def _top_label_rows(q: Query, y: str, probs: Probs, classes: tuple[Label, ...]) -> tuple[str, str, str]:
     """Row columns: the confidence (largest probability), the predicted class (its position; ties go to the
     first column) and ``1.0`` where it is the label."""
-    p_rows = [score_row(q, p) for p in probs]
+    p_rows = probability_rows(q, probs, classes)
     eq = label_exprs(q, y, classes)
     conf = q.row(("top_conf", probs), max_of(*[nw.col(p) for p in p_rows]), inputs=p_rows)
     pred_expr: nw.Expr = nw.lit(float(len(p_rows) - 1))
@@ -704,9 +842,9 @@ def _top_label_rows(q: Query, y: str, probs: tuple[str, ...], classes: tuple[Lab
 
 
 @dataclass(frozen=True, kw_only=True)
-class TopLabelECE(Metric):
+class TopLabelECE(ProbsMetric):
     y: str
-    probs: tuple[str, ...]
+    probs: Probs = checked(probs_field)
     classes: tuple[Label, ...]
     n_bins: int = 10
     strategy: Strategy = "uniform"
@@ -718,7 +856,7 @@ class TopLabelECE(Metric):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         conf, pred, correct = _top_label_rows(q, self.y, self.probs, self.classes)
-        prec = score_precision(q, *self.probs)
+        prec = probs_precision(q, self.probs)
         w = q.weighting(self.weights, counts=self.counts)
         t = _binned(q, correct, conf, self.n_bins, self.strategy, sub=pred, precision=prec, w=w)
         if self.weighted:
@@ -729,7 +867,7 @@ class TopLabelECE(Metric):
 @renamed(num_bins="n_bins")
 def top_label_ece(
     y: str,
-    probs: Sequence[str],
+    probs: str | Sequence[str],
     *,
     classes: Sequence[Label] | None = None,
     n_bins: int = 10,
@@ -754,8 +892,9 @@ def top_label_ece(
     y : str
         Label column; every value must be one of ``classes`` (missing or
         unknown labels are an error).
-    probs : list of str
-        One probability column per class, each within ``[0, 1]``.  Rows need
+    probs : list of str or str
+        One probability column per class (or a list column of them, with
+        ``classes=``), each within ``[0, 1]``.  Rows need
         not sum to 1: only the maximum and its position are used (nothing is
         renormalised or checked).
     classes : list of int or str, optional
@@ -791,7 +930,7 @@ def top_label_ece(
     >>> round(df.conformal.top_label_ece("y", ["pa", "pb"], classes=["a", "b"], n_bins=5), 6)
     0.325
     """
-    cols, labels = _check_probs(probs, classes)
+    cols, labels = check_probs(probs, classes)
     return TopLabelECE(
         y=y,
         probs=cols,
@@ -805,11 +944,11 @@ def top_label_ece(
 
 
 @dataclass(frozen=True, kw_only=True)
-class _ClassProbabilities(Metric):
-    """A binned calibration error of class probabilities (one column per class)."""
+class _ClassProbabilities(ProbsMetric):
+    """A binned calibration error of class probabilities (one column per class, or a list column)."""
 
     y: str
-    probs: tuple[str, ...]
+    probs: Probs = checked(probs_field)
     classes: tuple[Label, ...]
     n_bins: int = 10
     strategy: Strategy = "uniform"
@@ -824,14 +963,14 @@ class ConfidenceECE(_ClassProbabilities):
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         conf, _, correct = _top_label_rows(q, self.y, self.probs, self.classes)
-        prec, w = score_precision(q, *self.probs), q.weighting(self.weights, counts=self.counts)
+        prec, w = probs_precision(q, self.probs), q.weighting(self.weights, counts=self.counts)
         ad, _ = bin_errors(q, correct, conf, self.n_bins, self.strategy, precision=prec, w=w)
         return {"": ratio(ad, w.total)}
 
 
 def confidence_ece(
     y: str,
-    probs: Sequence[str],
+    probs: str | Sequence[str],
     *,
     classes: Sequence[Label] | None = None,
     n_bins: int = 10,
@@ -860,8 +999,9 @@ def confidence_ece(
     y : str
         Label column; every value must be one of ``classes`` (missing or
         unknown labels are an error).
-    probs : list of str
-        One probability column per class, each within ``[0, 1]``; only the
+    probs : list of str or str
+        One probability column per class (or a list column of them, with
+        ``classes=``), each within ``[0, 1]``; only the
         maximum and its position are used (nothing is renormalised).
     classes : list of int or str, optional
         The labels of the probability columns, in order; default
@@ -898,7 +1038,7 @@ def confidence_ece(
     C. Guo, G. Pleiss, Y. Sun and K. Q. Weinberger (2017), "On calibration of
     modern neural networks", ICML.
     """
-    cols, labels = _check_probs(probs, classes)
+    cols, labels = check_probs(probs, classes)
     return ConfidenceECE(
         y=y, probs=cols, classes=labels, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts
     )
@@ -913,10 +1053,11 @@ class ClasswiseECE(_ClassProbabilities):
         w = q.weighting(self.weights, counts=self.counts)
         eq = label_exprs(q, self.y, self.classes)
         eces = []
-        for p, c, e in zip(self.probs, self.classes, eq):
+        p_rows = probability_rows(q, self.probs, self.classes)
+        for i, (p, c, e) in enumerate(zip(p_rows, self.classes, eq)):
             y_k = q.row(("label_eq", self.y, c), e)
-            prec = score_precision(q, p)
-            ad, _ = bin_errors(q, y_k, score_row(q, p), self.n_bins, self.strategy, precision=prec, w=w)
+            prec = probs_precision(q, self.probs if isinstance(self.probs, str) else (self.probs[i],))
+            ad, _ = bin_errors(q, y_k, p, self.n_bins, self.strategy, precision=prec, w=w)
             eces.append(ratio(ad, w.total))
         return {"": total(eces) / float(len(eces))}
 
@@ -924,7 +1065,7 @@ class ClasswiseECE(_ClassProbabilities):
 @renamed(num_bins="n_bins")
 def classwise_ece(
     y: str,
-    probs: Sequence[str],
+    probs: str | Sequence[str],
     *,
     classes: Sequence[Label] | None = None,
     n_bins: int = 10,
@@ -942,8 +1083,9 @@ def classwise_ece(
     ----------
     y : str
         Label column; every value must be one of ``classes``.
-    probs : list of str
-        One probability column per class, each within ``[0, 1]``.
+    probs : list of str or str
+        One probability column per class (or a list column of them, with
+        ``classes=``), each within ``[0, 1]``.
     classes : list of int or str, optional
         The labels of the probability columns, in order; default ``0, ..., K-1``.
     n_bins : int, default 10
@@ -980,7 +1122,7 @@ def classwise_ece(
     P. Flach (2019), "Beyond temperature scaling: obtaining well-calibrated
     multiclass probabilities with Dirichlet calibration", NeurIPS 32.
     """
-    cols, labels = _check_probs(probs, classes)
+    cols, labels = check_probs(probs, classes)
     return ClasswiseECE(
         y=y, probs=cols, classes=labels, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts
     )

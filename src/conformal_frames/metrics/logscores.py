@@ -1,4 +1,4 @@
-"""Log scores: the log loss of binary probabilities and the Gaussian log score.
+"""Log scores: the log loss of binary or class probabilities and the Gaussian log score.
 
 Both are means over the rows of a group of a negative log likelihood (lower
 is better), weighted by ``weights=`` and repeated by ``counts=``.
@@ -7,15 +7,25 @@ is better), weighted by ``weights=`` and repeated by ``counts=``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._validate import check_column, checked
-from conformal_frames.engine import Metric, Query
+from conformal_frames.engine import Metric, Query, total
 from conformal_frames.inputs.binary import binary_row, score_precision, score_row
 from conformal_frames.inputs.forecasts import gaussian_z
+from conformal_frames.inputs.probabilities import (
+    Probs,
+    ProbsMetric,
+    check_probs,
+    probability_rows,
+    probs_field,
+    probs_precision,
+)
+from conformal_frames.inputs.sets import Label, label_exprs
 from conformal_frames.numerics.stats import ratio
 
 __all__ = ["log_loss", "log_score"]
@@ -44,7 +54,41 @@ class LogLoss(Metric):
         return {"": ratio(w.sum(row), w.total)}
 
 
-def log_loss(y: str, score: str, *, weights: str | None = None, counts: str | None = None) -> LogLoss:
+@dataclass(frozen=True, kw_only=True)
+class MulticlassLogLoss(ProbsMetric):
+    y: str
+    probs: Probs = checked(probs_field)
+    classes: tuple[Label, ...]
+    weights: str | None = None
+    counts: str | None = None
+    default_name = "log_loss"
+
+    def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        p_rows = probability_rows(q, self.probs, self.classes, sums_to_one=True)
+        eq_rows = [
+            q.row(("label_eq", self.y, c), e) for c, e in zip(self.classes, label_exprs(q, self.y, self.classes))
+        ]
+        eps = EPS[probs_precision(q, self.probs)]
+        # scikit-learn's xlogy(1[y = c_k], clip(p_k)): the terms of the other classes are exactly 0
+        terms = [
+            nw.col(e) * nw.col(p).clip(lower_bound=eps, upper_bound=1.0 - eps).log() for e, p in zip(eq_rows, p_rows)
+        ]
+        row = q.row(
+            ("log_loss_classes", self.y, self.probs, self.classes, eps), -total(terms), inputs=[*eq_rows, *p_rows]
+        )
+        w = q.weighting(self.weights, counts=self.counts)
+        return {"": ratio(w.sum(row), w.total)}
+
+
+def log_loss(
+    y: str,
+    score: str | Sequence[str] | None = None,
+    *,
+    probs: str | Sequence[str] | None = None,
+    classes: Sequence[Label] | None = None,
+    weights: str | None = None,
+    counts: str | None = None,
+) -> LogLoss | MulticlassLogLoss:
     """Log loss (cross-entropy) of a binary probability: ``-(1/n) sum_i log p_i(y_i)``.
 
     ``p_i(1) = score_i``, ``p_i(0) = 1 - score_i``.  As scikit-learn's
@@ -57,12 +101,28 @@ def log_loss(y: str, score: str, *, weights: str | None = None, counts: str | No
     Equal to ``sklearn.metrics.log_loss(y, score, sample_weight=w)``.
     Labels other than 0 and 1 and scores outside ``[0, 1]`` are invalid rows.
 
+    **Multiclass** (``probs=`` one probability column per class, or a list
+    column with ``classes=``; a list of columns as ``score`` is the same):
+    ``-(1/n) sum_i log p_i(y_i)`` with ``p_i(c)`` the probability of class
+    ``c``, clipped to ``[eps, 1 - eps]`` as above, equal to
+    ``sklearn.metrics.log_loss(y, P, labels=classes, sample_weight=w)``.
+    A label outside ``classes`` and a row whose probabilities do not sum to 1
+    (scikit-learn's tolerance ``1e-8 + sqrt(eps) x total``, the rows it warns
+    about) are invalid rows; nothing is renormalised.
+
     Parameters
     ----------
     y : str
-        0/1 label (numeric or Boolean).
-    score : str
-        Predicted probability of ``y = 1``, in [0, 1].
+        0/1 label (numeric or Boolean); with ``classes=``, the class label.
+    score : str or list of str
+        Predicted probability of ``y = 1``, in [0, 1].  A list of columns is
+        read as ``probs=``.
+    probs : str or list of str, optional
+        Class probabilities: one column per class in the order of ``classes``
+        (default ``0, 1, ..., K-1``), or the name of a list column holding
+        them (``classes=`` required).
+    classes : list of int or str, optional
+        The labels of the classes, in the order of the probabilities.
     weights : str, optional
         Column of non-negative row weights (scikit-learn's ``sample_weight``).
     counts : str, optional
@@ -70,7 +130,7 @@ def log_loss(y: str, score: str, *, weights: str | None = None, counts: str | No
 
     Returns
     -------
-    LogLoss
+    LogLoss or MulticlassLogLoss
         A metric object (output ``log_loss``).
 
     Examples
@@ -80,7 +140,19 @@ def log_loss(y: str, score: str, *, weights: str | None = None, counts: str | No
     >>> df = pl.DataFrame({"y": [1, 0, 1, 1], "p": [0.9, 0.2, 0.6, 0.99]})
     >>> round(df.conformal.log_loss("y", "p"), 6)
     0.212345
+    >>> mc = pl.DataFrame({"y": ["a", "b", "c"], "pa": [0.7, 0.2, 0.1], "pb": [0.2, 0.5, 0.3], "pc": [0.1, 0.3, 0.6]})
+    >>> round(mc.conformal.log_loss("y", probs=["pa", "pb", "pc"], classes=["a", "b", "c"]), 6)
+    0.520216
     """
+    if probs is not None or classes is not None or (score is not None and not isinstance(score, str)):
+        if probs is not None and score is not None:
+            msg = "log_loss: give score= (a binary probability) or probs= (class probabilities), not both"
+            raise ValueError(msg)
+        cols, labels = check_probs(score if probs is None else probs, classes)
+        return MulticlassLogLoss(y=y, probs=cols, classes=labels, weights=weights, counts=counts)
+    if score is None:
+        msg = "log_loss needs score= (the probability of y = 1) or probs= (one probability per class)"
+        raise TypeError(msg)
     return LogLoss(y=y, score=score, weights=weights, counts=counts)
 
 
