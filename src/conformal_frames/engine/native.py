@@ -1,0 +1,362 @@
+"""The polars target: a recorded plan compiled to ONE native polars expression.
+
+:func:`compile_polars` records metrics on a :class:`~conformal_frames.engine.plan.Plan`
+(the same ``build`` that ``cf.evaluate`` runs, on guessed input dtypes: the
+expression is built before any frame is known) and writes what the query
+holds as a polars expression valid in any aggregation context (``select``,
+``group_by().agg``, ``over``, ``group_by_dynamic``, ``rolling``):
+
+- row columns are inlined (polars shares equal row subexpressions);
+- the statistics (``sum``/``min``/``max`` of rows, ``n``) are aggregations of
+  the group's rows, filtered by the validity mask under ``invalid="drop"``;
+- the values and outputs read the statistics.  When a statistic or value is
+  read more than once they are *bound* once: ``pl.concat_list(stats)`` then
+  one ``list.eval(pl.element().append(...))`` stage per level of values,
+  ``pl.element().get(i)`` reading slot ``i`` (polars does not share equal
+  aggregations inside ``group_by().agg`` on its in-memory engine, and this
+  form stays in the streaming engine's group-by); otherwise everything is
+  inlined, the cheapest plan.
+
+The narwhals expressions of the record become polars ones through narwhals'
+compliant layer (:func:`to_polars`): an internal API of narwhals 2.x used in
+this function only, pinned by ``tests/test_polars_expr.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames.engine.metric import Metric
+from conformal_frames.engine.plan import Plan
+from conformal_frames.engine.query import Query
+from conformal_frames.errors import BooleanColumnError, ListColumnError
+
+if TYPE_CHECKING:
+    import polars as pl
+
+__all__ = ["NotAnExpressionError", "Policy", "compile_polars", "to_polars"]
+
+Policy = Literal["null", "drop"]
+
+#: the phases a polars expression cannot hold (yet), in words for the error
+_REFUSED = {
+    "table": "a second aggregation level (a sort-based or binned table)",
+    "window": "a window over the rows of a group",
+    "numpy": "a numpy step",
+    "group_step": "a numpy step over every row of a group",
+}
+_N = "__cf_n"
+
+
+class NotAnExpressionError(TypeError):
+    """A metric cannot be compiled to a polars expression; ``cf.evaluate`` computes it."""
+
+
+def to_polars(expr: nw.Expr, bind: Mapping[str, pl.Expr], *, read: Callable[[str], None] | None = None) -> pl.Expr:
+    """The native polars expression of the narwhals expression ``expr``.
+
+    ``nw.col(name)`` becomes ``bind[name]`` (``pl.col(name)`` for a name not
+    bound); ``read(name)`` is called for every bound name read.  The one use
+    of narwhals' internal compliant layer (``Expr._to_compliant_expr`` and
+    its polars namespace), pinned by the tests.
+    """
+    import polars as pl
+    from narwhals._polars.expr import PolarsExpr
+    from narwhals._polars.namespace import PolarsNamespace
+    from narwhals._utils import Version
+
+    class _Bound(PolarsNamespace):
+        def col(self, *names: str) -> PolarsExpr:
+            if len(names) == 1 and names[0] in bind:
+                if read is not None:
+                    read(names[0])
+                return PolarsExpr(bind[names[0]], version=self._version)
+            return PolarsExpr(pl.col(*names), version=self._version)
+
+    compliant: Any = expr._to_compliant_expr(_Bound(version=Version.V2))
+    native: pl.Expr = compliant.native
+    return native
+
+
+class _Guessed(dict):
+    """Input dtypes before any frame is known: Float64, unless a reader said otherwise."""
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) or super().__contains__(name)
+
+    def __missing__(self, name: str) -> Any:
+        return nw.Float64()
+
+
+def record(metrics: Sequence[Metric], *, caller: str) -> Plan:
+    """The plan of ``metrics`` on guessed input dtypes (learned from a reader's dtype error)."""
+    guessed = _Guessed()
+    for _ in range(64):
+        try:
+            return Plan.of(guessed, metrics, [], caller=caller)
+        except (BooleanColumnError, ListColumnError) as exc:
+            dtype = nw.Boolean() if isinstance(exc, BooleanColumnError) else nw.List(nw.Unknown())
+            if dict.get(guessed, exc.column) == dtype:
+                raise
+            guessed[exc.column] = dtype
+    msg = "too many input dtypes to guess"  # pragma: no cover - 64 list/boolean roles
+    raise RuntimeError(msg)
+
+
+def refusal(plan: Plan) -> str | None:
+    """Why the first metric of ``plan`` that cannot be an expression cannot be one, or ``None``."""
+    for spec in plan.specs:
+        phases = sorted(spec.phases & _REFUSED.keys())
+        if phases:
+            why = " and ".join(_REFUSED[p] for p in phases)
+            return (
+                f"{spec.metric} cannot be compiled to a polars expression: it needs {why}; "
+                f"compute it with cf.evaluate(df, ...) (which also takes polars frames)"
+            )
+    return None
+
+
+@dataclass
+class _Binder:
+    """Names of the aggregated table -> polars expressions, counting the reads."""
+
+    bind: dict[str, pl.Expr] = field(default_factory=dict)
+    reads: dict[str, int] = field(default_factory=dict)
+
+    def convert(self, expr: nw.Expr) -> pl.Expr:
+        return to_polars(expr, self.bind, read=self._read)
+
+    def _read(self, name: str) -> None:
+        self.reads[name] = self.reads.get(name, 0) + 1
+
+
+def _rows(q: Query, inputs: Mapping[str, pl.Expr]) -> dict[str, pl.Expr]:
+    """Every row column of ``q`` as a polars expression of the input columns (inlined)."""
+    bind = dict(inputs)
+    for r in sorted(q.rows.values(), key=lambda r: r.level):
+        bind[r.name] = to_polars(r.expr, bind)
+    return bind
+
+
+def _inputs(plan: Plan) -> dict[str, pl.Expr]:
+    """Each input column read: a guessed Float64 one cast to Float64 (Boolean and integer columns too)."""
+    import polars as pl
+
+    out = {}
+    for spec in plan.specs:
+        for name, dtype in spec.inputs:
+            out[name] = pl.col(name).cast(pl.Float64) if dtype == nw.Float64 else pl.col(name)
+    return out
+
+
+def _masks(plan: Plan, rows: Mapping[str, pl.Expr]) -> tuple[pl.Expr | None, pl.Expr | None]:
+    """``(bad, drop)``: the row fails a check; the row is left out under ``"drop"`` (positive-total rules
+    read the rows the other checks leave, as :meth:`Plan.dropped`)."""
+    import polars as pl
+
+    q = plan.query
+    checks = {m: to_polars(c.bad, rows).fill_null(False) for m, c in q.checks.items()}
+    if not checks:
+        return None, None
+    bad = pl.any_horizontal(*checks.values())
+    rules = {m: p for m, p in q.positive.items() if m in q.totals and m in checks}
+    if not rules:
+        return bad, bad
+    others = [b for m, b in checks.items() if m not in rules]
+    other = pl.any_horizontal(*others) if others else pl.lit(False)
+    zero = [~(pl.when(~other & to_polars(p, rows)).then(1.0).otherwise(0.0).max() > 0) for p in rules.values()]
+    return bad, other | pl.any_horizontal(*zero)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A compiled metric set: the expression and the names of its outputs."""
+
+    expr: pl.Expr
+    outputs: tuple[str, ...]
+    #: ``"list"``: statistics bound once in a list; ``"inline"``: every read inlined
+    let: str
+
+
+def compile_polars(
+    metrics: Sequence[Metric],
+    *,
+    invalid: Policy = "null",
+    name: str | None = None,
+    let: Literal["auto", "list", "inline"] = "auto",
+    caller: str = "conformal_frames.polars",
+) -> Compiled:
+    """``metrics`` as one polars aggregation expression (see the module docstring).
+
+    One output: a Float64 expression named after it (or ``name``); several:
+    a struct of the outputs (``evaluate``'s column names) named ``name`` (the
+    first metric's output name by default).  Validity is that of ``evaluate``
+    over the metrics together: under ``"null"`` every output of a group with
+    a failing row is null.
+    """
+    if invalid not in ("null", "drop"):
+        msg = (
+            f"invalid= must be 'null' or 'drop' in a polars expression, got {invalid!r}; "
+            "to raise on invalid rows call conformal_frames.polars.check(df, ...) first"
+        )
+        raise ValueError(msg)
+    plan = record(metrics, caller=caller)
+    why = refusal(plan)
+    if why is not None:
+        raise NotAnExpressionError(why)
+    outputs = {k: e for k, e in plan.outputs.items() if e is not None}
+    if len(outputs) != len(plan.outputs):  # pragma: no cover - None outputs come with a refused phase
+        msg = f"{', '.join(plan.outputs)}: an output is filled by a step a polars expression cannot hold"
+        raise NotAnExpressionError(msg)
+    target = name if name is not None else metrics[0].output_name
+    mode = let if let != "auto" else _auto(plan, invalid, outputs)
+    return Compiled(_compile(plan, invalid, outputs, mode).alias(target), tuple(outputs), mode)
+
+
+def _statistics(plan: Plan, invalid: Policy) -> dict[str, pl.Expr]:
+    """The aggregations: internal name -> polars aggregation (``n`` first, the invalid flag last)."""
+    import polars as pl
+
+    q = plan.query
+    rows = _rows(q, _inputs(plan))
+    bad, drop = _masks(plan, rows)
+    keep = None if invalid == "null" or drop is None else ~drop
+
+    def kept(e: pl.Expr) -> pl.Expr:
+        return e if keep is None else e.filter(keep)
+
+    # n: the rows, or the rows they represent (the sum of the counts=)
+    n = kept(rows[q.count_row]).sum() if q.count_row is not None else pl.len() if keep is None else keep.sum()
+    stats: dict[str, pl.Expr] = {_N: n.cast(pl.Float64)}
+    for key, (agg_name, _) in q.aggs.items():
+        how, row = cast("tuple[str, str]", key)  # (how, row name): see Query.agg
+        stats[agg_name] = getattr(kept(rows[row]), how)().cast(pl.Float64)
+    if invalid == "null" and bad is not None:
+        stats["__cf_invalid"] = bad.any().cast(pl.Float64)
+    return stats
+
+
+class _Stages:
+    """A stand-in for the aggregated table that records what a finalize step adds.
+
+    A finalize step (:meth:`Query.finalize`) is a function of a frame that adds
+    columns with ``with_columns`` and ``select(nw.exclude(...), ...)``: each call
+    is a stage of named expressions over the columns before it.
+    """
+
+    implementation = nw.Implementation.POLARS
+
+    def __init__(self, stages: list[list[tuple[str, nw.Expr]]]) -> None:
+        self.stages = stages
+
+    def with_columns(self, *exprs: nw.Expr) -> _Stages:
+        self.stages.append([(_output_name(e), e) for e in exprs])
+        return self
+
+    def select(self, *exprs: nw.Expr) -> _Stages:
+        added = [e for e in exprs if not _is_projection(e)]
+        return self.with_columns(*added) if added else self
+
+    def drop(self, *names: str) -> _Stages:
+        return self
+
+
+def _output_name(expr: nw.Expr) -> str:
+    name: str = to_polars(expr, {}).meta.output_name()
+    return name
+
+
+def _is_projection(expr: nw.Expr) -> bool:
+    """``nw.exclude(...)`` / ``nw.all()``: the columns already there."""
+    return bool(to_polars(expr, {}).meta.has_multiple_outputs())
+
+
+def _levels(plan: Plan) -> list[list[tuple[str, nw.Expr]]]:
+    """The stages after the aggregation: the values, level by level, then the finalize steps."""
+    by_level: dict[int, list[tuple[str, nw.Expr]]] = {}
+    for v in plan.query.values.values():
+        by_level.setdefault(v.level, []).append((v.name, v.expr))
+    stages = _Stages([by_level[k] for k in sorted(by_level)])
+    for finalize, ref in plan.query.finalizers.values():
+        finalize(cast("Any", stages), ref)
+    return [s for s in stages.stages if s]
+
+
+def _finals(plan: Plan, outputs: Mapping[str, nw.Expr], binder: _Binder, valid: pl.Expr | None) -> dict[str, pl.Expr]:
+    import polars as pl
+
+    q = plan.query
+    out = {}
+    for k, e in outputs.items():
+        native = binder.convert(e)
+        if valid is not None:
+            native = pl.when(valid).then(native).otherwise(pl.lit(None, pl.Float64))
+        if k in q.output_dtypes:
+            native = native.cast(pl.Int64)
+        out[k] = native
+    return out
+
+
+def _auto(plan: Plan, invalid: Policy, outputs: Mapping[str, nw.Expr]) -> str:
+    """``"inline"`` when every statistic and value is read once, else ``"list"``."""
+    stats = _statistics(plan, invalid)
+    binder = _Binder({k: _placeholder(k) for k in stats})
+    for level in _levels(plan):
+        for _, e in level:
+            binder.convert(e)
+        binder.bind |= {vname: _placeholder(vname) for vname, _ in level}
+    for e in outputs.values():
+        binder.convert(e)
+    return "list" if any(count > 1 for count in binder.reads.values()) else "inline"
+
+
+def _placeholder(name: str) -> pl.Expr:
+    import polars as pl
+
+    return pl.col(name)
+
+
+def _valid(stats: Mapping[str, pl.Expr], read: Callable[[str], pl.Expr]) -> pl.Expr:
+    ok = read(_N) > 0
+    if "__cf_invalid" in stats:
+        ok = (read("__cf_invalid") == 0) & ok
+    return ok
+
+
+def _compile(plan: Plan, invalid: Policy, outputs: Mapping[str, nw.Expr], mode: str) -> pl.Expr:
+    import polars as pl
+
+    stats = _statistics(plan, invalid)
+    levels = _levels(plan)
+    if mode == "inline":
+        binder = _Binder(dict(stats))
+        for level in levels:
+            binder.bind |= {vname: e for (vname, _), e in zip(level, [binder.convert(e) for _, e in level])}
+        finals = _finals(plan, outputs, binder, _valid(stats, binder.bind.__getitem__))
+        return _one(finals)
+    binder = _Binder({k: pl.element().get(i) for i, k in enumerate(stats)})
+    size = len(stats)  # the list's length: a name written again takes a new slot
+    expr = pl.concat_list(*stats.values())
+    for level in levels:
+        added = [binder.convert(e).cast(pl.Float64) for _, e in level]
+        for vname, _ in level:
+            binder.bind[vname] = pl.element().get(size)
+            size += 1
+        stage = pl.element()
+        for a in added:
+            stage = stage.append(a)
+        expr = expr.list.eval(stage)
+    finals = _finals(plan, outputs, binder, _valid(stats, binder.bind.__getitem__))
+    return expr.list.eval(_one(finals)).list.first()
+
+
+def _one(finals: Mapping[str, pl.Expr]) -> pl.Expr:
+    import polars as pl
+
+    if len(finals) == 1:
+        return next(iter(finals.values()))
+    return pl.struct(*[e.alias(k) for k, e in finals.items()])
