@@ -135,11 +135,74 @@ class _Binder:
 
 
 def _rows(q: Query, inputs: Mapping[str, pl.Expr]) -> dict[str, pl.Expr]:
-    """Every row column of ``q`` as a polars expression of the input columns (inlined)."""
-    bind = dict(inputs)
+    """Every row column of ``q`` as a polars expression of the input columns.
+
+    A row is inlined where it is read, unless inlining repeats too much: a row
+    read twice by the next level doubles its tree at every level (a Gaussian
+    tail: 30 ms of planning per call).  Such rows are bound once as fields of
+    a row struct (one ``with_fields`` per level, read as ``struct.field``), but
+    every aggregation then carries the whole struct (ECE's ten bins: 4x the
+    plan).  So the rows are split into connected sets (rows that read each
+    other) and each set takes the form whose aggregated rows have the smaller
+    plan (node count, read as the expressions' text length).
+    """
+    names = {r.name for r in q.rows.values()}
+    reads: dict[str, set[str]] = {}
+    for r in q.rows.values():
+        seen: list[str] = []
+        to_polars(r.expr, {n: _placeholder(n) for n in names}, read=seen.append)
+        reads[r.name] = set(seen)
+    inline = dict(inputs)
     for r in sorted(q.rows.values(), key=lambda r: r.level):
-        bind[r.name] = to_polars(r.expr, bind)
-    return bind
+        inline[r.name] = to_polars(r.expr, inline)
+    aggregated = [row for how, row in (cast("tuple[str, str]", k) for k in q.aggs)]
+    if q.count_row is not None:
+        aggregated.append(q.count_row)
+    out = dict(inline)
+    for part in _connected(reads):
+        rows = [r for r in q.rows.values() if r.name in part]
+        if max(r.level for r in rows) <= 1:
+            continue
+        bound = _bound(rows, inputs)
+        leaves = [n for n in aggregated if n in part]
+        if sum(len(str(bound[n])) for n in leaves) < sum(len(str(inline[n])) for n in leaves):
+            out |= bound
+    return out
+
+
+def _connected(reads: Mapping[str, set[str]]) -> list[set[str]]:
+    """The connected sets of rows (a row and the rows it reads)."""
+    parent = {n: n for n in reads}
+
+    def root(n: str) -> str:
+        while parent[n] != n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    for n, read in reads.items():
+        for m in read:
+            parent[root(m)] = root(n)
+    parts: dict[str, set[str]] = {}
+    for n in reads:
+        parts.setdefault(root(n), set()).add(n)
+    return list(parts.values())
+
+
+def _bound(rows: Sequence[Any], inputs: Mapping[str, pl.Expr]) -> dict[str, pl.Expr]:
+    """``rows`` as fields of one row struct, one ``with_fields`` per level."""
+    import polars as pl
+
+    levels: dict[int, list[tuple[str, nw.Expr]]] = {}
+    for r in rows:
+        levels.setdefault(r.level, []).append((r.name, r.expr))
+    first = levels.pop(min(levels))
+    struct = pl.struct(*[to_polars(e, inputs).alias(name) for name, e in first])
+    refs = {name: pl.field(name) for name, _ in first}
+    for level in sorted(levels):
+        struct = struct.struct.with_fields(*[to_polars(e, refs).alias(name) for name, e in levels[level]])
+        refs |= {name: pl.field(name) for name, _ in levels[level]}
+    return {name: struct.struct.field(name) for name in refs}
 
 
 def _inputs(plan: Plan) -> dict[str, pl.Expr]:
@@ -302,16 +365,20 @@ def _finals(plan: Plan, outputs: Mapping[str, nw.Expr], binder: _Binder, valid: 
 
 
 def _auto(plan: Plan, invalid: Policy, outputs: Mapping[str, nw.Expr]) -> str:
-    """``"inline"`` when every statistic and value is read once, else ``"list"``."""
+    """``"list"`` when the outputs read values or finalize stages, or a statistic more than twice; else ``"inline"``.
+
+    Measured (1,000 rows, ``select``; 1e6 rows, 1,000 groups, lazy): inlined,
+    a chain of values repeats its statistics at every level (Spiegelhalter:
+    167 vs 11 ms per call); a plain ratio of sums is cheaper inlined (CRPS:
+    2.2 vs 8.9 ms per call, 69 vs 99 ms grouped; width 0.16 vs 0.20 ms).
+    """
+    if _levels(plan):
+        return "list"
     stats = _statistics(plan, invalid)
     binder = _Binder({k: _placeholder(k) for k in stats})
-    for level in _levels(plan):
-        for _, e in level:
-            binder.convert(e)
-        binder.bind |= {vname: _placeholder(vname) for vname, _ in level}
     for e in outputs.values():
         binder.convert(e)
-    return "list" if any(count > 1 for count in binder.reads.values()) else "inline"
+    return "list" if any(count > 2 for k, count in binder.reads.items() if k != _N) else "inline"
 
 
 def _placeholder(name: str) -> pl.Expr:
