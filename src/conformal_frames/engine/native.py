@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
+from conformal_frames.engine.expr import running_total
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import Plan
 from conformal_frames.engine.query import Query
@@ -108,16 +109,26 @@ def record(metrics: Sequence[Metric], *, caller: str) -> Plan:
 
 
 def refusal(plan: Plan) -> str | None:
-    """Why the first metric of ``plan`` that cannot be an expression cannot be one, or ``None``."""
+    """Why the first metric of ``plan`` that cannot be an expression cannot be one, or ``None``.
+
+    A table of ordered cells (:meth:`Query.cells`) compiles (:func:`_blocks`)
+    unless its function does more than the cell frame supports (:class:`_CellFrame`).
+    """
+    plain = [k for k in plan.query.tables if k not in plan.query.cell_tables]
     for spec in plan.specs:
-        phases = sorted(spec.phases & _REFUSED.keys())
+        phases = set(spec.phases & _REFUSED.keys())
+        if "table" in phases and not plain and not spec.why_not:
+            phases.discard("table")  # ordered cells only (mergeable): a sorted block
         if phases:
-            why = " and ".join(_REFUSED[p] for p in phases)
-            return (
-                f"{spec.metric} cannot be compiled to a polars expression: it needs {why}; "
-                f"compute it with cf.evaluate(df, ...) (which also takes polars frames)"
-            )
+            return _refused(spec.metric, " and ".join(_REFUSED[p] for p in sorted(phases)))
     return None
+
+
+def _refused(metric: str, why: str) -> str:
+    return (
+        f"{metric} cannot be compiled to a polars expression: it needs {why}; "
+        f"compute it with cf.evaluate(df, ...) (which also takes polars frames)"
+    )
 
 
 @dataclass
@@ -276,12 +287,18 @@ def compile_polars(
         msg = f"{', '.join(plan.outputs)}: an output is filled by a step a polars expression cannot hold"
         raise NotAnExpressionError(msg)
     target = name if name is not None else metrics[0].output_name
-    mode = let if let != "auto" else _auto(plan, invalid, outputs)
-    return Compiled(_compile(plan, invalid, outputs, mode).alias(target), tuple(outputs), mode)
+    stats, after_tables = _statistics(plan, invalid)
+    levels = [*after_tables, *_levels(plan)]
+    mode = let if let != "auto" else _auto(stats, levels, outputs)
+    if mode == "inline" and (levels or any(k.startswith(_BLOCK) for k in stats)):
+        mode = "list"  # values, stages and tables are bound in the list
+    return Compiled(_compile(plan, stats, levels, outputs, mode).alias(target), tuple(outputs), mode)
 
 
-def _statistics(plan: Plan, invalid: Policy) -> dict[str, pl.Expr]:
-    """The aggregations: internal name -> polars aggregation (``n`` first, the invalid flag last)."""
+def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_Stage]]:
+    """The aggregations: internal name -> polars aggregation (``n`` first, the invalid flag last),
+    a table of ordered cells as one list-valued entry per table (its columns: ``_Block`` names)
+    and the stages its function writes on its aggregated columns."""
     import polars as pl
 
     q = plan.query
@@ -298,9 +315,123 @@ def _statistics(plan: Plan, invalid: Policy) -> dict[str, pl.Expr]:
     for key, (agg_name, _) in q.aggs.items():
         how, row = cast("tuple[str, str]", key)  # (how, row name): see Query.agg
         stats[agg_name] = getattr(kept(rows[row]), how)().cast(pl.Float64)
+    stages: list[_Stage] = []
+    for key, (fn, ref) in q.tables.items():
+        cells = q.cell_tables[key]
+        block = _CellFrame.of(cells.order, cells.sums)
+        metric = ", ".join(s.metric for s in plan.specs if s.cells)
+        try:
+            fn(cast("Any", _Rows(block)), [], ref)
+        except NotAnExpressionError as exc:
+            raise NotAnExpressionError(_refused(metric, str(exc))) from None
+        if not block.aggregated:  # pragma: no cover - every cell table aggregates its cells
+            raise NotAnExpressionError(_refused(metric, "a table of ordered cells it does not aggregate"))
+        fields = [rows[cells.order].alias(_ORDER), *[rows[c].alias(c) for c in cells.sums]]
+        sorted_rows = kept(pl.struct(*fields)).sort_by(kept(rows[cells.order])).implode()
+        names = [name for name, _ in block.aggregated]
+        values = sorted_rows.list.eval(pl.concat_list(*[e for _, e in block.aggregated])).list.first()
+        stats[_BLOCK + "\x00".join(names)] = values
+        stages += block.after
     if invalid == "null" and bad is not None:
         stats["__cf_invalid"] = bad.any().cast(pl.Float64)
-    return stats
+    return stats, stages
+
+
+_Stage = list[tuple[str, nw.Expr]]
+_ORDER = "__cf_order"
+#: the key of a block's entry in the statistics: this prefix, then its column names joined by NUL
+_BLOCK = "\x00block\x00"
+
+
+def _slots(stats: Mapping[str, pl.Expr]) -> list[str]:
+    """The names of the statistics list's slots, in order (a block takes one slot per column)."""
+    out: list[str] = []
+    for name in stats:
+        out += name[len(_BLOCK) :].split("\x00") if name.startswith(_BLOCK) else [name]
+    return out
+
+
+class _Rows:
+    """A stand-in for the row frame that :func:`~conformal_frames.engine.expr.ordered_cells` groups into cells."""
+
+    implementation = nw.Implementation.UNKNOWN
+
+    def __init__(self, cells: _CellFrame) -> None:
+        self.cells = cells
+
+    def group_by(self, *keys: str) -> _Rows:
+        return self
+
+    def agg(self, *exprs: nw.Expr) -> _CellFrame:
+        return self.cells
+
+
+class _CellFrame:
+    """A stand-in for a group's ordered cells inside ``list.eval`` over its sorted rows.
+
+    The cells are the last row of each run of tied ``order`` values: a running
+    total is the cumulative sum of a row column read there, a cell's sum the
+    difference of consecutive running totals.  ``with_columns`` binds columns
+    of the cells, the first ``select`` (:func:`~conformal_frames.engine.expr.aggregate`
+    without keys) aggregates them, and what follows is recorded as stages of
+    the aggregated columns (as :class:`_Stages`).
+    """
+
+    implementation = nw.Implementation.POLARS
+
+    def __init__(self, bind: dict[str, pl.Expr], running: dict[str, pl.Expr]) -> None:
+        self.bind = bind
+        self.running = running
+        self.aggregated: list[tuple[str, pl.Expr]] = []
+        self.after: list[_Stage] = []
+
+    @classmethod
+    def of(cls, order: str, sums: Sequence[str]) -> _CellFrame:
+        import polars as pl
+
+        def field(name: str) -> pl.Expr:
+            return pl.element().struct.field(name)
+
+        last = field(_ORDER).is_last_distinct()
+        running = {running_total(c): field(c).cum_sum().filter(last) for c in sums}
+        bind = {c: running[running_total(c)] - running[running_total(c)].shift(1, fill_value=0.0) for c in sums}
+        bind[order] = field(_ORDER).filter(last)
+        return cls(bind, running)
+
+    def with_columns(self, *exprs: nw.Expr) -> _CellFrame:
+        if self.aggregated:
+            self.after.append([(_output_name(e), e) for e in exprs])
+            return self
+        added = {}
+        for e in exprs:
+            name = _output_name(e)
+            # a running total (ordered_cells' window): the cumulative sum at the last row of each run
+            added[name] = self.running[name] if name in self.running else to_polars(e, self.bind)
+        self.bind |= added
+        return self
+
+    def select(self, *exprs: nw.Expr) -> _CellFrame:
+        if not self.aggregated:
+            self.aggregated = [(_output_name(e), to_polars(e, self.bind).cast(_f64())) for e in exprs]
+            return self
+        added = [e for e in exprs if not isinstance(e, str) and not _is_projection(e)]
+        added = [e for e in added if _output_name(e) not in self._names()]
+        return self.with_columns(*added) if added else self
+
+    def _names(self) -> set[str]:
+        return {n for n, _ in self.aggregated} | {n for stage in self.after for n, _ in stage}
+
+    def drop(self, *names: str) -> _CellFrame:
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        raise NotAnExpressionError(f"a table of ordered cells that uses {name}()")
+
+
+def _f64() -> Any:
+    import polars as pl
+
+    return pl.Float64
 
 
 class _Stages:
@@ -364,17 +495,17 @@ def _finals(plan: Plan, outputs: Mapping[str, nw.Expr], binder: _Binder, valid: 
     return out
 
 
-def _auto(plan: Plan, invalid: Policy, outputs: Mapping[str, nw.Expr]) -> str:
-    """``"list"`` when the outputs read values or finalize stages, or a statistic more than twice; else ``"inline"``.
+def _auto(stats: Mapping[str, pl.Expr], levels: Sequence[_Stage], outputs: Mapping[str, nw.Expr]) -> str:
+    """``"list"`` when the outputs read values, finalize stages or a table, or a statistic more than twice;
+    else ``"inline"``.
 
     Measured (1,000 rows, ``select``; 1e6 rows, 1,000 groups, lazy): inlined,
     a chain of values repeats its statistics at every level (Spiegelhalter:
     167 vs 11 ms per call); a plain ratio of sums is cheaper inlined (CRPS:
     2.2 vs 8.9 ms per call, 69 vs 99 ms grouped; width 0.16 vs 0.20 ms).
     """
-    if _levels(plan):
+    if levels or any(k.startswith(_BLOCK) for k in stats):
         return "list"
-    stats = _statistics(plan, invalid)
     binder = _Binder({k: _placeholder(k) for k in stats})
     for e in outputs.values():
         binder.convert(e)
@@ -394,19 +525,20 @@ def _valid(stats: Mapping[str, pl.Expr], read: Callable[[str], pl.Expr]) -> pl.E
     return ok
 
 
-def _compile(plan: Plan, invalid: Policy, outputs: Mapping[str, nw.Expr], mode: str) -> pl.Expr:
+def _compile(
+    plan: Plan, stats: Mapping[str, pl.Expr], levels: Sequence[_Stage], outputs: Mapping[str, nw.Expr], mode: str
+) -> pl.Expr:
     import polars as pl
 
-    stats = _statistics(plan, invalid)
-    levels = _levels(plan)
     if mode == "inline":
         binder = _Binder(dict(stats))
         for level in levels:
             binder.bind |= {vname: e for (vname, _), e in zip(level, [binder.convert(e) for _, e in level])}
         finals = _finals(plan, outputs, binder, _valid(stats, binder.bind.__getitem__))
         return _one(finals)
-    binder = _Binder({k: pl.element().get(i) for i, k in enumerate(stats)})
-    size = len(stats)  # the list's length: a name written again takes a new slot
+    slots = _slots(stats)
+    binder = _Binder({k: pl.element().get(i) for i, k in enumerate(slots)})
+    size = len(slots)  # the list's length: a name written again takes a new slot
     expr = pl.concat_list(*stats.values())
     for level in levels:
         added = [binder.convert(e).cast(pl.Float64) for _, e in level]
