@@ -327,7 +327,7 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
         if not block.aggregated:  # pragma: no cover - every cell table aggregates its cells
             raise NotAnExpressionError(_refused(metric, "a table of ordered cells it does not aggregate"))
         fields = [rows[cells.order].alias(_ORDER), *[rows[c].alias(c) for c in cells.sums]]
-        sorted_rows = kept(pl.struct(*fields)).sort_by(kept(rows[cells.order])).implode()
+        sorted_rows = _cells_of(kept(pl.struct(*fields)).sort_by(kept(rows[cells.order])).implode(), cells.sums)
         names = [name for name, _ in block.aggregated]
         values = sorted_rows.list.eval(pl.concat_list(*[e for _, e in block.aggregated])).list.first()
         stats[_BLOCK + "\x00".join(names)] = values
@@ -338,6 +338,24 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
 
 
 _Stage = list[tuple[str, nw.Expr]]
+
+
+def _cells_of(rows: pl.Expr, sums: Sequence[str]) -> pl.Expr:
+    """The ordered cells of a group's ``rows`` (a list of structs sorted by ``_ORDER``) as a list of structs.
+
+    One struct per distinct order value: the value and the running total of
+    each column of ``sums`` (named by :func:`running_total`), read at the last
+    row of its run of ties (so a tie counts whole).  Computed once: an
+    expression inside ``list.eval`` is not shared with an equal one.
+    """
+    import polars as pl
+
+    order = pl.element().struct.field(_ORDER)
+    running = [pl.element().struct.field(c).cum_sum().alias(running_total(c)) for c in sums]
+    last = order.ne_missing(order.shift(-1))  # sorted: the last row of each run of ties
+    return rows.list.eval(pl.struct(order, *running).filter(last))
+
+
 _ORDER = "__cf_order"
 #: the key of a block's entry in the statistics: this prefix, then its column names joined by NUL
 _BLOCK = "\x00block\x00"
@@ -387,15 +405,15 @@ class _CellFrame:
 
     @classmethod
     def of(cls, order: str, sums: Sequence[str]) -> _CellFrame:
+        """The cells as read from :func:`cells_of`'s list of structs (order, running totals)."""
         import polars as pl
 
         def field(name: str) -> pl.Expr:
             return pl.element().struct.field(name)
 
-        last = field(_ORDER).is_last_distinct()
-        running = {running_total(c): field(c).cum_sum().filter(last) for c in sums}
+        running = {running_total(c): field(running_total(c)) for c in sums}
         bind = {c: running[running_total(c)] - running[running_total(c)].shift(1, fill_value=0.0) for c in sums}
-        bind[order] = field(_ORDER).filter(last)
+        bind[order] = field(_ORDER)
         return cls(bind, running)
 
     def with_columns(self, *exprs: nw.Expr) -> _CellFrame:
