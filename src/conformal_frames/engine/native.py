@@ -346,7 +346,9 @@ def _cells_of(rows: pl.Expr, sums: Sequence[str]) -> pl.Expr:
     One struct per distinct order value: the value and the running total of
     each column of ``sums`` (named by :func:`running_total`), read at the last
     row of its run of ties (so a tie counts whole).  Computed once: an
-    expression inside ``list.eval`` is not shared with an equal one.
+    expression inside ``list.eval`` is not shared with an equal one (reading
+    the running totals in the aggregations' own ``list.eval`` instead: KS at
+    1e5 rows in 1,000 groups 65 vs 48 ms, at 1e6 354 vs 294 ms).
     """
     import polars as pl
 
@@ -405,7 +407,7 @@ class _CellFrame:
 
     @classmethod
     def of(cls, order: str, sums: Sequence[str]) -> _CellFrame:
-        """The cells as read from :func:`cells_of`'s list of structs (order, running totals)."""
+        """The cells as read from :func:`_cells_of`'s list of structs (order value, running totals)."""
         import polars as pl
 
         def field(name: str) -> pl.Expr:
