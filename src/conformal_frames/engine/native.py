@@ -227,23 +227,28 @@ def _inputs(plan: Plan) -> dict[str, pl.Expr]:
     return out
 
 
-def _masks(plan: Plan, rows: Mapping[str, pl.Expr]) -> tuple[pl.Expr | None, pl.Expr | None]:
-    """``(bad, drop)``: the row fails a check; the row is left out under ``"drop"`` (positive-total rules
-    read the rows the other checks leave, as :meth:`Plan.dropped`)."""
+def _masks(plan: Plan, rows: Mapping[str, pl.Expr], invalid: Policy) -> tuple[pl.Expr | None, pl.Expr | None]:
+    """``(bad, zero)``: the row fails a check of its own, and (an aggregation) the group fails a
+    positive-total rule (no row of positive weight or count).
+
+    Under ``"drop"`` the rule reads the rows the other checks leave, as
+    :meth:`Plan.dropped`: a group without positive weight left is dropped
+    whole (its outputs are null, ``n`` aside).  A rule is an aggregation of
+    its own, not a window in the row checks: the streaming engine keeps the
+    group-by (a window made it fall back to the in-memory engine).
+    """
     import polars as pl
 
     q = plan.query
     checks = {m: to_polars(c.bad, rows).fill_null(False) for m, c in q.checks.items()}
-    if not checks:
-        return None, None
-    bad = pl.any_horizontal(*checks.values())
-    rules = {m: p for m, p in q.positive.items() if m in q.totals and m in checks}
-    if not rules:
-        return bad, bad
+    rules = {m: to_polars(p, rows) for m, p in q.positive.items() if m in q.totals and m in checks}
     others = [b for m, b in checks.items() if m not in rules]
-    other = pl.any_horizontal(*others) if others else pl.lit(False)
-    zero = [~(pl.when(~other & to_polars(p, rows)).then(1.0).otherwise(0.0).max() > 0) for p in rules.values()]
-    return bad, other | pl.any_horizontal(*zero)
+    bad = pl.any_horizontal(*others) if others else None
+    if not rules:
+        return bad, None
+    kept = [p if bad is None or invalid == "null" else p & ~bad for p in rules.values()]
+    zero = [~(pl.when(p).then(1.0).otherwise(0.0).max() > 0) for p in kept]
+    return bad, pl.any_horizontal(*zero)
 
 
 @dataclass(frozen=True)
@@ -303,8 +308,8 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
 
     q = plan.query
     rows = _rows(q, _inputs(plan))
-    bad, drop = _masks(plan, rows)
-    keep = None if invalid == "null" or drop is None else ~drop
+    bad, zero = _masks(plan, rows, invalid)
+    keep = None if invalid == "null" or bad is None else ~bad
 
     def kept(e: pl.Expr) -> pl.Expr:
         return e if keep is None else e.filter(keep)
@@ -334,6 +339,9 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
         stages += block.after
     if invalid == "null" and bad is not None:
         stats["__cf_invalid"] = bad.any().cast(pl.Float64)
+    if zero is not None:
+        group = zero if "__cf_invalid" not in stats else zero | (stats["__cf_invalid"] > 0)
+        stats["__cf_invalid"] = group.cast(pl.Float64)
     return stats, stages
 
 
