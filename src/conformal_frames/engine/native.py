@@ -345,7 +345,7 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
     return stats, stages
 
 
-_Stage = list[tuple[str, nw.Expr]]
+_Stage = list[tuple[str, "nw.Expr | _PhiC"]]
 
 
 def _cells_of(rows: pl.Expr, sums: Sequence[str]) -> pl.Expr:
@@ -452,6 +452,11 @@ class _CellFrame:
     def drop(self, *names: str) -> _CellFrame:
         return self
 
+    def with_phi_c(self, columns: Mapping[str, str]) -> _CellFrame:
+        """As :meth:`_Stages.with_phi_c`, on the aggregated cells."""
+        self.after.append([(out, _PhiC(a)) for out, a in columns.items()])
+        return self
+
     def __getattr__(self, name: str) -> Any:
         raise NotAnExpressionError(f"a table of ordered cells that uses {name}()")
 
@@ -460,6 +465,19 @@ def _f64() -> Any:
     import polars as pl
 
     return pl.Float64
+
+
+@dataclass(frozen=True)
+class _PhiC:
+    """A stage entry: the normal tail ``Phi_c(a) = erfc(a / sqrt 2) / 2`` of the column ``a``, in polars."""
+
+    a: str
+
+    def native(self, read: Callable[[str], pl.Expr]) -> pl.Expr:
+        return 0.5 * (read(self.a) * _SQRT_HALF).erfc()
+
+
+_SQRT_HALF = 0.7071067811865476
 
 
 class _Stages:
@@ -472,7 +490,7 @@ class _Stages:
 
     implementation = nw.Implementation.POLARS
 
-    def __init__(self, stages: list[list[tuple[str, nw.Expr]]]) -> None:
+    def __init__(self, stages: list[_Stage]) -> None:
         self.stages = stages
 
     def with_columns(self, *exprs: nw.Expr) -> _Stages:
@@ -486,6 +504,11 @@ class _Stages:
     def drop(self, *names: str) -> _Stages:
         return self
 
+    def with_phi_c(self, columns: Mapping[str, str]) -> _Stages:
+        """``Phi_c`` of columns natively (``erfc``), the hook of ``numerics.brownian``: ``{out: a}``."""
+        self.stages.append([(out, _PhiC(a)) for out, a in columns.items()])
+        return self
+
 
 def _output_name(expr: nw.Expr) -> str:
     name: str = to_polars(expr, {}).meta.output_name()
@@ -497,9 +520,9 @@ def _is_projection(expr: nw.Expr) -> bool:
     return bool(to_polars(expr, {}).meta.has_multiple_outputs())
 
 
-def _levels(plan: Plan) -> list[list[tuple[str, nw.Expr]]]:
+def _levels(plan: Plan) -> list[_Stage]:
     """The stages after the aggregation: the values, level by level, then the finalize steps."""
-    by_level: dict[int, list[tuple[str, nw.Expr]]] = {}
+    by_level: dict[int, _Stage] = {}
     for v in plan.query.values.values():
         by_level.setdefault(v.level, []).append((v.name, v.expr))
     stages = _Stages([by_level[k] for k in sorted(by_level)])
@@ -561,7 +584,7 @@ def _compile(
     if mode == "inline":
         binder = _Binder(dict(stats))
         for level in levels:
-            binder.bind |= {vname: e for (vname, _), e in zip(level, [binder.convert(e) for _, e in level])}
+            binder.bind |= {vname: e for (vname, _), e in zip(level, [_stage_expr(binder, e) for _, e in level])}
         finals = _finals(plan, outputs, binder, _valid(stats, binder.bind.__getitem__))
         return _one(finals)
     slots = _slots(stats)
@@ -569,7 +592,7 @@ def _compile(
     size = len(slots)  # the list's length: a name written again takes a new slot
     expr = pl.concat_list(*stats.values())
     for level in levels:
-        added = [binder.convert(e).cast(pl.Float64) for _, e in level]
+        added = [_stage_expr(binder, e).cast(pl.Float64) for _, e in level]
         for vname, _ in level:
             binder.bind[vname] = pl.element().get(size)
             size += 1
@@ -579,6 +602,12 @@ def _compile(
         expr = expr.list.eval(stage)
     finals = _finals(plan, outputs, binder, _valid(stats, binder.bind.__getitem__))
     return expr.list.eval(_one(finals)).list.first()
+
+
+def _stage_expr(binder: _Binder, e: nw.Expr | _PhiC) -> pl.Expr:
+    if isinstance(e, _PhiC):
+        return e.native(lambda name: binder.convert(nw.col(name)))
+    return binder.convert(e)
 
 
 def _one(finals: Mapping[str, pl.Expr]) -> pl.Expr:
