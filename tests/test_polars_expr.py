@@ -284,3 +284,24 @@ def test_a_metric_object_is_required() -> None:
     with pytest.raises(TypeError, match="metric objects"):
         cfx.to_expr("coverage")  # type: ignore[arg-type]
     assert isinstance(ALL["coverage"](), Metric)
+
+
+def test_the_stub_lists_every_factory_with_its_parameters() -> None:
+    """Regenerate ``polars.pyi`` with ``python -m conformal_frames._stub`` (then ruff format) when this fails."""
+    import ast
+    import inspect
+
+    from conformal_frames._stub import POLARS_STUB
+
+    tree = ast.parse(POLARS_STUB.read_text())
+    stub = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    assert set(stub) == {*METRIC_FACTORIES, "to_expr", "metrics", "check"}, "polars.pyi is stale"
+    for name, fn in stub.items():
+        args = fn.args
+        written = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+        runtime = [
+            p.name
+            for p in inspect.signature(getattr(cfx, name)).parameters.values()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        assert written == runtime, f"polars.pyi is stale for {name}"
