@@ -305,3 +305,12 @@ def test_the_stub_lists_every_factory_with_its_parameters() -> None:
             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         ]
         assert written == runtime, f"polars.pyi is stale for {name}"
+
+
+def test_integers_beyond_2_53_are_cast_and_check_flags_them() -> None:
+    """A deliberate difference (docs/differences.md): the expression casts, cfx.check raises as evaluate."""
+    frame = pl.DataFrame({"y": [2**60, 1], "yhat": [0, 1]}, schema={"y": pl.Int64, "yhat": pl.Int64})
+    assert frame.select(cfx.mae("y", "yhat")).item() == pytest.approx(2.0**60 / 2)
+    assert cf.evaluate(frame, cf.mae("y", "yhat"), invalid="null")["mae"].to_list() == [None]
+    with pytest.raises(cf.InvalidRowsError, match="beyond 2\\^53"):
+        cfx.check(frame, cf.mae("y", "yhat"))
