@@ -4,22 +4,32 @@
 (the same ``build`` that ``cf.evaluate`` runs, on guessed input dtypes: the
 expression is built before any frame is known) and writes what the query
 holds as a polars expression valid in any aggregation context (``select``,
-``group_by().agg``, ``over``, ``group_by_dynamic``, ``rolling``):
+``group_by().agg``, ``over``, ``group_by_dynamic``, ``rolling``, streaming):
 
-- row columns are inlined (polars shares equal row subexpressions);
-- the statistics (``sum``/``min``/``max`` of rows, ``n``) are aggregations of
-  the group's rows, filtered by the validity mask under ``invalid="drop"``;
-- the values and outputs read the statistics.  When a statistic or value is
-  read more than once they are *bound* once: ``pl.concat_list(stats)`` then
-  one ``list.eval(pl.element().append(...))`` stage per level of values,
-  ``pl.element().get(i)`` reading slot ``i`` (polars does not share equal
-  aggregations inside ``group_by().agg`` on its in-memory engine, and this
-  form stays in the streaming engine's group-by); otherwise everything is
-  inlined, the cheapest plan.
+- inputs are cast to Float64; the checks are row masks: under ``"null"``
+  their ``any()`` nulls the group, under ``"drop"`` they filter the rows of
+  every aggregation (a positive-total rule is an aggregation of its own);
+- row columns are inlined where they are read, or bound once in a row struct
+  where inlining would repeat a subtree (:func:`_rows`);
+- the statistics (``sum``/``min``/``max`` of rows, ``n``) are aggregations;
+  a table of ordered cells (:meth:`Query.cells`) is one sorted block per
+  group, its cells formed once and aggregated inside ``list.eval``
+  (:class:`_CellFrame`);
+- the values (:meth:`Query.value`) and the steps of a multi-step finalize
+  (recorded by :class:`_Stages`) are stages over the statistics: bound in
+  a list (``pl.concat_list(stats)``, then one ``list.eval(pl.element()
+  .append(...))`` per stage, ``pl.element().get(i)`` reading slot ``i``),
+  or everything inlined when nothing is read often (:func:`_auto`); polars
+  does not share equal aggregations in ``group_by().agg`` on its in-memory
+  engine, and the list form stays in the streaming group-by;
+- normal tails use polars' ``erfc`` (``numerics.brownian`` asks a frame
+  with ``with_phi_c``) instead of the staged Mills series.
 
 The narwhals expressions of the record become polars ones through narwhals'
 compliant layer (:func:`to_polars`): an internal API of narwhals 2.x used in
-this function only, pinned by ``tests/test_polars_expr.py``.
+that function only, pinned by ``tests/test_polars_expr.py``.  What cannot be
+an expression (numpy steps, windows over the rows, tables other than ordered
+cells) raises :class:`NotAnExpressionError`.
 """
 
 from __future__ import annotations
@@ -440,7 +450,9 @@ class _CellFrame:
 
     def select(self, *exprs: nw.Expr) -> _CellFrame:
         if not self.aggregated:
-            self.aggregated = [(_output_name(e), to_polars(e, self.bind).cast(_f64())) for e in exprs]
+            import polars as pl
+
+            self.aggregated = [(_output_name(e), to_polars(e, self.bind).cast(pl.Float64)) for e in exprs]
             return self
         added = [e for e in exprs if not isinstance(e, str) and not _is_projection(e)]
         added = [e for e in added if _output_name(e) not in self._names()]
@@ -459,12 +471,6 @@ class _CellFrame:
 
     def __getattr__(self, name: str) -> Any:
         raise NotAnExpressionError(f"a table of ordered cells that uses {name}()")
-
-
-def _f64() -> Any:
-    import polars as pl
-
-    return pl.Float64
 
 
 @dataclass(frozen=True)
