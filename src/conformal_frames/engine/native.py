@@ -341,11 +341,19 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
             raise NotAnExpressionError(_refused(metric, str(exc))) from None
         if not block.aggregated:  # pragma: no cover - every cell table aggregates its cells
             raise NotAnExpressionError(_refused(metric, "a table of ordered cells it does not aggregate"))
-        fields = [rows[cells.order].alias(_ORDER), *[rows[c].alias(c) for c in cells.sums]]
-        sorted_rows = _cells_of(kept(pl.struct(*fields)).sort_by(kept(rows[cells.order])).implode(), cells.sums)
-        names = [name for name, _ in block.aggregated]
-        values = sorted_rows.list.eval(pl.concat_list(*[e for _, e in block.aggregated])).list.first()
-        stats[_BLOCK + "\x00".join(names)] = values
+        needed = block.needed()
+        inside = []
+        for name, e in block.aggregated:
+            c = block.totals.get(name)
+            if c is not None and c not in needed:  # a total of the cells is the sum over the rows
+                stats[name] = kept(rows[c]).sum().cast(pl.Float64)
+            else:
+                inside.append((name, block.convert(e).cast(pl.Float64)))
+        if inside:
+            fields = [rows[cells.order].alias(_ORDER), *[rows[c].alias(c) for c in needed]]
+            sorted_rows = _cells_of(kept(pl.struct(*fields)).sort_by(kept(rows[cells.order])).implode(), needed)
+            values = sorted_rows.list.eval(pl.concat_list(*[e for _, e in inside])).list.first()
+            stats[_BLOCK + "\x00".join(name for name, _ in inside)] = values
         stages += block.after
     if invalid == "null" and bad is not None:
         stats["__cf_invalid"] = bad.any().cast(pl.Float64)
@@ -417,11 +425,30 @@ class _CellFrame:
 
     implementation = nw.Implementation.POLARS
 
-    def __init__(self, bind: dict[str, pl.Expr], running: dict[str, pl.Expr]) -> None:
+    def __init__(self, bind: dict[str, pl.Expr], running: dict[str, pl.Expr], sums: Sequence[str]) -> None:
         self.bind = bind
         self.running = running
-        self.aggregated: list[tuple[str, pl.Expr]] = []
+        self.sums = tuple(sums)
+        self.aggregated: list[tuple[str, nw.Expr]] = []
         self.after: list[_Stage] = []
+        #: the cell columns read by the cells' columns and the aggregations that need the cells
+        self.read: set[str] = set()
+        #: aggregated column -> the sum column it totals (``nw.col(c).sum()``: a sum over the rows)
+        self.totals: dict[str, str] = {}
+
+    def convert(self, expr: nw.Expr) -> pl.Expr:
+        return to_polars(expr, self.bind, read=self.read.add)
+
+    def needed(self) -> list[str]:
+        """The sum columns the sorted block must carry (a column only totalled is summed over the rows)."""
+        return [c for c in self.sums if c in self.read or running_total(c) in self.read]
+
+    def _is(self, expr: nw.Expr, column: str, shape: Callable[[pl.Expr], pl.Expr]) -> bool:
+        """Whether ``expr`` is ``shape(nw.col(column))`` (compared as polars expressions)."""
+        import polars as pl
+
+        probe = pl.col("\x00probe")
+        return str(to_polars(expr, {column: probe}).meta.undo_aliases()) == str(shape(probe))
 
     @classmethod
     def of(cls, order: str, sums: Sequence[str]) -> _CellFrame:
@@ -434,25 +461,33 @@ class _CellFrame:
         running = {running_total(c): field(running_total(c)) for c in sums}
         bind = {c: running[running_total(c)] - running[running_total(c)].shift(1, fill_value=0.0) for c in sums}
         bind[order] = field(_ORDER)
-        return cls(bind, running)
+        return cls(bind, running, sums)
 
     def with_columns(self, *exprs: nw.Expr) -> _CellFrame:
         if self.aggregated:
             self.after.append([(_output_name(e), e) for e in exprs])
             return self
+        import polars as pl
+
         added = {}
         for e in exprs:
             name = _output_name(e)
+            if name in self.sums and self._is(e, name, lambda c: c.cast(pl.Float64)):
+                continue  # ordered_cells' cast: the cells are Float64 already
             # a running total (ordered_cells' window): the cumulative sum at the last row of each run
-            added[name] = self.running[name] if name in self.running else to_polars(e, self.bind)
+            added[name] = self.running[name] if name in self.running else self.convert(e)
         self.bind |= added
         return self
 
     def select(self, *exprs: nw.Expr) -> _CellFrame:
         if not self.aggregated:
-            import polars as pl
-
-            self.aggregated = [(_output_name(e), to_polars(e, self.bind).cast(pl.Float64)) for e in exprs]
+            self.aggregated = [(_output_name(e), e) for e in exprs]
+            for e in exprs:
+                total = [c for c in self.sums if self._is(e, c, lambda c: c.sum())]
+                if total:
+                    self.totals[_output_name(e)] = total[0]
+                else:
+                    self.convert(e)  # the columns it reads
             return self
         added = [e for e in exprs if not isinstance(e, str) and not _is_projection(e)]
         added = [e for e in added if _output_name(e) not in self._names()]
