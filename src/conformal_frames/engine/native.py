@@ -67,26 +67,47 @@ class NotAnExpressionError(TypeError):
     """A metric cannot be compiled to a polars expression; ``cf.evaluate`` computes it."""
 
 
-def to_polars(expr: nw.Expr, bind: Mapping[str, pl.Expr], *, read: Callable[[str], None] | None = None) -> pl.Expr:
+def to_polars(
+    expr: nw.Expr,
+    bind: Mapping[str, pl.Expr],
+    *,
+    read: Callable[[str], None] | None = None,
+    sorted_by: str | None = None,
+) -> pl.Expr:
     """The native polars expression of the narwhals expression ``expr``.
 
     ``nw.col(name)`` becomes ``bind[name]`` (``pl.col(name)`` for a name not
-    bound); ``read(name)`` is called for every bound name read.  The one use
-    of narwhals' internal compliant layer (``Expr._to_compliant_expr`` and
-    its polars namespace), pinned by the tests.
+    bound); ``read(name)`` is called for every bound name read.  With
+    ``sorted_by`` (the rows are sorted by that column, e.g. ordered cells
+    inside ``list.eval``), a window without partition ordered by it is the
+    expression itself.  The one use of narwhals' internal compliant layer
+    (``Expr._to_compliant_expr``, its polars namespace and expression),
+    pinned by the tests.
     """
     import polars as pl
     from narwhals._polars.expr import PolarsExpr
     from narwhals._polars.namespace import PolarsNamespace
     from narwhals._utils import Version
 
+    class _Sorted(PolarsExpr):
+        def over(self, partition_by: Sequence[str], order_by: Sequence[str]) -> Any:
+            if not partition_by and list(order_by) in ([], [sorted_by]):
+                return self  # the rows are already in that order, and one partition
+            raise NotAnExpressionError(f"a window over {list(partition_by)} ordered by {list(order_by)}")
+
+    kind = PolarsExpr if sorted_by is None else _Sorted
+
     class _Bound(PolarsNamespace):
+        @property
+        def _expr(self) -> Any:
+            return kind
+
         def col(self, *names: str) -> PolarsExpr:
             if len(names) == 1 and names[0] in bind:
                 if read is not None:
                     read(names[0])
-                return PolarsExpr(bind[names[0]], version=self._version)
-            return PolarsExpr(pl.col(*names), version=self._version)
+                return kind(bind[names[0]], version=self._version)
+            return kind(pl.col(*names), version=self._version)
 
     compliant: Any = expr._to_compliant_expr(_Bound(version=Version.V2))
     native: pl.Expr = compliant.native
@@ -124,11 +145,9 @@ def refusal(plan: Plan) -> str | None:
     A table of ordered cells (:meth:`Query.cells`) compiles (:func:`_blocks`)
     unless its function does more than the cell frame supports (:class:`_CellFrame`).
     """
-    plain = [k for k in plan.query.tables if k not in plan.query.cell_tables]
     for spec in plan.specs:
         phases = set(spec.phases & _REFUSED.keys())
-        if "table" in phases and not plain and not spec.why_not:
-            phases.discard("table")  # ordered cells only (mergeable): a sorted block
+        phases.discard("table")  # compiled when it groups the rows into cells (see _table), else refused there
         if phases:
             return _refused(spec.metric, " and ".join(_REFUSED[p] for p in sorted(phases)))
     return None
@@ -298,9 +317,9 @@ def compile_polars(
     if why is not None:
         raise NotAnExpressionError(why)
     outputs = {k: e for k, e in plan.outputs.items() if e is not None}
-    if len(outputs) != len(plan.outputs):  # pragma: no cover - None outputs come with a refused phase
-        msg = f"{', '.join(plan.outputs)}: an output is filled by a step a polars expression cannot hold"
-        raise NotAnExpressionError(msg)
+    if len(outputs) != len(plan.outputs):  # an output a table or a step fills in evaluate
+        missing = ", ".join(k for k, e in plan.outputs.items() if e is None)
+        raise NotAnExpressionError(_refused(metrics[0].output_name, f"a table or step that fills {missing}"))
     target = name if name is not None else metrics[0].output_name
     stats, after_tables = _statistics(plan, invalid)
     levels = [*after_tables, *_levels(plan)]
@@ -331,27 +350,20 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
         how, row = cast("tuple[str, str]", key)  # (how, row name): see Query.agg
         stats[agg_name] = getattr(kept(rows[row]), how)().cast(pl.Float64)
     stages: list[_Stage] = []
-    for key, (fn, ref) in q.tables.items():
-        cells = q.cell_tables[key]
-        block = _CellFrame.of(cells.order, cells.sums)
-        metric = ", ".join(s.metric for s in plan.specs if s.cells)
-        try:
-            fn(cast("Any", _Rows(block)), [], ref)
-        except NotAnExpressionError as exc:
-            raise NotAnExpressionError(_refused(metric, str(exc))) from None
-        if not block.aggregated:  # pragma: no cover - every cell table aggregates its cells
-            raise NotAnExpressionError(_refused(metric, "a table of ordered cells it does not aggregate"))
+    for fn, ref in q.tables.values():
+        block, table_rows = _table(plan, fn, ref, rows)
         needed = block.needed()
         inside = []
         for name, e in block.aggregated:
             c = block.totals.get(name)
             if c is not None and c not in needed:  # a total of the cells is the sum over the rows
-                stats[name] = kept(rows[c]).sum().cast(pl.Float64)
+                stats[name] = kept(table_rows[c]).sum().cast(pl.Float64)
             else:
                 inside.append((name, block.convert(e).cast(pl.Float64)))
         if inside:
-            fields = [rows[cells.order].alias(_ORDER), *[rows[c].alias(c) for c in needed]]
-            sorted_rows = _cells_of(kept(pl.struct(*fields)).sort_by(kept(rows[cells.order])).implode(), needed)
+            order = table_rows[block.order]
+            fields = [order.alias(_ORDER), *[table_rows[c].alias(c) for c in needed]]
+            sorted_rows = _cells_of(kept(pl.struct(*fields)).sort_by(kept(order)).implode(), needed)
             values = sorted_rows.list.eval(pl.concat_list(*[e for _, e in inside])).list.first()
             stats[_BLOCK + "\x00".join(name for name, _ in inside)] = values
         stages += block.after
@@ -364,6 +376,24 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
 
 
 _Stage = list[tuple[str, "nw.Expr | _PhiC"]]
+
+
+def _table(plan: Plan, fn: Any, ref: Any, rows: Mapping[str, pl.Expr]) -> tuple[_CellFrame, dict[str, pl.Expr]]:
+    """A table function run on a stand-in row frame: its cells (aggregated) and the row columns it read.
+
+    A table that groups the rows by one column into sums (ordered cells, the
+    SSC strata) and then only adds cell columns and aggregates them compiles;
+    anything else raises :class:`NotAnExpressionError`.
+    """
+    metric = ", ".join(s.metric for s in plan.specs if "table" in s.phases)
+    stand_in = _Rows(rows)
+    try:
+        block = fn(cast("Any", stand_in), [], ref)
+    except NotAnExpressionError as exc:
+        raise NotAnExpressionError(_refused(metric, str(exc))) from None
+    if not isinstance(block, _CellFrame) or not block.aggregated:
+        raise NotAnExpressionError(_refused(metric, "a table that does not aggregate its cells"))
+    return block, stand_in.rows
 
 
 def _cells_of(rows: pl.Expr, sums: Sequence[str]) -> pl.Expr:
@@ -398,18 +428,45 @@ def _slots(stats: Mapping[str, pl.Expr]) -> list[str]:
 
 
 class _Rows:
-    """A stand-in for the row frame that :func:`~conformal_frames.engine.expr.ordered_cells` groups into cells."""
+    """A stand-in for the row frame a table function groups into cells (``ordered_cells``).
+
+    It records the row columns the function adds and the grouping: the
+    group's rows by one ``order`` column, summing row columns (the cells).
+    """
 
     implementation = nw.Implementation.UNKNOWN
 
-    def __init__(self, cells: _CellFrame) -> None:
-        self.cells = cells
+    def __init__(self, rows: Mapping[str, pl.Expr]) -> None:
+        self.rows = dict(rows)
+        self.order: str | None = None
+        self.sums: list[str] = []
+        self.cells: _CellFrame | None = None
+
+    def with_columns(self, *exprs: nw.Expr) -> _Rows:
+        self.rows |= {_output_name(e): to_polars(e, self.rows) for e in exprs}
+        return self
 
     def group_by(self, *keys: str) -> _Rows:
+        if len(keys) != 1 or self.order is not None:
+            raise NotAnExpressionError(f"a table that groups the rows by {list(keys)}")
+        self.order = keys[0]
         return self
 
     def agg(self, *exprs: nw.Expr) -> _CellFrame:
+        import polars as pl
+
+        probe = pl.col("\x00probe")
+        for e in exprs:
+            name = _output_name(e)
+            if str(to_polars(e, {name: probe}).meta.undo_aliases()) != str(probe.sum()):
+                raise NotAnExpressionError("a table that aggregates the rows other than by sums of cells")
+            self.sums.append(name)
+        assert self.order is not None
+        self.cells = _CellFrame.of(self.order, self.sums)
         return self.cells
+
+    def __getattr__(self, name: str) -> Any:
+        raise NotAnExpressionError(f"a table whose rows take {name}()")
 
 
 class _CellFrame:
@@ -425,10 +482,13 @@ class _CellFrame:
 
     implementation = nw.Implementation.POLARS
 
-    def __init__(self, bind: dict[str, pl.Expr], running: dict[str, pl.Expr], sums: Sequence[str]) -> None:
+    def __init__(self, bind: dict[str, pl.Expr], running: dict[str, pl.Expr], sums: Sequence[str], order: str) -> None:
         self.bind = bind
         self.running = running
         self.sums = tuple(sums)
+        self.order = order
+        #: a renamed cell column -> its name before
+        self.renamed: dict[str, str] = {}
         self.aggregated: list[tuple[str, nw.Expr]] = []
         self.after: list[_Stage] = []
         #: the cell columns read by the cells' columns and the aggregations that need the cells
@@ -437,11 +497,20 @@ class _CellFrame:
         self.totals: dict[str, str] = {}
 
     def convert(self, expr: nw.Expr) -> pl.Expr:
-        return to_polars(expr, self.bind, read=self.read.add)
+        return to_polars(expr, self.bind, read=self._read, sorted_by=self.order)
+
+    def _read(self, name: str) -> None:
+        self.read.add(self.renamed.get(name, name))
 
     def needed(self) -> list[str]:
         """The sum columns the sorted block must carry (a column only totalled is summed over the rows)."""
         return [c for c in self.sums if c in self.read or running_total(c) in self.read]
+
+    def rename(self, mapping: Mapping[str, str]) -> _CellFrame:
+        for old, new in mapping.items():
+            self.bind[new] = self.bind.pop(old)
+            self.renamed[new] = self.renamed.get(old, old)
+        return self
 
     def _is(self, expr: nw.Expr, column: str, shape: Callable[[pl.Expr], pl.Expr]) -> bool:
         """Whether ``expr`` is ``shape(nw.col(column))`` (compared as polars expressions)."""
@@ -461,7 +530,7 @@ class _CellFrame:
         running = {running_total(c): field(running_total(c)) for c in sums}
         bind = {c: running[running_total(c)] - running[running_total(c)].shift(1, fill_value=0.0) for c in sums}
         bind[order] = field(_ORDER)
-        return cls(bind, running, sums)
+        return cls(bind, running, sums, order)
 
     def with_columns(self, *exprs: nw.Expr) -> _CellFrame:
         if self.aggregated:
@@ -483,7 +552,9 @@ class _CellFrame:
         if not self.aggregated:
             self.aggregated = [(_output_name(e), e) for e in exprs]
             for e in exprs:
-                total = [c for c in self.sums if self._is(e, c, lambda c: c.sum())]
+                names = {c: c for c in self.sums if c in self.bind}
+                names |= {new: old for new, old in self.renamed.items() if old in self.sums}
+                total = [old for c, old in names.items() if self._is(e, c, lambda c: c.sum())]
                 if total:
                     self.totals[_output_name(e)] = total[0]
                 else:
