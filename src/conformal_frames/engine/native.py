@@ -352,20 +352,14 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
     stages: list[_Stage] = []
     for fn, ref in q.tables.values():
         block, table_rows = _table(plan, fn, ref, rows)
-        needed = block.needed()
-        inside = []
-        for name, e in block.aggregated:
-            c = block.totals.get(name)
-            if c is not None and c not in needed:  # a total of the cells is the sum over the rows
-                stats[name] = kept(table_rows[c]).sum().cast(pl.Float64)
-            else:
-                inside.append((name, block.convert(e).cast(pl.Float64)))
+        inside, outside, needed = block.split()
+        for name, c in outside.items():  # a total of the cells is the sum over the rows
+            stats[name] = kept(table_rows[c]).sum().cast(pl.Float64)
         if inside:
             order = table_rows[block.order]
             fields = [order.alias(_ORDER), *[table_rows[c].alias(c) for c in needed]]
-            sorted_rows = _cells_of(kept(pl.struct(*fields)).sort_by(kept(order)).implode(), needed)
-            values = sorted_rows.list.eval(pl.concat_list(*[e for _, e in inside])).list.first()
-            stats[_BLOCK + "\x00".join(name for name, _ in inside)] = values
+            cells = _cells_of(kept(pl.struct(*fields)).sort_by(kept(order)).implode(), needed)
+            stats[_BLOCK + "\x00".join(name for name, _ in inside)] = block.aggregations(cells, inside)
         stages += block.after
     if invalid == "null" and bad is not None:
         stats["__cf_invalid"] = bad.any().cast(pl.Float64)
@@ -469,68 +463,55 @@ class _Rows:
         raise NotAnExpressionError(f"a table whose rows take {name}()")
 
 
+class _AnyName(dict):
+    """A binding of every name to ``pl.col(name)``: :func:`to_polars` then reports each name read."""
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str)
+
+    def __missing__(self, name: str) -> Any:
+        import polars as pl
+
+        return pl.col(name)
+
+
+def _reads(expr: nw.Expr) -> list[str]:
+    """The column names ``expr`` reads (with repetitions)."""
+    seen: list[str] = []
+    to_polars(expr, _AnyName(), read=seen.append)
+    return seen
+
+
 class _CellFrame:
     """A stand-in for a group's ordered cells inside ``list.eval`` over its sorted rows.
 
     The cells are the last row of each run of tied ``order`` values: a running
     total is the cumulative sum of a row column read there, a cell's sum the
-    difference of consecutive running totals.  ``with_columns`` binds columns
-    of the cells, the first ``select`` (:func:`~conformal_frames.engine.expr.aggregate`
-    without keys) aggregates them, and what follows is recorded as stages of
-    the aggregated columns (as :class:`_Stages`).
+    difference of consecutive running totals.  ``with_columns`` (and
+    ``rename``) record steps of cell columns, the first ``select``
+    (:func:`~conformal_frames.engine.expr.aggregate` without keys) the
+    aggregations, and what follows is recorded as stages of the aggregated
+    columns (as :class:`_Stages`).  :meth:`aggregations` writes them once the
+    columns the aggregations need are known: a step whose columns are read
+    more than once is materialised as a list of structs (``list.eval`` shares
+    nothing: inlined, the SSC strata repeat their bin in every part).
     """
 
     implementation = nw.Implementation.POLARS
 
-    def __init__(self, bind: dict[str, pl.Expr], running: dict[str, pl.Expr], sums: Sequence[str], order: str) -> None:
-        self.bind = bind
-        self.running = running
-        self.sums = tuple(sums)
+    def __init__(self, order: str, sums: Sequence[str]) -> None:
         self.order = order
-        #: a renamed cell column -> its name before
-        self.renamed: dict[str, str] = {}
+        self.sums = tuple(sums)
+        self.running = {running_total(c): c for c in sums}
+        self.steps: list[tuple[str, Any]] = []
         self.aggregated: list[tuple[str, nw.Expr]] = []
         self.after: list[_Stage] = []
-        #: the cell columns read by the cells' columns and the aggregations that need the cells
-        self.read: set[str] = set()
         #: aggregated column -> the sum column it totals (``nw.col(c).sum()``: a sum over the rows)
         self.totals: dict[str, str] = {}
 
-    def convert(self, expr: nw.Expr) -> pl.Expr:
-        return to_polars(expr, self.bind, read=self._read, sorted_by=self.order)
-
-    def _read(self, name: str) -> None:
-        self.read.add(self.renamed.get(name, name))
-
-    def needed(self) -> list[str]:
-        """The sum columns the sorted block must carry (a column only totalled is summed over the rows)."""
-        return [c for c in self.sums if c in self.read or running_total(c) in self.read]
-
-    def rename(self, mapping: Mapping[str, str]) -> _CellFrame:
-        for old, new in mapping.items():
-            self.bind[new] = self.bind.pop(old)
-            self.renamed[new] = self.renamed.get(old, old)
-        return self
-
-    def _is(self, expr: nw.Expr, column: str, shape: Callable[[pl.Expr], pl.Expr]) -> bool:
-        """Whether ``expr`` is ``shape(nw.col(column))`` (compared as polars expressions)."""
-        import polars as pl
-
-        probe = pl.col("\x00probe")
-        return str(to_polars(expr, {column: probe}).meta.undo_aliases()) == str(shape(probe))
-
     @classmethod
     def of(cls, order: str, sums: Sequence[str]) -> _CellFrame:
-        """The cells as read from :func:`_cells_of`'s list of structs (order value, running totals)."""
-        import polars as pl
-
-        def field(name: str) -> pl.Expr:
-            return pl.element().struct.field(name)
-
-        running = {running_total(c): field(running_total(c)) for c in sums}
-        bind = {c: running[running_total(c)] - running[running_total(c)].shift(1, fill_value=0.0) for c in sums}
-        bind[order] = field(_ORDER)
-        return cls(bind, running, sums, order)
+        return cls(order, sums)
 
     def with_columns(self, *exprs: nw.Expr) -> _CellFrame:
         if self.aggregated:
@@ -538,31 +519,41 @@ class _CellFrame:
             return self
         import polars as pl
 
-        added = {}
+        cols = []
         for e in exprs:
             name = _output_name(e)
-            if name in self.sums and self._is(e, name, lambda c: c.cast(pl.Float64)):
+            if name in self.sums and _is(e, name, lambda c: c.cast(pl.Float64)):
                 continue  # ordered_cells' cast: the cells are Float64 already
-            # a running total (ordered_cells' window): the cumulative sum at the last row of each run
-            added[name] = self.running[name] if name in self.running else self.convert(e)
-        self.bind |= added
+            if name in self.running:
+                continue  # ordered_cells' running total: a column of the cells
+            cols.append((name, e))
+        if cols:
+            self.steps.append(("cols", cols))
+        return self
+
+    def rename(self, mapping: Mapping[str, str]) -> _CellFrame:
+        self.steps.append(("rename", dict(mapping)))
         return self
 
     def select(self, *exprs: nw.Expr) -> _CellFrame:
         if not self.aggregated:
             self.aggregated = [(_output_name(e), e) for e in exprs]
             for e in exprs:
-                names = {c: c for c in self.sums if c in self.bind}
-                names |= {new: old for new, old in self.renamed.items() if old in self.sums}
-                total = [old for c, old in names.items() if self._is(e, c, lambda c: c.sum())]
+                total = [c for c in self._sum_names() if _is(e, c, lambda c: c.sum())]
                 if total:
-                    self.totals[_output_name(e)] = total[0]
-                else:
-                    self.convert(e)  # the columns it reads
+                    self.totals[_output_name(e)] = self._sum_names()[total[0]]
             return self
         added = [e for e in exprs if not isinstance(e, str) and not _is_projection(e)]
         added = [e for e in added if _output_name(e) not in self._names()]
         return self.with_columns(*added) if added else self
+
+    def _sum_names(self) -> dict[str, str]:
+        """The names of the sum columns at the aggregation (after renames) -> their row columns."""
+        names = {c: c for c in self.sums}
+        for kind, step in self.steps:
+            if kind == "rename":
+                names = {step.get(n, n): c for n, c in names.items()}
+        return names
 
     def _names(self) -> set[str]:
         return {n for n, _ in self.aggregated} | {n for stage in self.after for n, _ in stage}
@@ -577,6 +568,83 @@ class _CellFrame:
 
     def __getattr__(self, name: str) -> Any:
         raise NotAnExpressionError(f"a table of ordered cells that uses {name}()")
+
+    # -- writing the cells' aggregations -------------------------------------------
+    def split(self) -> tuple[list[tuple[str, nw.Expr]], dict[str, str], list[str]]:
+        """``(inside, outside, needed)``: the aggregations over the cells, the totals summed over the
+        rows instead (aggregated column -> row column) and the sum columns the cells must carry."""
+        outside = dict(self.totals)
+        inside = [(n, e) for n, e in self.aggregated if n not in outside]
+        while True:
+            live = self._live(inside)[0]
+            needed = [c for c in self.sums if c in live or running_total(c) in live]
+            back = {n: c for n, c in outside.items() if c in needed}  # the cells carry it anyway
+            if not back:
+                return inside, outside, needed
+            inside += [(n, e) for n, e in self.aggregated if n in back]
+            outside = {n: c for n, c in outside.items() if n not in back}
+
+    def _live(self, inside: Sequence[tuple[str, nw.Expr]]) -> tuple[set[str], list[set[str]], list[bool]]:
+        """Backwards over the steps: the names live before the first step, the names live after each
+        step, and whether each step's columns are read more than once after it."""
+        live: set[str] = set()
+        counts: dict[str, int] = {}
+        for _, e in inside:
+            for r in _reads(e):
+                live.add(r)
+                counts[r] = counts.get(r, 0) + 1
+        after: list[set[str]] = []
+        shared: list[bool] = []
+        for kind, step in reversed(self.steps):
+            after.append(set(live))
+            if kind == "rename":
+                inverse = {new: old for old, new in step.items()}
+                live = {inverse.get(n, n) for n in live}
+                counts = {inverse.get(n, n): k for n, k in counts.items()}
+                shared.append(False)
+                continue
+            defined = [n for n, _ in step if n in live]
+            shared.append(any(counts.get(n, 0) > 1 for n in defined))
+            live -= set(defined)
+            for n, e in step:
+                if n in defined:
+                    for r in _reads(e):
+                        live.add(r)
+                        counts[r] = counts.get(r, 0) + 1
+        return live, after[::-1], shared[::-1]
+
+    def aggregations(self, cells: pl.Expr, inside: Sequence[tuple[str, nw.Expr]]) -> pl.Expr:
+        """The ``inside`` aggregations over ``cells`` (:func:`_cells_of`'s list): a list of values."""
+        import polars as pl
+
+        def field(name: str) -> pl.Expr:
+            return pl.element().struct.field(name)
+
+        _, after, shared = self._live(inside)
+        bind: dict[str, pl.Expr] = {
+            c: field(running_total(c)) - field(running_total(c)).shift(1, fill_value=0.0) for c in self.sums
+        }
+        bind |= {running_total(c): field(running_total(c)) for c in self.sums}
+        bind[self.order] = field(_ORDER)
+        for (kind, step), live, materialise in zip(self.steps, after, shared):
+            if kind == "rename":
+                bind = {step.get(n, n): e for n, e in bind.items()}
+                continue
+            bind |= {n: to_polars(e, bind, sorted_by=self.order) for n, e in step if n in live}
+            keep = sorted(n for n in live if n in bind)
+            if materialise and keep:
+                cells = cells.list.eval(pl.struct(*[bind[n].alias(n) for n in keep]))
+                bind = {n: field(n) for n in keep}
+        values = [to_polars(e, bind, sorted_by=self.order).cast(pl.Float64) for _, e in inside]
+        return cells.list.eval(pl.concat_list(*values)).list.first()
+
+
+def _is(expr: nw.Expr, column: str, shape: Callable[[pl.Expr], pl.Expr]) -> bool:
+    """Whether ``expr`` is ``shape(nw.col(column))`` (compared as polars expressions)."""
+    import polars as pl
+
+    probe = pl.col("\x00probe")
+    return str(to_polars(expr, {column: probe}).meta.undo_aliases()) == str(shape(probe))
 
 
 @dataclass(frozen=True)
