@@ -25,7 +25,14 @@ import conformal_frames.polars as cfx
 from conformal_frames.engine import Metric
 from conformal_frames.engine.native import NotAnExpressionError, compile_polars, to_polars
 from conformal_frames.namespace import METRIC_FACTORIES
-from test_summary_format import ALL
+from test_summary_format import ALL as CATALOGUE
+
+#: the catalogue, plus forms the catalogue does not call (quantile bins: a second grouping of the cells)
+ALL = {
+    **CATALOGUE,
+    "ece_quantile": lambda: cf.ece("label", "score", n_bins=3, strategy="quantile").alias("ece_quantile"),
+    "mce_quantile": lambda: cf.mce("label", "score", n_bins=2, strategy="quantile").alias("mce_quantile"),
+}
 
 #: group sizes: groups of 1, 2 and 3 rows and larger ones
 SIZES = (1, 2, 3, 4, 6, 8)

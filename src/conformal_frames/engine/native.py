@@ -535,10 +535,17 @@ class _CellFrame:
         self.steps.append(("rename", dict(mapping)))
         return self
 
+    def group_by(self, *keys: str) -> _CellGroups:
+        """The cells grouped again by one cell column (e.g. quantile bins), summing cell columns."""
+        if self.aggregated or len(keys) != 1:
+            raise NotAnExpressionError(f"a table that groups its cells by {list(keys)}")
+        return _CellGroups(self, keys[0])
+
     def select(self, *exprs: nw.Expr) -> _CellFrame:
         if not self.aggregated:
             self.aggregated = [(_output_name(e), e) for e in exprs]
-            for e in exprs:
+            regrouped = any(kind == "group" for kind, _ in self.steps)
+            for e in [] if regrouped else exprs:
                 total = [c for c in self._sum_names() if _is(e, c, lambda c: c.sum())]
                 if total:
                     self.totals[_output_name(e)] = self._sum_names()[total[0]]
@@ -603,6 +610,12 @@ class _CellFrame:
                 counts = {inverse.get(n, n): k for n, k in counts.items()}
                 shared.append(False)
                 continue
+            if kind == "group":  # a new frame: its key and the sums it takes
+                key, sums = step
+                live = {key, *(x for n, x in sums if n in live)}
+                counts = dict.fromkeys(live, 2)
+                shared.append(True)
+                continue
             defined = [n for n, _ in step if n in live]
             shared.append(any(counts.get(n, 0) > 1 for n in defined))
             live -= set(defined)
@@ -630,6 +643,9 @@ class _CellFrame:
             if kind == "rename":
                 bind = {step.get(n, n): e for n, e in bind.items()}
                 continue
+            if kind == "group":
+                cells, bind = _regrouped(cells, bind, step, live)
+                continue
             bind |= {n: to_polars(e, bind, sorted_by=self.order) for n, e in step if n in live}
             keep = sorted(n for n in live if n in bind)
             if materialise and keep:
@@ -637,6 +653,44 @@ class _CellFrame:
                 bind = {n: field(n) for n in keep}
         values = [to_polars(e, bind, sorted_by=self.order).cast(pl.Float64) for _, e in inside]
         return cells.list.eval(pl.concat_list(*values)).list.first()
+
+
+class _CellGroups:
+    """``cells.group_by(key)``: its ``agg`` of sums is a step of the cell frame (:func:`_regrouped`)."""
+
+    def __init__(self, cells: _CellFrame, key: str) -> None:
+        self.cells = cells
+        self.key = key
+
+    def agg(self, *exprs: nw.Expr) -> _CellFrame:
+        sums = []
+        for e in exprs:
+            read = _reads(e)
+            if len(read) != 1 or not _is(e, read[0], lambda c: c.sum()):
+                raise NotAnExpressionError("a table that aggregates its cells again other than by sums")
+            sums.append((_output_name(e), read[0]))
+        self.cells.steps.append(("group", (self.key, sums)))
+        return self.cells
+
+
+def _regrouped(
+    cells: pl.Expr, bind: Mapping[str, pl.Expr], step: tuple[str, list[tuple[str, str]]], live: set[str]
+) -> tuple[pl.Expr, dict[str, pl.Expr]]:
+    """The cells grouped by the cell column ``key``: one struct per key value with the sums (a list of structs)."""
+    import polars as pl
+
+    def field(name: str) -> pl.Expr:
+        return pl.element().struct.field(name)
+
+    key, sums = step
+    wanted = [(n, x) for n, x in sums if n in live]
+    columns = sorted({key, *(x for _, x in wanted)})
+    # the key and the summed columns as fields first: a window needs an elementwise partition
+    cells = cells.list.eval(pl.struct(*[bind[c].alias(c) for c in columns]))
+    last = field(key).is_last_distinct()
+    per_key = [field(key).filter(last).alias(key)]
+    per_key += [field(x).sum().over(field(key)).filter(last).alias(n) for n, x in wanted]
+    return cells.list.eval(pl.struct(*per_key)), {n: field(n) for n in [key, *(n for n, _ in wanted)]}
 
 
 def _is(expr: nw.Expr, column: str, shape: Callable[[pl.Expr], pl.Expr]) -> bool:
