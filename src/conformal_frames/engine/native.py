@@ -93,7 +93,7 @@ def to_polars(
         def over(self, partition_by: Sequence[str], order_by: Sequence[str]) -> Any:
             if not partition_by and list(order_by) in ([], [sorted_by]):
                 return self  # the rows are already in that order, and one partition
-            raise NotAnExpressionError(f"a window over {list(partition_by)} ordered by {list(order_by)}")
+            raise NotAnExpressionError("a window over the rows in another order")
 
     kind = PolarsExpr if sorted_by is None else _Sorted
 
@@ -442,7 +442,7 @@ class _Rows:
 
     def group_by(self, *keys: str) -> _Rows:
         if len(keys) != 1 or self.order is not None:
-            raise NotAnExpressionError(f"a table that groups the rows by {list(keys)}")
+            raise NotAnExpressionError("a table that groups the rows by several columns")
         self.order = keys[0]
         return self
 
@@ -538,7 +538,7 @@ class _CellFrame:
     def group_by(self, *keys: str) -> _CellGroups:
         """The cells grouped again by one cell column (e.g. quantile bins), summing cell columns."""
         if self.aggregated or len(keys) != 1:
-            raise NotAnExpressionError(f"a table that groups its cells by {list(keys)}")
+            raise NotAnExpressionError("a table that groups its aggregated cells again")
         return _CellGroups(self, keys[0])
 
     def select(self, *exprs: nw.Expr) -> _CellFrame:
