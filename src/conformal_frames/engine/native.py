@@ -1,0 +1,852 @@
+"""The polars target: a recorded plan compiled to ONE native polars expression.
+
+:func:`compile_polars` records metrics on a :class:`~conformal_frames.engine.plan.Plan`
+(the same ``build`` that ``cf.evaluate`` runs, on guessed input dtypes: the
+expression is built before any frame is known) and writes what the query
+holds as a polars expression valid in any aggregation context (``select``,
+``group_by().agg``, ``over``, ``group_by_dynamic``, ``rolling``, streaming):
+
+- inputs are cast to Float64; the checks are row masks: under ``"null"``
+  their ``any()`` nulls the group, under ``"drop"`` they filter the rows of
+  every aggregation (a positive-total rule is an aggregation of its own);
+- row columns are inlined where they are read, or bound once in a row struct
+  where inlining would repeat a subtree (:func:`_rows`);
+- the statistics (``sum``/``min``/``max`` of rows, ``n``) are aggregations;
+  a table of ordered cells (:meth:`Query.cells`) is one sorted block per
+  group, its cells formed once and aggregated inside ``list.eval``
+  (:class:`_CellFrame`);
+- the values (:meth:`Query.value`) and the steps of a multi-step finalize
+  (recorded by :class:`_Stages`) are stages over the statistics: bound in
+  a list (``pl.concat_list(stats)``, then one ``list.eval(pl.element()
+  .append(...))`` per stage, ``pl.element().get(i)`` reading slot ``i``),
+  or everything inlined when nothing is read often (:func:`_auto`); polars
+  does not share equal aggregations in ``group_by().agg`` on its in-memory
+  engine, and the list form stays in the streaming group-by;
+- normal tails use polars' ``erfc`` (``numerics.brownian`` asks a frame
+  with ``with_phi_c``) instead of the staged Mills series.
+
+The narwhals expressions of the record become polars ones through narwhals'
+compliant layer (:func:`to_polars`): an internal API of narwhals 2.x used in
+that function only, pinned by ``tests/test_polars_expr.py``.  What cannot be
+an expression (numpy steps, windows over the rows, tables other than ordered
+cells) raises :class:`NotAnExpressionError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames.engine.expr import running_total
+from conformal_frames.engine.metric import Metric
+from conformal_frames.engine.plan import Plan
+from conformal_frames.engine.query import Query
+from conformal_frames.errors import BooleanColumnError, ListColumnError
+
+if TYPE_CHECKING:
+    import polars as pl
+
+__all__ = ["NotAnExpressionError", "Policy", "compile_polars", "to_polars"]
+
+Policy = Literal["null", "drop"]
+
+#: the phases a polars expression cannot hold (yet), in words for the error
+_REFUSED = {
+    "table": "a second aggregation level (a sort-based or binned table)",
+    "window": "a window over the rows of a group",
+    "numpy": "a numpy step",
+    "group_step": "a numpy step over every row of a group",
+}
+_N = "__cf_n"
+
+
+class NotAnExpressionError(TypeError):
+    """A metric cannot be compiled to a polars expression; ``cf.evaluate`` computes it."""
+
+
+def to_polars(
+    expr: nw.Expr,
+    bind: Mapping[str, pl.Expr],
+    *,
+    read: Callable[[str], None] | None = None,
+    sorted_by: str | None = None,
+) -> pl.Expr:
+    """The native polars expression of the narwhals expression ``expr``.
+
+    ``nw.col(name)`` becomes ``bind[name]`` (``pl.col(name)`` for a name not
+    bound); ``read(name)`` is called for every bound name read.  With
+    ``sorted_by`` (the rows are sorted by that column, e.g. ordered cells
+    inside ``list.eval``), a window without partition ordered by it is the
+    expression itself.  The one use of narwhals' internal compliant layer
+    (``Expr._to_compliant_expr``, its polars namespace and expression),
+    pinned by the tests.
+    """
+    import polars as pl
+    from narwhals._polars.expr import PolarsExpr
+    from narwhals._polars.namespace import PolarsNamespace
+    from narwhals._utils import Version
+
+    class _Sorted(PolarsExpr):
+        def over(self, partition_by: Sequence[str], order_by: Sequence[str]) -> Any:
+            if not partition_by and list(order_by) in ([], [sorted_by]):
+                return self  # the rows are already in that order, and one partition
+            raise NotAnExpressionError("a window over the rows in another order")
+
+    kind = PolarsExpr if sorted_by is None else _Sorted
+
+    class _Bound(PolarsNamespace):
+        @property
+        def _expr(self) -> Any:
+            return kind
+
+        def col(self, *names: str) -> PolarsExpr:
+            if len(names) == 1 and names[0] in bind:
+                if read is not None:
+                    read(names[0])
+                return kind(bind[names[0]], version=self._version)
+            return kind(pl.col(*names), version=self._version)
+
+    compliant: Any = expr._to_compliant_expr(_Bound(version=Version.V2))
+    native: pl.Expr = compliant.native
+    return native
+
+
+class _Guessed(dict):
+    """Input dtypes before any frame is known: Float64, unless a reader said otherwise."""
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) or super().__contains__(name)
+
+    def __missing__(self, name: str) -> Any:
+        return nw.Float64()
+
+
+def record(metrics: Sequence[Metric], *, caller: str) -> Plan:
+    """The plan of ``metrics`` on guessed input dtypes (learned from a reader's dtype error)."""
+    guessed = _Guessed()
+    for _ in range(64):
+        try:
+            return Plan.of(guessed, metrics, [], caller=caller)
+        except (BooleanColumnError, ListColumnError) as exc:
+            dtype = nw.Boolean() if isinstance(exc, BooleanColumnError) else nw.List(nw.Unknown())
+            if dict.get(guessed, exc.column) == dtype:
+                raise
+            guessed[exc.column] = dtype
+    msg = "too many input dtypes to guess"  # pragma: no cover - 64 list/boolean roles
+    raise RuntimeError(msg)
+
+
+def refusal(plan: Plan) -> str | None:
+    """Why the first metric of ``plan`` that cannot be an expression cannot be one, or ``None``.
+
+    A table of ordered cells (:meth:`Query.cells`) compiles (:func:`_blocks`)
+    unless its function does more than the cell frame supports (:class:`_CellFrame`).
+    """
+    for spec in plan.specs:
+        phases = set(spec.phases & _REFUSED.keys())
+        phases.discard("table")  # compiled when it groups the rows into cells (see _table), else refused there
+        if phases:
+            return _refused(spec.metric, " and ".join(_REFUSED[p] for p in sorted(phases)))
+    return None
+
+
+def _refused(metric: str, why: str) -> str:
+    return (
+        f"{metric} cannot be compiled to a polars expression: it needs {why}; "
+        f"compute it with cf.evaluate(df, ...) (which also takes polars frames)"
+    )
+
+
+@dataclass
+class _Binder:
+    """Names of the aggregated table -> polars expressions, counting the reads."""
+
+    bind: dict[str, pl.Expr] = field(default_factory=dict)
+    reads: dict[str, int] = field(default_factory=dict)
+
+    def convert(self, expr: nw.Expr) -> pl.Expr:
+        return to_polars(expr, self.bind, read=self._read)
+
+    def _read(self, name: str) -> None:
+        self.reads[name] = self.reads.get(name, 0) + 1
+
+
+def _rows(q: Query, inputs: Mapping[str, pl.Expr]) -> dict[str, pl.Expr]:
+    """Every row column of ``q`` as a polars expression of the input columns.
+
+    A row is inlined where it is read, unless inlining repeats too much: a row
+    read twice by the next level doubles its tree at every level (a Gaussian
+    tail: 30 ms of planning per call).  Such rows are bound once as fields of
+    a row struct (one ``with_fields`` per level, read as ``struct.field``), but
+    every aggregation then carries the whole struct (ECE's ten bins: 4x the
+    plan).  So the rows are split into connected sets (rows that read each
+    other) and each set takes the form whose aggregated rows have the smaller
+    plan (node count, read as the expressions' text length).
+    """
+    names = {r.name for r in q.rows.values()}
+    reads: dict[str, set[str]] = {}
+    for r in q.rows.values():
+        seen: list[str] = []
+        to_polars(r.expr, {n: _placeholder(n) for n in names}, read=seen.append)
+        reads[r.name] = set(seen)
+    inline = dict(inputs)
+    for r in sorted(q.rows.values(), key=lambda r: r.level):
+        inline[r.name] = to_polars(r.expr, inline)
+    aggregated = [row for how, row in (cast("tuple[str, str]", k) for k in q.aggs)]
+    if q.count_row is not None:
+        aggregated.append(q.count_row)
+    out = dict(inline)
+    for part in _connected(reads):
+        rows = [r for r in q.rows.values() if r.name in part]
+        if max(r.level for r in rows) <= 1:
+            continue
+        bound = _bound(rows, inputs)
+        leaves = [n for n in aggregated if n in part]
+        if sum(len(str(bound[n])) for n in leaves) < sum(len(str(inline[n])) for n in leaves):
+            out |= bound
+    return out
+
+
+def _connected(reads: Mapping[str, set[str]]) -> list[set[str]]:
+    """The connected sets of rows (a row and the rows it reads)."""
+    parent = {n: n for n in reads}
+
+    def root(n: str) -> str:
+        while parent[n] != n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    for n, read in reads.items():
+        for m in read:
+            parent[root(m)] = root(n)
+    parts: dict[str, set[str]] = {}
+    for n in reads:
+        parts.setdefault(root(n), set()).add(n)
+    return list(parts.values())
+
+
+def _bound(rows: Sequence[Any], inputs: Mapping[str, pl.Expr]) -> dict[str, pl.Expr]:
+    """``rows`` as fields of one row struct, one ``with_fields`` per level."""
+    import polars as pl
+
+    levels: dict[int, list[tuple[str, nw.Expr]]] = {}
+    for r in rows:
+        levels.setdefault(r.level, []).append((r.name, r.expr))
+    first = levels.pop(min(levels))
+    struct = pl.struct(*[to_polars(e, inputs).alias(name) for name, e in first])
+    refs = {name: pl.field(name) for name, _ in first}
+    for level in sorted(levels):
+        struct = struct.struct.with_fields(*[to_polars(e, refs).alias(name) for name, e in levels[level]])
+        refs |= {name: pl.field(name) for name, _ in levels[level]}
+    return {name: struct.struct.field(name) for name in refs}
+
+
+def _inputs(plan: Plan) -> dict[str, pl.Expr]:
+    """Each input column read: a guessed Float64 one cast to Float64 (Boolean and integer columns too)."""
+    import polars as pl
+
+    out = {}
+    for spec in plan.specs:
+        for name, dtype in spec.inputs:
+            out[name] = pl.col(name).cast(pl.Float64) if dtype == nw.Float64 else pl.col(name)
+    return out
+
+
+def _masks(plan: Plan, rows: Mapping[str, pl.Expr], invalid: Policy) -> tuple[pl.Expr | None, pl.Expr | None]:
+    """``(bad, zero)``: the row fails a check of its own, and (an aggregation) the group fails a
+    positive-total rule (no row of positive weight or count).
+
+    Under ``"drop"`` the rule reads the rows the other checks leave, as
+    :meth:`Plan.dropped`: a group without positive weight left is dropped
+    whole (its outputs are null, ``n`` aside).  A rule is an aggregation of
+    its own, not a window in the row checks: the streaming engine keeps the
+    group-by (a window made it fall back to the in-memory engine).
+    """
+    import polars as pl
+
+    q = plan.query
+    checks = {m: to_polars(c.bad, rows).fill_null(False) for m, c in q.checks.items()}
+    rules = {m: to_polars(p, rows) for m, p in q.positive.items() if m in q.totals and m in checks}
+    others = [b for m, b in checks.items() if m not in rules]
+    bad = pl.any_horizontal(*others) if others else None
+    if not rules:
+        return bad, None
+    kept = [p if bad is None or invalid == "null" else p & ~bad for p in rules.values()]
+    zero = [~(pl.when(p).then(1.0).otherwise(0.0).max() > 0) for p in kept]
+    return bad, pl.any_horizontal(*zero)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A compiled metric set: the expression and the names of its outputs."""
+
+    expr: pl.Expr
+    outputs: tuple[str, ...]
+    #: ``"list"``: statistics bound once in a list; ``"inline"``: every read inlined
+    let: str
+
+
+def compile_polars(
+    metrics: Sequence[Metric],
+    *,
+    invalid: Policy = "null",
+    name: str | None = None,
+    let: Literal["auto", "list", "inline"] = "auto",
+    caller: str = "conformal_frames.polars",
+) -> Compiled:
+    """``metrics`` as one polars aggregation expression (see the module docstring).
+
+    One output: a Float64 expression named after it (or ``name``); several:
+    a struct of the outputs (``evaluate``'s column names) named ``name`` (the
+    first metric's output name by default).  Validity is that of ``evaluate``
+    over the metrics together: under ``"null"`` every output of a group with
+    a failing row is null.
+    """
+    if invalid not in ("null", "drop"):
+        msg = (
+            f"invalid= must be 'null' or 'drop' in a polars expression, got {invalid!r}; "
+            "to raise on invalid rows call conformal_frames.polars.check(df, ...) first"
+        )
+        raise ValueError(msg)
+    plan = record(metrics, caller=caller)
+    why = refusal(plan)
+    if why is not None:
+        raise NotAnExpressionError(why)
+    outputs = {k: e for k, e in plan.outputs.items() if e is not None}
+    if len(outputs) != len(plan.outputs):  # an output a table or a step fills in evaluate
+        missing = ", ".join(k for k, e in plan.outputs.items() if e is None)
+        raise NotAnExpressionError(_refused(metrics[0].output_name, f"a table or step that fills {missing}"))
+    target = name if name is not None else metrics[0].output_name
+    stats, after_tables = _statistics(plan, invalid)
+    levels = [*after_tables, *_levels(plan)]
+    mode = let if let != "auto" else _auto(stats, levels, outputs)
+    if mode == "inline" and (levels or any(k.startswith(_BLOCK) for k in stats)):
+        mode = "list"  # values, stages and tables are bound in the list
+    return Compiled(_compile(plan, stats, levels, outputs, mode).alias(target), tuple(outputs), mode)
+
+
+def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_Stage]]:
+    """The aggregations: internal name -> polars aggregation (``n`` first, the invalid flag last),
+    a table of ordered cells as one list-valued entry per table (its columns: ``_Block`` names)
+    and the stages its function writes on its aggregated columns."""
+    import polars as pl
+
+    q = plan.query
+    rows = _rows(q, _inputs(plan))
+    bad, zero = _masks(plan, rows, invalid)
+    keep = None if invalid == "null" or bad is None else ~bad
+
+    def kept(e: pl.Expr) -> pl.Expr:
+        return e if keep is None else e.filter(keep)
+
+    # n: the rows, or the rows they represent (the sum of the counts=)
+    n = kept(rows[q.count_row]).sum() if q.count_row is not None else pl.len() if keep is None else keep.sum()
+    stats: dict[str, pl.Expr] = {_N: n.cast(pl.Float64)}
+    for key, (agg_name, _) in q.aggs.items():
+        how, row = cast("tuple[str, str]", key)  # (how, row name): see Query.agg
+        stats[agg_name] = getattr(kept(rows[row]), how)().cast(pl.Float64)
+    stages: list[_Stage] = []
+    for fn, ref in q.tables.values():
+        block, table_rows = _table(plan, fn, ref, rows)
+        inside, outside, needed = block.split()
+        for name, c in outside.items():  # a total of the cells is the sum over the rows
+            stats[name] = kept(table_rows[c]).sum().cast(pl.Float64)
+        if inside:
+            order = table_rows[block.order]
+            fields = [order.alias(_ORDER), *[table_rows[c].alias(c) for c in needed]]
+            cells = _cells_of(kept(pl.struct(*fields)).sort_by(kept(order)).implode(), needed)
+            stats[_BLOCK + "\x00".join(name for name, _ in inside)] = block.aggregations(cells, inside)
+        stages += block.after
+    if invalid == "null" and bad is not None:
+        stats["__cf_invalid"] = bad.any().cast(pl.Float64)
+    if zero is not None:
+        group = zero if "__cf_invalid" not in stats else zero | (stats["__cf_invalid"] > 0)
+        stats["__cf_invalid"] = group.cast(pl.Float64)
+    return stats, stages
+
+
+_Stage = list[tuple[str, "nw.Expr | _PhiC"]]
+
+
+def _table(plan: Plan, fn: Any, ref: Any, rows: Mapping[str, pl.Expr]) -> tuple[_CellFrame, dict[str, pl.Expr]]:
+    """A table function run on a stand-in row frame: its cells (aggregated) and the row columns it read.
+
+    A table that groups the rows by one column into sums (ordered cells, the
+    SSC strata) and then only adds cell columns and aggregates them compiles;
+    anything else raises :class:`NotAnExpressionError`.
+    """
+    metric = ", ".join(s.metric for s in plan.specs if "table" in s.phases)
+    stand_in = _Rows(rows)
+    try:
+        block = fn(cast("Any", stand_in), [], ref)
+    except NotAnExpressionError as exc:
+        raise NotAnExpressionError(_refused(metric, str(exc))) from None
+    if not isinstance(block, _CellFrame) or not block.aggregated:
+        raise NotAnExpressionError(_refused(metric, "a table that does not aggregate its cells"))
+    return block, stand_in.rows
+
+
+def _cells_of(rows: pl.Expr, sums: Sequence[str]) -> pl.Expr:
+    """The ordered cells of a group's ``rows`` (a list of structs sorted by ``_ORDER``) as a list of structs.
+
+    One struct per distinct order value: the value and the running total of
+    each column of ``sums`` (named by :func:`running_total`), read at the last
+    row of its run of ties (so a tie counts whole).  Computed once: an
+    expression inside ``list.eval`` is not shared with an equal one (reading
+    the running totals in the aggregations' own ``list.eval`` instead: KS at
+    1e5 rows in 1,000 groups 65 vs 48 ms, at 1e6 354 vs 294 ms).
+    """
+    import polars as pl
+
+    order = pl.element().struct.field(_ORDER)
+    running = [pl.element().struct.field(c).cum_sum().alias(running_total(c)) for c in sums]
+    last = order.ne_missing(order.shift(-1))  # sorted: the last row of each run of ties
+    return rows.list.eval(pl.struct(order, *running).filter(last))
+
+
+_ORDER = "__cf_order"
+#: the key of a block's entry in the statistics: this prefix, then its column names joined by NUL
+_BLOCK = "\x00block\x00"
+
+
+def _slots(stats: Mapping[str, pl.Expr]) -> list[str]:
+    """The names of the statistics list's slots, in order (a block takes one slot per column)."""
+    out: list[str] = []
+    for name in stats:
+        out += name[len(_BLOCK) :].split("\x00") if name.startswith(_BLOCK) else [name]
+    return out
+
+
+class _Rows:
+    """A stand-in for the row frame a table function groups into cells (``ordered_cells``).
+
+    It records the row columns the function adds and the grouping: the
+    group's rows by one ``order`` column, summing row columns (the cells).
+    """
+
+    implementation = nw.Implementation.UNKNOWN
+
+    def __init__(self, rows: Mapping[str, pl.Expr]) -> None:
+        self.rows = dict(rows)
+        self.order: str | None = None
+        self.sums: list[str] = []
+        self.cells: _CellFrame | None = None
+
+    def with_columns(self, *exprs: nw.Expr) -> _Rows:
+        self.rows |= {_output_name(e): to_polars(e, self.rows) for e in exprs}
+        return self
+
+    def group_by(self, *keys: str) -> _Rows:
+        if len(keys) != 1 or self.order is not None:
+            raise NotAnExpressionError("a table that groups the rows by several columns")
+        self.order = keys[0]
+        return self
+
+    def agg(self, *exprs: nw.Expr) -> _CellFrame:
+        import polars as pl
+
+        probe = pl.col("\x00probe")
+        for e in exprs:
+            name = _output_name(e)
+            if str(to_polars(e, {name: probe}).meta.undo_aliases()) != str(probe.sum()):
+                raise NotAnExpressionError("a table that aggregates the rows other than by sums of cells")
+            self.sums.append(name)
+        assert self.order is not None
+        self.cells = _CellFrame.of(self.order, self.sums)
+        return self.cells
+
+    def __getattr__(self, name: str) -> Any:
+        raise NotAnExpressionError(f"a table whose rows take {name}()")
+
+
+class _AnyName(dict):
+    """A binding of every name to ``pl.col(name)``: :func:`to_polars` then reports each name read."""
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str)
+
+    def __missing__(self, name: str) -> Any:
+        import polars as pl
+
+        return pl.col(name)
+
+
+def _reads(expr: nw.Expr) -> list[str]:
+    """The column names ``expr`` reads (with repetitions)."""
+    seen: list[str] = []
+    to_polars(expr, _AnyName(), read=seen.append)
+    return seen
+
+
+class _CellFrame:
+    """A stand-in for a group's ordered cells inside ``list.eval`` over its sorted rows.
+
+    The cells are the last row of each run of tied ``order`` values: a running
+    total is the cumulative sum of a row column read there, a cell's sum the
+    difference of consecutive running totals.  ``with_columns`` (and
+    ``rename``) record steps of cell columns, the first ``select``
+    (:func:`~conformal_frames.engine.expr.aggregate` without keys) the
+    aggregations, and what follows is recorded as stages of the aggregated
+    columns (as :class:`_Stages`).  :meth:`aggregations` writes them once the
+    columns the aggregations need are known: a step whose columns are read
+    more than once is materialised as a list of structs (``list.eval`` shares
+    nothing: inlined, the SSC strata repeat their bin in every part).
+    """
+
+    implementation = nw.Implementation.POLARS
+
+    def __init__(self, order: str, sums: Sequence[str]) -> None:
+        self.order = order
+        self.sums = tuple(sums)
+        self.running = {running_total(c): c for c in sums}
+        self.steps: list[tuple[str, Any]] = []
+        self.aggregated: list[tuple[str, nw.Expr]] = []
+        self.after: list[_Stage] = []
+        #: aggregated column -> the sum column it totals (``nw.col(c).sum()``: a sum over the rows)
+        self.totals: dict[str, str] = {}
+
+    @classmethod
+    def of(cls, order: str, sums: Sequence[str]) -> _CellFrame:
+        return cls(order, sums)
+
+    def with_columns(self, *exprs: nw.Expr) -> _CellFrame:
+        if self.aggregated:
+            self.after.append([(_output_name(e), e) for e in exprs])
+            return self
+        import polars as pl
+
+        cols = []
+        for e in exprs:
+            name = _output_name(e)
+            if name in self.sums and _is(e, name, lambda c: c.cast(pl.Float64)):
+                continue  # ordered_cells' cast: the cells are Float64 already
+            if name in self.running:
+                continue  # ordered_cells' running total: a column of the cells
+            cols.append((name, e))
+        if cols:
+            self.steps.append(("cols", cols))
+        return self
+
+    def rename(self, mapping: Mapping[str, str]) -> _CellFrame:
+        self.steps.append(("rename", dict(mapping)))
+        return self
+
+    def group_by(self, *keys: str) -> _CellGroups:
+        """The cells grouped again by one cell column (e.g. quantile bins), summing cell columns."""
+        if self.aggregated or len(keys) != 1:
+            raise NotAnExpressionError("a table that groups its aggregated cells again")
+        return _CellGroups(self, keys[0])
+
+    def select(self, *exprs: nw.Expr) -> _CellFrame:
+        if not self.aggregated:
+            self.aggregated = [(_output_name(e), e) for e in exprs]
+            regrouped = any(kind == "group" for kind, _ in self.steps)
+            for e in [] if regrouped else exprs:
+                total = [c for c in self._sum_names() if _is(e, c, lambda c: c.sum())]
+                if total:
+                    self.totals[_output_name(e)] = self._sum_names()[total[0]]
+            return self
+        added = [e for e in exprs if not isinstance(e, str) and not _is_projection(e)]
+        added = [e for e in added if _output_name(e) not in self._names()]
+        return self.with_columns(*added) if added else self
+
+    def _sum_names(self) -> dict[str, str]:
+        """The names of the sum columns at the aggregation (after renames) -> their row columns."""
+        names = {c: c for c in self.sums}
+        for kind, step in self.steps:
+            if kind == "rename":
+                names = {step.get(n, n): c for n, c in names.items()}
+        return names
+
+    def _names(self) -> set[str]:
+        return {n for n, _ in self.aggregated} | {n for stage in self.after for n, _ in stage}
+
+    def drop(self, *names: str) -> _CellFrame:
+        return self
+
+    def with_phi_c(self, columns: Mapping[str, str]) -> _CellFrame:
+        """As :meth:`_Stages.with_phi_c`, on the aggregated cells."""
+        self.after.append([(out, _PhiC(a)) for out, a in columns.items()])
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        raise NotAnExpressionError(f"a table of ordered cells that uses {name}()")
+
+    # -- writing the cells' aggregations -------------------------------------------
+    def split(self) -> tuple[list[tuple[str, nw.Expr]], dict[str, str], list[str]]:
+        """``(inside, outside, needed)``: the aggregations over the cells, the totals summed over the
+        rows instead (aggregated column -> row column) and the sum columns the cells must carry."""
+        outside = dict(self.totals)
+        inside = [(n, e) for n, e in self.aggregated if n not in outside]
+        while True:
+            live = self._live(inside)[0]
+            needed = [c for c in self.sums if c in live or running_total(c) in live]
+            back = {n: c for n, c in outside.items() if c in needed}  # the cells carry it anyway
+            if not back:
+                return inside, outside, needed
+            inside += [(n, e) for n, e in self.aggregated if n in back]
+            outside = {n: c for n, c in outside.items() if n not in back}
+
+    def _live(self, inside: Sequence[tuple[str, nw.Expr]]) -> tuple[set[str], list[set[str]], list[bool]]:
+        """Backwards over the steps: the names live before the first step, the names live after each
+        step, and whether each step's columns are read more than once after it."""
+        live: set[str] = set()
+        counts: dict[str, int] = {}
+        for _, e in inside:
+            for r in _reads(e):
+                live.add(r)
+                counts[r] = counts.get(r, 0) + 1
+        after: list[set[str]] = []
+        shared: list[bool] = []
+        for kind, step in reversed(self.steps):
+            after.append(set(live))
+            if kind == "rename":
+                inverse = {new: old for old, new in step.items()}
+                live = {inverse.get(n, n) for n in live}
+                counts = {inverse.get(n, n): k for n, k in counts.items()}
+                shared.append(False)
+                continue
+            if kind == "group":  # a new frame: its key and the sums it takes
+                key, sums = step
+                live = {key, *(x for n, x in sums if n in live)}
+                counts = dict.fromkeys(live, 2)
+                shared.append(True)
+                continue
+            defined = [n for n, _ in step if n in live]
+            shared.append(any(counts.get(n, 0) > 1 for n in defined))
+            live -= set(defined)
+            for n, e in step:
+                if n in defined:
+                    for r in _reads(e):
+                        live.add(r)
+                        counts[r] = counts.get(r, 0) + 1
+        return live, after[::-1], shared[::-1]
+
+    def aggregations(self, cells: pl.Expr, inside: Sequence[tuple[str, nw.Expr]]) -> pl.Expr:
+        """The ``inside`` aggregations over ``cells`` (:func:`_cells_of`'s list): a list of values."""
+        import polars as pl
+
+        def field(name: str) -> pl.Expr:
+            return pl.element().struct.field(name)
+
+        _, after, shared = self._live(inside)
+        bind: dict[str, pl.Expr] = {
+            c: field(running_total(c)) - field(running_total(c)).shift(1, fill_value=0.0) for c in self.sums
+        }
+        bind |= {running_total(c): field(running_total(c)) for c in self.sums}
+        bind[self.order] = field(_ORDER)
+        for (kind, step), live, materialise in zip(self.steps, after, shared):
+            if kind == "rename":
+                bind = {step.get(n, n): e for n, e in bind.items()}
+                continue
+            if kind == "group":
+                cells, bind = _regrouped(cells, bind, step, live)
+                continue
+            bind |= {n: to_polars(e, bind, sorted_by=self.order) for n, e in step if n in live}
+            keep = sorted(n for n in live if n in bind)
+            if materialise and keep:
+                cells = cells.list.eval(pl.struct(*[bind[n].alias(n) for n in keep]))
+                bind = {n: field(n) for n in keep}
+        values = [to_polars(e, bind, sorted_by=self.order).cast(pl.Float64) for _, e in inside]
+        return cells.list.eval(pl.concat_list(*values)).list.first()
+
+
+class _CellGroups:
+    """``cells.group_by(key)``: its ``agg`` of sums is a step of the cell frame (:func:`_regrouped`)."""
+
+    def __init__(self, cells: _CellFrame, key: str) -> None:
+        self.cells = cells
+        self.key = key
+
+    def agg(self, *exprs: nw.Expr) -> _CellFrame:
+        sums = []
+        for e in exprs:
+            read = _reads(e)
+            if len(read) != 1 or not _is(e, read[0], lambda c: c.sum()):
+                raise NotAnExpressionError("a table that aggregates its cells again other than by sums")
+            sums.append((_output_name(e), read[0]))
+        self.cells.steps.append(("group", (self.key, sums)))
+        return self.cells
+
+
+def _regrouped(
+    cells: pl.Expr, bind: Mapping[str, pl.Expr], step: tuple[str, list[tuple[str, str]]], live: set[str]
+) -> tuple[pl.Expr, dict[str, pl.Expr]]:
+    """The cells grouped by the cell column ``key``: one struct per key value with the sums (a list of structs)."""
+    import polars as pl
+
+    def field(name: str) -> pl.Expr:
+        return pl.element().struct.field(name)
+
+    key, sums = step
+    wanted = [(n, x) for n, x in sums if n in live]
+    columns = sorted({key, *(x for _, x in wanted)})
+    # the key and the summed columns as fields first: a window needs an elementwise partition
+    cells = cells.list.eval(pl.struct(*[bind[c].alias(c) for c in columns]))
+    last = field(key).is_last_distinct()
+    per_key = [field(key).filter(last).alias(key)]
+    per_key += [field(x).sum().over(field(key)).filter(last).alias(n) for n, x in wanted]
+    return cells.list.eval(pl.struct(*per_key)), {n: field(n) for n in [key, *(n for n, _ in wanted)]}
+
+
+def _is(expr: nw.Expr, column: str, shape: Callable[[pl.Expr], pl.Expr]) -> bool:
+    """Whether ``expr`` is ``shape(nw.col(column))`` (compared as polars expressions)."""
+    import polars as pl
+
+    probe = pl.col("\x00probe")
+    return str(to_polars(expr, {column: probe}).meta.undo_aliases()) == str(shape(probe))
+
+
+@dataclass(frozen=True)
+class _PhiC:
+    """A stage entry: the normal tail ``Phi_c(a) = erfc(a / sqrt 2) / 2`` of the column ``a``, in polars."""
+
+    a: str
+
+    def native(self, read: Callable[[str], pl.Expr]) -> pl.Expr:
+        return 0.5 * (read(self.a) * _SQRT_HALF).erfc()
+
+
+_SQRT_HALF = 0.7071067811865476
+
+
+class _Stages:
+    """A stand-in for the aggregated table that records what a finalize step adds.
+
+    A finalize step (:meth:`Query.finalize`) is a function of a frame that adds
+    columns with ``with_columns`` and ``select(nw.exclude(...), ...)``: each call
+    is a stage of named expressions over the columns before it.
+    """
+
+    implementation = nw.Implementation.POLARS
+
+    def __init__(self, stages: list[_Stage]) -> None:
+        self.stages = stages
+
+    def with_columns(self, *exprs: nw.Expr) -> _Stages:
+        self.stages.append([(_output_name(e), e) for e in exprs])
+        return self
+
+    def select(self, *exprs: nw.Expr) -> _Stages:
+        added = [e for e in exprs if not _is_projection(e)]
+        return self.with_columns(*added) if added else self
+
+    def drop(self, *names: str) -> _Stages:
+        return self
+
+    def with_phi_c(self, columns: Mapping[str, str]) -> _Stages:
+        """``Phi_c`` of columns natively (``erfc``), the hook of ``numerics.brownian``: ``{out: a}``."""
+        self.stages.append([(out, _PhiC(a)) for out, a in columns.items()])
+        return self
+
+
+def _output_name(expr: nw.Expr) -> str:
+    name: str = to_polars(expr, {}).meta.output_name()
+    return name
+
+
+def _is_projection(expr: nw.Expr) -> bool:
+    """``nw.exclude(...)`` / ``nw.all()``: the columns already there."""
+    return bool(to_polars(expr, {}).meta.has_multiple_outputs())
+
+
+def _levels(plan: Plan) -> list[_Stage]:
+    """The stages after the aggregation: the values, level by level, then the finalize steps."""
+    by_level: dict[int, _Stage] = {}
+    for v in plan.query.values.values():
+        by_level.setdefault(v.level, []).append((v.name, v.expr))
+    stages = _Stages([by_level[k] for k in sorted(by_level)])
+    for finalize, ref in plan.query.finalizers.values():
+        finalize(cast("Any", stages), ref)
+    return [s for s in stages.stages if s]
+
+
+def _finals(plan: Plan, outputs: Mapping[str, nw.Expr], binder: _Binder, valid: pl.Expr | None) -> dict[str, pl.Expr]:
+    import polars as pl
+
+    q = plan.query
+    out = {}
+    for k, e in outputs.items():
+        native = binder.convert(e)
+        if valid is not None:
+            native = pl.when(valid).then(native).otherwise(pl.lit(None, pl.Float64))
+        if k in q.output_dtypes:
+            native = native.cast(pl.Int64)
+        out[k] = native
+    return out
+
+
+def _auto(stats: Mapping[str, pl.Expr], levels: Sequence[_Stage], outputs: Mapping[str, nw.Expr]) -> str:
+    """``"list"`` when the outputs read values, finalize stages or a table, or a statistic more than twice;
+    else ``"inline"``.
+
+    Measured (1,000 rows, ``select``; 1e6 rows, 1,000 groups, lazy): inlined,
+    a chain of values repeats its statistics at every level (Spiegelhalter:
+    167 vs 11 ms per call); a plain ratio of sums is cheaper inlined (CRPS:
+    2.2 vs 8.9 ms per call, 69 vs 99 ms grouped; width 0.16 vs 0.20 ms).
+    """
+    if levels or any(k.startswith(_BLOCK) for k in stats):
+        return "list"
+    binder = _Binder({k: _placeholder(k) for k in stats})
+    for e in outputs.values():
+        binder.convert(e)
+    return "list" if any(count > 2 for k, count in binder.reads.items() if k != _N) else "inline"
+
+
+def _placeholder(name: str) -> pl.Expr:
+    import polars as pl
+
+    return pl.col(name)
+
+
+def _valid(stats: Mapping[str, pl.Expr], read: Callable[[str], pl.Expr]) -> pl.Expr:
+    ok = read(_N) > 0
+    if "__cf_invalid" in stats:
+        ok = (read("__cf_invalid") == 0) & ok
+    return ok
+
+
+def _compile(
+    plan: Plan, stats: Mapping[str, pl.Expr], levels: Sequence[_Stage], outputs: Mapping[str, nw.Expr], mode: str
+) -> pl.Expr:
+    import polars as pl
+
+    if mode == "inline":
+        binder = _Binder(dict(stats))
+        for level in levels:
+            binder.bind |= {vname: e for (vname, _), e in zip(level, [_stage_expr(binder, e) for _, e in level])}
+        finals = _finals(plan, outputs, binder, _valid(stats, binder.bind.__getitem__))
+        return _one(finals)
+    slots = _slots(stats)
+    binder = _Binder({k: pl.element().get(i) for i, k in enumerate(slots)})
+    size = len(slots)  # the list's length: a name written again takes a new slot
+    expr = pl.concat_list(*stats.values())
+    for level in levels:
+        added = [_stage_expr(binder, e).cast(pl.Float64) for _, e in level]
+        for vname, _ in level:
+            binder.bind[vname] = pl.element().get(size)
+            size += 1
+        stage = pl.element()
+        for a in added:
+            stage = stage.append(a)
+        expr = expr.list.eval(stage)
+    finals = _finals(plan, outputs, binder, _valid(stats, binder.bind.__getitem__))
+    return expr.list.eval(_one(finals)).list.first()
+
+
+def _stage_expr(binder: _Binder, e: nw.Expr | _PhiC) -> pl.Expr:
+    if isinstance(e, _PhiC):
+        return e.native(lambda name: binder.convert(nw.col(name)))
+    return binder.convert(e)
+
+
+def _one(finals: Mapping[str, pl.Expr]) -> pl.Expr:
+    import polars as pl
+
+    if len(finals) == 1:
+        return next(iter(finals.values()))
+    return pl.struct(*[e.alias(k) for k, e in finals.items()])

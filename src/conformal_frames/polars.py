@@ -1,0 +1,182 @@
+"""Metrics as native polars expressions: ``import conformal_frames.polars as cfx``.
+
+Every metric factory of the library has a twin here with the same parameters,
+checks and messages, plus ``invalid=`` and ``name=``, that returns a polars
+expression instead of a metric object.  The expression is compiled from the
+metric's own definition (the ``build`` that :func:`conformal_frames.evaluate`
+runs), so it computes the same numbers, and works wherever polars takes an
+aggregation: ``select``, ``group_by().agg()``, ``over``, ``with_columns``,
+``group_by_dynamic``, ``rolling``, eager or lazy, and the streaming engine.
+
+>>> import polars as pl
+>>> import conformal_frames.polars as cfx
+>>> df = pl.DataFrame({"g": ["a", "a", "b"], "y": [1.0, 2.0, 3.0], "lo": [0.0, 2.5, 2.0], "hi": [2.0, 3.0, 4.0]})
+>>> out = df.group_by("g", maintain_order=True).agg(cfx.coverage("y", "lo", "hi"), cfx.width("lo", "hi"))
+>>> out.unnest("coverage").select("g", "coverage", "width").rows()
+[('a', 0.5, 1.25), ('b', 1.0, 2.0)]
+
+Outputs: a metric with one output is a Float64 expression named after it; a
+metric with several is a struct whose fields are ``evaluate``'s column names
+(``coverage``, ``coverage_ci_low``, ``coverage_ci_high``), so ``unnest`` gives
+``evaluate``'s frame.  ``.alias()`` renames the expression; ``name=`` renames
+the fields too (as :meth:`Metric.alias <conformal_frames.engine.Metric.alias>`).
+
+Invalid rows: ``invalid="null"`` (default) nulls the outputs of a group with an
+invalid row of the metric's inputs; ``"drop"`` leaves those rows out.  To raise
+instead, call :func:`check` on the frame first.  :func:`metrics` compiles
+several metric objects into one struct with ``evaluate``'s call-level
+validity and shared inputs.
+
+Metrics that need a second pass over a group (sort-based and binned tables,
+per-group numpy steps: HSIC, worst slab, bootstrap) raise
+:class:`NotAnExpressionError`, whose message names ``cf.evaluate``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import narwhals.stable.v2 as nw
+
+from conformal_frames.engine import Metric, Plan, as_keys
+from conformal_frames.engine.native import Compiled, NotAnExpressionError, Policy, compile_polars
+from conformal_frames.namespace import METRIC_FACTORIES
+
+if TYPE_CHECKING:
+    import polars as pl
+
+__all__ = ["NotAnExpressionError", "check", "metrics", "to_expr", *sorted(METRIC_FACTORIES)]
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(metrics: tuple[Metric, ...], invalid: Policy, name: str | None) -> Compiled:
+    return compile_polars(list(metrics), invalid=invalid, name=name)
+
+
+def _compile(metric: tuple[Metric, ...], invalid: Policy, name: str | None) -> Compiled:
+    for m in metric:
+        if not isinstance(m, Metric):
+            msg = f"expected metric objects such as cf.coverage(...), got {m!r}"
+            raise TypeError(msg)
+    try:
+        return _compiled(metric, invalid, name)
+    except TypeError as exc:  # an unhashable metric (a list parameter): compiled every call
+        if "unhashable" not in str(exc):
+            raise
+        return compile_polars(list(metric), invalid=invalid, name=name)
+
+
+def to_expr(*metric: Metric, invalid: Policy = "null", name: str | None = None) -> pl.Expr:
+    """Metric objects (``cf.coverage(...)``) compiled to one polars expression.
+
+    One metric: its expression (as ``cfx.<name>``); several: one struct of
+    every output, as :func:`metrics`.  Memoized on the (frozen) metric objects.
+
+    >>> import polars as pl
+    >>> import conformal_frames as cf
+    >>> import conformal_frames.polars as cfx
+    >>> pl.DataFrame({"lo": [0.0, 1.0], "hi": [1.0, 3.0]}).select(cfx.to_expr(cf.width("lo", "hi"))).item()
+    1.5
+    """
+    return _compile(metric, invalid, name).expr
+
+
+def metrics(*metric: Metric, invalid: Policy = "null", name: str = "metrics") -> pl.Expr:
+    """Several metric objects as ONE struct expression with ``evaluate``'s semantics.
+
+    The fields are ``evaluate``'s output columns; the inputs, checks and
+    statistics the metrics share are computed once, and under ``"null"`` a
+    group with an invalid row of any metric's inputs has every output null
+    (``evaluate``'s call-level validity).
+
+    >>> import polars as pl
+    >>> import conformal_frames as cf
+    >>> import conformal_frames.polars as cfx
+    >>> df = pl.DataFrame({"y": [1.0, 2.0], "lo": [0.0, 2.5], "hi": [2.0, 3.0]})
+    >>> df.select(cfx.metrics(cf.coverage("y", "lo", "hi"), cf.width("lo", "hi"))).unnest("metrics").columns
+    ['coverage', 'coverage_ci_low', 'coverage_ci_high', 'width']
+    """
+    if not metric:
+        msg = "metrics() needs at least one metric, e.g. cfx.metrics(cf.coverage('y', 'lo', 'hi'))"
+        raise ValueError(msg)
+    compiled = _compile(metric, invalid, name)
+    if len(compiled.outputs) == 1:
+        import polars as pl
+
+        return pl.struct(compiled.expr.alias(compiled.outputs[0])).alias(name)
+    return compiled.expr
+
+
+def check(frame: Any, *metric: Metric, by: str | Sequence[str] | None = None) -> None:
+    """Raise :class:`~conformal_frames.InvalidRowsError` if a row of ``frame`` fails a check of ``metric``.
+
+    The messages of ``cf.evaluate(..., invalid="raise")``; one pass over the
+    frame (a lazy frame is collected for the counts).  Expressions do not
+    raise: call this before the query when invalid rows must stop it.
+
+    >>> import polars as pl
+    >>> import conformal_frames as cf
+    >>> import conformal_frames.polars as cfx
+    >>> df = pl.DataFrame({"y": [1.0, None], "lo": [0.0, 0.0], "hi": [2.0, 2.0]})
+    >>> cfx.check(df, cf.coverage("y", "lo", "hi"))
+    Traceback (most recent call last):
+    ...
+    conformal_frames.errors.InvalidRowsError: column 'y' has missing (null/NaN) or infinite values in 1 row
+    """
+    lf = nw.from_native(frame).lazy()
+    plan = Plan.of(lf.collect_schema(), list(metric), as_keys(by), caller="check")
+    if plan.has_checks:
+        plan.raise_failed(plan.check_counts(lf))
+
+
+def _factory(name: str, make: Callable[..., Metric]) -> Callable[..., pl.Expr]:
+    signature = inspect.signature(make)
+
+    @functools.wraps(make)
+    def factory(*args: Any, invalid: Policy = "null", name: str | None = None, **kwargs: Any) -> pl.Expr:
+        metric = _made(make, args, tuple(kwargs.items()))
+        if name is not None:
+            metric = metric.alias(name)
+        return to_expr(metric, invalid=invalid)
+
+    extra = [
+        inspect.Parameter("invalid", inspect.Parameter.KEYWORD_ONLY, default="null", annotation="str"),
+        inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="str | None"),
+    ]
+    params = list(signature.parameters.values())
+    kinds = [p.kind for p in params]
+    at = kinds.index(inspect.Parameter.VAR_KEYWORD) if inspect.Parameter.VAR_KEYWORD in kinds else len(params)
+    factory.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*params[:at], *extra, *params[at:]], return_annotation="pl.Expr"
+    )
+    factory.__doc__ = (
+        f"``cf.{name}`` as a polars expression (see :mod:`conformal_frames.polars`).\n\n"
+        f"Parameters and checks are those of :func:`conformal_frames.{name}`; ``invalid=`` is ``'null'``\n"
+        "(default) or ``'drop'``, ``name=`` renames the output (and a struct's fields).\n"
+    )
+    factory.__qualname__ = factory.__name__ = name
+    factory.__module__ = __name__
+    return factory
+
+
+def _made(make: Callable[..., Metric], args: tuple[Any, ...], kwargs: tuple[tuple[str, Any], ...]) -> Metric:
+    """The metric object of a factory call, memoized on hashable arguments."""
+    try:
+        return _made_cached(make, args, kwargs)
+    except TypeError as exc:
+        if "unhashable" not in str(exc):
+            raise
+        return make(*args, **dict(kwargs))
+
+
+@functools.lru_cache(maxsize=1024)
+def _made_cached(make: Callable[..., Metric], args: tuple[Any, ...], kwargs: tuple[tuple[str, Any], ...]) -> Metric:
+    return make(*args, **dict(kwargs))
+
+
+for _name, _make in METRIC_FACTORIES.items():
+    globals()[_name] = _factory(_name, _make)
+del _name, _make
