@@ -30,7 +30,7 @@ def _is_summary(lf: nw.LazyFrame) -> bool:
 
 def _monitor(
     caller: str, by: Any, order_by: str, confidence_level: Any, ci_level: Any, significance: Any, method: Any,
-    alternative: Any, n_opt: Any, correction: Any,
+    alternative: Any, n_opt: Any, correction: Any, change_detection: Any,
 ) -> Monitor:  # fmt: skip
     keys = engine.as_keys(by)
     check_column(order_by, "order_by")
@@ -46,6 +46,9 @@ def _monitor(
         raise ValueError(msg)
     if correction is not None:
         check_choice(correction, "correction", ("bonferroni", "e-bh"))
+    if not isinstance(change_detection, bool):
+        msg = f"{caller}: change_detection must be True or False, got {change_detection!r}"
+        raise TypeError(msg)
     return Monitor(
         keys=keys,
         order_by=order_by,
@@ -56,6 +59,7 @@ def _monitor(
         alternative=check_choice(alternative, "alternative", ("less", "greater", "two-sided")),
         n_opt=float(n_opt),
         correction=correction,
+        change_detection=change_detection,
     )
 
 
@@ -92,6 +96,7 @@ def coverage_sequence(
     correction: str | None = "bonferroni",
     n_opt: float = 1000,
     since: Any = None,
+    change_detection: bool = False,
     miss: str | None = None,
     sets: Any = None,
     classes: Any = None,
@@ -151,6 +156,21 @@ def coverage_sequence(
         tuning, fixed before looking at the data).
     since : optional
         The first period counted (a value comparable with ``order_by``).
+    change_detection : bool, default False
+        Alarm on a change detector instead of the e-process: a drop (with
+        the default ``alternative``) is found soon after it happens however
+        long the segment was on target before, without knowing when it
+        happened (``since=`` needs that).  The detector (column
+        ``e_detector``) is a mixture of CUSUM e-detectors (Shin, Ramdas and
+        Rinaldo 2023) over six alternative miss rates, one likelihood ratio
+        per period; its guarantee is on the **average run length**: on
+        target, the mean number of periods to a false alarm is at least
+        ``1 / significance`` (``G / significance`` per segment with
+        Bonferroni: the first false alarm in any segment), not a bound on
+        the probability of ever alarming (an e-detector alarms eventually).
+        Choose ``significance = 1 / (periods between false alarms)``, e.g.
+        ``0.001`` for one per 1000 days.  Lazy on every backend (ordered
+        windows).
     miss : str, optional
         Instead of ``y, lo, hi``: a 0/1 miss column (e.g. a VaR hit).
     sets, classes : optional
@@ -164,7 +184,8 @@ def coverage_sequence(
     frame
         One row per segment and period, sorted: the keys, ``order_by``,
         ``n`` (cumulative rows), ``coverage`` (running), ``coverage_cs_low``,
-        ``coverage_cs_high``, ``e_value``, ``excluded`` (the band excludes
+        ``coverage_cs_high``, ``e_value`` (``e_detector`` with
+        ``change_detection=True``), ``excluded`` (the band excludes
         the target), ``alarm`` (the e-process has crossed its threshold at or
         before this period), and per segment ``first_excluded`` and
         ``alarm_period`` (the first such period, null if none).  Eager in,
@@ -187,13 +208,16 @@ def coverage_sequence(
     S. R. Howard, A. Ramdas, J. McAuliffe and J. Sekhon (2021),
     "Time-uniform, nonparametric, nonasymptotic confidence sequences",
     Annals of Statistics 49(2), 1055-1080.
+    J. Shin, A. Ramdas and A. Rinaldo (2023), "E-detectors: a nonparametric
+    framework for sequential change detection", New England Journal of
+    Statistics in Data Science.
     """
     if correction == "e-bh":
         msg = "coverage_sequence: correction='e-bh' is a decision at one period: use coverage_alarms(correction='e-bh')"
         raise ValueError(msg)
     m = _monitor(
         "coverage_sequence", by, order_by, confidence_level, ci_level, significance, method, alternative, n_opt,
-        correction,
+        correction, change_detection,
     )  # fmt: skip
     path, eager = _path(frame, m, (y, lo, hi, miss, sets, classes), invalid, since)
     return _native(path, eager)
@@ -215,6 +239,7 @@ def coverage_alarms(
     correction: str | None = "bonferroni",
     n_opt: float = 1000,
     since: Any = None,
+    change_detection: bool = False,
     at: Any = None,
     miss: str | None = None,
     sets: Any = None,
@@ -262,10 +287,13 @@ def coverage_alarms(
     path_correction = "bonferroni" if correction == "bonferroni" else None
     m = _monitor(
         "coverage_alarms", by, order_by, confidence_level, ci_level, significance, method, alternative, n_opt,
-        path_correction,
+        path_correction, change_detection,
     )  # fmt: skip
     if correction is not None:
         check_choice(correction, "correction", ("bonferroni", "e-bh"))
+    if change_detection and correction == "e-bh":
+        msg = "coverage_alarms: correction='e-bh' needs e-values: the change detector is not one (use 'bonferroni')"
+        raise ValueError(msg)
     path, eager = _path(frame, m, (y, lo, hi, miss, sets, classes), invalid, since)
     m = Monitor(**{**m.__dict__, "correction": correction})
     return _native(alarms(path, m, at), eager)
