@@ -100,6 +100,7 @@ def coverage_sequence(
     miss: str | None = None,
     sets: Any = None,
     classes: Any = None,
+    counts: str | None = None,
     invalid: Any = None,
 ) -> Any:
     """Running coverage per segment and period, with a confidence sequence and an e-process alarm.
@@ -175,6 +176,10 @@ def coverage_sequence(
         Instead of ``y, lo, hi``: a 0/1 miss column (e.g. a VaR hit).
     sets, classes : optional
         Instead of ``lo, hi``: prediction sets as in :func:`~conformal_frames.set_coverage`.
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows (the result equals that of the repeated rows;
+        ``n`` counts them).  A summary of ``coverage(counts=)`` serves.
     invalid : {"raise", "drop", "null"}, optional
         As :func:`~conformal_frames.evaluate`; a period with invalid rows
         under ``"null"`` nulls its segment from that period on.
@@ -219,7 +224,7 @@ def coverage_sequence(
         "coverage_sequence", by, order_by, confidence_level, ci_level, significance, method, alternative, n_opt,
         correction, change_detection,
     )  # fmt: skip
-    path, eager = _path(frame, m, (y, lo, hi, miss, sets, classes), invalid, since)
+    path, eager = _path(frame, m, (y, lo, hi, miss, sets, classes, counts), invalid, since)
     return _native(path, eager)
 
 
@@ -244,6 +249,7 @@ def coverage_alarms(
     miss: str | None = None,
     sets: Any = None,
     classes: Any = None,
+    counts: str | None = None,
     invalid: Any = None,
 ) -> Any:
     """Per segment: the coverage sequence at one period, and the alarm decision adjusted across segments.
@@ -294,6 +300,6 @@ def coverage_alarms(
     if change_detection and correction == "e-bh":
         msg = "coverage_alarms: correction='e-bh' needs e-values: the change detector is not one (use 'bonferroni')"
         raise ValueError(msg)
-    path, eager = _path(frame, m, (y, lo, hi, miss, sets, classes), invalid, since)
+    path, eager = _path(frame, m, (y, lo, hi, miss, sets, classes, counts), invalid, since)
     m = Monitor(**{**m.__dict__, "correction": correction})
     return _native(alarms(path, m, at), eager)

@@ -57,13 +57,15 @@ class IntervalHits(Metric):
     lo: str | None = checked(optional(check_column), None)
     hi: str | None = checked(optional(check_column), None)
     miss: str | None = checked(optional(check_column), None)
+    counts: str | None = checked(optional(check_column), None)
     default_name = "hits"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        w = q.weighting(None, counts=self.counts)  # n is then the rows counted (the sum of the counts)
         if self.miss is not None:
-            return {"": q.sum(miss_column_row(q, self.miss))}
+            return {"": w.sum(miss_column_row(q, self.miss))}
         assert self.y is not None and self.lo is not None and self.hi is not None
-        return {"": q.sum(covered_row(q, self.y, self.lo, self.hi))}
+        return {"": w.sum(covered_row(q, self.y, self.lo, self.hi))}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,16 +74,19 @@ class SetHits(SetMetric):
 
     y: str
     spec: SetSpec = checked(instance_of(SetSpec))
+    counts: str | None = checked(optional(check_column), None)
     default_name = "hits"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        return {"": q.sum(set_covered_row(q, self.y, self.spec))}
+        return {"": q.weighting(None, counts=self.counts).sum(set_covered_row(q, self.y, self.spec))}
 
 
 def hits_metric(
-    caller: str, y: str | None, lo: str | None, hi: str | None, miss: str | None, sets: Any, classes: Any
-) -> tuple[Metric, bool]:
-    """The counting metric of one of the three inputs, and whether it counts misses."""
+    caller: str, y: str | None, lo: str | None, hi: str | None, miss: str | None, sets: Any, classes: Any,
+    counts: str | None = None,
+) -> tuple[Metric, bool]:  # fmt: skip
+    """The counting metric of one of the three inputs, and whether it counts misses (``counts=``:
+    frequency counts, read by the engine's counts role as in :func:`~conformal_frames.coverage`)."""
     given = {"y, lo, hi": lo is not None or hi is not None, "miss=": miss is not None, "sets=": sets is not None}
     chosen = [k for k, v in given.items() if v]
     if len(chosen) != 1:
@@ -94,16 +99,16 @@ def hits_metric(
         if y is None:
             msg = f"{caller}: sets= needs y (the label column)"
             raise ValueError(msg)
-        return SetHits(y=y, spec=set_spec(sets, classes)), False
+        return SetHits(y=y, spec=set_spec(sets, classes), counts=counts), False
     if miss is not None:
         if y is not None:
             msg = f"{caller}: give either y, lo, hi (the interval) or miss= (a 0/1 miss column), not both"
             raise ValueError(msg)
-        return IntervalHits(miss=miss), True
+        return IntervalHits(miss=miss, counts=counts), True
     if y is None or lo is None or hi is None:
         msg = f"{caller}: give y, lo and hi (the interval)"
         raise ValueError(msg)
-    return IntervalHits(y=y, lo=lo, hi=hi), False
+    return IntervalHits(y=y, lo=lo, hi=hi, counts=counts), False
 
 
 # ---------------------------------------------------------------------------
