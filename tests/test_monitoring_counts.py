@@ -72,3 +72,37 @@ def test_bad_counts_are_named() -> None:
     df = _counted(3).assign(k=lambda d: d.k - 1)  # negative counts
     with pytest.raises(InvalidRowsError, match="k"):
         cf.coverage_sequence(df, "y", "lo", "hi", confidence_level=LEVEL, order_by="day", counts="k", invalid="raise")
+
+
+def test_the_period_columns_keep_the_period_type_with_nulls(constructor: Any) -> None:
+    # segment "a" never alarms (null), "b" does: the columns hold both
+    data = {"s": ["a"] * 6 + ["b"] * 6, "day": [1, 1, 2, 2, 3, 3] * 2, "m": [0] * 6 + [1] * 6}
+    kw: dict[str, Any] = dict(miss="m", confidence_level=LEVEL, order_by="day", by="s", n_opt=5, correction=None,
+                              method="normal_mixture")  # fmt: skip
+    seq = cf.coverage_sequence(constructor(data), **kw)
+    alarms = cf.coverage_alarms(constructor(data), **kw)
+    for out in (seq, alarms):
+        got = to_pandas(out)
+        for c in ("first_excluded", "alarm_period"):
+            native = out.collect() if hasattr(out, "collect") else out
+            if isinstance(native, pd.DataFrame):
+                assert native[c].dtype == ("Int64" if native["day"].dtype == np.int64 else native["day"].dtype), native[
+                    c
+                ].dtype
+            elif isinstance(native, pl.DataFrame):
+                assert native.schema[c] == native.schema["day"]
+            assert not pd.isna(got[c].iloc[-1]) and int(got[c].iloc[-1]) in (1, 2)
+        assert pd.isna(got["alarm_period"].iloc[0]) and pd.isna(got["first_excluded"].iloc[0])
+
+
+def test_pandas_dates_and_datetimes_as_periods() -> None:
+    import datetime as dt
+
+    base = pd.DataFrame({"s": ["a"] * 6 + ["b"] * 6, "d": [1, 1, 2, 2, 3, 3] * 2, "m": [0] * 6 + [1] * 6})
+    kw: dict[str, Any] = dict(miss="m", confidence_level=LEVEL, order_by="day", by="s", n_opt=5, correction=None)
+    stamps = base.assign(day=pd.Timestamp("2026-01-01") + pd.to_timedelta(base.d, unit="D"))
+    out = cf.coverage_sequence(stamps, **kw)
+    assert out["alarm_period"].dtype == stamps["day"].dtype and out["alarm_period"].isna().sum() == 3
+    dates = base.assign(day=[dt.date(2026, 1, x) for x in base.d])
+    out = cf.coverage_alarms(dates, **kw)
+    assert out["alarm_period"].tolist() == [None, dt.date(2026, 1, 1)]

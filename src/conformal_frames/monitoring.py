@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import narwhals.stable.v2 as nw
+import numpy as np
 
 from conformal_frames import engine
 from conformal_frames._validate import check_choice, check_column, check_fraction, check_level
@@ -76,8 +77,38 @@ def _path(frame: Any, m: Monitor, metric_args: tuple[Any, ...], invalid: Any, si
     return sequence(table, m, misses=misses, eager=eager, since=since), eager
 
 
-def _native(lf: nw.LazyFrame, eager: bool) -> Any:
-    return nw.to_native(nw.maybe_reset_index(lf.collect()) if eager else lf)
+_PERIODS = ("first_excluded", "alarm_period")
+
+
+def _native(lf: nw.LazyFrame, eager: bool, order_by: str) -> Any:
+    out = nw.to_native(nw.maybe_reset_index(lf.collect()) if eager else lf)
+    if eager and lf.implementation.is_pandas_like():
+        out = _pandas_periods(out, order_by)
+    return out
+
+
+def _pandas_periods(out: Any, order_by: str) -> Any:
+    """The period columns of a pandas result in the period's own type, nulls kept.
+
+    pandas holds no null in a numpy integer column (the periods came out as
+    float): they become the nullable integer of the same width; an extension
+    (``int64[pyarrow]``, ``Int64``) or datetime period dtype is used as it is;
+    other periods (e.g. ``datetime.date`` objects) are objects with ``None``.
+    """
+    import pandas as pd
+
+    period = out[order_by].dtype
+    kind = getattr(period, "kind", "O")
+    cols = {}
+    for c in _PERIODS:
+        values = out[c]
+        if isinstance(period, np.dtype) and kind in "iu":
+            cols[c] = values.astype(str(period).replace("uint", "UInt").replace("int", "Int"))
+        elif (isinstance(period, np.dtype) and kind == "M") or isinstance(period, pd.api.extensions.ExtensionDtype):
+            cols[c] = values.astype(period)
+        elif kind == "O":
+            cols[c] = values.astype(object).where(values.notna(), None)
+    return out.assign(**cols) if cols else out
 
 
 def coverage_sequence(
@@ -225,7 +256,7 @@ def coverage_sequence(
         correction, change_detection,
     )  # fmt: skip
     path, eager = _path(frame, m, (y, lo, hi, miss, sets, classes, counts), invalid, since)
-    return _native(path, eager)
+    return _native(path, eager, order_by)
 
 
 def coverage_alarms(
@@ -302,4 +333,4 @@ def coverage_alarms(
         raise ValueError(msg)
     path, eager = _path(frame, m, (y, lo, hi, miss, sets, classes, counts), invalid, since)
     m = Monitor(**{**m.__dict__, "correction": correction})
-    return _native(alarms(path, m, at), eager)
+    return _native(alarms(path, m, at), eager, order_by)
