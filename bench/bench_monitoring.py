@@ -128,6 +128,7 @@ def after_drop(args: argparse.Namespace) -> list[dict[str, float]]:
             row[f"detector_{sig}_vs_beta_since"] = round(delay / row["beta_binomial_since_change_rows"], 2)
             # the oracle at the same threshold 1 / significance (an SPRT started at the change)
             same = sprt_delay(rate, np.random.default_rng(args.seed + 2), 2000, 1, sig)
+            row[f"sprt_rows_threshold_{sig}"] = round(same, 1)
             row[f"detector_{sig}_vs_sprt_same_threshold"] = round(delay / same, 2)
         rows.append(row)
     return rows
