@@ -222,8 +222,8 @@ def coverage_sequence(
         ``n`` (cumulative rows), ``coverage`` (running), ``coverage_cs_low``,
         ``coverage_cs_high``, ``e_value`` (``e_detector`` with
         ``change_detection=True``), ``excluded`` (the band excludes
-        the target), ``alarm`` (the e-process has crossed its threshold at or
-        before this period), and per segment ``first_excluded`` and
+        the target), ``alarm`` (the e-process, or with ``change_detection``
+        the detector, has crossed its threshold at or before this period), and per segment ``first_excluded`` and
         ``alarm_period`` (the first such period, null if none).  Eager in,
         eager out; lazy in, lazy out.
 
@@ -297,6 +297,9 @@ def coverage_alarms(
       alarms among the alarms is at most ``significance`` (under any
       dependence between segments), for that period;
     - ``None``: each segment's e-process crossed ``1 / significance``.
+
+    With ``change_detection=True`` the decision is the change detector's
+    (Bonferroni or none; its guarantee is on the average run length).
 
     ``alarm_period`` is the first period at which the e-process crossed the
     threshold (Bonferroni's or, otherwise, ``1 / significance``); null if
