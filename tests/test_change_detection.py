@@ -166,3 +166,14 @@ def test_after_a_drop_on_day_20_the_delay_is_close_to_the_since_delay() -> None:
     assert np.isnan(since).sum() == 0 and len(det_after) >= 0.8 * RUNS
     ratio = (det_after - change + 1).mean() / (since - change + 1).mean()
     assert 0.5 <= ratio <= 1.5, ratio  # about 0.8: the detector needs no change point
+
+
+def test_a_period_with_invalid_rows_nulls_the_detector_from_then_on() -> None:
+    df = pd.DataFrame(_data(9, n=200))
+    df.loc[(df.seg == "s0") & (df.day == 3), "y"] = np.nan
+    out = cf.coverage_sequence(pl.from_pandas(df).lazy(), "y", "lo", "hi", confidence_level=LEVEL, order_by="day",
+                               by="seg", change_detection=True).collect()  # fmt: skip
+    s0 = out.filter(pl.col("seg") == "s0")
+    assert s0.filter(pl.col("day") < 3)["e_detector"].null_count() == 0
+    assert s0.filter(pl.col("day") >= 3)["e_detector"].null_count() == len(s0.filter(pl.col("day") >= 3))
+    assert out.filter(pl.col("seg") != "s0")["e_detector"].null_count() == 0
