@@ -202,7 +202,8 @@ def coverage_sequence(
         the probability of ever alarming (an e-detector alarms eventually).
         Choose ``significance = 1 / (periods between false alarms)``, e.g.
         ``0.001`` for one per 1000 days.  Lazy on every backend (ordered
-        windows).
+        windows); ``n_opt`` does not tune it; the band and ``e_value`` are
+        unchanged.
     miss : str, optional
         Instead of ``y, lo, hi``: a 0/1 miss column (e.g. a VaR hit).
     sets, classes : optional
