@@ -350,8 +350,38 @@ def test_invalid_rows_follow_evaluates_policy() -> None:
     dropped = cf.find_slices(frame, _test(), features=["region"], min_size=1, invalid="drop")
     assert dropped.filter(pl.col("order") == 0)["n"].item() == 197
     nulled = cf.find_slices(frame.lazy(), _test(), features=["region"], min_size=1).collect()
-    spoiled = {f"region={r}" for r in np.asarray(data["region"], dtype=object)[:3]} | {"(all rows)"}
-    assert set(nulled["slice"]) == set(dropped["slice"]) - spoiled
+    bad_regions = np.asarray(data["region"], dtype=object)[:3]
+    spoiled = {f"region={r}": int((bad_regions == r).sum()) for r in bad_regions} | {"(all rows)": 3}
+    # every slice is listed: the spoiled ones after the ranked ones, untested, with their invalid rows
+    assert set(nulled["slice"]) == set(dropped["slice"])
+    tested = nulled.filter(pl.col("rank").is_not_null())
+    assert set(tested["slice"]) == set(dropped["slice"]) - set(spoiled)
+    assert tested["rank"].to_list() == list(range(1, len(tested) + 1)) and (tested["n_invalid"] == 0).all()
+    untested = nulled.filter(pl.col("rank").is_null())
+    assert nulled["slice"].to_list()[len(tested) :] == untested["slice"].to_list()
+    assert dict(zip(untested["slice"], untested["n_invalid"], strict=True)) == spoiled
+    for c in ("coverage_test", "pvalue", "pvalue_adjusted", "significant", "effect", "explained_by_parent"):
+        assert untested[c].null_count() == len(untested), c
+    assert (dropped["n_invalid"] == 0).all()
+
+
+def test_untested_slices_on_pandas_and_duckdb() -> None:
+    import duckdb
+    import pandas as pd
+
+    data = _frame(18, 200)
+    data["y"][:2] = np.nan
+    df = pd.DataFrame(data)
+    expected = cf.find_slices(pl.DataFrame(data).with_columns(pl.col("y").fill_nan(None)).lazy(), _test(),
+                              features=["region"], min_size=1).collect()  # fmt: skip
+    eager = cf.find_slices(df, _test(), features=["region"], min_size=1, invalid="null")
+    assert eager["rank"].dtype == "Int64" and eager["significant"].dtype == "boolean"  # no null turned into False
+    lazy = to_pandas(cf.find_slices(duckdb.from_df(df), _test(), features=["region"], min_size=1))
+    for got in (eager, lazy):
+        assert got["slice"].tolist() == expected["slice"].to_list()
+        assert got["n_invalid"].tolist() == expected["n_invalid"].to_list()
+        assert got["rank"].isna().tolist() == expected["rank"].is_null().to_list()
+        assert got["significant"].isna().tolist() == expected["significant"].is_null().to_list()
 
 
 def test_the_callers_frame_is_unchanged() -> None:

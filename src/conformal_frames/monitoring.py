@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import narwhals.stable.v2 as nw
+import numpy as np
 
 from conformal_frames import engine
 from conformal_frames._validate import check_choice, check_column, check_fraction, check_level
@@ -30,7 +31,7 @@ def _is_summary(lf: nw.LazyFrame) -> bool:
 
 def _monitor(
     caller: str, by: Any, order_by: str, confidence_level: Any, ci_level: Any, significance: Any, method: Any,
-    alternative: Any, n_opt: Any, correction: Any,
+    alternative: Any, n_opt: Any, correction: Any, change_detection: Any,
 ) -> Monitor:  # fmt: skip
     keys = engine.as_keys(by)
     check_column(order_by, "order_by")
@@ -46,6 +47,9 @@ def _monitor(
         raise ValueError(msg)
     if correction is not None:
         check_choice(correction, "correction", ("bonferroni", "e-bh"))
+    if not isinstance(change_detection, bool):
+        msg = f"{caller}: change_detection must be True or False, got {change_detection!r}"
+        raise TypeError(msg)
     return Monitor(
         keys=keys,
         order_by=order_by,
@@ -56,6 +60,7 @@ def _monitor(
         alternative=check_choice(alternative, "alternative", ("less", "greater", "two-sided")),
         n_opt=float(n_opt),
         correction=correction,
+        change_detection=change_detection,
     )
 
 
@@ -72,8 +77,38 @@ def _path(frame: Any, m: Monitor, metric_args: tuple[Any, ...], invalid: Any, si
     return sequence(table, m, misses=misses, eager=eager, since=since), eager
 
 
-def _native(lf: nw.LazyFrame, eager: bool) -> Any:
-    return nw.to_native(nw.maybe_reset_index(lf.collect()) if eager else lf)
+_PERIODS = ("first_excluded", "alarm_period")
+
+
+def _native(lf: nw.LazyFrame, eager: bool, order_by: str) -> Any:
+    out = nw.to_native(nw.maybe_reset_index(lf.collect()) if eager else lf)
+    if eager and lf.implementation.is_pandas_like():
+        out = _pandas_periods(out, order_by)
+    return out
+
+
+def _pandas_periods(out: Any, order_by: str) -> Any:
+    """The period columns of a pandas result in the period's own type, nulls kept.
+
+    pandas holds no null in a numpy integer column (the periods came out as
+    float): they become the nullable integer of the same width; an extension
+    (``int64[pyarrow]``, ``Int64``) or datetime period dtype is used as it is;
+    other periods (e.g. ``datetime.date`` objects) are objects with ``None``.
+    """
+    import pandas as pd
+
+    period = out[order_by].dtype
+    kind = getattr(period, "kind", "O")
+    cols = {}
+    for c in _PERIODS:
+        values = out[c]
+        if isinstance(period, np.dtype) and kind in "iu":
+            cols[c] = values.astype(str(period).replace("uint", "UInt").replace("int", "Int"))
+        elif (isinstance(period, np.dtype) and kind == "M") or isinstance(period, pd.api.extensions.ExtensionDtype):
+            cols[c] = values.astype(period)
+        elif kind == "O":
+            cols[c] = values.astype(object).where(values.notna(), None)
+    return out.assign(**cols) if cols else out
 
 
 def coverage_sequence(
@@ -92,9 +127,11 @@ def coverage_sequence(
     correction: str | None = "bonferroni",
     n_opt: float = 1000,
     since: Any = None,
+    change_detection: bool = False,
     miss: str | None = None,
     sets: Any = None,
     classes: Any = None,
+    counts: str | None = None,
     invalid: Any = None,
 ) -> Any:
     """Running coverage per segment and period, with a confidence sequence and an e-process alarm.
@@ -151,10 +188,30 @@ def coverage_sequence(
         tuning, fixed before looking at the data).
     since : optional
         The first period counted (a value comparable with ``order_by``).
+    change_detection : bool, default False
+        Alarm on a change detector instead of the e-process: a drop (with
+        the default ``alternative``) is found soon after it happens however
+        long the segment was on target before, without knowing when it
+        happened (``since=`` needs that).  The detector (column
+        ``e_detector``) is a mixture of CUSUM e-detectors (Shin, Ramdas and
+        Rinaldo 2023) over six alternative miss rates, one likelihood ratio
+        per period; its guarantee is on the **average run length**: on
+        target, the mean number of periods to a false alarm is at least
+        ``1 / significance`` (``G / significance`` per segment with
+        Bonferroni: the first false alarm in any segment), not a bound on
+        the probability of ever alarming (an e-detector alarms eventually).
+        Choose ``significance = 1 / (periods between false alarms)``, e.g.
+        ``0.001`` for one per 1000 days.  Lazy on every backend (ordered
+        windows); ``n_opt`` does not tune it; the band and ``e_value`` are
+        unchanged.
     miss : str, optional
         Instead of ``y, lo, hi``: a 0/1 miss column (e.g. a VaR hit).
     sets, classes : optional
         Instead of ``lo, hi``: prediction sets as in :func:`~conformal_frames.set_coverage`.
+    counts : str, optional
+        Column of frequency counts (non-negative integers): a row stands for
+        ``k`` identical rows (the result equals that of the repeated rows;
+        ``n`` counts them).  A summary of ``coverage(counts=)`` serves.
     invalid : {"raise", "drop", "null"}, optional
         As :func:`~conformal_frames.evaluate`; a period with invalid rows
         under ``"null"`` nulls its segment from that period on.
@@ -164,9 +221,10 @@ def coverage_sequence(
     frame
         One row per segment and period, sorted: the keys, ``order_by``,
         ``n`` (cumulative rows), ``coverage`` (running), ``coverage_cs_low``,
-        ``coverage_cs_high``, ``e_value``, ``excluded`` (the band excludes
-        the target), ``alarm`` (the e-process has crossed its threshold at or
-        before this period), and per segment ``first_excluded`` and
+        ``coverage_cs_high``, ``e_value`` (``e_detector`` with
+        ``change_detection=True``), ``excluded`` (the band excludes
+        the target), ``alarm`` (the e-process, or with ``change_detection``
+        the detector, has crossed its threshold at or before this period), and per segment ``first_excluded`` and
         ``alarm_period`` (the first such period, null if none).  Eager in,
         eager out; lazy in, lazy out.
 
@@ -187,16 +245,19 @@ def coverage_sequence(
     S. R. Howard, A. Ramdas, J. McAuliffe and J. Sekhon (2021),
     "Time-uniform, nonparametric, nonasymptotic confidence sequences",
     Annals of Statistics 49(2), 1055-1080.
+    J. Shin, A. Ramdas and A. Rinaldo (2023), "E-detectors: a nonparametric
+    framework for sequential change detection", New England Journal of
+    Statistics in Data Science.
     """
     if correction == "e-bh":
         msg = "coverage_sequence: correction='e-bh' is a decision at one period: use coverage_alarms(correction='e-bh')"
         raise ValueError(msg)
     m = _monitor(
         "coverage_sequence", by, order_by, confidence_level, ci_level, significance, method, alternative, n_opt,
-        correction,
+        correction, change_detection,
     )  # fmt: skip
-    path, eager = _path(frame, m, (y, lo, hi, miss, sets, classes), invalid, since)
-    return _native(path, eager)
+    path, eager = _path(frame, m, (y, lo, hi, miss, sets, classes, counts), invalid, since)
+    return _native(path, eager, order_by)
 
 
 def coverage_alarms(
@@ -215,10 +276,12 @@ def coverage_alarms(
     correction: str | None = "bonferroni",
     n_opt: float = 1000,
     since: Any = None,
+    change_detection: bool = False,
     at: Any = None,
     miss: str | None = None,
     sets: Any = None,
     classes: Any = None,
+    counts: str | None = None,
     invalid: Any = None,
 ) -> Any:
     """Per segment: the coverage sequence at one period, and the alarm decision adjusted across segments.
@@ -235,6 +298,9 @@ def coverage_alarms(
       alarms among the alarms is at most ``significance`` (under any
       dependence between segments), for that period;
     - ``None``: each segment's e-process crossed ``1 / significance``.
+
+    With ``change_detection=True`` the decision is the change detector's
+    (Bonferroni or none; its guarantee is on the average run length).
 
     ``alarm_period`` is the first period at which the e-process crossed the
     threshold (Bonferroni's or, otherwise, ``1 / significance``); null if
@@ -262,10 +328,13 @@ def coverage_alarms(
     path_correction = "bonferroni" if correction == "bonferroni" else None
     m = _monitor(
         "coverage_alarms", by, order_by, confidence_level, ci_level, significance, method, alternative, n_opt,
-        path_correction,
+        path_correction, change_detection,
     )  # fmt: skip
     if correction is not None:
         check_choice(correction, "correction", ("bonferroni", "e-bh"))
-    path, eager = _path(frame, m, (y, lo, hi, miss, sets, classes), invalid, since)
+    if change_detection and correction == "e-bh":
+        msg = "coverage_alarms: correction='e-bh' needs e-values: the change detector is not one (use 'bonferroni')"
+        raise ValueError(msg)
+    path, eager = _path(frame, m, (y, lo, hi, miss, sets, classes, counts), invalid, since)
     m = Monitor(**{**m.__dict__, "correction": correction})
-    return _native(alarms(path, m, at), eager)
+    return _native(alarms(path, m, at), eager, order_by)

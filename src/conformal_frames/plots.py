@@ -1406,7 +1406,8 @@ def coverage_sequence(
     runs = _runs(labels)
     cov, low, high = (floats(t, c) for c in ("coverage", "coverage_cs_low", "coverage_cs_high"))
     periods = t.get_column(order_by).to_list()
-    first = [None if v is None or v != v else v for v in t.get_column("alarm_period").to_list()]  # NaN: pandas
+    alarm_at = t.get_column("alarm_period")  # nulls: None, NaN (pandas floats) or pd.NA (nullable integers)
+    first = [None if null else v for v, null in zip(alarm_at.to_list(), alarm_at.is_null().to_list(), strict=True)]
     order = sorted(runs, key=lambda g: (first[runs[g].start] is None, list(runs).index(g)))
     shown = order if max_segments is None else order[:max_segments]
     ax = _axes(ax, width=8.0)

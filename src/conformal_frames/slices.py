@@ -40,7 +40,7 @@ __all__ = ["find_slices"]
 
 SliceCorrection = Literal["holm", "bonferroni", "bh", "none"]
 #: the result's own columns (a feature cannot share one's name)
-_COLUMNS = ("rank", "order", "slice", "n", "share", "pvalue", "pvalue_adjusted", "significant", "effect")
+_COLUMNS = ("rank", "order", "slice", "n", "n_invalid", "share", "pvalue", "pvalue_adjusted", "significant", "effect")
 
 #: the key column of the whole frame (order 0) and the prefix of a numeric feature's bin code
 _ALL = "find_slices__all"
@@ -156,8 +156,11 @@ def find_slices(
         Rows a metric cannot use (a null ``y``, ``lo > hi``), as in
         :func:`~conformal_frames.evaluate`: by default an eager frame raises
         and a lazy one gives a null metric to every slice holding such a row
-        (those slices are then not tested and not listed); ``"drop"`` leaves
-        the rows out of every slice.
+        (``"null"``): such a slice cannot be tested; it is listed after the
+        ranked slices with its ``n_invalid``, a null ``rank``, metric,
+        p-values, ``significant`` and ``effect`` (it is not in the
+        correction's family), so it never silently drops out; ``"drop"``
+        leaves the rows out of every slice.
 
     Returns
     -------
@@ -169,7 +172,8 @@ def find_slices(
         absolute value otherwise), then by size: ``rank``, ``order``,
         ``slice`` (``"region=EU & age in [30, 45)"``), one column per feature
         (the condition's value as text, null where the feature does not define
-        the slice), ``n``, ``share`` (of the rows of order 0), the metric's
+        the slice), ``n``, ``n_invalid`` (the invalid rows that kept a slice
+        from being tested, see ``invalid``; 0 for a tested slice), ``share`` (of the rows of order 0), the metric's
         value, ``pvalue``, ``pvalue_adjusted``, ``significant``, ``effect``
         (coverage minus target for ``coverage_test``; the statistic otherwise,
         0 under a perfect calibration) and ``explained_by_parent``.
@@ -290,12 +294,14 @@ class _Table:
     pvalue: list[float]
     #: the test's sample size: Kish's effective n of a weighted coverage_test, else ``n``
     n_test: list[float]
+    #: the invalid rows that nulled the slice (``invalid="null"``), else 0
+    n_invalid: list[float]
     weighted: bool = False
 
 
 def _slices(nf: Any, metric: Metric, cols: list[_Feature], max_order: int, invalid: InvalidPolicy) -> _Table:
     """One grouped evaluation per combination of features (order 0: all rows), each result collected."""
-    table = _Table([], [], [], [], [], [])
+    table = _Table([], [], [], [], [], [], [])
     combos = [(), *(c for k in range(1, max_order + 1) for c in itertools.combinations(cols, k))]
     for combo in combos:
         keys = [f.key for f in combo] or [_ALL]
@@ -306,6 +312,11 @@ def _slices(nf: Any, metric: Metric, cols: list[_Feature], max_order: int, inval
         n_eff = f"{metric.output_name}_n_eff"
         table.weighted = n_eff in result.columns
         n_test = result.get_column(n_eff).cast(nw.Float64).to_numpy() if table.weighted else n
+        bad = (
+            result.get_column("n_invalid").fill_null(0).to_numpy().astype(float)
+            if "n_invalid" in result.columns
+            else np.zeros(len(result))
+        )
         codes = [_values(result.get_column(f.key)) for f in combo]
         for i in range(len(result)):
             table.order.append(len(combo))
@@ -314,6 +325,7 @@ def _slices(nf: Any, metric: Metric, cols: list[_Feature], max_order: int, inval
             table.value.append(value[i])
             table.pvalue.append(pvalue[i])
             table.n_test.append(n_test[i])
+            table.n_invalid.append(bad[i])
     return table
 
 
@@ -393,9 +405,20 @@ def _finish(
     total = n[0] if len(n) else np.nan
     texts = [" & ".join(f.condition(c[f.name]) for f in cols if f.name in c) or "(all rows)" for c in t.conditions]
     rows = np.flatnonzero(keep)
-    rows = rows[np.lexsort((np.array(texts, dtype=object)[rows].astype(str), -n[rows], -worse[rows], adjusted[rows]))]
+    text = np.array(texts, dtype=object).astype(str)
+    rows = rows[np.lexsort((text[rows], -n[rows], -worse[rows], adjusted[rows]))]
+    # slices nulled by invalid rows (invalid="null"): listed after the ranked ones, untested, never silently gone
+    bad = np.array(t.n_invalid, dtype=float)
+    nulled = np.flatnonzero((n >= min_size) & np.isnan(pvalue) & (bad > 0))
+    nulled = nulled[np.lexsort((text[nulled], np.array(t.order)[nulled]))]
+    ranked, rows = len(rows), np.concatenate([rows, nulled]).astype(int)
+    tested = np.arange(len(rows)) < ranked
+
+    def floats(values: np.ndarray) -> list[float | None]:
+        return [float(v) if ok else None for v, ok in zip(values[rows], tested, strict=True)]
+
     data: dict[str, Any] = {
-        "rank": list(range(1, len(rows) + 1)),
+        "rank": [i + 1 if ok else None for i, ok in enumerate(tested)],
         "order": [t.order[i] for i in rows],
         "slice": [texts[i] for i in rows],
     }
@@ -403,13 +426,14 @@ def _finish(
         data[f.name] = [f.value(t.conditions[i][f.name]) if f.name in t.conditions[i] else None for i in rows]
     data |= {
         "n": [int(n[i]) for i in rows],
+        "n_invalid": [int(bad[i]) for i in rows],
         "share": (n[rows] / total).tolist(),
-        metric.output_name: value[rows].tolist(),
-        "pvalue": pvalue[rows].tolist(),
-        "pvalue_adjusted": adjusted[rows].tolist(),
-        "significant": (adjusted[rows] < significance).tolist(),
-        "effect": effect[rows].tolist(),
-        "explained_by_parent": explained[rows].tolist(),
+        metric.output_name: floats(value),
+        "pvalue": floats(pvalue),
+        "pvalue_adjusted": floats(adjusted),
+        "significant": [bool(v < significance) if ok else None for v, ok in zip(adjusted[rows], tested, strict=True)],
+        "effect": floats(effect),
+        "explained_by_parent": [bool(v) if ok else None for v, ok in zip(explained[rows], tested, strict=True)],
     }
     return _native(frame, data, [f.name for f in cols], metric.output_name)
 
@@ -422,6 +446,7 @@ def _native(frame: Any, data: dict[str, Any], features: list[str], value: str) -
         "slice": nw.String(),
         **{f: nw.String() for f in features},
         "n": nw.Int64(),
+        "n_invalid": nw.Int64(),
         "share": nw.Float64(),
         value: nw.Float64(),
         "pvalue": nw.Float64(),
@@ -431,6 +456,8 @@ def _native(frame: Any, data: dict[str, Any], features: list[str], value: str) -
         "explained_by_parent": nw.Boolean(),
     }
     nf = nw.from_native(frame)
+    if isinstance(nf, nw.DataFrame) and nf.implementation.is_pandas_like() and None in data["rank"]:
+        return _pandas_nullable(nf, data, schema)
     if isinstance(nf, nw.DataFrame):
         return nw.to_native(nw.from_dict(data, schema, backend=nw.get_native_namespace(nf)))
     import importlib.util
@@ -440,3 +467,14 @@ def _native(frame: Any, data: dict[str, Any], features: list[str], value: str) -
     native = nw.to_native(nf)
     session = getattr(native, "sparkSession", None) if nf.implementation.is_pyspark() else None
     return nw.to_native(table.lazy(backend=nf.implementation, session=session))
+
+
+def _pandas_nullable(nf: Any, data: dict[str, Any], schema: dict[str, Any]) -> Any:
+    """The table on pandas when untested slices have null ranks and flags: nullable ``Int64`` and
+    ``boolean`` columns (a numpy column would turn a null rank into an error and a null flag into False)."""
+    import pandas as pd
+
+    nullable = {"rank": "Int64", "significant": "boolean", "explained_by_parent": "boolean"}
+    filled = {c: [0 if v is None else v for v in data[c]] if c in nullable else data[c] for c in data}
+    native = nw.to_native(nw.from_dict(filled, schema, backend=nw.get_native_namespace(nf)))
+    return native.assign(**{c: pd.array(data[c], dtype=d) for c, d in nullable.items()})

@@ -57,13 +57,15 @@ class IntervalHits(Metric):
     lo: str | None = checked(optional(check_column), None)
     hi: str | None = checked(optional(check_column), None)
     miss: str | None = checked(optional(check_column), None)
+    counts: str | None = checked(optional(check_column), None)
     default_name = "hits"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
+        w = q.weighting(None, counts=self.counts)  # n is then the rows counted (the sum of the counts)
         if self.miss is not None:
-            return {"": q.sum(miss_column_row(q, self.miss))}
+            return {"": w.sum(miss_column_row(q, self.miss))}
         assert self.y is not None and self.lo is not None and self.hi is not None
-        return {"": q.sum(covered_row(q, self.y, self.lo, self.hi))}
+        return {"": w.sum(covered_row(q, self.y, self.lo, self.hi))}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,16 +74,19 @@ class SetHits(SetMetric):
 
     y: str
     spec: SetSpec = checked(instance_of(SetSpec))
+    counts: str | None = checked(optional(check_column), None)
     default_name = "hits"
 
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
-        return {"": q.sum(set_covered_row(q, self.y, self.spec))}
+        return {"": q.weighting(None, counts=self.counts).sum(set_covered_row(q, self.y, self.spec))}
 
 
 def hits_metric(
-    caller: str, y: str | None, lo: str | None, hi: str | None, miss: str | None, sets: Any, classes: Any
-) -> tuple[Metric, bool]:
-    """The counting metric of one of the three inputs, and whether it counts misses."""
+    caller: str, y: str | None, lo: str | None, hi: str | None, miss: str | None, sets: Any, classes: Any,
+    counts: str | None = None,
+) -> tuple[Metric, bool]:  # fmt: skip
+    """The counting metric of one of the three inputs, and whether it counts misses (``counts=``:
+    frequency counts, read by the engine's counts role as in :func:`~conformal_frames.coverage`)."""
     given = {"y, lo, hi": lo is not None or hi is not None, "miss=": miss is not None, "sets=": sets is not None}
     chosen = [k for k, v in given.items() if v]
     if len(chosen) != 1:
@@ -94,16 +99,16 @@ def hits_metric(
         if y is None:
             msg = f"{caller}: sets= needs y (the label column)"
             raise ValueError(msg)
-        return SetHits(y=y, spec=set_spec(sets, classes)), False
+        return SetHits(y=y, spec=set_spec(sets, classes), counts=counts), False
     if miss is not None:
         if y is not None:
             msg = f"{caller}: give either y, lo, hi (the interval) or miss= (a 0/1 miss column), not both"
             raise ValueError(msg)
-        return IntervalHits(miss=miss), True
+        return IntervalHits(miss=miss, counts=counts), True
     if y is None or lo is None or hi is None:
         msg = f"{caller}: give y, lo and hi (the interval)"
         raise ValueError(msg)
-    return IntervalHits(y=y, lo=lo, hi=hi), False
+    return IntervalHits(y=y, lo=lo, hi=hi, counts=counts), False
 
 
 # ---------------------------------------------------------------------------
@@ -122,6 +127,7 @@ class Monitor:
     alternative: str
     n_opt: float
     correction: Correction
+    change_detection: bool = False
 
     @property
     def p0(self) -> float:
@@ -196,6 +202,38 @@ def _normal(table: nw.LazyFrame, m: Monitor) -> nw.LazyFrame:
     return table.with_columns((math.log(2.0) + col("__cf_two") + col("__cf_lphi")).alias("__cf_loge"))
 
 
+def _detector(table: nw.LazyFrame, m: Monitor) -> nw.LazyFrame:
+    """``__cf_logd``: ``log`` of the change detector, a mixture of CUSUM e-detectors (expressions).
+
+    Per alternative miss rate ``q`` (:func:`~conformal_frames.numerics.sequences.detector_grid`),
+    the CUSUM recursion ``D_t = max(D_{t-1}, 1) e_t`` over the periods'
+    likelihood ratios ``e_t`` is, in logs, ``S_t - min(S_0, ..., S_{t-1})``
+    with ``S`` the cumulative ``log`` likelihood ratio (``S_0 = 0``): a running
+    minimum (an ordered window), lazy on every backend.  The detector is the
+    weighted sum ``sum_q w_q D_t(q)`` (a log-sum-exp).
+    """
+    col, keys, order = nw.col, list(m.keys), m.order_by
+    grid = seq.detector_grid(m.p0, m.miss_alternative)
+    fk, fn = col("__cf_k") - col("__cf_kp"), col("__cf_t") - col("__cf_np")  # the counts before the period
+    table = table.with_columns(
+        *[(col("__cf_k") * a + (col("__cf_t") - col("__cf_k")) * b).alias(f"__cf_ds{i}") for i, (a, b, _) in enumerate(grid)],
+        *[(fk * a + (fn - fk) * b).alias(f"__cf_dp{i}") for i, (a, b, _) in enumerate(grid)],
+    )  # fmt: skip
+    table = table.with_columns(
+        *[over(col(f"__cf_dp{i}").cum_min(), keys, order_by=order).alias(f"__cf_dm{i}") for i in range(len(grid))]
+    )
+    parts = [f"__cf_dw{i}" for i in range(len(grid))]
+    table = table.with_columns(
+        *[(col(f"__cf_ds{i}") - col(f"__cf_dm{i}") + lw).alias(parts[i]) for i, (_, _, lw) in enumerate(grid)]
+    )
+    table = table.with_columns(nw.max_horizontal(*parts).alias("__cf_dx"))
+    table = table.with_columns(*[(col(c) - col("__cf_dx")).exp().alias(c) for c in parts])
+    table = table.with_columns(nw.sum_horizontal(*parts).log().alias("__cf_dl"))
+    table = table.with_columns((col("__cf_dl") + col("__cf_dx")).alias("__cf_logd"))
+    scratch = [f"__cf_d{x}{i}" for x in "spmw" for i in range(len(grid))]
+    return table.drop(*scratch, "__cf_dx", "__cf_dl")
+
+
 def _beta_numpy(m: Monitor) -> Any:
     """The numpy step of the beta-binomial boundary on the collected per-period table."""
     a_ci, b_ci = seq.beta_prior(m.p0, m.n_opt, 1.0 - m.ci_level)
@@ -266,6 +304,9 @@ def sequence(table: Any, m: Monitor, *, misses: bool, eager: bool, since: Any = 
         table = table.filter(nw.col(order) >= since)
     table = _cumulated(table, m, misses)
     table = _beta(table, m, eager) if m.method == "beta_binomial" else _normal(table, m)
+    if m.change_detection:
+        table = _detector(table, m)
+    alarm_on = "__cf_logd" if m.change_detection else "__cf_loge"
     threshold = nw.lit(math.log(1.0 / m.significance))
     if m.correction == "bonferroni":
         table = n_segments(table, keys, order)
@@ -274,7 +315,7 @@ def sequence(table: Any, m: Monitor, *, misses: bool, eager: bool, since: Any = 
     target = m.confidence_level
     table = table.with_columns(
         (ok & ((nw.col("__cf_low") > target) | (nw.col("__cf_high") < target))).alias("__cf_out"),
-        (ok & (nw.col("__cf_loge") >= threshold)).alias("__cf_cross"),
+        (ok & (nw.col(alarm_on) >= threshold)).alias("__cf_cross"),
     )
     table = _first(_first(table, m, "__cf_out", "first_excluded"), m, "__cf_cross", "alarm_period")
     alarm_period = nw.col("alarm_period")
@@ -286,6 +327,7 @@ def sequence(table: Any, m: Monitor, *, misses: bool, eager: bool, since: Any = 
         nw.when(ok).then(nw.col("__cf_low")).alias("coverage_cs_low"),
         nw.when(ok).then(nw.col("__cf_high")).alias("coverage_cs_high"),
         nw.when(ok).then(nw.col("__cf_loge").exp()).alias("e_value"),
+        *([nw.when(ok).then(nw.col("__cf_logd").exp()).alias("e_detector")] if m.change_detection else []),
         nw.when(ok).then(nw.col("__cf_out")).alias("excluded"),
         nw.when(ok).then(~alarm_period.is_null() & (nw.col(order) >= alarm_period)).alias("alarm"),
         "first_excluded",

@@ -43,9 +43,11 @@ import numpy as np
 from scipy import special
 
 __all__ = [
+    "DETECTOR_ODDS",
     "beta_binomial_cs",
     "beta_binomial_log_e",
     "beta_prior",
+    "detector_grid",
     "normal_rho",
     "numpy_normal",
 ]
@@ -135,3 +137,29 @@ def numpy_normal(k: Any, t: Any, p0: float, rho: float, level: float, alternativ
         return k / t - radius, k / t + radius, two
     z = s / np.sqrt(v) if alternative == "greater" else -s / np.sqrt(v)
     return k / t - radius, k / t + radius, math.log(2.0) + two + special.log_ndtr(z)
+
+
+# the alternatives of the change detector: the odds of a miss multiplied by these factors
+DETECTOR_ODDS = (1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
+
+
+def detector_grid(p0: float, alternative: str) -> list[tuple[float, float, float]]:
+    """The change detector's alternatives: ``(log q/p0, log (1-q)/(1-p0), log weight)`` per miss rate ``q``.
+
+    ``q`` has the odds of ``p0`` multiplied (``"greater"``) or divided
+    (``"less"``) by each of :data:`DETECTOR_ODDS` (both for ``"two-sided"``);
+    the weights are equal and sum to one.  A period with ``k`` misses among
+    ``n`` rows has the likelihood ratio ``exp(k log(q/p0) + (n-k) log((1-q)/(1-p0)))``,
+    an e-value under every miss rate on the null side of ``p0`` (its mean is
+    ``(q p/p0 + (1-q)(1-p)/(1-p0))^n <= 1`` there).
+    """
+    odds = p0 / (1.0 - p0)
+    factors = {"greater": DETECTOR_ODDS, "less": tuple(1.0 / r for r in DETECTOR_ODDS)}.get(
+        alternative, DETECTOR_ODDS + tuple(1.0 / r for r in DETECTOR_ODDS)
+    )
+    log_w = -math.log(len(factors))
+    grid = []
+    for r in factors:
+        q = odds * r / (1.0 + odds * r)
+        grid.append((math.log(q / p0), math.log((1.0 - q) / (1.0 - p0)), log_w))
+    return grid
