@@ -597,7 +597,7 @@ def test_report_forecast_family():
     assert t["pit_test_pvalue"].to_list() == pytest.approx(direct["pit_test_pvalue"].to_list(), rel=1e-12)
     assert "Forecast scores per group" in str(rep)
     with_intervals = df.conformal.report(y="y", lo="q10", hi="q90", mean="mu", std="sd", confidence_level=0.8)
-    assert with_intervals.summary["families"] == ["intervals", "forecast"]
+    assert with_intervals.summary["families"] == ["intervals", "forecast", "uncertainty_calibration"]
 
 
 def test_report_forecast_arguments():

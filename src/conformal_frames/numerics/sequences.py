@@ -40,7 +40,6 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 __all__ = [
     "DETECTOR_ODDS",
@@ -74,6 +73,8 @@ def beta_prior(p0: float, n_opt: float, level: float) -> tuple[float, float]:
 
 def _log_m(k: np.ndarray, f: np.ndarray, p: np.ndarray, a: float, b: float) -> np.ndarray:
     """``log M_t(p)`` of the beta-binomial mixture (``0 log 0 = 0``)."""
+    from scipy import special  # loaded on first use: import conformal_frames stays light
+
     with np.errstate(divide="ignore", invalid="ignore"):
         lp = np.where(k > 0, k * np.log(np.where(k > 0, p, 1.0)), 0.0)
         lq = np.where(f > 0, f * np.log(np.where(f > 0, 1.0 - p, 1.0)), 0.0)
@@ -114,6 +115,8 @@ def beta_binomial_log_e(k: np.ndarray, t: np.ndarray, p0: float, a: float, b: fl
     ``M_t(p0) * P(q > p0 | Beta(a + K, b + F)) / P(q > p0 | Beta(a, b))``;
     ``"less"``: restricted to rates below ``p0``.
     """
+    from scipy import special  # loaded on first use: import conformal_frames stays light
+
     k, t = np.asarray(k, dtype=float), np.asarray(t, dtype=float)
     f = t - k
     log_e = _log_m(k, f, np.full_like(k, p0), a, b)
@@ -128,6 +131,8 @@ def numpy_normal(k: Any, t: Any, p0: float, rho: float, level: float, alternativ
     """The normal mixture in numpy: the rate's band ``(low, high)`` at ``level`` and ``log`` of the
     e-process against ``p0`` (``alternative`` on the rate).  The library writes the same formulas
     as expressions (lazy on every backend); this is their reference."""
+    from scipy import special  # loaded on first use: import conformal_frames stays light
+
     k, t = np.asarray(k, dtype=float), np.asarray(t, dtype=float)
     v = t / 4.0 + rho
     radius = np.sqrt(v * np.log(v / (rho * level * level))) / t
