@@ -27,12 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
 from conformal_frames._renames import renamed
+from conformal_frames._roles import Column
 from conformal_frames._validate import checked, choice
 from conformal_frames.engine import (
     InvalidPolicy,
@@ -328,13 +329,13 @@ class ECE(Metric):
 
 @renamed(num_bins="n_bins")
 def ece(
-    y: str,
-    score: str,
+    y: Column,
+    score: Column,
     *,
     n_bins: int = 10,
     strategy: Strategy = "uniform",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> ECE:
     """Expected calibration error of binary scores.
 
@@ -388,7 +389,7 @@ def ece(
     M. P. Naeini, G. Cooper and M. Hauskrecht (2015), "Obtaining well
     calibrated probabilities using Bayesian binning", AAAI 29.
     """
-    return ECE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)
+    return ECE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -411,13 +412,13 @@ class MCE(Metric):
 
 @renamed(num_bins="n_bins")
 def mce(
-    y: str,
-    score: str,
+    y: Column,
+    score: Column,
     *,
     n_bins: int = 10,
     strategy: Strategy = "uniform",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> MCE:
     """Maximum calibration error: ``max_m |mean_{B_m}(y) - mean_{B_m}(s)|``.
 
@@ -451,7 +452,7 @@ def mce(
     >>> round(df.conformal.mce("y", "s", n_bins=2), 6)
     0.375
     """
-    return MCE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)
+    return MCE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -496,13 +497,13 @@ def _class_rows(q: Query, y: str, probs: Probs, classes: tuple[Label, ...]) -> t
 
 
 def brier(
-    y: str,
-    score: str | Sequence[str] | None = None,
+    y: Column,
+    score: Column | Sequence[Column] | None = None,
     *,
-    probs: str | Sequence[str] | None = None,
+    probs: Column | Sequence[Column] | None = None,
     classes: Sequence[Label] | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> Brier | MulticlassBrier:
     """Brier score ``(1/n) sum_i (y_i - s_i)^2`` (lower is better).
 
@@ -562,11 +563,11 @@ def brier(
             msg = "brier: give score= (a binary probability) or probs= (class probabilities), not both"
             raise ValueError(msg)
         cols, labels = check_probs(score if probs is None else probs, classes)
-        return MulticlassBrier(y=y, probs=cols, classes=labels, weights=weights, counts=counts)
+        return MulticlassBrier(y=y, probs=cols, classes=labels, weights=weights, counts=counts)  # type: ignore[arg-type]
     if score is None:
         msg = "brier needs score= (the probability of y = 1) or probs= (one probability per class)"
         raise TypeError(msg)
-    return Brier(y=y, score=score, weights=weights, counts=counts)
+    return Brier(y=y, score=score, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -590,12 +591,12 @@ class RPS(ProbsMetric):
 
 
 def rps(
-    y: str,
-    probs: str | Sequence[str],
+    y: Column,
+    probs: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> RPS:
     """Ranked probability score of a forecast of ordered categories (Epstein 1969), lower is better.
 
@@ -642,7 +643,7 @@ def rps(
     ranked categories", Journal of Applied Meteorology 8, 985-987.
     """
     cols, labels = check_probs(probs, classes)
-    return RPS(y=y, probs=cols, classes=labels, weights=weights, counts=counts)
+    return RPS(y=y, probs=cols, classes=labels, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -747,14 +748,14 @@ class Reliability(Metric):
 
 @renamed(num_bins="n_bins", ci="ci_level")
 def reliability(
-    y: str,
-    score: str,
+    y: Column,
+    score: Column,
     *,
     n_bins: int = 10,
     strategy: Strategy = "uniform",
     ci_level: float = 0.95,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> Reliability:
     """Reliability table: the data behind a reliability diagram.
 
@@ -812,13 +813,13 @@ def reliability(
     └─────┴────────────┴───────────┴─────┘
     """
     return Reliability(
-        y=y,
-        score=score,
+        y=y,  # type: ignore[arg-type]
+        score=score,  # type: ignore[arg-type]
         n_bins=n_bins,
         strategy=strategy,
         ci_level=ci_level,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )
 
 
@@ -866,15 +867,15 @@ class TopLabelECE(ProbsMetric):
 
 @renamed(num_bins="n_bins")
 def top_label_ece(
-    y: str,
-    probs: str | Sequence[str],
+    y: Column,
+    probs: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
     n_bins: int = 10,
     strategy: Strategy = "uniform",
     weighted: bool = False,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> TopLabelECE:
     """Top-label expected calibration error (Gupta and Ramdas 2021).
 
@@ -932,14 +933,14 @@ def top_label_ece(
     """
     cols, labels = check_probs(probs, classes)
     return TopLabelECE(
-        y=y,
+        y=y,  # type: ignore[arg-type]
         probs=cols,
         classes=labels,
         n_bins=n_bins,
         strategy=strategy,
         weighted=weighted,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )
 
 
@@ -969,14 +970,14 @@ class ConfidenceECE(_ClassProbabilities):
 
 
 def confidence_ece(
-    y: str,
-    probs: str | Sequence[str],
+    y: Column,
+    probs: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
     n_bins: int = 10,
     strategy: Strategy = "uniform",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> ConfidenceECE:
     """Confidence ECE of a classifier: the "ECE" of torchmetrics, netcal and Guo et al. (2017).
 
@@ -1040,7 +1041,13 @@ def confidence_ece(
     """
     cols, labels = check_probs(probs, classes)
     return ConfidenceECE(
-        y=y, probs=cols, classes=labels, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts
+        y=y,  # type: ignore[arg-type]
+        probs=cols,
+        classes=labels,
+        n_bins=n_bins,
+        strategy=strategy,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )
 
 
@@ -1064,14 +1071,14 @@ class ClasswiseECE(_ClassProbabilities):
 
 @renamed(num_bins="n_bins")
 def classwise_ece(
-    y: str,
-    probs: str | Sequence[str],
+    y: Column,
+    probs: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
     n_bins: int = 10,
     strategy: Strategy = "uniform",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> ClasswiseECE:
     """Class-wise ECE: the mean over classes of the one-vs-rest ECE.
 
@@ -1124,7 +1131,13 @@ def classwise_ece(
     """
     cols, labels = check_probs(probs, classes)
     return ClasswiseECE(
-        y=y, probs=cols, classes=labels, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts
+        y=y,  # type: ignore[arg-type]
+        probs=cols,
+        classes=labels,
+        n_bins=n_bins,
+        strategy=strategy,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )
 
 
@@ -1207,7 +1220,7 @@ class KSTest(Metric):
         return {"": t.col("ks"), "pvalue": t.col("ks_p")}
 
 
-def ks_test(y: str, score: str, *, weights: str | None = None, counts: str | None = None) -> KSTest:
+def ks_test(y: Column, score: Column, *, weights: Column | None = None, counts: Column | None = None) -> KSTest:
     """Kolmogorov-Smirnov calibration test (Arrieta-Ibarra et al. 2022).
 
     Sort the group by score; at each *distinct* score value ``s_(k)`` take the
@@ -1266,7 +1279,7 @@ def ks_test(y: str, score: str, *, weights: str | None = None, counts: str | Non
     "Metrics of calibration for probabilistic predictions", JMLR 23(351).
     M. Tygert (2022), arXiv:2202.00100.
     """
-    return KSTest(y=y, score=score, weights=weights, counts=counts)
+    return KSTest(y=y, score=score, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1284,7 +1297,7 @@ class KuiperTest(Metric):
         return {"": t.col("ku"), "pvalue": t.col("ku_p")}
 
 
-def kuiper_test(y: str, score: str, *, weights: str | None = None, counts: str | None = None) -> KuiperTest:
+def kuiper_test(y: Column, score: Column, *, weights: Column | None = None, counts: Column | None = None) -> KuiperTest:
     """Kuiper calibration test (Arrieta-Ibarra et al. 2022).
 
     ``H = (max_k C_k - min_k C_k) / sigma`` with ``C_k`` and ``sigma`` as in
@@ -1325,7 +1338,7 @@ def kuiper_test(y: str, score: str, *, weights: str | None = None, counts: str |
     >>> round(res.statistic, 4), round(res.pvalue, 4)
     (0.8792, 0.9812)
     """
-    return KuiperTest(y=y, score=score, weights=weights, counts=counts)
+    return KuiperTest(y=y, score=score, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1358,12 +1371,12 @@ class SpiegelhalterTest(Metric):
 
 
 def spiegelhalter_test(
-    y: str,
-    score: str,
+    y: Column,
+    score: Column,
     *,
     alternative: Literal["less", "greater", "two-sided"] = "two-sided",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> SpiegelhalterTest:
     """Spiegelhalter's calibration test (z-test of the Brier score).
 
@@ -1421,7 +1434,7 @@ def spiegelhalter_test(
     D. J. Spiegelhalter (1986), "Probabilistic prediction in patient
     management and clinical trials", Statistics in Medicine 5(5), 421-433.
     """
-    return SpiegelhalterTest(y=y, score=score, alternative=alternative, weights=weights, counts=counts)
+    return SpiegelhalterTest(y=y, score=score, alternative=alternative, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -1452,12 +1465,12 @@ def _difference_cells(
 @engine.takes_roles("y", "score", "weights", "counts")
 def cumulative_differences(
     frame: Any,
-    y: str,
-    score: str,
+    y: Column,
+    score: Column,
     *,
-    weights: str | None = None,
-    counts: str | None = None,
-    by: str | Sequence[str] | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
+    by: Column | Sequence[Column] | None = None,
     invalid: InvalidPolicy | None = None,
 ) -> Any:
     """Cumulative differences ``C_k`` at each distinct score, per group.
@@ -1521,6 +1534,12 @@ def cumulative_differences(
     │ 0.75 ┆ 1   ┆ 0.0                   │
     └──────┴─────┴───────────────────────┘
     """
+    # the roles arrive as column names: engine.takes_roles resolves expressions first
+    y = cast(str, y)
+    score = cast(str, score)
+    weights = cast("str | None", weights)
+    counts = cast("str | None", counts)
+    by = cast("str | Sequence[str] | None", by)
     lf, eager = engine.to_lazy(frame)
     keys = engine.as_keys(by)
     if score in keys or y in keys:

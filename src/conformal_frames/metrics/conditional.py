@@ -33,7 +33,7 @@ import numpy as np
 
 from conformal_frames._progress import steps as progress_steps
 from conformal_frames._renames import renamed
-from conformal_frames._roles import as_role
+from conformal_frames._roles import Column, as_role
 from conformal_frames._validate import (
     check_columns,
     check_fraction,
@@ -223,17 +223,17 @@ class CoverageGap(TargetMetric):
 
 
 def coverage_gap(
-    y: str | Sequence[str],
-    lo: str | Sequence[str] | None = None,
-    hi: str | Sequence[str] | None = None,
+    y: Column | Sequence[Column],
+    lo: Column | Sequence[Column] | None = None,
+    hi: Column | Sequence[Column] | None = None,
     *,
-    sets: str | Sequence[str] | None = None,
+    sets: Column | Sequence[Column] | None = None,
     classes: Sequence[Label] | None = None,
-    groups: str | Sequence[str],
+    groups: Column | Sequence[Column],
     confidence_level: float | str,
     weighted: bool = False,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> CoverageGap:
     """Mean absolute deviation of group coverage from the target level.
 
@@ -301,8 +301,8 @@ def coverage_gap(
         groups=_names(groups, "groups"),
         confidence_level=confidence_level,
         weighted=weighted,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )
 
 
@@ -501,11 +501,11 @@ class CoverageTest(TargetMetric):
 
 @renamed(ci="ci_level", alpha="significance")
 def coverage_test(
-    y: str | Sequence[str],
-    lo: str | Sequence[str] | None = None,
-    hi: str | Sequence[str] | None = None,
+    y: Column | Sequence[Column],
+    lo: Column | Sequence[Column] | None = None,
+    hi: Column | Sequence[Column] | None = None,
     *,
-    sets: str | Sequence[str] | None = None,
+    sets: Column | Sequence[Column] | None = None,
     classes: Sequence[Label] | None = None,
     confidence_level: float | str,
     ci_level: float = 0.95,
@@ -514,8 +514,8 @@ def coverage_test(
     significance: float = 0.05,
     correction: Literal["holm", "bh", "none"] = "holm",
     alternative: Alternative = "less",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> CoverageTest:
     """Per-group coverage with a confidence interval and an under-coverage test.
 
@@ -635,8 +635,8 @@ def coverage_test(
         significance=significance,
         correction=correction,
         alternative=alternative,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )
     level, n_calibration = metric.confidence_level, metric.n_calibration
     if n_calibration is not None and weights is not None:
@@ -701,13 +701,13 @@ class WorstSlab(TargetMetric):
 
 @no_weights("worst_slab_coverage")
 def worst_slab_coverage(
-    y: str | Sequence[str],
-    lo: str | Sequence[str] | None = None,
-    hi: str | Sequence[str] | None = None,
+    y: Column | Sequence[Column],
+    lo: Column | Sequence[Column] | None = None,
+    hi: Column | Sequence[Column] | None = None,
     *,
-    sets: str | Sequence[str] | None = None,
+    sets: Column | Sequence[Column] | None = None,
     classes: Sequence[Label] | None = None,
-    features: str | Sequence[str],
+    features: Column | Sequence[Column],
     delta: float = 0.1,
     n_directions: int | None = None,
     seed: int = 0,

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
+from conformal_frames._roles import Column
 from conformal_frames._validate import check_column, checked, choice, optional
 from conformal_frames.engine import (
     FinalizeFn,
@@ -244,16 +245,16 @@ class CRPS(Metric):
 
 
 def crps(
-    y: str,
+    y: Column,
     *,
-    mean: str | None = None,
-    std: str | None = None,
-    samples: str | Sequence[str] | None = None,
-    quantiles: dict[float, str] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    samples: Column | Sequence[Column] | None = None,
+    quantiles: Mapping[float, Column] | None = None,
     estimator: Estimator = "plain",
-    weights: str | None = None,
-    counts: str | None = None,
-    member_weights: str | Sequence[str] | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
+    member_weights: Column | Sequence[Column] | None = None,
 ) -> CRPS:
     """Continuous ranked probability score (CRPS), averaged over rows; lower is better.
 
@@ -354,13 +355,13 @@ def crps(
         )
         raise ValueError(msg)
     return CRPS(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         samples=check_samples(samples) if samples is not None else None,
         estimator=estimator,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         member_weights=check_samples(member_weights, "member_weights") if member_weights is not None else None,
     )
 
@@ -381,11 +382,11 @@ class QuantileCRPS(CrossingOutputs, Metric):
 
 
 def quantile_crps(
-    y: str,
+    y: Column,
     *,
-    quantiles: dict[float, str],
-    weights: str | None = None,
-    counts: str | None = None,
+    quantiles: Mapping[float, Column],
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: str = "score",
 ) -> QuantileCRPS:
     """The CRPS approximated from quantile forecasts, averaged over rows; lower is better.

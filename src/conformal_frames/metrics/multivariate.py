@@ -38,6 +38,7 @@ from typing import Any, Literal
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames._roles import Column
 from conformal_frames._validate import check_column, check_columns, checked, choice, fail, is_number, optional
 from conformal_frames.engine import Metric, Query, TableFn, TableRef, aggregate, backend_name, join_keys, over, total
 from conformal_frames.errors import BackendLimitError
@@ -433,15 +434,15 @@ class EnergyScore(_Multivariate):
 
 
 def energy_score(
-    y: str | Sequence[str],
-    samples: Sequence[str] | Sequence[Sequence[str]],
+    y: Column | Sequence[Column],
+    samples: Sequence[Column] | Sequence[Sequence[Column]],
     *,
-    path: str | Sequence[str] | None = None,
-    order_by: str | None = None,
+    path: Column | Sequence[Column] | None = None,
+    order_by: Column | None = None,
     estimator: Estimator = "plain",
-    weights: str | None = None,
-    counts: str | None = None,
-    member_weights: Sequence[str] | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
+    member_weights: Sequence[Column] | None = None,
 ) -> EnergyScore:
     """Energy score of a multivariate ensemble (Gneiting and Raftery 2007), averaged over forecasts; lower is better.
 
@@ -506,10 +507,10 @@ def energy_score(
         y=y,  # type: ignore[arg-type]
         samples=samples,  # type: ignore[arg-type]
         path=path,  # type: ignore[arg-type]
-        order_by=order_by,
+        order_by=order_by,  # type: ignore[arg-type]
         estimator=estimator,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         member_weights=member_weights,  # type: ignore[arg-type]
     )
 
@@ -644,17 +645,17 @@ class VariogramScore(_Multivariate):
 
 
 def variogram_score(
-    y: str | Sequence[str],
-    samples: Sequence[str] | Sequence[Sequence[str]],
+    y: Column | Sequence[Column],
+    samples: Sequence[Column] | Sequence[Sequence[Column]],
     *,
     p: float = 0.5,
     pair_weights: Any = None,
-    path: str | Sequence[str] | None = None,
-    order_by: str | None = None,
+    path: Column | Sequence[Column] | None = None,
+    order_by: Column | None = None,
     estimator: Estimator = "plain",
-    weights: str | None = None,
-    counts: str | None = None,
-    member_weights: Sequence[str] | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
+    member_weights: Sequence[Column] | None = None,
 ) -> VariogramScore:
     """Variogram score of order ``p`` of a multivariate ensemble (Scheuerer and Hamill 2015), averaged; lower is better.
 
@@ -708,9 +709,9 @@ def variogram_score(
         p=p,
         pair_weights=pair_weights,
         path=path,  # type: ignore[arg-type]
-        order_by=order_by,
+        order_by=order_by,  # type: ignore[arg-type]
         estimator=estimator,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         member_weights=member_weights,  # type: ignore[arg-type]
     )

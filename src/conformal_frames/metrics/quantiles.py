@@ -34,11 +34,12 @@ tables, one row per group and level, with the level in a column
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import narwhals.stable.v2 as nw
 
+from conformal_frames._roles import Column
 from conformal_frames._validate import check_boolean, checked, optional
 from conformal_frames.engine import Metric, Query, Weighting, indicator, sort_result, stack, total
 from conformal_frames.inputs.forecasts import (
@@ -217,13 +218,13 @@ def _n_eff(weights: str | None) -> tuple[str, ...]:
 
 
 def pinball_loss(
-    y: str,
+    y: Column,
     *,
-    quantiles: dict[float, str] | str,
+    quantiles: Mapping[float, Column] | Column,
     quantile_level: str | None = None,
     per_level: bool = False,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: str = "score",
 ) -> PinballLoss:
     """Pinball (quantile) loss, averaged over the quantile levels (lower is better).
@@ -299,12 +300,12 @@ def pinball_loss(
     """
     cls = PinballLossTable if per_level is True else PinballLoss
     return cls(
-        y=y,
+        y=y,  # type: ignore[arg-type]
         quantiles=quantiles,  # type: ignore[arg-type]
         quantile_level=quantile_level,
         per_level=per_level,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )
 
@@ -422,13 +423,13 @@ class WIS(CrossingOutputs, Metric):
 
 
 def wis(
-    y: str,
+    y: Column,
     *,
-    quantiles: dict[float, str] | None = None,
-    intervals: dict[float, tuple[str, str]] | None = None,
+    quantiles: Mapping[float, Column] | None = None,
+    intervals: Mapping[float, tuple[Column, Column]] | None = None,
     median: str | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: str = "score",
 ) -> WIS:
     """Weighted interval score of Bracher, Ray, Gneiting and Reich (2021) (lower is better).
@@ -503,12 +504,12 @@ def wis(
     17(2), e1008618; T. Gneiting and A. E. Raftery (2007), JASA 102, 359-378.
     """
     return WIS(
-        y=y,
+        y=y,  # type: ignore[arg-type]
         quantiles=quantiles,  # type: ignore[arg-type]
         intervals=intervals,  # type: ignore[arg-type]
         median=median,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )
 
@@ -571,14 +572,14 @@ class QuantileCoverageTable(QuantileCoverage):
 
 
 def quantile_coverage(
-    y: str,
+    y: Column,
     *,
-    quantiles: dict[float, str] | str,
+    quantiles: Mapping[float, Column] | Column,
     quantile_level: str | None = None,
     per_level: bool = True,
     ci_level: float = 0.95,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: str = "score",
 ) -> QuantileCoverage:
     """Quantile coverage: per level, the fraction of ``y <= q_tau`` against ``tau``.
@@ -666,13 +667,13 @@ def quantile_coverage(
     """
     cls = QuantileCoverageTable if per_level is True else QuantileCoverage
     return cls(
-        y=y,
+        y=y,  # type: ignore[arg-type]
         quantiles=quantiles,  # type: ignore[arg-type]
         quantile_level=quantile_level,
         per_level=per_level,
         ci_level=ci_level,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )
 
@@ -739,12 +740,12 @@ class IntervalCoverage(CrossingOutputs, Metric):
 
 
 def interval_coverage(
-    y: str,
+    y: Column,
     *,
-    intervals: dict[float, tuple[str, str]],
+    intervals: Mapping[float, tuple[Column, Column]],
     ci_level: float = 0.95,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: str = "score",
 ) -> IntervalCoverage:
     """Coverage, width and Winkler score of central intervals at several levels.
@@ -821,10 +822,10 @@ def interval_coverage(
     estimation", JASA 67, 187-191; E. B. Wilson (1927), JASA 22(158), 209-212.
     """
     return IntervalCoverage(
-        y=y,
+        y=y,  # type: ignore[arg-type]
         intervals=intervals,  # type: ignore[arg-type]
         ci_level=ci_level,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )

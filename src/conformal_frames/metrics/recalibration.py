@@ -32,6 +32,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames import engine
+from conformal_frames._roles import Column
 from conformal_frames._validate import (
     check_column,
     check_positive_int,
@@ -372,7 +373,12 @@ class ScoreDecomposition(Metric):
 
 
 def score_decomposition(
-    y: str, score: str, *, scoring_rule: ScoringRule = "brier", weights: str | None = None, counts: str | None = None
+    y: Column,
+    score: Column,
+    *,
+    scoring_rule: ScoringRule = "brier",
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> ScoreDecomposition:
     """The mean score split into miscalibration, discrimination and uncertainty.
 
@@ -447,7 +453,7 @@ def score_decomposition(
     T. Dimitriadis, T. Gneiting and A. I. Jordan (2021), "Stable reliability
     diagrams for probabilistic classifiers", PNAS 118(8), e2016191118.
     """
-    return ScoreDecomposition(y=y, score=score, scoring_rule=scoring_rule, weights=weights, counts=counts)
+    return ScoreDecomposition(y=y, score=score, scoring_rule=scoring_rule, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------

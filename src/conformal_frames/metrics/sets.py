@@ -41,6 +41,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
+from conformal_frames._roles import Column
 from conformal_frames._validate import (
     check_bins,
     check_positive_int,
@@ -84,13 +85,13 @@ class SetCoverage(SetMetric):
 
 @renamed(ci="ci_level")
 def set_coverage(
-    y: str,
-    sets: str | Sequence[str],
+    y: Column,
+    sets: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
     ci_level: float = 0.95,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> SetCoverage:
     """Empirical coverage of prediction sets, with a Wilson interval.
 
@@ -136,7 +137,7 @@ def set_coverage(
     >>> df.conformal.set_coverage("y", "s", classes=["a", "b", "c"])
     0.6666666666666666
     """
-    return SetCoverage(y=y, spec=set_spec(sets, classes), ci_level=ci_level, weights=weights, counts=counts)
+    return SetCoverage(y=y, spec=set_spec(sets, classes), ci_level=ci_level, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,11 +153,11 @@ class SetSize(SetMetric):
 
 
 def set_size(
-    sets: str | Sequence[str],
+    sets: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> SetSize:
     """Mean prediction-set size ``(1/n) * sum_i |C_i|``.
 
@@ -192,7 +193,7 @@ def set_size(
     >>> df.conformal.set_size(["c0", "c1"], classes=[0, 1])
     1.0
     """
-    return SetSize(spec=set_spec(sets, classes), weights=weights, counts=counts)
+    return SetSize(spec=set_spec(sets, classes), weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,11 +220,11 @@ class EmptyRate(SizeRate):
 
 
 def singleton_rate(
-    sets: str | Sequence[str],
+    sets: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> SizeRate:
     """Fraction of prediction sets with exactly one label.
 
@@ -259,15 +260,15 @@ def singleton_rate(
     >>> df.conformal.singleton_rate(["c0", "c1"], classes=[0, 1])
     0.5
     """
-    return SingletonRate(spec=set_spec(sets, classes), size=1, weights=weights, counts=counts)
+    return SingletonRate(spec=set_spec(sets, classes), size=1, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 def empty_rate(
-    sets: str | Sequence[str],
+    sets: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> SizeRate:
     """Fraction of empty prediction sets.
 
@@ -303,7 +304,7 @@ def empty_rate(
     >>> df.conformal.empty_rate(["c0", "c1"], classes=[0, 1])
     0.25
     """
-    return EmptyRate(spec=set_spec(sets, classes), size=0, weights=weights, counts=counts)
+    return EmptyRate(spec=set_spec(sets, classes), size=0, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -427,13 +428,13 @@ class SetSSC(SetMetric):
 
 @renamed(num_bins="n_bins")
 def set_ssc(
-    y: str,
-    sets: str | Sequence[str],
+    y: Column,
+    sets: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
     n_bins: int | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> SetSSC:
     """Size-stratified coverage of prediction sets.
 
@@ -502,7 +503,7 @@ def set_ssc(
     └──────────┴──────────┴──────────┴─────┘
     """
     spec = set_spec(sets, classes)
-    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec), weights=weights, counts=counts)
+    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec), weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -529,14 +530,14 @@ class SetSSCScore(SetMetric):
 
 @renamed(num_bins="n_bins")
 def set_ssc_score(
-    y: str,
-    sets: str | Sequence[str],
+    y: Column,
+    sets: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
     n_bins: int | None = None,
     include_empty: bool = False,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> SetSSCScore:
     """Minimum size-stratified coverage over the strata of non-empty sets that have rows.
 
@@ -601,10 +602,10 @@ def set_ssc_score(
     """
     spec = set_spec(sets, classes)
     return SetSSCScore(
-        y=y,
+        y=y,  # type: ignore[arg-type]
         spec=spec,
         n_bins=_check_set_bins(n_bins, spec),
         include_empty=include_empty,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )

@@ -31,13 +31,14 @@ the binned errors read the rows through ordered cells of ``sigma``.  See
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames._roles import Column
 from conformal_frames._validate import check_column, check_positive_int, checked, choice, optional
 from conformal_frames.engine import (
     Metric,
@@ -120,7 +121,7 @@ class Sharpness(Metric):
         return {"": ratio(w.sum(var), w.total).sqrt()}
 
 
-def sharpness(std: str, *, weights: str | None = None, counts: str | None = None) -> Sharpness:
+def sharpness(std: Column, *, weights: Column | None = None, counts: Column | None = None) -> Sharpness:
     """Sharpness of Gaussian predictions: ``sqrt(mean(std^2))``; lower is sharper.
 
     The root mean predicted variance (uncertainty-toolbox's ``sharpness``).
@@ -151,7 +152,7 @@ def sharpness(std: str, *, weights: str | None = None, counts: str | None = None
     >>> round(df.conformal.sharpness("sd"), 6)
     1.732051
     """
-    return Sharpness(std=std, weights=weights, counts=counts)
+    return Sharpness(std=std, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -322,14 +323,14 @@ class ENCETable(_Binned):
 
 
 def ence(
-    y: str,
+    y: Column,
     *,
-    mean: str,
-    std: str,
+    mean: Column,
+    std: Column,
     n_bins: int = 10,
     strategy: Strategy = "quantile",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> ENCE:
     """Expected normalized calibration error (ENCE) of Gaussian predictions; 0 is calibrated.
 
@@ -381,18 +382,18 @@ def ence(
     D. Levi, L. Gispan, N. Giladi and E. Fetaya (2022), "Evaluating and
     calibrating uncertainty prediction in regression tasks", Sensors 22(15), 5540.
     """
-    return ENCE(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)
+    return ENCE(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 def ence_table(
-    y: str,
+    y: Column,
     *,
-    mean: str,
-    std: str,
+    mean: Column,
+    std: Column,
     n_bins: int = 10,
     strategy: Strategy = "quantile",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> ENCETable:
     """The bins of :func:`ence`: RMV against RMSE per bin of the predicted ``std``.
 
@@ -439,18 +440,18 @@ def ence_table(
     >>> df.conformal.ence_table("y", mean="mu", std="sd", n_bins=2).select("bin", "rmv", "rmse", "n").rows()
     [(0, 1.0, 0.7071067811865476, 2), (1, 2.0, 2.8284271247461903, 2)]
     """
-    return ENCETable(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)
+    return ENCETable(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 def uce(
-    y: str,
+    y: Column,
     *,
-    mean: str,
-    std: str,
+    mean: Column,
+    std: Column,
     n_bins: int = 10,
     strategy: Strategy = "uniform",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> UCE:
     """Uncertainty calibration error (UCE) of Gaussian predictions; 0 is calibrated.
 
@@ -502,7 +503,7 @@ def uce(
     "Well-calibrated regression uncertainty in medical imaging with deep
     learning", Medical Imaging with Deep Learning (PMLR 121), 393-412.
     """
-    return UCE(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)
+    return UCE(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -682,15 +683,15 @@ class CalibrationCurve(_Curve):
 
 
 def mean_absolute_calibration_error(
-    y: str,
+    y: Column,
     *,
-    mean: str | None = None,
-    std: str | None = None,
-    quantiles: dict[float, str] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    quantiles: Mapping[float, Column] | None = None,
     n_levels: int = 100,
     proportion: Proportion | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: Crossing = "score",
 ) -> MeanAbsoluteCalibrationError:
     """Mean absolute calibration error of Gaussian predictions: ``mean_p |observed(p) - p|``.
@@ -747,28 +748,28 @@ def mean_absolute_calibration_error(
     0.097298
     """
     return MeanAbsoluteCalibrationError(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
         n_levels=n_levels,
         proportion=proportion,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )
 
 
 def root_mean_squared_calibration_error(
-    y: str,
+    y: Column,
     *,
-    mean: str | None = None,
-    std: str | None = None,
-    quantiles: dict[float, str] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    quantiles: Mapping[float, Column] | None = None,
     n_levels: int = 100,
     proportion: Proportion | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: Crossing = "score",
 ) -> RootMeanSquaredCalibrationError:
     """Root mean squared calibration error: ``sqrt(mean_p (observed(p) - p)^2)``.
@@ -823,28 +824,28 @@ def root_mean_squared_calibration_error(
     0.118909
     """
     return RootMeanSquaredCalibrationError(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
         n_levels=n_levels,
         proportion=proportion,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )
 
 
 def miscalibration_area(
-    y: str,
+    y: Column,
     *,
-    mean: str | None = None,
-    std: str | None = None,
-    quantiles: dict[float, str] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    quantiles: Mapping[float, Column] | None = None,
     n_levels: int = 100,
     proportion: Proportion | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: Crossing = "score",
 ) -> MiscalibrationArea:
     """Miscalibration area: the area between the calibration curve and the diagonal.
@@ -902,28 +903,28 @@ def miscalibration_area(
     0.09703
     """
     return MiscalibrationArea(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
         n_levels=n_levels,
         proportion=proportion,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )
 
 
 def uncertainty_calibration_curve(
-    y: str,
+    y: Column,
     *,
-    mean: str | None = None,
-    std: str | None = None,
-    quantiles: dict[float, str] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    quantiles: Mapping[float, Column] | None = None,
     n_levels: int = 100,
     proportion: Proportion | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: Crossing = "score",
 ) -> CalibrationCurve:
     """The calibration curve of Gaussian predictions: observed against expected proportion.
@@ -984,14 +985,14 @@ def uncertainty_calibration_curve(
     [(0.0, 0.0), (0.25, 0.25), (0.5, 0.5), (0.75, 0.5), (1.0, 1.0)]
     """
     return CalibrationCurve(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
         n_levels=n_levels,
         proportion=proportion,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )
 
@@ -1146,10 +1147,10 @@ class AdversarialGroupCalibration(Metric):
 
 @no_weights("adversarial_group_calibration", "it draws random subgroups of rows")
 def adversarial_group_calibration(
-    y: str,
+    y: Column,
     *,
-    mean: str,
-    std: str,
+    mean: Column,
+    std: Column,
     calibration_error: Literal["mean_absolute", "root_mean_squared"] = "mean_absolute",
     n_levels: int = 100,
     proportion: Proportion = "interval",
@@ -1221,9 +1222,9 @@ def adversarial_group_calibration(
     [(0.0, 2), (0.5, 100), (1.0, 200)]
     """
     return AdversarialGroupCalibration(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         calibration_error=calibration_error,
         n_levels=n_levels,
         proportion=proportion,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import narwhals.stable.v2 as nw
@@ -10,7 +10,7 @@ import narwhals.stable.v2 as nw
 from conformal_frames import engine
 from conformal_frames._progress import steps, task
 from conformal_frames._renames import renamed
-from conformal_frames._roles import as_role
+from conformal_frames._roles import Column, as_role
 from conformal_frames._widths import collect
 from conformal_frames.reporting import plan as planning
 from conformal_frames.reporting.model import MAX_ROWS, MAX_SEGMENTS, Report
@@ -192,14 +192,14 @@ def _evaluate(base: Any, plan: planning.ReportPlan) -> Report:
 def report(
     frame: Any,
     *,
-    y: str | Sequence[str] | None = None,
-    lo: str | Sequence[str] | None = None,
-    hi: str | Sequence[str] | None = None,
-    score: str | None = None,
-    score_y: str | None = None,
-    sets: str | None = None,
+    y: Column | Sequence[Column] | None = None,
+    lo: Column | Sequence[Column] | None = None,
+    hi: Column | Sequence[Column] | None = None,
+    score: Column | None = None,
+    score_y: Column | None = None,
+    sets: Column | None = None,
     classes: Sequence[Any] | None = None,
-    by: str | Sequence[str] | None = None,
+    by: Column | Sequence[Column] | None = None,
     confidence_level: float | str | None = None,
     n_bins: int = 10,
     ssc_n_bins: int = 3,
@@ -212,16 +212,16 @@ def report(
     invalid: Literal["raise", "drop", "null"] | None = None,
     max_rows: int | None = MAX_ROWS,
     max_segments: int | None = MAX_SEGMENTS,
-    quantiles: dict[float, str] | None = None,
-    mean: str | None = None,
-    std: str | None = None,
-    intervals: dict[float, tuple[str, str]] | None = None,
+    quantiles: Mapping[float, Column] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    intervals: Mapping[float, tuple[Column, Column]] | None = None,
     crossing: Literal["score", "sort", "invalid"] = "score",
-    point: str | None = None,
-    baseline: str | None = None,
+    point: Column | None = None,
+    baseline: Column | None = None,
     horizon: str | None = None,
     progress: bool | None = False,
-    order_by: str | None = None,
+    order_by: Column | None = None,
 ) -> Report:
     """Evaluate every applicable metric per group and return a :class:`Report`.
 
