@@ -18,6 +18,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames import engine
+from conformal_frames._roles import Column
 from conformal_frames._validate import check_column, checked, choice, optional
 from conformal_frames.engine import Metric, NotPerRowError, Query, TableRef, no_weights
 from conformal_frames.inputs.binary import binary_row
@@ -267,15 +268,15 @@ class DieboldMarianoTest(Metric):
     "diebold_mariano_test", "its long-run variance is that of the loss differences of consecutive rows, a time series"
 )
 def diebold_mariano_test(
-    y: str | None,
-    score: str | Metric,
+    y: Column | None,
+    score: Column | Metric,
     other: str | Metric,
     *,
-    order_by: str,
+    order_by: Column,
     loss: Loss | None = None,
     horizon: int | str = 1,
     small_sample: SmallSample | None = "hln",
-    series: str | None = None,
+    series: Column | None = None,
 ) -> DieboldMarianoTest:
     """Diebold-Mariano test of equal predictive accuracy of two forecasts.
 
@@ -393,12 +394,12 @@ def diebold_mariano_test(
     13(2), 281-291.
     """
     return DieboldMarianoTest(
-        y=y,
-        score=score,
+        y=y,  # type: ignore[arg-type]
+        score=score,  # type: ignore[arg-type]
         other=other,
-        order_by=order_by,
+        order_by=order_by,  # type: ignore[arg-type]
         loss=loss,
         horizon=horizon,
         small_sample=small_sample,
-        series=series,
+        series=series,  # type: ignore[arg-type]
     )

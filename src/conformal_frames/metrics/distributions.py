@@ -826,18 +826,18 @@ def _pvalue(x: str) -> FinalizeFn:
     "the PIT of an ensemble or quantile forecast is randomized: one draw per row, not per represented row",
 )
 def pit_histogram(
-    y: str,
+    y: Column,
     *,
-    mean: str | None = None,
-    std: str | None = None,
-    samples: str | Sequence[str] | None = None,
-    quantiles: dict[float, str] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    samples: Column | Sequence[Column] | None = None,
+    quantiles: Mapping[float, Column] | None = None,
     n_bins: int = 10,
     ci_level: float = 0.95,
     seed: int = 0,
-    weights: str | None = None,
+    weights: Column | None = None,
     crossing: str = "score",
-    member_weights: str | Sequence[str] | None = None,
+    member_weights: Column | Sequence[Column] | None = None,
 ) -> PITHistogram:
     """PIT histogram: the frequency of the PIT values in ``n_bins`` equal bins, with a band.
 
@@ -946,15 +946,15 @@ def pit_histogram(
     forecasts, calibration and sharpness", JRSS B 69(2), 243-268.
     """
     return PITHistogram(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         samples=check_samples(samples) if samples is not None else None,
         quantiles=_quantiles(quantiles),
         n_bins=n_bins,
         ci_level=ci_level,
         seed=seed,
-        weights=weights,
+        weights=weights,  # type: ignore[arg-type]
         crossing=crossing,
         member_weights=check_samples(member_weights, "member_weights") if member_weights is not None else None,
     )
@@ -966,15 +966,15 @@ def pit_histogram(
     "pit_histogram(weights=) gives the weighted PIT frequencies with a band at Kish's n_eff",
 )
 def pit_test(
-    y: str,
+    y: Column,
     *,
-    mean: str | None = None,
-    std: str | None = None,
-    samples: str | Sequence[str] | None = None,
-    quantiles: dict[float, str] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    samples: Column | Sequence[Column] | None = None,
+    quantiles: Mapping[float, Column] | None = None,
     seed: int = 0,
     crossing: str = "score",
-    member_weights: str | Sequence[str] | None = None,
+    member_weights: Column | Sequence[Column] | None = None,
 ) -> PITTest:
     """Uniformity test of the PIT values (Kolmogorov-Smirnov).
 
@@ -1056,9 +1056,9 @@ def pit_test(
     distribuzione", Giornale dell'Istituto Italiano degli Attuari 4, 83-91.
     """
     return PITTest(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         samples=check_samples(samples) if samples is not None else None,
         quantiles=_quantiles(quantiles),
         seed=seed,

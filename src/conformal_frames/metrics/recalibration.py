@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 import numpy as np
@@ -269,7 +269,7 @@ class SmoothECE(Metric):
     "the bandwidth fixed point of Blasiok and Nakkiran (2024), as relplot computes it, is defined for unweighted "
     "rows; ece(weights=) and score_decomposition(weights=) are weighted",
 )
-def smooth_ece(y: str, score: str) -> SmoothECE:
+def smooth_ece(y: Column, score: Column) -> SmoothECE:
     """Smooth expected calibration error (smECE) with the automatic bandwidth.
 
     The residuals ``s_i - y_i`` and the scores' density are smoothed with a
@@ -328,7 +328,7 @@ def smooth_ece(y: str, score: str) -> SmoothECE:
     J. Blasiok and P. Nakkiran (2024), "Smooth ECE: Principled reliability
     diagrams via kernel smoothing", ICLR 2024.
     """
-    return SmoothECE(y=y, score=score)
+    return SmoothECE(y=y, score=score)  # type: ignore[arg-type]
 
 
 _DECOMPOSITION = ("miscalibration", "discrimination", "uncertainty")
@@ -526,13 +526,13 @@ def _corp_finish(keys: list[str], n_resamples: int, ci_level: float, seed: int) 
 @engine.takes_roles("y", "score")
 def corp_reliability(
     frame: Any,
-    y: str,
-    score: str,
+    y: Column,
+    score: Column,
     *,
     n_resamples: int = 100,
     ci_level: float = 0.9,
     seed: int = 0,
-    by: str | Sequence[str] | None = None,
+    by: Column | Sequence[Column] | None = None,
     invalid: InvalidPolicy | None = None,
 ) -> Any:
     """CORP reliability table: isotonic recalibration with a consistency band.
@@ -610,6 +610,10 @@ def corp_reliability(
     │ 0.9   ┆ 1   ┆ 1.0          │
     └───────┴─────┴──────────────┘
     """
+    # the roles arrive as column names: engine.takes_roles resolves expressions first
+    y = cast(str, y)
+    score = cast(str, score)
+    by = cast("str | Sequence[str] | None", by)
     check_column(y, "y")
     check_column(score, "score")
     n_resamples = check_positive_int(n_resamples, "n_resamples", at_least=0)
