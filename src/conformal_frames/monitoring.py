@@ -157,7 +157,7 @@ def coverage_sequence(
         :func:`~conformal_frames.summarize` of :func:`~conformal_frames.coverage`
         (``set_coverage``, or ``kupiec_test(miss=)``) by the ``by=`` columns
         and ``order_by`` (daily partitions concatenated): the same result.
-    y, lo, hi : str, optional
+    y, lo, hi : Column, optional
         The observed value and the interval bounds; with ``sets=``, ``y`` is
         the label.
     confidence_level : float
@@ -205,11 +205,11 @@ def coverage_sequence(
         ``0.001`` for one per 1000 days.  Lazy on every backend (ordered
         windows); ``n_opt`` does not tune it; the band and ``e_value`` are
         unchanged.
-    miss : str, optional
+    miss : Column, optional
         Instead of ``y, lo, hi``: a 0/1 miss column (e.g. a VaR hit).
     sets, classes : optional
         Instead of ``lo, hi``: prediction sets as in :func:`~conformal_frames.set_coverage`.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows (the result equals that of the repeated rows;
         ``n`` counts them).  A summary of ``coverage(counts=)`` serves.

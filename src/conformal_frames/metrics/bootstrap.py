@@ -472,7 +472,7 @@ def bootstrap(
         Seed of the replicate counts; the same seed gives the same interval.
     ci_level : float, default 0.95
         Level of the percentile interval, in (0, 1).
-    block : str, optional
+    block : Column, optional
         Column whose rows share one count per replicate (numeric, string,
         categorical or temporal).
 

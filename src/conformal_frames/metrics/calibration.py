@@ -344,10 +344,10 @@ def ece(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values
         are an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
     n_bins : int, default 10
         Number of bins ``M``.
@@ -359,11 +359,11 @@ def ece(
         count in score order (sizes differ by at most one, the first bins
         taking the extra rows); tied scores stay in one bin, so bins may be
         uneven or empty when scores are tied.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: bins weigh their rows (a bin's
         mass is its total weight; quantile bins cut the total weight), see
         the docs page "Weights".
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -426,10 +426,10 @@ def mce(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
     n_bins : int, default 10
         Number of bins ``M``.
@@ -509,23 +509,23 @@ def brier(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str or list of str
+    score : Column or list of Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
         A list of columns is read as ``probs=``.
-    probs : str or list of str, optional
+    probs : Column or list of Column, optional
         Class probabilities (the multiclass form): one column per class in
         the order of ``classes`` (default ``0, 1, ..., K-1``), or the name of
         a list column holding them (``classes=`` required).
     classes : list of int or str, optional
         The labels of the classes, in the order of the probabilities.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: ``sum_i w_i (y_i - s_i)^2 /
         sum_i w_i``, as scikit-learn's ``brier_score_loss(sample_weight=)``
         (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -612,16 +612,16 @@ def rps(
 
     Parameters
     ----------
-    y : str
+    y : Column
         The observed category, one of ``classes``.
-    probs : str or list of str
+    probs : Column or list of Column
         One probability column per category in the order of ``classes``, or
         the name of a list column holding them (``classes=`` required).
     classes : list of int or str, optional
         The categories in their order; default ``0, 1, ..., K-1``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers).
 
     Returns
@@ -769,10 +769,10 @@ def reliability(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
     n_bins : int, default 10
         Number of bins ``M``.
@@ -780,11 +780,11 @@ def reliability(
         How the bins are cut; see :func:`ece`.
     ci_level : float, default 0.95
         Confidence level of the Wilson interval of each bin's frequency.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: weighted means per bin, the
         Wilson interval at the bin's Kish effective sample size; ``n``
         counts the bin's rows of positive weight (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -890,10 +890,10 @@ def top_label_ece(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column; every value must be one of ``classes`` (missing or
         unknown labels are an error).
-    probs : list of str or str
+    probs : list of Column or Column
         One probability column per class (or a list column of them, with
         ``classes=``), each within ``[0, 1]``.  Rows need
         not sum to 1: only the maximum and its position are used (nothing is
@@ -906,10 +906,10 @@ def top_label_ece(
     weighted : bool, default False
         Weight each label's ECE by its number of rows (by its total weight
         with ``weights=``).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights; bins weigh their rows as in
         :func:`ece`.  Labels predicted only by rows of weight 0 do not count.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -997,10 +997,10 @@ def confidence_ece(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column; every value must be one of ``classes`` (missing or
         unknown labels are an error).
-    probs : list of str or str
+    probs : list of Column or Column
         One probability column per class (or a list column of them, with
         ``classes=``), each within ``[0, 1]``; only the
         maximum and its position are used (nothing is renormalised).
@@ -1009,10 +1009,10 @@ def confidence_ece(
         ``0, 1, ..., K-1``.
     n_bins, strategy
         As in :func:`ece` (torchmetrics' default is 15 bins, netcal's 10).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights; bins weigh their rows as in
         :func:`ece`.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -1088,9 +1088,9 @@ def classwise_ece(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column; every value must be one of ``classes``.
-    probs : list of str or str
+    probs : list of Column or Column
         One probability column per class (or a list column of them, with
         ``classes=``), each within ``[0, 1]``.
     classes : list of int or str, optional
@@ -1099,10 +1099,10 @@ def classwise_ece(
         Number of bins ``M``.
     strategy : {"uniform", "quantile"}, default "uniform"
         How the bins are cut; see :func:`ece`.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights; bins weigh their rows as in
         :func:`ece`.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -1241,17 +1241,17 @@ def ks_test(y: Column, score: Column, *, weights: Column | None = None, counts: 
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the cumulative sums become
         ``sum_i w_i (y_i - s_i)`` and ``sigma^2 n^2`` their variance
         ``sum_i w_i^2 s_i (1 - s_i)`` under calibration (see the docs
         page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -1309,14 +1309,14 @@ def kuiper_test(y: Column, score: Column, *, weights: Column | None = None, coun
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights, as in :func:`ks_test`.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -1393,19 +1393,19 @@ def spiegelhalter_test(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
     alternative : {"two-sided", "greater", "less"}, default "two-sided"
         The alternative hypothesis, as in scipy: ``Z`` differs from 0,
         ``Z > 0`` (the reference's one-sided test) or ``Z < 0``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: ``Z = sum_i w_i (y_i - s_i)(1 - 2 s_i)
         / sqrt(sum_i w_i^2 (1 - 2 s_i)^2 s_i (1 - s_i))`` (see the docs
         page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -1494,21 +1494,21 @@ def cumulative_differences(
     ----------
     frame
         Any frame narwhals supports (eager or lazy).
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: ``C_k = sum_{i: s_i <= s_(k)}
         w_i (y_i - s_i) / sum_i w_i``; rows of weight 0 are left out and ``n``
         counts the rows of positive weight at each score (see the docs
         page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
-    by : str or list of str, optional
+    by : Column or list of Column, optional
         Group columns.
 
     Returns

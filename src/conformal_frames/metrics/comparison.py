@@ -337,14 +337,14 @@ def diebold_mariano_test(
 
     Parameters
     ----------
-    y : str or None
+    y : Column or None
         Observed value (a 0/1 label for ``loss="log"``); not read with
         ``loss="column"`` or score metrics.
     score, other : str or Metric
         The two models' forecasts of ``y`` (probabilities strictly inside
         ``(0, 1)`` for ``loss="log"``), their per-row losses
         (``loss="column"``), or two score metrics.
-    order_by : str
+    order_by : Column
         Time column (any sortable type); one row per time point and group
         (and series).
     loss : {"squared", "absolute", "log", "column"}, optional
@@ -358,7 +358,7 @@ def diebold_mariano_test(
         own ``h``, as one call per horizon would.
     small_sample : {"hln"} or None, default "hln"
         The small-sample correction and Student-t p-value, or none.
-    series : str, optional
+    series : Column, optional
         Column identifying the series to pool (mean differential per time
         point).
 

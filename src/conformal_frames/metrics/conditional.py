@@ -251,12 +251,12 @@ def coverage_gap(
 
     Parameters
     ----------
-    y, lo, hi : str or list of str
+    y, lo, hi : Column or list of Column
         Observed value and interval bounds; or ``y`` with ``sets=`` (and
         ``classes=``, optional with a list column) for prediction sets.
         Lists of columns (one per output): a row is covered when every
         output is inside its interval (joint coverage).
-    groups : str or list of str
+    groups : Column or list of Column
         The columns defining the groups whose coverages are compared.
     confidence_level : float or str
         The target coverage ``1 - alpha`` in (0, 1); or the name of a ``by=``
@@ -264,12 +264,12 @@ def coverage_gap(
     weighted : bool, default False
         Weight each group's deviation by its size (its total weight with
         ``weights=``).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: each group's coverage is the
         weighted proportion; rows of weight 0 are in no group and
         ``worst_n`` counts rows of positive weight (see the docs page
         "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -555,11 +555,11 @@ def coverage_test(
 
     Parameters
     ----------
-    y, lo, hi : str or list of str
+    y, lo, hi : Column or list of Column
         Observed value and interval bounds (prediction intervals); lists of
         columns (one per output): a row is covered when every output is
         inside its interval (joint coverage).
-    sets : str or list of str, optional
+    sets : Column or list of Column, optional
         Prediction sets instead of intervals (with ``y`` the true label).
     classes : list of int or str, optional
         The possible labels of the sets; required with membership columns
@@ -582,13 +582,13 @@ def coverage_test(
         The alternative hypothesis, as in scipy: coverage below the target
         (under-coverage), above it (over-coverage: intervals wider than
         needed) or either; the flag then marks both directions.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the weighted coverage ``p``; the
         interval and the test use ``k = p n_eff`` covered rows out of Kish's
         ``n_eff`` (the binomial tail as ``I_{1-t}(n_eff - k, k + 1)``), and
         ``coverage_test_n_eff`` is an extra output.  Not with
         ``n_calibration`` (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -737,16 +737,16 @@ def worst_slab_coverage(
 
     Parameters
     ----------
-    y, lo, hi : str or list of str
+    y, lo, hi : Column or list of Column
         Observed value and interval bounds (prediction intervals); lists of
         columns (one per output): a row is covered when every output is
         inside its interval (joint coverage).
-    sets : str or list of str, optional
+    sets : Column or list of Column, optional
         Prediction sets instead of intervals (with ``y`` the true label).
     classes : list of int or str, optional
         The possible labels of the sets; required with membership columns
         only (a list column without them: ``y`` in the row's list).
-    features : str or list of str
+    features : Column or list of Column
         Numeric feature columns spanning the space of slabs.
     delta : float, default 0.1
         Smallest fraction of the group's rows a slab must hold, in (0, 1].

@@ -283,12 +283,12 @@ def crps(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str, optional
+    mean, std : Column, optional
         Columns of a Gaussian forecast's mean and standard deviation
         (``std > 0``).
-    samples : str or list of str, optional
+    samples : Column or list of Column, optional
         An ensemble: a list column (polars List or Array, Arrow list, or a
         pandas ``object`` column of lists or numpy arrays; members may differ
         in number between rows), or a list of member columns.
@@ -297,15 +297,15 @@ def crps(
         :func:`quantile_crps`, whose output is named ``quantile_crps``).
     estimator : {"plain", "fair"}, default "plain"
         The ensemble estimator (see above); ignored for a Gaussian forecast.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights (one per forecast): the mean over
         rows becomes the weighted mean ``sum_i w_i CRPS_i / sum_i w_i``, for
         every forecast kind (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
-    member_weights : str or list of str, optional
+    member_weights : Column or list of Column, optional
         Weights of the ensemble's members, aligned with ``samples``: a list
         column (with a list column of samples, of the same lengths) or one
         column per member column.  The forecast is the weighted empirical
@@ -411,14 +411,14 @@ def quantile_crps(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
     quantiles : dict
         Quantile forecasts ``{level: column}``, levels in (0, 1).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the weighted mean over rows (see
         the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows (see the docs page "Weights").
     crossing : {"score", "sort", "invalid"}, default "score"
@@ -876,11 +876,11 @@ def pit_histogram(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str, optional
+    mean, std : Column, optional
         Columns of a Gaussian forecast's mean and standard deviation (``std > 0``).
-    samples : str or list of str, optional
+    samples : Column or list of Column, optional
         An ensemble: a list column (polars List or Array, Arrow list, or a
         pandas ``object`` column of lists or numpy arrays) or a list of member
         columns.
@@ -893,7 +893,7 @@ def pit_histogram(
         Number of bins ``B``.
     ci_level : float, default 0.95
         Confidence level of the band.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative forecast weights: a bin's ``frequency`` is the
         weight of its PIT values over the group's total weight, its ``n``
         counts its forecasts of positive weight (a forecast of weight 0 takes
@@ -912,7 +912,7 @@ def pit_histogram(
         rearrange each row's quantiles in increasing order first, count the
         rows (``<name>_n_crossing`` in ``evaluate``) and warn with the count
         on eager input; ``"invalid"``: crossing rows are invalid rows.
-    member_weights : str or list of str, optional
+    member_weights : Column or list of Column, optional
         Weights of the ensemble's members, aligned with ``samples`` (a list
         column, or one column per member): the PIT is then randomized on the
         weighted empirical CDF, ``F(y-) + V (F(y) - F(y-))`` with ``F(t)``
@@ -1008,11 +1008,11 @@ def pit_test(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str, optional
+    mean, std : Column, optional
         Columns of a Gaussian forecast's mean and standard deviation (``std > 0``).
-    samples : str or list of str, optional
+    samples : Column or list of Column, optional
         An ensemble: a list column (polars List or Array, Arrow list, or a
         pandas ``object`` column of lists or numpy arrays) or a list of member
         columns.
@@ -1027,7 +1027,7 @@ def pit_test(
         rearrange each row's quantiles in increasing order first, count the
         rows (``<name>_n_crossing`` in ``evaluate``) and warn with the count
         on eager input; ``"invalid"``: crossing rows are invalid rows.
-    member_weights : str or list of str, optional
+    member_weights : Column or list of Column, optional
         Weights of the ensemble's members, aligned with ``samples`` (a list
         column, or one column per member): the PIT is then randomized on the
         weighted empirical CDF, ``F(y-) + V (F(y) - F(y-))`` with ``F(t)``

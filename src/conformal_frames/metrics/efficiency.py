@@ -164,19 +164,19 @@ def efficiency_criteria(
 
     Parameters
     ----------
-    y : str or None
+    y : Column or None
         Column of true labels; ``None`` computes the prior criteria only.
-    pvalues : list of str
+    pvalues : list of Column
         One p-value column per class (at least two), values in [0, 1].
     classes : list of int or str, optional
         The label of each p-value column, in order; required with ``y``.
     confidence_level : float
         The confidence level ``1 - eps`` of the prediction sets, in (0, 1).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: every criterion becomes the
         weighted mean ``sum_i w_i x_i / sum_i w_i`` of its per-row value (see
         the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").

@@ -108,17 +108,17 @@ def coverage(
 
     Parameters
     ----------
-    y, lo, hi : str or list of str
+    y, lo, hi : Column or list of Column
         Columns of the observed value and the interval's lower / upper bound;
         lists of columns for several outputs (joint coverage).
     ci_level : float, default 0.95
         Confidence level of the Wilson interval, in (0, 1).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the weighted proportion
         ``sum_i w_i 1[...] / sum_i w_i``, its Wilson interval at Kish's
         effective sample size, and an extra output ``coverage_n_eff``
         (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -194,13 +194,13 @@ def width(
 
     Parameters
     ----------
-    lo, hi : str or list of str
+    lo, hi : Column or list of Column
         Columns of the interval's lower and upper bound; lists of columns for
         several outputs (the box volume).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -397,17 +397,17 @@ def ssc(
 
     Parameters
     ----------
-    y, lo, hi : str
+    y, lo, hi : Column
         Columns of the observed value and of the interval's lower / upper
         bound (numeric; rows with ``lo > hi`` are invalid).
     n_bins : int, default 3
         Number of equal-count width bins.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the bins cut the total weight
         (integer weights bin as repeated rows), each bin's coverage is
         weighted and its ``n`` counts rows of positive weight (see the
         docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -470,17 +470,17 @@ def ssc_score(
 
     Parameters
     ----------
-    y, lo, hi : str
+    y, lo, hi : Column
         Columns of the observed value and of the interval's lower / upper
         bound (numeric; rows with ``lo > hi`` are invalid).
     n_bins : int, default 3
         Number of equal-count width bins.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the bins cut the total weight
         (integer weights bin as repeated rows), each bin's coverage is
         weighted and its ``n`` counts rows of positive weight (see the
         docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -546,16 +546,16 @@ def winkler(
 
     Parameters
     ----------
-    y, lo, hi : str
+    y, lo, hi : Column
         Columns of the observed value and of the interval's lower / upper
         bound (numeric; rows with ``lo > hi`` are invalid).
     confidence_level : float or str
         The nominal coverage ``1 - alpha`` of the intervals, in (0, 1); or the
         name of a ``by=`` column holding each group's level.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -626,7 +626,7 @@ def cwc(
 
     Parameters
     ----------
-    y, lo, hi : str
+    y, lo, hi : Column
         Columns of the observed value and of the interval's lower / upper
         bound (numeric; rows with ``lo > hi`` are invalid).
     eta : float
@@ -634,11 +634,11 @@ def cwc(
     confidence_level : float or str
         The nominal coverage ``1 - alpha`` of the intervals, in (0, 1); or the
         name of a ``by=`` column holding each group's level.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: coverage and mean width are
         weighted means, the range of ``y`` is taken over the rows of positive
         weight (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -727,7 +727,7 @@ def hsic(y: Column, lo: Column, hi: Column, *, kernel_sizes: tuple[float, float]
 
     Parameters
     ----------
-    y, lo, hi : str
+    y, lo, hi : Column
         Columns of the observed value and of the interval's lower / upper
         bound (numeric; rows with ``lo > hi`` are invalid).
     kernel_sizes : tuple of float, default (1.0, 1.0)
@@ -841,9 +841,9 @@ def path_coverage(
 
     Parameters
     ----------
-    y, lo, hi : str
+    y, lo, hi : Column
         Columns of the observed value and of the band's lower / upper bound.
-    path : str or list of str
+    path : Column or list of Column
         Columns identifying one path (any dtype).
     ci_level : float, default 0.95
         Confidence level of the Wilson interval.

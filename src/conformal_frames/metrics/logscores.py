@@ -113,20 +113,20 @@ def log_loss(
 
     Parameters
     ----------
-    y : str
+    y : Column
         0/1 label (numeric or Boolean); with ``classes=``, the class label.
-    score : str or list of str
+    score : Column or list of Column
         Predicted probability of ``y = 1``, in [0, 1].  A list of columns is
         read as ``probs=``.
-    probs : str or list of str, optional
+    probs : Column or list of Column, optional
         Class probabilities: one column per class in the order of ``classes``
         (default ``0, 1, ..., K-1``), or the name of a list column holding
         them (``classes=`` required).
     classes : list of int or str, optional
         The labels of the classes, in the order of the probabilities.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights (scikit-learn's ``sample_weight``).
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers).
 
     Returns
@@ -188,13 +188,13 @@ def log_score(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Observed value.
-    mean, std : str
+    mean, std : Column
         Columns of the forecast's mean and standard deviation (> 0).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers).
 
     Returns

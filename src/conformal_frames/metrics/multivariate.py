@@ -455,29 +455,29 @@ def energy_score(
 
     Parameters
     ----------
-    y : list of str, or str
+    y : list of Column, or Column
         Wide form: one column per dimension.  Path form (with ``path=``): the
         observed value of each row of a path.
-    samples : list of lists of str, or list of str
+    samples : list of lists of Column, or list of Column
         Wide form: one list of member columns per dimension, in the order of
         ``y`` (all of one length ``M``), or one list column per dimension
         (lists of one length per row).  Path form: the ``M`` member columns.
-    path : str or list of str, optional
+    path : Column or list of Column, optional
         Path form: the columns identifying a path; its rows are the
         dimensions.  Missing path values are invalid rows.
-    order_by : str, optional
+    order_by : Column, optional
         Path form: the column ordering a path's rows (e.g. the horizon), the
         dimension of a row being its position; needed by ``pair_weights=``
         only (the scores are symmetric in the dimensions otherwise).
         Missing values and a value repeated within a path are invalid rows.
     estimator : {"plain", "fair"}, default "plain"
         See above; ``"fair"`` needs 2 or more members.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative forecast weights (path form: constant within
         a path, else an invalid row; each path weighs its weight).
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (path form: constant within a path).
-    member_weights : list of str, optional
+    member_weights : list of Column, optional
         Wide form with member columns: one column of non-negative weights
         per member (a forecast's weights are normalised to sum to 1),
         scoringrules' ``ens_w``: ``sum_j v_j ||x_j - y|| - (1/2) sum_{j,k}

@@ -344,11 +344,11 @@ def mase(
 
     Parameters
     ----------
-    y, yhat : str
+    y, yhat : Column
         Columns of the observed value and of the point forecast.
-    scale : str
+    scale : Column
         Column of the naive mean absolute error of the row's series (> 0).
-    weights, counts : str, optional
+    weights, counts : Column, optional
         Row weights and frequency counts, as in :func:`mae`.
 
     Returns
@@ -387,11 +387,11 @@ def rmsse(
 
     Parameters
     ----------
-    y, yhat : str
+    y, yhat : Column
         Columns of the observed value and of the point forecast.
-    scale : str
+    scale : Column
         Column of the naive mean squared error of the row's series (> 0).
-    weights, counts : str, optional
+    weights, counts : Column, optional
         Row weights and frequency counts, as in :func:`mae`.
 
     Returns
@@ -477,16 +477,16 @@ def scaled_pinball(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Observed value.
-    quantiles : dict or str
+    quantiles : dict or Column
         ``{level: column}`` (wide), or the quantile column with
         ``quantile_level=`` (long form, one row per level).
-    scale : str
+    scale : Column
         Column of the naive mean absolute error of the row's series (> 0).
     quantile_level : str, optional
         The level column of the long form.
-    weights, counts : str, optional
+    weights, counts : Column, optional
         Row weights and frequency counts, as in :func:`mae`.
     crossing : {"score", "sort", "invalid"}, default "score"
         Crossing quantiles: scored as given, rearranged in increasing order
@@ -552,11 +552,11 @@ def scaled_crps(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Observed value.
     quantiles : dict
         ``{level: column}`` of the quantile forecasts.
-    weights, counts : str, optional
+    weights, counts : Column, optional
         Row weights and frequency counts: both sums are weighted.
     crossing : {"score", "sort", "invalid"}, default "score"
         Crossing quantiles: scored as given, rearranged in increasing order
@@ -646,12 +646,12 @@ def naive_scale(
     ----------
     frame : DataFrame or LazyFrame
         The training rows (any backend narwhals supports).
-    y : str
+    y : Column
         Observed value.
-    by : str or list of str
+    by : Column or list of Column
         Columns identifying one series (e.g. ``["series"]`` or
         ``["series", "cutoff"]`` with one training window per cutoff).
-    order_by : str
+    order_by : Column
         Time column (any sortable type).
     season : int or str, default 1
         Seasonal period of the naive forecast (1: the random walk; 12 for

@@ -237,9 +237,9 @@ def pinball_loss(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of the observed value.
-    quantiles : dict or str
+    quantiles : dict or Column
         ``{level: column}`` (wide form; crossing rows: see ``crossing``), or
         the column of the quantile in the long form (with ``quantile_level``).
     quantile_level : str, optional
@@ -249,12 +249,12 @@ def pinball_loss(
         A direct call returns the long table: group keys, ``quantile_level``,
         ``pinball_loss`` and ``n``, one row per level (in ``evaluate``: wide
         columns ``pinball_loss_level<p>`` next to the mean, ``p`` = 10 for 0.1).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: every mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (per level: scikit-learn's
         ``mean_pinball_loss(..., sample_weight=w)``; see the docs page
         "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -449,7 +449,7 @@ def wis(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of the observed value.
     quantiles : dict, optional
         ``{level: column}`` with the median (level 0.5) and, for every level
@@ -461,11 +461,11 @@ def wis(
         outside an interval are crossing quantiles (see ``crossing``).
     median : str, optional
         With ``intervals``: the column of the median forecast.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the score and its components
         become weighted means ``sum_i w_i x_i / sum_i w_i`` (see the docs
         page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -594,9 +594,9 @@ def quantile_coverage(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of the observed value.
-    quantiles : dict or str
+    quantiles : dict or Column
         ``{level: column}`` (wide form; crossing rows: see ``crossing``), or
         the column of the quantile in the long form (with ``quantile_level``).
     quantile_level : str, optional
@@ -613,14 +613,14 @@ def quantile_coverage(
         (``p`` the level's name: ``90`` for 0.9, see the conventions page)
     ci_level : float, default 0.95
         Confidence level of the Wilson intervals.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: each coverage is the weighted
         proportion ``sum_i w_i 1[y_i <= q_tau,i] / sum_i w_i``, its Wilson
         interval is taken at Kish's effective sample size ``n_eff = (sum_i
         w_i)^2 / sum_i w_i^2``, and the long table has a column ``n_eff``
         (``quantile_coverage_n_eff`` in ``evaluate``; see the docs page
         "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -764,7 +764,7 @@ def interval_coverage(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of the observed value.
     intervals : dict
         ``{confidence_level: (lo, hi)}``; rows with ``lo > hi`` and rows
@@ -772,13 +772,13 @@ def interval_coverage(
         fails) are crossing quantiles and follow ``crossing``.
     ci_level : float, default 0.95
         Confidence level of the Wilson intervals.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: coverage, width and Winkler
         score become weighted means ``sum_i w_i x_i / sum_i w_i``, the Wilson
         interval is taken at Kish's effective sample size ``n_eff = (sum_i
         w_i)^2 / sum_i w_i^2`` (as :func:`coverage` does), and the long table
         has a column ``n_eff`` (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").

@@ -142,16 +142,16 @@ def auroc(y: Column, score: Column, *, weights: Column | None = None, counts: Co
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of 0/1 (or boolean) correctness / coverage indicators.
-    score : str
+    score : Column
         Column of confidences (any finite numbers; higher = more confident).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the weighted probability
         ``sum_{i correct, j incorrect} w_i w_j (1[s_i > s_j] + 1[s_i = s_j] / 2)
         / (W1 W0)``, equal to ``roc_auc_score(y, score, sample_weight=w)``
         (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -238,9 +238,9 @@ def auarc(y: Column, score: Column) -> AUARC:
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of 0/1 (or boolean) correctness indicators.
-    score : str
+    score : Column
         Column of confidences (any finite numbers; higher = more confident).
 
     Returns
@@ -363,9 +363,9 @@ def excess_risk_target_coverage(
     ----------
     frame
         An eager frame (pandas, polars, pyarrow-backed pandas...).
-    y, lo, hi : str
+    y, lo, hi : Column
         Observed value and interval bounds (intervals); or ``y`` with ``sets=``.
-    features : list of str
+    features : list of Column
         Numeric feature columns the classifier uses (missing / NaN / infinite
         values are an error).
     confidence_level : float or str

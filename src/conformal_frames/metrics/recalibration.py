@@ -303,10 +303,10 @@ def smooth_ece(y: Column, score: Column) -> SmoothECE:
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
 
     Returns
@@ -406,19 +406,19 @@ def score_decomposition(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
     scoring_rule : {"brier", "log"}, default "brier"
         The proper scoring rule that is decomposed.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: every mean score, the base rate
         ``ybar`` and the PAV fit (a weighted isotonic regression) are
         weighted, so an integer weight ``k`` gives the decomposition of the
         row repeated ``k`` times (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -567,10 +567,10 @@ def corp_reliability(
     ----------
     frame
         Any frame narwhals supports.
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
     n_resamples : int, default 100
         Resamples of the consistency band (0: no band).
@@ -578,7 +578,7 @@ def corp_reliability(
         Coverage of the consistency band (the CORP paper's 90 %).
     seed : int, default 0
         Seed of the resampling.
-    by : str or list of str, optional
+    by : Column or list of Column, optional
         Group columns.
     invalid : {"raise", "drop", "null"}, optional
         The invalid-row policy of :func:`conformal_frames.evaluate`; with

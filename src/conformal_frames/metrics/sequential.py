@@ -169,12 +169,12 @@ def kupiec_test(
 
     Parameters
     ----------
-    y, lo, hi : str, optional
+    y, lo, hi : Column, optional
         Columns of the observed value and the interval bounds (a miss is
         ``y`` outside ``[lo, hi]``).
     confidence_level : float or str
         Nominal coverage ``1 - p`` in (0, 1), or the name of a ``by=`` column.
-    miss : str, optional
+    miss : Column, optional
         Instead of ``y, lo, hi``: a 0/1 (or Boolean) column, 1 for a miss
         (e.g. a VaR exceedance, "hit"); other values are invalid rows.
 
@@ -343,15 +343,15 @@ def christoffersen_test(
 
     Parameters
     ----------
-    y, lo, hi : str, optional
+    y, lo, hi : Column, optional
         Columns of the observed value and the interval bounds (a miss is
         ``y`` outside ``[lo, hi]``).
     confidence_level : float or str
         Nominal coverage ``1 - p`` in (0, 1), or the name of a ``by=`` column.
-    order_by : str
+    order_by : Column
         Column giving the order of the rows (time, sequence number); its
         values must be distinct within a group.
-    miss : str, optional
+    miss : Column, optional
         Instead of ``y, lo, hi``: a 0/1 (or Boolean) column, 1 for a miss
         (e.g. a VaR exceedance); other values are invalid rows.
 
@@ -427,9 +427,9 @@ def longest_miss_run(y: Column, lo: Column, hi: Column, *, order_by: Column) -> 
 
     Parameters
     ----------
-    y, lo, hi : str
+    y, lo, hi : Column
         Columns of the observed value and the interval bounds.
-    order_by : str
+    order_by : Column
         Column giving the order of the rows; values distinct within a group.
 
     Returns

@@ -101,9 +101,9 @@ def set_coverage(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of true labels (integers or strings).
-    sets : str or list of str
+    sets : Column or list of Column
         A list column of labels, or one boolean membership column per class.
     classes : list of int or str, optional
         The possible labels; required with membership columns (the label of
@@ -111,12 +111,12 @@ def set_coverage(
         labels come from the data (a repeated label counts once).
     ci_level : float, default 0.95
         Confidence level of the Wilson interval.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the weighted proportion, its
         Wilson interval at Kish's effective sample size and an extra output
         ``set_coverage_n_eff`` (see the docs page
         "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -163,16 +163,16 @@ def set_size(
 
     Parameters
     ----------
-    sets : str or list of str
+    sets : Column or list of Column
         A list column of labels, or one boolean membership column per class.
     classes : list of int or str, optional
         The possible labels; required with membership columns (the label of
         each column, in order).  With a list column and no ``classes``, the
         labels come from the data (a repeated label counts once).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -230,16 +230,16 @@ def singleton_rate(
 
     Parameters
     ----------
-    sets : str or list of str
+    sets : Column or list of Column
         A list column of labels, or one boolean membership column per class.
     classes : list of int or str, optional
         The possible labels; required with membership columns (the label of
         each column, in order).  With a list column and no ``classes``, the
         labels come from the data (a repeated label counts once).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -274,16 +274,16 @@ def empty_rate(
 
     Parameters
     ----------
-    sets : str or list of str
+    sets : Column or list of Column
         A list column of labels, or one boolean membership column per class.
     classes : list of int or str, optional
         The possible labels; required with membership columns (the label of
         each column, in order).  With a list column and no ``classes``, the
         labels come from the data (a repeated label counts once).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -455,9 +455,9 @@ def set_ssc(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of true labels.
-    sets : str or list of str
+    sets : Column or list of Column
         A list column of labels, or one boolean membership column per class.
     classes : list of int or str, optional
         The possible labels ``c_1..c_K`` (they fix the sizes ``0..K``); with
@@ -468,11 +468,11 @@ def set_ssc(
         With ``classes``: ``None``, one stratum per size; an integer, that
         many contiguous ranges of sizes.  Without: the number of strata
         (default 4: sizes 0, 1, 2 and ``>= 3``).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: each stratum's weighted coverage;
         its ``n`` counts the stratum's rows of positive weight (see the
         docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -553,9 +553,9 @@ def set_ssc_score(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of true labels.
-    sets : str or list of str
+    sets : Column or list of Column
         A list column of labels, or one boolean membership column per class.
     classes : list of int or str, optional
         The possible labels ``c_1..c_K`` (they fix the sizes ``0..K``); with
@@ -568,11 +568,11 @@ def set_ssc_score(
         (default 4: sizes 0, 1, 2 and ``>= 3``).
     include_empty : bool, default False
         Whether the empty sets count (their stratum's coverage is 0).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: each stratum's weighted coverage;
         its ``n`` counts the stratum's rows of positive weight (see the
         docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").

@@ -130,12 +130,12 @@ def sharpness(std: Column, *, weights: Column | None = None, counts: Column | No
 
     Parameters
     ----------
-    std : str
+    std : Column
         Column of predicted standard deviations (``std > 0``; other values,
         missing, NaN or infinite ones are invalid rows).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: ``sqrt(sum w std^2 / sum w)``.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
 
     Returns
@@ -343,9 +343,9 @@ def ence(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str
+    mean, std : Column
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
         invalid rows, as for ``crps``).
@@ -358,10 +358,10 @@ def ence(
         bins cut the total weight.  ``"uniform"``: ``n_bins`` bins of equal
         width between the group's least and largest std (the last bin
         closed), netcal's binning.  Empty bins are skipped.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: every mean of a bin is weighted
         and quantile bins cut the total weight.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
 
     Returns
@@ -405,9 +405,9 @@ def ence_table(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str
+    mean, std : Column
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
         invalid rows, as for ``crps``).
@@ -420,10 +420,10 @@ def ence_table(
         bins cut the total weight.  ``"uniform"``: ``n_bins`` bins of equal
         width between the group's least and largest std (the last bin
         closed), netcal's binning.  Empty bins are skipped.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: every mean of a bin is weighted
         and quantile bins cut the total weight.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
 
     Returns
@@ -463,9 +463,9 @@ def uce(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str
+    mean, std : Column
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
         invalid rows, as for ``crps``).
@@ -478,10 +478,10 @@ def uce(
         bins cut the total weight.  ``"uniform"``: ``n_bins`` bins of equal
         width between the group's least and largest variance (the last bin
         closed), netcal's binning.  Empty bins are skipped.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: every mean of a bin is weighted
         and quantile bins cut the total weight.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
 
     Returns
@@ -703,9 +703,9 @@ def mean_absolute_calibration_error(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str, optional
+    mean, std : Column, optional
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
         invalid rows, as for ``crps``).
@@ -725,9 +725,9 @@ def mean_absolute_calibration_error(
         p/2)`` (uncertainty-toolbox's default ``prop_type="interval"``).
         ``"quantile"`` (the only one for ``quantiles=``): the share at or
         below the ``p``-quantile, ``y <= mean + std * Phi^-1(p)``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: weighted shares.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
     crossing : {"score", "sort", "invalid"}, default "score"
         Crossing quantiles (``quantiles=`` only), as for ``quantile_coverage``:
@@ -779,9 +779,9 @@ def root_mean_squared_calibration_error(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str, optional
+    mean, std : Column, optional
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
         invalid rows, as for ``crps``).
@@ -801,9 +801,9 @@ def root_mean_squared_calibration_error(
         p/2)`` (uncertainty-toolbox's default ``prop_type="interval"``).
         ``"quantile"`` (the only one for ``quantiles=``): the share at or
         below the ``p``-quantile, ``y <= mean + std * Phi^-1(p)``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: weighted shares.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
     crossing : {"score", "sort", "invalid"}, default "score"
         Crossing quantiles (``quantiles=`` only), as for ``quantile_coverage``:
@@ -858,9 +858,9 @@ def miscalibration_area(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str, optional
+    mean, std : Column, optional
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
         invalid rows, as for ``crps``).
@@ -880,9 +880,9 @@ def miscalibration_area(
         p/2)`` (uncertainty-toolbox's default ``prop_type="interval"``).
         ``"quantile"`` (the only one for ``quantiles=``): the share at or
         below the ``p``-quantile, ``y <= mean + std * Phi^-1(p)``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: weighted shares.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
     crossing : {"score", "sort", "invalid"}, default "score"
         Crossing quantiles (``quantiles=`` only), as for ``quantile_coverage``:
@@ -938,9 +938,9 @@ def uncertainty_calibration_curve(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str, optional
+    mean, std : Column, optional
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
         invalid rows, as for ``crps``).
@@ -960,9 +960,9 @@ def uncertainty_calibration_curve(
         p/2)`` (uncertainty-toolbox's default ``prop_type="interval"``).
         ``"quantile"`` (the only one for ``quantiles=``): the share at or
         below the ``p``-quantile, ``y <= mean + std * Phi^-1(p)``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: weighted shares.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
     crossing : {"score", "sort", "invalid"}, default "score"
         Crossing quantiles (``quantiles=`` only), as for ``quantile_coverage``:
@@ -1182,9 +1182,9 @@ def adversarial_group_calibration(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str
+    mean, std : Column
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``).
     calibration_error : {"mean_absolute", "root_mean_squared"}, default "mean_absolute"
