@@ -49,3 +49,4 @@ def flagged() -> None:
     cf.coverage("y", "lo", "hi", weights=2.0)  # type: ignore[arg-type]
     cf.pinball_loss("y", quantiles={0.5: 3})  # type: ignore[dict-item]
     cfx.coverage(pl.col("y") * 2, "lo", "hi")  # type: ignore[arg-type]
+    cf.evaluate(pl.DataFrame(), cf.coverage("y", "lo", "hi"), by=1)  # type: ignore[arg-type]
