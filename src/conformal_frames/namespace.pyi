@@ -461,7 +461,7 @@ class ConformalNamespace:
         self,
         y: Column | None,
         score: Column | Metric,
-        other: str | Metric,
+        other: Column | Metric,
         *,
         order_by: Column,
         loss: Loss | None = ...,

@@ -270,7 +270,7 @@ class DieboldMarianoTest(Metric):
 def diebold_mariano_test(
     y: Column | None,
     score: Column | Metric,
-    other: str | Metric,
+    other: Column | Metric,
     *,
     order_by: Column,
     loss: Loss | None = None,
@@ -340,7 +340,7 @@ def diebold_mariano_test(
     y : Column or None
         Observed value (a 0/1 label for ``loss="log"``); not read with
         ``loss="column"`` or score metrics.
-    score, other : str or Metric
+    score, other : Column or Metric
         The two models' forecasts of ``y`` (probabilities strictly inside
         ``(0, 1)`` for ``loss="log"``), their per-row losses
         (``loss="column"``), or two score metrics.
@@ -396,7 +396,7 @@ def diebold_mariano_test(
     return DieboldMarianoTest(
         y=y,  # type: ignore[arg-type]
         score=score,  # type: ignore[arg-type]
-        other=other,
+        other=other,  # type: ignore[arg-type]
         order_by=order_by,  # type: ignore[arg-type]
         loss=loss,
         horizon=horizon,
