@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformal_frames._roles import Column
 from conformal_frames._version import __version__ as __version__
 from conformal_frames.engine import Metric, evaluate
 from conformal_frames.errors import BackendLimitError, ColumnNotFoundError, ExpressionBackendError, InvalidRowsError
@@ -113,6 +114,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BackendLimitError",
     "ChristoffersenTestResult",
+    "Column",
     "ColumnNotFoundError",
     "ConformalNamespace",
     "CoverageTestResult",

@@ -86,6 +86,13 @@ def _widened(p: inspect.Parameter, roles: frozenset[str] = ROLES) -> inspect.Par
     return p.replace(annotation=re.sub(r"\bstr\b", "Column", str(p.annotation)))
 
 
+def _narrowed(p: inspect.Parameter) -> inspect.Parameter:
+    """``p`` with ``Column`` read as ``str``: a ``cfx`` factory takes column names only (no expression roles)."""
+    if p.annotation is inspect.Parameter.empty:
+        return p
+    return p.replace(annotation=re.sub(r"\bColumn\b", "str", str(p.annotation)))
+
+
 def _param(p: inspect.Parameter) -> str:
     text = p.name if p.annotation is inspect.Parameter.empty else f"{p.name}: {p.annotation}"
     return text if p.default is inspect.Parameter.empty else f"{text} = ..."
@@ -146,10 +153,10 @@ def _origin(name: str, source: Callable[..., Any]) -> str | None:
     """Module to import ``name`` from, for an identifier of an annotation."""
     if hasattr(builtins, name):
         return None
+    if hasattr(collections.abc, name):  # before typing: its aliases (Mapping, Sequence) are deprecated
+        return "collections.abc"
     if hasattr(typing, name):
         return "typing"
-    if hasattr(collections.abc, name):
-        return "collections.abc"
     return source.__module__
 
 
@@ -206,7 +213,7 @@ def generate_polars() -> str:
     lines = []
     for attr in sorted(METRIC_FACTORIES):
         source = inspect.unwrap(METRIC_FACTORIES[attr])
-        params = list(inspect.signature(source).parameters.values())
+        params = [_narrowed(p) for p in inspect.signature(source).parameters.values()]
         for p in params:
             if p.annotation is not inspect.Parameter.empty:
                 for ident in _identifiers(str(p.annotation)):

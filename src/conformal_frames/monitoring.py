@@ -15,6 +15,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames import engine
+from conformal_frames._roles import Column
 from conformal_frames._validate import check_choice, check_column, check_fraction, check_level
 from conformal_frames.metrics.monitoring import Monitor, alarms, hits_metric, sequence
 from conformal_frames.summaries import finalize
@@ -113,9 +114,9 @@ def _pandas_periods(out: Any, order_by: str) -> Any:
 
 def coverage_sequence(
     frame: Any,
-    y: str | None = None,
-    lo: str | None = None,
-    hi: str | None = None,
+    y: Column | None = None,
+    lo: Column | None = None,
+    hi: Column | None = None,
     *,
     confidence_level: float,
     order_by: str,
@@ -128,10 +129,10 @@ def coverage_sequence(
     n_opt: float = 1000,
     since: Any = None,
     change_detection: bool = False,
-    miss: str | None = None,
+    miss: Column | None = None,
     sets: Any = None,
     classes: Any = None,
-    counts: str | None = None,
+    counts: Column | None = None,
     invalid: Any = None,
 ) -> Any:
     """Running coverage per segment and period, with a confidence sequence and an e-process alarm.
@@ -156,7 +157,7 @@ def coverage_sequence(
         :func:`~conformal_frames.summarize` of :func:`~conformal_frames.coverage`
         (``set_coverage``, or ``kupiec_test(miss=)``) by the ``by=`` columns
         and ``order_by`` (daily partitions concatenated): the same result.
-    y, lo, hi : str, optional
+    y, lo, hi : Column, optional
         The observed value and the interval bounds; with ``sets=``, ``y`` is
         the label.
     confidence_level : float
@@ -204,11 +205,11 @@ def coverage_sequence(
         ``0.001`` for one per 1000 days.  Lazy on every backend (ordered
         windows); ``n_opt`` does not tune it; the band and ``e_value`` are
         unchanged.
-    miss : str, optional
+    miss : Column, optional
         Instead of ``y, lo, hi``: a 0/1 miss column (e.g. a VaR hit).
     sets, classes : optional
         Instead of ``lo, hi``: prediction sets as in :func:`~conformal_frames.set_coverage`.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows (the result equals that of the repeated rows;
         ``n`` counts them).  A summary of ``coverage(counts=)`` serves.
@@ -262,9 +263,9 @@ def coverage_sequence(
 
 def coverage_alarms(
     frame: Any,
-    y: str | None = None,
-    lo: str | None = None,
-    hi: str | None = None,
+    y: Column | None = None,
+    lo: Column | None = None,
+    hi: Column | None = None,
     *,
     confidence_level: float,
     order_by: str,
@@ -278,10 +279,10 @@ def coverage_alarms(
     since: Any = None,
     change_detection: bool = False,
     at: Any = None,
-    miss: str | None = None,
+    miss: Column | None = None,
     sets: Any = None,
     classes: Any = None,
-    counts: str | None = None,
+    counts: Column | None = None,
     invalid: Any = None,
 ) -> Any:
     """Per segment: the coverage sequence at one period, and the alarm decision adjusted across segments.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import polars as pl
@@ -225,7 +225,7 @@ def crps(
     mean: str | None = ...,
     std: str | None = ...,
     samples: str | Sequence[str] | None = ...,
-    quantiles: dict[float, str] | None = ...,
+    quantiles: Mapping[float, str] | None = ...,
     estimator: Estimator = ...,
     weights: str | None = ...,
     counts: str | None = ...,
@@ -338,7 +338,7 @@ def hsic(
 def interval_coverage(
     y: str,
     *,
-    intervals: dict[float, tuple[str, str]],
+    intervals: Mapping[float, tuple[str, str]],
     ci_level: float = ...,
     weights: str | None = ...,
     counts: str | None = ...,
@@ -442,7 +442,7 @@ def mean_absolute_calibration_error(
     *,
     mean: str | None = ...,
     std: str | None = ...,
-    quantiles: dict[float, str] | None = ...,
+    quantiles: Mapping[float, str] | None = ...,
     n_levels: int = ...,
     proportion: Proportion | None = ...,
     weights: str | None = ...,
@@ -456,7 +456,7 @@ def miscalibration_area(
     *,
     mean: str | None = ...,
     std: str | None = ...,
-    quantiles: dict[float, str] | None = ...,
+    quantiles: Mapping[float, str] | None = ...,
     n_levels: int = ...,
     proportion: Proportion | None = ...,
     weights: str | None = ...,
@@ -487,7 +487,7 @@ def path_coverage(
 def pinball_loss(
     y: str,
     *,
-    quantiles: dict[float, str] | str,
+    quantiles: Mapping[float, str] | str,
     quantile_level: str | None = ...,
     per_level: bool = ...,
     weights: str | None = ...,
@@ -502,7 +502,7 @@ def pit_histogram(
     mean: str | None = ...,
     std: str | None = ...,
     samples: str | Sequence[str] | None = ...,
-    quantiles: dict[float, str] | None = ...,
+    quantiles: Mapping[float, str] | None = ...,
     n_bins: int = ...,
     ci_level: float = ...,
     seed: int = ...,
@@ -518,7 +518,7 @@ def pit_test(
     mean: str | None = ...,
     std: str | None = ...,
     samples: str | Sequence[str] | None = ...,
-    quantiles: dict[float, str] | None = ...,
+    quantiles: Mapping[float, str] | None = ...,
     seed: int = ...,
     crossing: str = ...,
     member_weights: str | Sequence[str] | None = ...,
@@ -528,7 +528,7 @@ def pit_test(
 def quantile_coverage(
     y: str,
     *,
-    quantiles: dict[float, str] | str,
+    quantiles: Mapping[float, str] | str,
     quantile_level: str | None = ...,
     per_level: bool = ...,
     ci_level: float = ...,
@@ -541,7 +541,7 @@ def quantile_coverage(
 def quantile_crps(
     y: str,
     *,
-    quantiles: dict[float, str],
+    quantiles: Mapping[float, str],
     weights: str | None = ...,
     counts: str | None = ...,
     crossing: str = ...,
@@ -584,7 +584,7 @@ def root_mean_squared_calibration_error(
     *,
     mean: str | None = ...,
     std: str | None = ...,
-    quantiles: dict[float, str] | None = ...,
+    quantiles: Mapping[float, str] | None = ...,
     n_levels: int = ...,
     proportion: Proportion | None = ...,
     weights: str | None = ...,
@@ -606,7 +606,7 @@ def rps(
 def scaled_crps(
     y: str,
     *,
-    quantiles: dict[float, str],
+    quantiles: Mapping[float, str],
     weights: str | None = ...,
     counts: str | None = ...,
     crossing: Literal["score", "sort", "invalid"] = ...,
@@ -616,7 +616,7 @@ def scaled_crps(
 def scaled_pinball(
     y: str,
     *,
-    quantiles: dict[float, str] | str,
+    quantiles: Mapping[float, str] | str,
     scale: str,
     quantile_level: str | None = ...,
     weights: str | None = ...,
@@ -767,7 +767,7 @@ def uncertainty_calibration_curve(
     *,
     mean: str | None = ...,
     std: str | None = ...,
-    quantiles: dict[float, str] | None = ...,
+    quantiles: Mapping[float, str] | None = ...,
     n_levels: int = ...,
     proportion: Proportion | None = ...,
     weights: str | None = ...,
@@ -814,8 +814,8 @@ def winkler(
 def wis(
     y: str,
     *,
-    quantiles: dict[float, str] | None = ...,
-    intervals: dict[float, tuple[str, str]] | None = ...,
+    quantiles: Mapping[float, str] | None = ...,
+    intervals: Mapping[float, tuple[str, str]] | None = ...,
     median: str | None = ...,
     weights: str | None = ...,
     counts: str | None = ...,

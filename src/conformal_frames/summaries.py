@@ -42,7 +42,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
 from conformal_frames._progress import task
-from conformal_frames._roles import shown
+from conformal_frames._roles import Column, shown
 from conformal_frames._validate import check_positive_int
 from conformal_frames.engine import Cells, InvalidPolicy, Metric, Plan, Query
 from conformal_frames.engine.spec import Spec, Stat, declared_name
@@ -234,7 +234,7 @@ CELL_ROWS = 10_000
 def summarize(
     frame: Any,
     *metrics: Metric,
-    by: Any = None,
+    by: Column | Sequence[Column] | None = None,
     invalid: InvalidPolicy | None = None,
     score_decimals: int | None = None,
     progress: bool | None = False,
@@ -259,8 +259,8 @@ def summarize(
         Any frame narwhals supports (eager or lazy).
     *metrics
         Metric objects (at least one).
-    by
-        Group column name(s), e.g. ``["day", "segment"]``.
+    by : Column or list of Column, optional
+        Group column name(s) or expressions, e.g. ``["day", "segment"]``.
     invalid : {"raise", "drop", "null"}, optional
         As in :func:`~conformal_frames.evaluate`; with ``"null"`` the summary
         carries ``n_invalid`` (a group with invalid rows finalizes to null

@@ -10,6 +10,7 @@ from typing import Any
 import narwhals.stable.v2 as nw
 
 from conformal_frames._progress import task
+from conformal_frames._roles import Column
 from conformal_frames.engine import _pandas_polars, _plan_cache
 from conformal_frames.engine.expr import polars_in_memory
 from conformal_frames.engine.metric import Metric
@@ -195,7 +196,11 @@ def _used_columns(
 
 
 def evaluate(
-    frame: Any, *metrics: Metric, by: Any = None, invalid: InvalidPolicy | None = None, progress: bool | None = False
+    frame: Any,
+    *metrics: Metric,
+    by: Column | Sequence[Column] | None = None,
+    invalid: InvalidPolicy | None = None,
+    progress: bool | None = False,
 ) -> Any:
     """Evaluate any number of metrics in one pass.
 
@@ -206,8 +211,8 @@ def evaluate(
         PySpark, Dask, ...
     *metrics
         Metric objects, e.g. ``cf.coverage("y", "lo", "hi")`` (at least one).
-    by
-        Group column name(s).  ``None`` evaluates the whole frame (one row).
+    by : Column or list of Column, optional
+        Group column name(s) or expressions.  ``None`` evaluates the whole frame (one row).
         Groups are sorted by the keys' values (see the backend matrix for
         categorical keys); the rows of a null (or NaN) key form one group,
         sorted last (``invalid="drop"`` drops them).

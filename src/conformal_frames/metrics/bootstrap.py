@@ -28,6 +28,7 @@ import numpy as np
 
 from conformal_frames import engine
 from conformal_frames._progress import advance
+from conformal_frames._roles import Column
 from conformal_frames._validate import check_column, check_positive_int, checked, choice, optional
 from conformal_frames.engine import (
     PHASES,
@@ -431,7 +432,7 @@ def bootstrap(
     n_resamples: int = 1000,
     seed: int = 0,
     ci_level: float = 0.95,
-    block: str | None = None,
+    block: Column | None = None,
 ) -> Bootstrap:
     """A score metric with a bootstrap percentile interval, in the same query.
 
@@ -471,7 +472,7 @@ def bootstrap(
         Seed of the replicate counts; the same seed gives the same interval.
     ci_level : float, default 0.95
         Level of the percentile interval, in (0, 1).
-    block : str, optional
+    block : Column, optional
         Column whose rows share one count per replicate (numeric, string,
         categorical or temporal).
 
@@ -502,7 +503,7 @@ def bootstrap(
         n_resamples=n_resamples,
         seed=seed,
         ci_level=ci_level,
-        block=block,
+        block=block,  # type: ignore[arg-type]
     )
 
 
@@ -513,7 +514,7 @@ def bootstrap_difference(
     n_resamples: int = 1000,
     seed: int = 0,
     ci_level: float = 0.95,
-    block: str | None = None,
+    block: Column | None = None,
 ) -> BootstrapDifference:
     """The difference of one score between two models, with a paired bootstrap interval.
 
@@ -559,7 +560,7 @@ def bootstrap_difference(
         n_resamples=n_resamples,
         seed=seed,
         ci_level=ci_level,
-        block=block,
+        block=block,  # type: ignore[arg-type]
     )
 
 
@@ -618,7 +619,7 @@ def skill_score(
     n_resamples: int | None = None,
     seed: int = 0,
     ci_level: float = 0.95,
-    block: str | None = None,
+    block: Column | None = None,
 ) -> SkillScore:
     """Skill of a forecast against a reference: ``1 - S / S_ref`` per group.
 
@@ -664,7 +665,12 @@ def skill_score(
     0.7
     """
     return SkillScore(
-        metric=metric, reference=reference, n_resamples=n_resamples, seed=seed, ci_level=ci_level, block=block
+        metric=metric,
+        reference=reference,
+        n_resamples=n_resamples,
+        seed=seed,
+        ci_level=ci_level,
+        block=block,  # type: ignore[arg-type]
     )
 
 

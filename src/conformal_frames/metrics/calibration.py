@@ -27,12 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
 from conformal_frames._renames import renamed
+from conformal_frames._roles import Column
 from conformal_frames._validate import checked, choice
 from conformal_frames.engine import (
     InvalidPolicy,
@@ -328,13 +329,13 @@ class ECE(Metric):
 
 @renamed(num_bins="n_bins")
 def ece(
-    y: str,
-    score: str,
+    y: Column,
+    score: Column,
     *,
     n_bins: int = 10,
     strategy: Strategy = "uniform",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> ECE:
     """Expected calibration error of binary scores.
 
@@ -343,10 +344,10 @@ def ece(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values
         are an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
     n_bins : int, default 10
         Number of bins ``M``.
@@ -358,11 +359,11 @@ def ece(
         count in score order (sizes differ by at most one, the first bins
         taking the extra rows); tied scores stay in one bin, so bins may be
         uneven or empty when scores are tied.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: bins weigh their rows (a bin's
         mass is its total weight; quantile bins cut the total weight), see
         the docs page "Weights".
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -388,7 +389,7 @@ def ece(
     M. P. Naeini, G. Cooper and M. Hauskrecht (2015), "Obtaining well
     calibrated probabilities using Bayesian binning", AAAI 29.
     """
-    return ECE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)
+    return ECE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -411,13 +412,13 @@ class MCE(Metric):
 
 @renamed(num_bins="n_bins")
 def mce(
-    y: str,
-    score: str,
+    y: Column,
+    score: Column,
     *,
     n_bins: int = 10,
     strategy: Strategy = "uniform",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> MCE:
     """Maximum calibration error: ``max_m |mean_{B_m}(y) - mean_{B_m}(s)|``.
 
@@ -425,10 +426,10 @@ def mce(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
     n_bins : int, default 10
         Number of bins ``M``.
@@ -451,7 +452,7 @@ def mce(
     >>> round(df.conformal.mce("y", "s", n_bins=2), 6)
     0.375
     """
-    return MCE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)
+    return MCE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -496,35 +497,35 @@ def _class_rows(q: Query, y: str, probs: Probs, classes: tuple[Label, ...]) -> t
 
 
 def brier(
-    y: str,
-    score: str | Sequence[str] | None = None,
+    y: Column,
+    score: Column | Sequence[Column] | None = None,
     *,
-    probs: str | Sequence[str] | None = None,
+    probs: Column | Sequence[Column] | None = None,
     classes: Sequence[Label] | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> Brier | MulticlassBrier:
     """Brier score ``(1/n) sum_i (y_i - s_i)^2`` (lower is better).
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str or list of str
+    score : Column or list of Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
         A list of columns is read as ``probs=``.
-    probs : str or list of str, optional
+    probs : Column or list of Column, optional
         Class probabilities (the multiclass form): one column per class in
         the order of ``classes`` (default ``0, 1, ..., K-1``), or the name of
         a list column holding them (``classes=`` required).
     classes : list of int or str, optional
         The labels of the classes, in the order of the probabilities.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: ``sum_i w_i (y_i - s_i)^2 /
         sum_i w_i``, as scikit-learn's ``brier_score_loss(sample_weight=)``
         (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -562,11 +563,11 @@ def brier(
             msg = "brier: give score= (a binary probability) or probs= (class probabilities), not both"
             raise ValueError(msg)
         cols, labels = check_probs(score if probs is None else probs, classes)
-        return MulticlassBrier(y=y, probs=cols, classes=labels, weights=weights, counts=counts)
+        return MulticlassBrier(y=y, probs=cols, classes=labels, weights=weights, counts=counts)  # type: ignore[arg-type]
     if score is None:
         msg = "brier needs score= (the probability of y = 1) or probs= (one probability per class)"
         raise TypeError(msg)
-    return Brier(y=y, score=score, weights=weights, counts=counts)
+    return Brier(y=y, score=score, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -590,12 +591,12 @@ class RPS(ProbsMetric):
 
 
 def rps(
-    y: str,
-    probs: str | Sequence[str],
+    y: Column,
+    probs: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> RPS:
     """Ranked probability score of a forecast of ordered categories (Epstein 1969), lower is better.
 
@@ -611,16 +612,16 @@ def rps(
 
     Parameters
     ----------
-    y : str
+    y : Column
         The observed category, one of ``classes``.
-    probs : str or list of str
+    probs : Column or list of Column
         One probability column per category in the order of ``classes``, or
         the name of a list column holding them (``classes=`` required).
     classes : list of int or str, optional
         The categories in their order; default ``0, 1, ..., K-1``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers).
 
     Returns
@@ -642,7 +643,7 @@ def rps(
     ranked categories", Journal of Applied Meteorology 8, 985-987.
     """
     cols, labels = check_probs(probs, classes)
-    return RPS(y=y, probs=cols, classes=labels, weights=weights, counts=counts)
+    return RPS(y=y, probs=cols, classes=labels, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -747,14 +748,14 @@ class Reliability(Metric):
 
 @renamed(num_bins="n_bins", ci="ci_level")
 def reliability(
-    y: str,
-    score: str,
+    y: Column,
+    score: Column,
     *,
     n_bins: int = 10,
     strategy: Strategy = "uniform",
     ci_level: float = 0.95,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> Reliability:
     """Reliability table: the data behind a reliability diagram.
 
@@ -768,10 +769,10 @@ def reliability(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
     n_bins : int, default 10
         Number of bins ``M``.
@@ -779,11 +780,11 @@ def reliability(
         How the bins are cut; see :func:`ece`.
     ci_level : float, default 0.95
         Confidence level of the Wilson interval of each bin's frequency.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: weighted means per bin, the
         Wilson interval at the bin's Kish effective sample size; ``n``
         counts the bin's rows of positive weight (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -812,13 +813,13 @@ def reliability(
     └─────┴────────────┴───────────┴─────┘
     """
     return Reliability(
-        y=y,
-        score=score,
+        y=y,  # type: ignore[arg-type]
+        score=score,  # type: ignore[arg-type]
         n_bins=n_bins,
         strategy=strategy,
         ci_level=ci_level,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )
 
 
@@ -866,15 +867,15 @@ class TopLabelECE(ProbsMetric):
 
 @renamed(num_bins="n_bins")
 def top_label_ece(
-    y: str,
-    probs: str | Sequence[str],
+    y: Column,
+    probs: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
     n_bins: int = 10,
     strategy: Strategy = "uniform",
     weighted: bool = False,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> TopLabelECE:
     """Top-label expected calibration error (Gupta and Ramdas 2021).
 
@@ -889,10 +890,10 @@ def top_label_ece(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column; every value must be one of ``classes`` (missing or
         unknown labels are an error).
-    probs : list of str or str
+    probs : list of Column or Column
         One probability column per class (or a list column of them, with
         ``classes=``), each within ``[0, 1]``.  Rows need
         not sum to 1: only the maximum and its position are used (nothing is
@@ -905,10 +906,10 @@ def top_label_ece(
     weighted : bool, default False
         Weight each label's ECE by its number of rows (by its total weight
         with ``weights=``).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights; bins weigh their rows as in
         :func:`ece`.  Labels predicted only by rows of weight 0 do not count.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -932,14 +933,14 @@ def top_label_ece(
     """
     cols, labels = check_probs(probs, classes)
     return TopLabelECE(
-        y=y,
+        y=y,  # type: ignore[arg-type]
         probs=cols,
         classes=labels,
         n_bins=n_bins,
         strategy=strategy,
         weighted=weighted,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )
 
 
@@ -969,14 +970,14 @@ class ConfidenceECE(_ClassProbabilities):
 
 
 def confidence_ece(
-    y: str,
-    probs: str | Sequence[str],
+    y: Column,
+    probs: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
     n_bins: int = 10,
     strategy: Strategy = "uniform",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> ConfidenceECE:
     """Confidence ECE of a classifier: the "ECE" of torchmetrics, netcal and Guo et al. (2017).
 
@@ -996,10 +997,10 @@ def confidence_ece(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column; every value must be one of ``classes`` (missing or
         unknown labels are an error).
-    probs : list of str or str
+    probs : list of Column or Column
         One probability column per class (or a list column of them, with
         ``classes=``), each within ``[0, 1]``; only the
         maximum and its position are used (nothing is renormalised).
@@ -1008,10 +1009,10 @@ def confidence_ece(
         ``0, 1, ..., K-1``.
     n_bins, strategy
         As in :func:`ece` (torchmetrics' default is 15 bins, netcal's 10).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights; bins weigh their rows as in
         :func:`ece`.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -1040,7 +1041,13 @@ def confidence_ece(
     """
     cols, labels = check_probs(probs, classes)
     return ConfidenceECE(
-        y=y, probs=cols, classes=labels, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts
+        y=y,  # type: ignore[arg-type]
+        probs=cols,
+        classes=labels,
+        n_bins=n_bins,
+        strategy=strategy,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )
 
 
@@ -1064,14 +1071,14 @@ class ClasswiseECE(_ClassProbabilities):
 
 @renamed(num_bins="n_bins")
 def classwise_ece(
-    y: str,
-    probs: str | Sequence[str],
+    y: Column,
+    probs: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
     n_bins: int = 10,
     strategy: Strategy = "uniform",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> ClasswiseECE:
     """Class-wise ECE: the mean over classes of the one-vs-rest ECE.
 
@@ -1081,9 +1088,9 @@ def classwise_ece(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column; every value must be one of ``classes``.
-    probs : list of str or str
+    probs : list of Column or Column
         One probability column per class (or a list column of them, with
         ``classes=``), each within ``[0, 1]``.
     classes : list of int or str, optional
@@ -1092,10 +1099,10 @@ def classwise_ece(
         Number of bins ``M``.
     strategy : {"uniform", "quantile"}, default "uniform"
         How the bins are cut; see :func:`ece`.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights; bins weigh their rows as in
         :func:`ece`.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -1124,7 +1131,13 @@ def classwise_ece(
     """
     cols, labels = check_probs(probs, classes)
     return ClasswiseECE(
-        y=y, probs=cols, classes=labels, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts
+        y=y,  # type: ignore[arg-type]
+        probs=cols,
+        classes=labels,
+        n_bins=n_bins,
+        strategy=strategy,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )
 
 
@@ -1207,7 +1220,7 @@ class KSTest(Metric):
         return {"": t.col("ks"), "pvalue": t.col("ks_p")}
 
 
-def ks_test(y: str, score: str, *, weights: str | None = None, counts: str | None = None) -> KSTest:
+def ks_test(y: Column, score: Column, *, weights: Column | None = None, counts: Column | None = None) -> KSTest:
     """Kolmogorov-Smirnov calibration test (Arrieta-Ibarra et al. 2022).
 
     Sort the group by score; at each *distinct* score value ``s_(k)`` take the
@@ -1228,17 +1241,17 @@ def ks_test(y: str, score: str, *, weights: str | None = None, counts: str | Non
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the cumulative sums become
         ``sum_i w_i (y_i - s_i)`` and ``sigma^2 n^2`` their variance
         ``sum_i w_i^2 s_i (1 - s_i)`` under calibration (see the docs
         page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -1266,7 +1279,7 @@ def ks_test(y: str, score: str, *, weights: str | None = None, counts: str | Non
     "Metrics of calibration for probabilistic predictions", JMLR 23(351).
     M. Tygert (2022), arXiv:2202.00100.
     """
-    return KSTest(y=y, score=score, weights=weights, counts=counts)
+    return KSTest(y=y, score=score, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1284,7 +1297,7 @@ class KuiperTest(Metric):
         return {"": t.col("ku"), "pvalue": t.col("ku_p")}
 
 
-def kuiper_test(y: str, score: str, *, weights: str | None = None, counts: str | None = None) -> KuiperTest:
+def kuiper_test(y: Column, score: Column, *, weights: Column | None = None, counts: Column | None = None) -> KuiperTest:
     """Kuiper calibration test (Arrieta-Ibarra et al. 2022).
 
     ``H = (max_k C_k - min_k C_k) / sigma`` with ``C_k`` and ``sigma`` as in
@@ -1296,14 +1309,14 @@ def kuiper_test(y: str, score: str, *, weights: str | None = None, counts: str |
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights, as in :func:`ks_test`.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -1325,7 +1338,7 @@ def kuiper_test(y: str, score: str, *, weights: str | None = None, counts: str |
     >>> round(res.statistic, 4), round(res.pvalue, 4)
     (0.8792, 0.9812)
     """
-    return KuiperTest(y=y, score=score, weights=weights, counts=counts)
+    return KuiperTest(y=y, score=score, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1358,12 +1371,12 @@ class SpiegelhalterTest(Metric):
 
 
 def spiegelhalter_test(
-    y: str,
-    score: str,
+    y: Column,
+    score: Column,
     *,
     alternative: Literal["less", "greater", "two-sided"] = "two-sided",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> SpiegelhalterTest:
     """Spiegelhalter's calibration test (z-test of the Brier score).
 
@@ -1380,19 +1393,19 @@ def spiegelhalter_test(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
     alternative : {"two-sided", "greater", "less"}, default "two-sided"
         The alternative hypothesis, as in scipy: ``Z`` differs from 0,
         ``Z > 0`` (the reference's one-sided test) or ``Z < 0``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: ``Z = sum_i w_i (y_i - s_i)(1 - 2 s_i)
         / sqrt(sum_i w_i^2 (1 - 2 s_i)^2 s_i (1 - s_i))`` (see the docs
         page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -1421,7 +1434,7 @@ def spiegelhalter_test(
     D. J. Spiegelhalter (1986), "Probabilistic prediction in patient
     management and clinical trials", Statistics in Medicine 5(5), 421-433.
     """
-    return SpiegelhalterTest(y=y, score=score, alternative=alternative, weights=weights, counts=counts)
+    return SpiegelhalterTest(y=y, score=score, alternative=alternative, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -1452,12 +1465,12 @@ def _difference_cells(
 @engine.takes_roles("y", "score", "weights", "counts")
 def cumulative_differences(
     frame: Any,
-    y: str,
-    score: str,
+    y: Column,
+    score: Column,
     *,
-    weights: str | None = None,
-    counts: str | None = None,
-    by: str | Sequence[str] | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
+    by: Column | Sequence[Column] | None = None,
     invalid: InvalidPolicy | None = None,
 ) -> Any:
     """Cumulative differences ``C_k`` at each distinct score, per group.
@@ -1481,21 +1494,21 @@ def cumulative_differences(
     ----------
     frame
         Any frame narwhals supports (eager or lazy).
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: ``C_k = sum_{i: s_i <= s_(k)}
         w_i (y_i - s_i) / sum_i w_i``; rows of weight 0 are left out and ``n``
         counts the rows of positive weight at each score (see the docs
         page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
-    by : str or list of str, optional
+    by : Column or list of Column, optional
         Group columns.
 
     Returns
@@ -1521,6 +1534,12 @@ def cumulative_differences(
     │ 0.75 ┆ 1   ┆ 0.0                   │
     └──────┴─────┴───────────────────────┘
     """
+    # the roles arrive as column names: engine.takes_roles resolves expressions first
+    y = cast(str, y)
+    score = cast(str, score)
+    weights = cast("str | None", weights)
+    counts = cast("str | None", counts)
+    by = cast("str | Sequence[str] | None", by)
     lf, eager = engine.to_lazy(frame)
     keys = engine.as_keys(by)
     if score in keys or y in keys:

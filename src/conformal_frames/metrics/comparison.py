@@ -18,6 +18,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames import engine
+from conformal_frames._roles import Column
 from conformal_frames._validate import check_column, checked, choice, optional
 from conformal_frames.engine import Metric, NotPerRowError, Query, TableRef, no_weights
 from conformal_frames.inputs.binary import binary_row
@@ -267,15 +268,15 @@ class DieboldMarianoTest(Metric):
     "diebold_mariano_test", "its long-run variance is that of the loss differences of consecutive rows, a time series"
 )
 def diebold_mariano_test(
-    y: str | None,
-    score: str | Metric,
-    other: str | Metric,
+    y: Column | None,
+    score: Column | Metric,
+    other: Column | Metric,
     *,
-    order_by: str,
+    order_by: Column,
     loss: Loss | None = None,
     horizon: int | str = 1,
     small_sample: SmallSample | None = "hln",
-    series: str | None = None,
+    series: Column | None = None,
 ) -> DieboldMarianoTest:
     """Diebold-Mariano test of equal predictive accuracy of two forecasts.
 
@@ -336,14 +337,14 @@ def diebold_mariano_test(
 
     Parameters
     ----------
-    y : str or None
+    y : Column or None
         Observed value (a 0/1 label for ``loss="log"``); not read with
         ``loss="column"`` or score metrics.
-    score, other : str or Metric
+    score, other : Column or Metric
         The two models' forecasts of ``y`` (probabilities strictly inside
         ``(0, 1)`` for ``loss="log"``), their per-row losses
         (``loss="column"``), or two score metrics.
-    order_by : str
+    order_by : Column
         Time column (any sortable type); one row per time point and group
         (and series).
     loss : {"squared", "absolute", "log", "column"}, optional
@@ -357,7 +358,7 @@ def diebold_mariano_test(
         own ``h``, as one call per horizon would.
     small_sample : {"hln"} or None, default "hln"
         The small-sample correction and Student-t p-value, or none.
-    series : str, optional
+    series : Column, optional
         Column identifying the series to pool (mean differential per time
         point).
 
@@ -393,12 +394,12 @@ def diebold_mariano_test(
     13(2), 281-291.
     """
     return DieboldMarianoTest(
-        y=y,
-        score=score,
-        other=other,
-        order_by=order_by,
+        y=y,  # type: ignore[arg-type]
+        score=score,  # type: ignore[arg-type]
+        other=other,  # type: ignore[arg-type]
+        order_by=order_by,  # type: ignore[arg-type]
         loss=loss,
         horizon=horizon,
         small_sample=small_sample,
-        series=series,
+        series=series,  # type: ignore[arg-type]
     )

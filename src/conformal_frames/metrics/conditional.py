@@ -33,7 +33,7 @@ import numpy as np
 
 from conformal_frames._progress import steps as progress_steps
 from conformal_frames._renames import renamed
-from conformal_frames._roles import as_role
+from conformal_frames._roles import Column, as_role
 from conformal_frames._validate import (
     check_columns,
     check_fraction,
@@ -223,17 +223,17 @@ class CoverageGap(TargetMetric):
 
 
 def coverage_gap(
-    y: str | Sequence[str],
-    lo: str | Sequence[str] | None = None,
-    hi: str | Sequence[str] | None = None,
+    y: Column | Sequence[Column],
+    lo: Column | Sequence[Column] | None = None,
+    hi: Column | Sequence[Column] | None = None,
     *,
-    sets: str | Sequence[str] | None = None,
+    sets: Column | Sequence[Column] | None = None,
     classes: Sequence[Label] | None = None,
-    groups: str | Sequence[str],
+    groups: Column | Sequence[Column],
     confidence_level: float | str,
     weighted: bool = False,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> CoverageGap:
     """Mean absolute deviation of group coverage from the target level.
 
@@ -251,12 +251,12 @@ def coverage_gap(
 
     Parameters
     ----------
-    y, lo, hi : str or list of str
+    y, lo, hi : Column or list of Column
         Observed value and interval bounds; or ``y`` with ``sets=`` (and
         ``classes=``, optional with a list column) for prediction sets.
         Lists of columns (one per output): a row is covered when every
         output is inside its interval (joint coverage).
-    groups : str or list of str
+    groups : Column or list of Column
         The columns defining the groups whose coverages are compared.
     confidence_level : float or str
         The target coverage ``1 - alpha`` in (0, 1); or the name of a ``by=``
@@ -264,12 +264,12 @@ def coverage_gap(
     weighted : bool, default False
         Weight each group's deviation by its size (its total weight with
         ``weights=``).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: each group's coverage is the
         weighted proportion; rows of weight 0 are in no group and
         ``worst_n`` counts rows of positive weight (see the docs page
         "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -301,8 +301,8 @@ def coverage_gap(
         groups=_names(groups, "groups"),
         confidence_level=confidence_level,
         weighted=weighted,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )
 
 
@@ -501,11 +501,11 @@ class CoverageTest(TargetMetric):
 
 @renamed(ci="ci_level", alpha="significance")
 def coverage_test(
-    y: str | Sequence[str],
-    lo: str | Sequence[str] | None = None,
-    hi: str | Sequence[str] | None = None,
+    y: Column | Sequence[Column],
+    lo: Column | Sequence[Column] | None = None,
+    hi: Column | Sequence[Column] | None = None,
     *,
-    sets: str | Sequence[str] | None = None,
+    sets: Column | Sequence[Column] | None = None,
     classes: Sequence[Label] | None = None,
     confidence_level: float | str,
     ci_level: float = 0.95,
@@ -514,8 +514,8 @@ def coverage_test(
     significance: float = 0.05,
     correction: Literal["holm", "bh", "none"] = "holm",
     alternative: Alternative = "less",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> CoverageTest:
     """Per-group coverage with a confidence interval and an under-coverage test.
 
@@ -555,11 +555,11 @@ def coverage_test(
 
     Parameters
     ----------
-    y, lo, hi : str or list of str
+    y, lo, hi : Column or list of Column
         Observed value and interval bounds (prediction intervals); lists of
         columns (one per output): a row is covered when every output is
         inside its interval (joint coverage).
-    sets : str or list of str, optional
+    sets : Column or list of Column, optional
         Prediction sets instead of intervals (with ``y`` the true label).
     classes : list of int or str, optional
         The possible labels of the sets; required with membership columns
@@ -582,13 +582,13 @@ def coverage_test(
         The alternative hypothesis, as in scipy: coverage below the target
         (under-coverage), above it (over-coverage: intervals wider than
         needed) or either; the flag then marks both directions.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the weighted coverage ``p``; the
         interval and the test use ``k = p n_eff`` covered rows out of Kish's
         ``n_eff`` (the binomial tail as ``I_{1-t}(n_eff - k, k + 1)``), and
         ``coverage_test_n_eff`` is an extra output.  Not with
         ``n_calibration`` (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -635,8 +635,8 @@ def coverage_test(
         significance=significance,
         correction=correction,
         alternative=alternative,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )
     level, n_calibration = metric.confidence_level, metric.n_calibration
     if n_calibration is not None and weights is not None:
@@ -701,13 +701,13 @@ class WorstSlab(TargetMetric):
 
 @no_weights("worst_slab_coverage")
 def worst_slab_coverage(
-    y: str | Sequence[str],
-    lo: str | Sequence[str] | None = None,
-    hi: str | Sequence[str] | None = None,
+    y: Column | Sequence[Column],
+    lo: Column | Sequence[Column] | None = None,
+    hi: Column | Sequence[Column] | None = None,
     *,
-    sets: str | Sequence[str] | None = None,
+    sets: Column | Sequence[Column] | None = None,
     classes: Sequence[Label] | None = None,
-    features: str | Sequence[str],
+    features: Column | Sequence[Column],
     delta: float = 0.1,
     n_directions: int | None = None,
     seed: int = 0,
@@ -737,16 +737,16 @@ def worst_slab_coverage(
 
     Parameters
     ----------
-    y, lo, hi : str or list of str
+    y, lo, hi : Column or list of Column
         Observed value and interval bounds (prediction intervals); lists of
         columns (one per output): a row is covered when every output is
         inside its interval (joint coverage).
-    sets : str or list of str, optional
+    sets : Column or list of Column, optional
         Prediction sets instead of intervals (with ``y`` the true label).
     classes : list of int or str, optional
         The possible labels of the sets; required with membership columns
         only (a list column without them: ``y`` in the row's list).
-    features : str or list of str
+    features : Column or list of Column
         Numeric feature columns spanning the space of slabs.
     delta : float, default 0.1
         Smallest fraction of the group's rows a slab must hold, in (0, 1].

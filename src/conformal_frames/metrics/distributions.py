@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
+from conformal_frames._roles import Column
 from conformal_frames._validate import check_column, checked, choice, optional
 from conformal_frames.engine import (
     FinalizeFn,
@@ -244,16 +245,16 @@ class CRPS(Metric):
 
 
 def crps(
-    y: str,
+    y: Column,
     *,
-    mean: str | None = None,
-    std: str | None = None,
-    samples: str | Sequence[str] | None = None,
-    quantiles: dict[float, str] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    samples: Column | Sequence[Column] | None = None,
+    quantiles: Mapping[float, Column] | None = None,
     estimator: Estimator = "plain",
-    weights: str | None = None,
-    counts: str | None = None,
-    member_weights: str | Sequence[str] | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
+    member_weights: Column | Sequence[Column] | None = None,
 ) -> CRPS:
     """Continuous ranked probability score (CRPS), averaged over rows; lower is better.
 
@@ -282,12 +283,12 @@ def crps(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str, optional
+    mean, std : Column, optional
         Columns of a Gaussian forecast's mean and standard deviation
         (``std > 0``).
-    samples : str or list of str, optional
+    samples : Column or list of Column, optional
         An ensemble: a list column (polars List or Array, Arrow list, or a
         pandas ``object`` column of lists or numpy arrays; members may differ
         in number between rows), or a list of member columns.
@@ -296,15 +297,15 @@ def crps(
         :func:`quantile_crps`, whose output is named ``quantile_crps``).
     estimator : {"plain", "fair"}, default "plain"
         The ensemble estimator (see above); ignored for a Gaussian forecast.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights (one per forecast): the mean over
         rows becomes the weighted mean ``sum_i w_i CRPS_i / sum_i w_i``, for
         every forecast kind (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
-    member_weights : str or list of str, optional
+    member_weights : Column or list of Column, optional
         Weights of the ensemble's members, aligned with ``samples``: a list
         column (with a list column of samples, of the same lengths) or one
         column per member column.  The forecast is the weighted empirical
@@ -354,13 +355,13 @@ def crps(
         )
         raise ValueError(msg)
     return CRPS(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         samples=check_samples(samples) if samples is not None else None,
         estimator=estimator,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         member_weights=check_samples(member_weights, "member_weights") if member_weights is not None else None,
     )
 
@@ -381,11 +382,11 @@ class QuantileCRPS(CrossingOutputs, Metric):
 
 
 def quantile_crps(
-    y: str,
+    y: Column,
     *,
-    quantiles: dict[float, str],
-    weights: str | None = None,
-    counts: str | None = None,
+    quantiles: Mapping[float, Column],
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: str = "score",
 ) -> QuantileCRPS:
     """The CRPS approximated from quantile forecasts, averaged over rows; lower is better.
@@ -410,14 +411,14 @@ def quantile_crps(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
     quantiles : dict
         Quantile forecasts ``{level: column}``, levels in (0, 1).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the weighted mean over rows (see
         the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows (see the docs page "Weights").
     crossing : {"score", "sort", "invalid"}, default "score"
@@ -825,18 +826,18 @@ def _pvalue(x: str) -> FinalizeFn:
     "the PIT of an ensemble or quantile forecast is randomized: one draw per row, not per represented row",
 )
 def pit_histogram(
-    y: str,
+    y: Column,
     *,
-    mean: str | None = None,
-    std: str | None = None,
-    samples: str | Sequence[str] | None = None,
-    quantiles: dict[float, str] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    samples: Column | Sequence[Column] | None = None,
+    quantiles: Mapping[float, Column] | None = None,
     n_bins: int = 10,
     ci_level: float = 0.95,
     seed: int = 0,
-    weights: str | None = None,
+    weights: Column | None = None,
     crossing: str = "score",
-    member_weights: str | Sequence[str] | None = None,
+    member_weights: Column | Sequence[Column] | None = None,
 ) -> PITHistogram:
     """PIT histogram: the frequency of the PIT values in ``n_bins`` equal bins, with a band.
 
@@ -875,11 +876,11 @@ def pit_histogram(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str, optional
+    mean, std : Column, optional
         Columns of a Gaussian forecast's mean and standard deviation (``std > 0``).
-    samples : str or list of str, optional
+    samples : Column or list of Column, optional
         An ensemble: a list column (polars List or Array, Arrow list, or a
         pandas ``object`` column of lists or numpy arrays) or a list of member
         columns.
@@ -892,7 +893,7 @@ def pit_histogram(
         Number of bins ``B``.
     ci_level : float, default 0.95
         Confidence level of the band.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative forecast weights: a bin's ``frequency`` is the
         weight of its PIT values over the group's total weight, its ``n``
         counts its forecasts of positive weight (a forecast of weight 0 takes
@@ -911,7 +912,7 @@ def pit_histogram(
         rearrange each row's quantiles in increasing order first, count the
         rows (``<name>_n_crossing`` in ``evaluate``) and warn with the count
         on eager input; ``"invalid"``: crossing rows are invalid rows.
-    member_weights : str or list of str, optional
+    member_weights : Column or list of Column, optional
         Weights of the ensemble's members, aligned with ``samples`` (a list
         column, or one column per member): the PIT is then randomized on the
         weighted empirical CDF, ``F(y-) + V (F(y) - F(y-))`` with ``F(t)``
@@ -945,15 +946,15 @@ def pit_histogram(
     forecasts, calibration and sharpness", JRSS B 69(2), 243-268.
     """
     return PITHistogram(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         samples=check_samples(samples) if samples is not None else None,
         quantiles=_quantiles(quantiles),
         n_bins=n_bins,
         ci_level=ci_level,
         seed=seed,
-        weights=weights,
+        weights=weights,  # type: ignore[arg-type]
         crossing=crossing,
         member_weights=check_samples(member_weights, "member_weights") if member_weights is not None else None,
     )
@@ -965,15 +966,15 @@ def pit_histogram(
     "pit_histogram(weights=) gives the weighted PIT frequencies with a band at Kish's n_eff",
 )
 def pit_test(
-    y: str,
+    y: Column,
     *,
-    mean: str | None = None,
-    std: str | None = None,
-    samples: str | Sequence[str] | None = None,
-    quantiles: dict[float, str] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    samples: Column | Sequence[Column] | None = None,
+    quantiles: Mapping[float, Column] | None = None,
     seed: int = 0,
     crossing: str = "score",
-    member_weights: str | Sequence[str] | None = None,
+    member_weights: Column | Sequence[Column] | None = None,
 ) -> PITTest:
     """Uniformity test of the PIT values (Kolmogorov-Smirnov).
 
@@ -1007,11 +1008,11 @@ def pit_test(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str, optional
+    mean, std : Column, optional
         Columns of a Gaussian forecast's mean and standard deviation (``std > 0``).
-    samples : str or list of str, optional
+    samples : Column or list of Column, optional
         An ensemble: a list column (polars List or Array, Arrow list, or a
         pandas ``object`` column of lists or numpy arrays) or a list of member
         columns.
@@ -1026,7 +1027,7 @@ def pit_test(
         rearrange each row's quantiles in increasing order first, count the
         rows (``<name>_n_crossing`` in ``evaluate``) and warn with the count
         on eager input; ``"invalid"``: crossing rows are invalid rows.
-    member_weights : str or list of str, optional
+    member_weights : Column or list of Column, optional
         Weights of the ensemble's members, aligned with ``samples`` (a list
         column, or one column per member): the PIT is then randomized on the
         weighted empirical CDF, ``F(y-) + V (F(y) - F(y-))`` with ``F(t)``
@@ -1055,9 +1056,9 @@ def pit_test(
     distribuzione", Giornale dell'Istituto Italiano degli Attuari 4, 83-91.
     """
     return PITTest(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         samples=check_samples(samples) if samples is not None else None,
         quantiles=_quantiles(quantiles),
         seed=seed,

@@ -42,6 +42,7 @@ from typing import Any
 import narwhals.stable.v2 as nw
 
 from conformal_frames._renames import renamed
+from conformal_frames._roles import Column
 from conformal_frames._validate import (
     check_classes,
     check_column,
@@ -139,13 +140,13 @@ class Efficiency(Metric):
 
 @renamed(significance=("confidence_level", "the test size eps is now 1 - confidence_level"))
 def efficiency_criteria(
-    y: str | None,
-    pvalues: Sequence[str],
+    y: Column | None,
+    pvalues: Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
     confidence_level: float | str,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> Efficiency:
     """Vovk's ten criteria of efficiency from per-class p-values.
 
@@ -163,19 +164,19 @@ def efficiency_criteria(
 
     Parameters
     ----------
-    y : str or None
+    y : Column or None
         Column of true labels; ``None`` computes the prior criteria only.
-    pvalues : list of str
+    pvalues : list of Column
         One p-value column per class (at least two), values in [0, 1].
     classes : list of int or str, optional
         The label of each p-value column, in order; required with ``y``.
     confidence_level : float
         The confidence level ``1 - eps`` of the prediction sets, in (0, 1).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: every criterion becomes the
         weighted mean ``sum_i w_i x_i / sum_i w_i`` of its per-row value (see
         the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -223,5 +224,10 @@ def efficiency_criteria(
             )
             raise ValueError(msg)
     return Efficiency(
-        y=y, pvalues=cols, classes=labels, confidence_level=confidence_level, weights=weights, counts=counts
+        y=y,  # type: ignore[arg-type]
+        pvalues=cols,
+        classes=labels,
+        confidence_level=confidence_level,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )

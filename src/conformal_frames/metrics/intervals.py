@@ -17,7 +17,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
-from conformal_frames._roles import as_role
+from conformal_frames._roles import Column, as_role
 from conformal_frames._validate import check_columns, checked
 from conformal_frames.engine import (
     GroupFn,
@@ -82,13 +82,13 @@ class Coverage(Metric):
 
 @renamed(ci="ci_level")
 def coverage(
-    y: str | Sequence[str],
-    lo: str | Sequence[str],
-    hi: str | Sequence[str],
+    y: Column | Sequence[Column],
+    lo: Column | Sequence[Column],
+    hi: Column | Sequence[Column],
     *,
     ci_level: float = 0.95,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> Coverage:
     """Empirical coverage of prediction intervals, with a Wilson interval.
 
@@ -108,17 +108,17 @@ def coverage(
 
     Parameters
     ----------
-    y, lo, hi : str or list of str
+    y, lo, hi : Column or list of Column
         Columns of the observed value and the interval's lower / upper bound;
         lists of columns for several outputs (joint coverage).
     ci_level : float, default 0.95
         Confidence level of the Wilson interval, in (0, 1).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the weighted proportion
         ``sum_i w_i 1[...] / sum_i w_i``, its Wilson interval at Kish's
         effective sample size, and an extra output ``coverage_n_eff``
         (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -175,7 +175,11 @@ class Width(Metric):
 
 
 def width(
-    lo: str | Sequence[str], hi: str | Sequence[str], *, weights: str | None = None, counts: str | None = None
+    lo: Column | Sequence[Column],
+    hi: Column | Sequence[Column],
+    *,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> Width:
     """Mean interval width ``(1/n) * sum_i (hi_i - lo_i)``.
 
@@ -190,13 +194,13 @@ def width(
 
     Parameters
     ----------
-    lo, hi : str or list of str
+    lo, hi : Column or list of Column
         Columns of the interval's lower and upper bound; lists of columns for
         several outputs (the box volume).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -375,7 +379,9 @@ class SSC(Metric):
 
 
 @renamed(num_bins="n_bins")
-def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None, counts: str | None = None) -> SSC:
+def ssc(
+    y: Column, lo: Column, hi: Column, *, n_bins: int = 3, weights: Column | None = None, counts: Column | None = None
+) -> SSC:
     """Size-stratified coverage: coverage within equal-count bins of width.
 
     Rows are sorted by width ``w = hi - lo`` and split into ``n_bins`` bins
@@ -391,17 +397,17 @@ def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None
 
     Parameters
     ----------
-    y, lo, hi : str
+    y, lo, hi : Column
         Columns of the observed value and of the interval's lower / upper
         bound (numeric; rows with ``lo > hi`` are invalid).
     n_bins : int, default 3
         Number of equal-count width bins.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the bins cut the total weight
         (integer weights bin as repeated rows), each bin's coverage is
         weighted and its ``n`` counts rows of positive weight (see the
         docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -435,7 +441,7 @@ def ssc(y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None
     prediction and distribution-free uncertainty quantification",
     arXiv:2107.07511.
     """
-    return SSC(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights, counts=counts)
+    return SSC(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -456,7 +462,7 @@ class SSCScore(Metric):
 
 @renamed(num_bins="n_bins")
 def ssc_score(
-    y: str, lo: str, hi: str, *, n_bins: int = 3, weights: str | None = None, counts: str | None = None
+    y: Column, lo: Column, hi: Column, *, n_bins: int = 3, weights: Column | None = None, counts: Column | None = None
 ) -> SSCScore:
     """Minimum size-stratified coverage over the non-empty width bins.
 
@@ -464,17 +470,17 @@ def ssc_score(
 
     Parameters
     ----------
-    y, lo, hi : str
+    y, lo, hi : Column
         Columns of the observed value and of the interval's lower / upper
         bound (numeric; rows with ``lo > hi`` are invalid).
     n_bins : int, default 3
         Number of equal-count width bins.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the bins cut the total weight
         (integer weights bin as repeated rows), each bin's coverage is
         weighted and its ``n`` counts rows of positive weight (see the
         docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -496,7 +502,7 @@ def ssc_score(
     >>> round(df.conformal.ssc_score("y", "lo", "hi", n_bins=2), 4)
     0.6667
     """
-    return SSCScore(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights, counts=counts)
+    return SSCScore(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -525,7 +531,13 @@ class Winkler(Metric):
 
 
 def winkler(
-    y: str, lo: str, hi: str, *, confidence_level: float | str, weights: str | None = None, counts: str | None = None
+    y: Column,
+    lo: Column,
+    hi: Column,
+    *,
+    confidence_level: float | str,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> Winkler:
     """Mean Winkler interval score (lower is better).
 
@@ -534,16 +546,16 @@ def winkler(
 
     Parameters
     ----------
-    y, lo, hi : str
+    y, lo, hi : Column
         Columns of the observed value and of the interval's lower / upper
         bound (numeric; rows with ``lo > hi`` are invalid).
     confidence_level : float or str
         The nominal coverage ``1 - alpha`` of the intervals, in (0, 1); or the
         name of a ``by=`` column holding each group's level.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -571,7 +583,7 @@ def winkler(
     "Strictly proper scoring rules, prediction, and estimation", JASA 102,
     359-378 (section 6.2).
     """
-    return Winkler(y=y, lo=lo, hi=hi, confidence_level=confidence_level, weights=weights, counts=counts)
+    return Winkler(y=y, lo=lo, hi=hi, confidence_level=confidence_level, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -598,14 +610,14 @@ class CWC(Metric):
 
 
 def cwc(
-    y: str,
-    lo: str,
-    hi: str,
+    y: Column,
+    lo: Column,
+    hi: Column,
     *,
     eta: float,
     confidence_level: float | str,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> CWC:
     """Coverage width-based criterion (higher is better).
 
@@ -614,7 +626,7 @@ def cwc(
 
     Parameters
     ----------
-    y, lo, hi : str
+    y, lo, hi : Column
         Columns of the observed value and of the interval's lower / upper
         bound (numeric; rows with ``lo > hi`` are invalid).
     eta : float
@@ -622,11 +634,11 @@ def cwc(
     confidence_level : float or str
         The nominal coverage ``1 - alpha`` of the intervals, in (0, 1); or the
         name of a ``by=`` column holding each group's level.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: coverage and mean width are
         weighted means, the range of ``y`` is taken over the rows of positive
         weight (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -649,13 +661,13 @@ def cwc(
     0.69
     """
     return CWC(
-        y=y,
-        lo=lo,
-        hi=hi,
+        y=y,  # type: ignore[arg-type]
+        lo=lo,  # type: ignore[arg-type]
+        hi=hi,  # type: ignore[arg-type]
         eta=eta,
         confidence_level=confidence_level,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )
 
 
@@ -699,7 +711,7 @@ class HSIC(Metric):
 
 
 @no_weights("hsic")
-def hsic(y: str, lo: str, hi: str, *, kernel_sizes: tuple[float, float] = (1.0, 1.0)) -> HSIC:
+def hsic(y: Column, lo: Column, hi: Column, *, kernel_sizes: tuple[float, float] = (1.0, 1.0)) -> HSIC:
     """Hilbert-Schmidt independence criterion between coverage and width.
 
     ``sqrt(trace(L H K H)) / (n - 1)`` with ``K_ij = exp(-(w_i - w_j)^2 / k0)``,
@@ -715,7 +727,7 @@ def hsic(y: str, lo: str, hi: str, *, kernel_sizes: tuple[float, float] = (1.0, 
 
     Parameters
     ----------
-    y, lo, hi : str
+    y, lo, hi : Column
         Columns of the observed value and of the interval's lower / upper
         bound (numeric; rows with ``lo > hi`` are invalid).
     kernel_sizes : tuple of float, default (1.0, 1.0)
@@ -742,7 +754,7 @@ def hsic(y: str, lo: str, hi: str, *, kernel_sizes: tuple[float, float] = (1.0, 
     S. Feldman, S. Bates and Y. Romano (2021), "Improving conditional coverage
     via orthogonal quantile regression", NeurIPS 34, 2060-2071.
     """
-    return HSIC(y=y, lo=lo, hi=hi, kernel_sizes=kernel_sizes)
+    return HSIC(y=y, lo=lo, hi=hi, kernel_sizes=kernel_sizes)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -801,7 +813,9 @@ class PathCoverage(Metric):
 
 
 @no_weights("path_coverage", "it counts paths, not rows")
-def path_coverage(y: str, lo: str, hi: str, *, path: str | Sequence[str], ci_level: float = 0.95) -> PathCoverage:
+def path_coverage(
+    y: Column, lo: Column, hi: Column, *, path: Column | Sequence[Column], ci_level: float = 0.95
+) -> PathCoverage:
     """Share of forecast paths covered at every one of their rows, with a Wilson interval over paths.
 
     A *path* is the set of rows sharing the values of the ``path`` columns,
@@ -827,9 +841,9 @@ def path_coverage(y: str, lo: str, hi: str, *, path: str | Sequence[str], ci_lev
 
     Parameters
     ----------
-    y, lo, hi : str
+    y, lo, hi : Column
         Columns of the observed value and of the band's lower / upper bound.
-    path : str or list of str
+    path : Column or list of Column
         Columns identifying one path (any dtype).
     ci_level : float, default 0.95
         Confidence level of the Wilson interval.

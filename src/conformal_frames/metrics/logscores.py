@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames._roles import Column
 from conformal_frames._validate import check_column, checked
 from conformal_frames.engine import Metric, Query, total
 from conformal_frames.inputs.binary import binary_row, score_precision, score_row
@@ -81,13 +82,13 @@ class MulticlassLogLoss(ProbsMetric):
 
 
 def log_loss(
-    y: str,
-    score: str | Sequence[str] | None = None,
+    y: Column,
+    score: Column | Sequence[Column] | None = None,
     *,
-    probs: str | Sequence[str] | None = None,
+    probs: Column | Sequence[Column] | None = None,
     classes: Sequence[Label] | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> LogLoss | MulticlassLogLoss:
     """Log loss (cross-entropy) of a binary probability: ``-(1/n) sum_i log p_i(y_i)``.
 
@@ -112,20 +113,20 @@ def log_loss(
 
     Parameters
     ----------
-    y : str
+    y : Column
         0/1 label (numeric or Boolean); with ``classes=``, the class label.
-    score : str or list of str
+    score : Column or list of Column
         Predicted probability of ``y = 1``, in [0, 1].  A list of columns is
         read as ``probs=``.
-    probs : str or list of str, optional
+    probs : Column or list of Column, optional
         Class probabilities: one column per class in the order of ``classes``
         (default ``0, 1, ..., K-1``), or the name of a list column holding
         them (``classes=`` required).
     classes : list of int or str, optional
         The labels of the classes, in the order of the probabilities.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights (scikit-learn's ``sample_weight``).
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers).
 
     Returns
@@ -149,11 +150,11 @@ def log_loss(
             msg = "log_loss: give score= (a binary probability) or probs= (class probabilities), not both"
             raise ValueError(msg)
         cols, labels = check_probs(score if probs is None else probs, classes)
-        return MulticlassLogLoss(y=y, probs=cols, classes=labels, weights=weights, counts=counts)
+        return MulticlassLogLoss(y=y, probs=cols, classes=labels, weights=weights, counts=counts)  # type: ignore[arg-type]
     if score is None:
         msg = "log_loss needs score= (the probability of y = 1) or probs= (one probability per class)"
         raise TypeError(msg)
-    return LogLoss(y=y, score=score, weights=weights, counts=counts)
+    return LogLoss(y=y, score=score, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,7 +174,9 @@ class LogScore(Metric):
         return {"": ratio(w.sum(row), w.total)}
 
 
-def log_score(y: str, *, mean: str, std: str, weights: str | None = None, counts: str | None = None) -> LogScore:
+def log_score(
+    y: Column, *, mean: Column, std: Column, weights: Column | None = None, counts: Column | None = None
+) -> LogScore:
     """Gaussian log score: the mean negative log density of ``y`` under ``N(mean, std^2)``.
 
     ``(1/n) sum_i [ z_i^2 / 2 + log std_i + log(2 pi) / 2 ]`` with
@@ -185,13 +188,13 @@ def log_score(y: str, *, mean: str, std: str, weights: str | None = None, counts
 
     Parameters
     ----------
-    y : str
+    y : Column
         Observed value.
-    mean, std : str
+    mean, std : Column
         Columns of the forecast's mean and standard deviation (> 0).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers).
 
     Returns
@@ -207,4 +210,4 @@ def log_score(y: str, *, mean: str, std: str, weights: str | None = None, counts
     >>> round(df.conformal.log_score("y", mean="mu", std="sd"), 6)
     1.918939
     """
-    return LogScore(y=y, mean=mean, std=std, weights=weights, counts=counts)
+    return LogScore(y=y, mean=mean, std=std, weights=weights, counts=counts)  # type: ignore[arg-type]

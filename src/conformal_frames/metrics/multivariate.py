@@ -38,6 +38,7 @@ from typing import Any, Literal
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames._roles import Column
 from conformal_frames._validate import check_column, check_columns, checked, choice, fail, is_number, optional
 from conformal_frames.engine import Metric, Query, TableFn, TableRef, aggregate, backend_name, join_keys, over, total
 from conformal_frames.errors import BackendLimitError
@@ -433,15 +434,15 @@ class EnergyScore(_Multivariate):
 
 
 def energy_score(
-    y: str | Sequence[str],
-    samples: Sequence[str] | Sequence[Sequence[str]],
+    y: Column | Sequence[Column],
+    samples: Sequence[Column] | Sequence[Sequence[Column]],
     *,
-    path: str | Sequence[str] | None = None,
-    order_by: str | None = None,
+    path: Column | Sequence[Column] | None = None,
+    order_by: Column | None = None,
     estimator: Estimator = "plain",
-    weights: str | None = None,
-    counts: str | None = None,
-    member_weights: Sequence[str] | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
+    member_weights: Sequence[Column] | None = None,
 ) -> EnergyScore:
     """Energy score of a multivariate ensemble (Gneiting and Raftery 2007), averaged over forecasts; lower is better.
 
@@ -454,29 +455,29 @@ def energy_score(
 
     Parameters
     ----------
-    y : list of str, or str
+    y : list of Column, or Column
         Wide form: one column per dimension.  Path form (with ``path=``): the
         observed value of each row of a path.
-    samples : list of lists of str, or list of str
+    samples : list of lists of Column, or list of Column
         Wide form: one list of member columns per dimension, in the order of
         ``y`` (all of one length ``M``), or one list column per dimension
         (lists of one length per row).  Path form: the ``M`` member columns.
-    path : str or list of str, optional
+    path : Column or list of Column, optional
         Path form: the columns identifying a path; its rows are the
         dimensions.  Missing path values are invalid rows.
-    order_by : str, optional
+    order_by : Column, optional
         Path form: the column ordering a path's rows (e.g. the horizon), the
         dimension of a row being its position; needed by ``pair_weights=``
         only (the scores are symmetric in the dimensions otherwise).
         Missing values and a value repeated within a path are invalid rows.
     estimator : {"plain", "fair"}, default "plain"
         See above; ``"fair"`` needs 2 or more members.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative forecast weights (path form: constant within
         a path, else an invalid row; each path weighs its weight).
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (path form: constant within a path).
-    member_weights : list of str, optional
+    member_weights : list of Column, optional
         Wide form with member columns: one column of non-negative weights
         per member (a forecast's weights are normalised to sum to 1),
         scoringrules' ``ens_w``: ``sum_j v_j ||x_j - y|| - (1/2) sum_{j,k}
@@ -506,10 +507,10 @@ def energy_score(
         y=y,  # type: ignore[arg-type]
         samples=samples,  # type: ignore[arg-type]
         path=path,  # type: ignore[arg-type]
-        order_by=order_by,
+        order_by=order_by,  # type: ignore[arg-type]
         estimator=estimator,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         member_weights=member_weights,  # type: ignore[arg-type]
     )
 
@@ -644,17 +645,17 @@ class VariogramScore(_Multivariate):
 
 
 def variogram_score(
-    y: str | Sequence[str],
-    samples: Sequence[str] | Sequence[Sequence[str]],
+    y: Column | Sequence[Column],
+    samples: Sequence[Column] | Sequence[Sequence[Column]],
     *,
     p: float = 0.5,
     pair_weights: Any = None,
-    path: str | Sequence[str] | None = None,
-    order_by: str | None = None,
+    path: Column | Sequence[Column] | None = None,
+    order_by: Column | None = None,
     estimator: Estimator = "plain",
-    weights: str | None = None,
-    counts: str | None = None,
-    member_weights: Sequence[str] | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
+    member_weights: Sequence[Column] | None = None,
 ) -> VariogramScore:
     """Variogram score of order ``p`` of a multivariate ensemble (Scheuerer and Hamill 2015), averaged; lower is better.
 
@@ -708,9 +709,9 @@ def variogram_score(
         p=p,
         pair_weights=pair_weights,
         path=path,  # type: ignore[arg-type]
-        order_by=order_by,
+        order_by=order_by,  # type: ignore[arg-type]
         estimator=estimator,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         member_weights=member_weights,  # type: ignore[arg-type]
     )

@@ -17,12 +17,14 @@ row (a constant training series has a zero naive scale).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
+from conformal_frames._roles import Column
 from conformal_frames._validate import check_column, check_columns, check_positive_int, checked
 from conformal_frames.engine import InvalidPolicy, Metric, Query, no_weights, sort_result, total
 from conformal_frames.inputs.forecasts import (
@@ -165,7 +167,7 @@ _DOC_PARAMS = """
 """
 
 
-def mae(y: str, yhat: str, *, weights: str | None = None, counts: str | None = None) -> MAE:
+def mae(y: Column, yhat: Column, *, weights: Column | None = None, counts: Column | None = None) -> MAE:
     """Mean absolute error ``(1/n) sum_i |yhat_i - y_i|``.
 
     Equal to scikit-learn's ``mean_absolute_error`` (with ``sample_weight=``
@@ -185,10 +187,10 @@ def mae(y: str, yhat: str, *, weights: str | None = None, counts: str | None = N
     >>> df.conformal.mae("y", "f")
     0.5
     """
-    return MAE(y=y, yhat=yhat, weights=weights, counts=counts)
+    return MAE(y=y, yhat=yhat, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
-def mse(y: str, yhat: str, *, weights: str | None = None, counts: str | None = None) -> MSE:
+def mse(y: Column, yhat: Column, *, weights: Column | None = None, counts: Column | None = None) -> MSE:
     """Mean squared error ``(1/n) sum_i (yhat_i - y_i)^2``.
 
     Equal to scikit-learn's ``mean_squared_error``.
@@ -206,10 +208,10 @@ def mse(y: str, yhat: str, *, weights: str | None = None, counts: str | None = N
     >>> df.conformal.mse("y", "f")
     0.4166666666666667
     """
-    return MSE(y=y, yhat=yhat, weights=weights, counts=counts)
+    return MSE(y=y, yhat=yhat, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
-def rmse(y: str, yhat: str, *, weights: str | None = None, counts: str | None = None) -> RMSE:
+def rmse(y: Column, yhat: Column, *, weights: Column | None = None, counts: Column | None = None) -> RMSE:
     """Root mean squared error ``sqrt((1/n) sum_i (yhat_i - y_i)^2)``.
 
     Equal to scikit-learn's ``root_mean_squared_error`` (the square root of
@@ -228,10 +230,10 @@ def rmse(y: str, yhat: str, *, weights: str | None = None, counts: str | None = 
     >>> round(df.conformal.rmse("y", "f"), 6)
     0.816497
     """
-    return RMSE(y=y, yhat=yhat, weights=weights, counts=counts)
+    return RMSE(y=y, yhat=yhat, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
-def bias(y: str, yhat: str, *, weights: str | None = None, counts: str | None = None) -> Bias:
+def bias(y: Column, yhat: Column, *, weights: Column | None = None, counts: Column | None = None) -> Bias:
     """Mean error ``(1/n) sum_i (yhat_i - y_i)``: positive when the forecast is too high.
 
     The sign is utilsforecast's ``bias``.
@@ -249,10 +251,10 @@ def bias(y: str, yhat: str, *, weights: str | None = None, counts: str | None = 
     >>> round(df.conformal.bias("y", "f"), 6)
     -0.166667
     """
-    return Bias(y=y, yhat=yhat, weights=weights, counts=counts)
+    return Bias(y=y, yhat=yhat, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
-def mape(y: str, yhat: str, *, weights: str | None = None, counts: str | None = None) -> MAPE:
+def mape(y: Column, yhat: Column, *, weights: Column | None = None, counts: Column | None = None) -> MAPE:
     """Mean absolute percentage error ``(1/n) sum_i |yhat_i - y_i| / |y_i|``, a fraction.
 
     A row with ``y_i = 0`` is invalid (its percentage error is infinite): an
@@ -274,10 +276,10 @@ def mape(y: str, yhat: str, *, weights: str | None = None, counts: str | None = 
     >>> df.conformal.mape("y", "f")
     0.25
     """
-    return MAPE(y=y, yhat=yhat, weights=weights, counts=counts)
+    return MAPE(y=y, yhat=yhat, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
-def smape(y: str, yhat: str, *, weights: str | None = None, counts: str | None = None) -> SMAPE:
+def smape(y: Column, yhat: Column, *, weights: Column | None = None, counts: Column | None = None) -> SMAPE:
     """Symmetric mean absolute percentage error (M4), a fraction in [0, 2].
 
     ``(1/n) sum_i 2 |yhat_i - y_i| / (|y_i| + |yhat_i|)``, a row with
@@ -297,7 +299,7 @@ def smape(y: str, yhat: str, *, weights: str | None = None, counts: str | None =
     >>> df.conformal.smape("y", "f")
     0.3333333333333333
     """
-    return SMAPE(y=y, yhat=yhat, weights=weights, counts=counts)
+    return SMAPE(y=y, yhat=yhat, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 for _f in (mae, mse, rmse, bias, mape, smape):
@@ -328,7 +330,9 @@ class RMSSE(_PointError):
         return q.row(("scaled", e, s), nw.col(e) / nw.col(s), inputs=[e, s])
 
 
-def mase(y: str, yhat: str, *, scale: str, weights: str | None = None, counts: str | None = None) -> MASE:
+def mase(
+    y: Column, yhat: Column, *, scale: Column, weights: Column | None = None, counts: Column | None = None
+) -> MASE:
     """Mean absolute scaled error ``(1/n) sum_i |yhat_i - y_i| / s_i``.
 
     ``s_i`` is the row's ``scale``: the in-sample mean absolute error of the
@@ -340,11 +344,11 @@ def mase(y: str, yhat: str, *, scale: str, weights: str | None = None, counts: s
 
     Parameters
     ----------
-    y, yhat : str
+    y, yhat : Column
         Columns of the observed value and of the point forecast.
-    scale : str
+    scale : Column
         Column of the naive mean absolute error of the row's series (> 0).
-    weights, counts : str, optional
+    weights, counts : Column, optional
         Row weights and frequency counts, as in :func:`mae`.
 
     Returns
@@ -367,10 +371,12 @@ def mase(y: str, yhat: str, *, scale: str, weights: str | None = None, counts: s
     R. J. Hyndman and A. B. Koehler (2006), "Another look at measures of
     forecast accuracy", International Journal of Forecasting 22(4), 679-688.
     """
-    return MASE(y=y, yhat=yhat, scale=scale, weights=weights, counts=counts)
+    return MASE(y=y, yhat=yhat, scale=scale, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
-def rmsse(y: str, yhat: str, *, scale: str, weights: str | None = None, counts: str | None = None) -> RMSSE:
+def rmsse(
+    y: Column, yhat: Column, *, scale: Column, weights: Column | None = None, counts: Column | None = None
+) -> RMSSE:
     """Root mean squared scaled error ``sqrt((1/n) sum_i (yhat_i - y_i)^2 / s_i)``.
 
     ``s_i`` is the row's ``scale`` in **squared** units: the in-sample mean
@@ -381,11 +387,11 @@ def rmsse(y: str, yhat: str, *, scale: str, weights: str | None = None, counts: 
 
     Parameters
     ----------
-    y, yhat : str
+    y, yhat : Column
         Columns of the observed value and of the point forecast.
-    scale : str
+    scale : Column
         Column of the naive mean squared error of the row's series (> 0).
-    weights, counts : str, optional
+    weights, counts : Column, optional
         Row weights and frequency counts, as in :func:`mae`.
 
     Returns
@@ -403,7 +409,7 @@ def rmsse(y: str, yhat: str, *, scale: str, weights: str | None = None, counts: 
     >>> test.join(scales, on="s").conformal.rmsse("y", "f", scale="naive_mse")
     0.6
     """
-    return RMSSE(y=y, yhat=yhat, scale=scale, weights=weights, counts=counts)
+    return RMSSE(y=y, yhat=yhat, scale=scale, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 def _pinball_rows(
@@ -451,13 +457,13 @@ class ScaledPinball(CrossingOutputs, Metric):
 
 
 def scaled_pinball(
-    y: str,
+    y: Column,
     *,
-    quantiles: dict[float, str] | str,
-    scale: str,
+    quantiles: Mapping[float, Column] | Column,
+    scale: Column,
     quantile_level: str | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: Literal["score", "sort", "invalid"] = "score",
 ) -> ScaledPinball:
     """Scaled pinball (quantile) loss ``(1/n) sum_i rho(y_i, q_i) / s_i``.
@@ -471,16 +477,16 @@ def scaled_pinball(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Observed value.
-    quantiles : dict or str
+    quantiles : dict or Column
         ``{level: column}`` (wide), or the quantile column with
         ``quantile_level=`` (long form, one row per level).
-    scale : str
+    scale : Column
         Column of the naive mean absolute error of the row's series (> 0).
     quantile_level : str, optional
         The level column of the long form.
-    weights, counts : str, optional
+    weights, counts : Column, optional
         Row weights and frequency counts, as in :func:`mae`.
     crossing : {"score", "sort", "invalid"}, default "score"
         Crossing quantiles: scored as given, rearranged in increasing order
@@ -501,12 +507,12 @@ def scaled_pinball(
     0.25
     """
     return ScaledPinball(
-        y=y,
+        y=y,  # type: ignore[arg-type]
         quantiles=quantiles,  # type: ignore[arg-type]
-        scale=scale,
+        scale=scale,  # type: ignore[arg-type]
         quantile_level=quantile_level,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )
 
@@ -529,11 +535,11 @@ class ScaledCRPS(CrossingOutputs, Metric):
 
 
 def scaled_crps(
-    y: str,
+    y: Column,
     *,
-    quantiles: dict[float, str],
-    weights: str | None = None,
-    counts: str | None = None,
+    quantiles: Mapping[float, Column],
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: Literal["score", "sort", "invalid"] = "score",
 ) -> ScaledCRPS:
     """Scaled CRPS of quantile forecasts (Rangapuram et al., 2021), as utilsforecast defines it.
@@ -546,11 +552,11 @@ def scaled_crps(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Observed value.
     quantiles : dict
         ``{level: column}`` of the quantile forecasts.
-    weights, counts : str, optional
+    weights, counts : Column, optional
         Row weights and frequency counts: both sums are weighted.
     crossing : {"score", "sort", "invalid"}, default "score"
         Crossing quantiles: scored as given, rearranged in increasing order
@@ -609,10 +615,10 @@ def _with_lag(rows: Any, keys: list[str], order_by: str, v: str, lag: str, seaso
 @engine.takes_roles("y", "order_by")
 def naive_scale(
     frame: Any,
-    y: str,
+    y: Column,
     *,
-    by: str | list[str],
-    order_by: str,
+    by: Column | Sequence[Column],
+    order_by: Column,
     season: int | str = 1,
     invalid: InvalidPolicy | None = None,
 ) -> Any:
@@ -640,12 +646,12 @@ def naive_scale(
     ----------
     frame : DataFrame or LazyFrame
         The training rows (any backend narwhals supports).
-    y : str
+    y : Column
         Observed value.
-    by : str or list of str
+    by : Column or list of Column
         Columns identifying one series (e.g. ``["series"]`` or
         ``["series", "cutoff"]`` with one training window per cutoff).
-    order_by : str
+    order_by : Column
         Time column (any sortable type).
     season : int or str, default 1
         Seasonal period of the naive forecast (1: the random walk; 12 for
@@ -677,6 +683,10 @@ def naive_scale(
     │ a   ┆ 1.666667  ┆ 3.0       ┆ 4   │
     └─────┴───────────┴───────────┴─────┘
     """
+    # the roles arrive as column names: engine.takes_roles resolves expressions first
+    y = cast(str, y)
+    order_by = cast(str, order_by)
+    by = cast("str | Sequence[str]", by)
     keys = engine.as_keys(by)
     if not keys:
         msg = "naive_scale needs by= (the columns of one series)"

@@ -34,11 +34,12 @@ tables, one row per group and level, with the level in a column
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import narwhals.stable.v2 as nw
 
+from conformal_frames._roles import Column
 from conformal_frames._validate import check_boolean, checked, optional
 from conformal_frames.engine import Metric, Query, Weighting, indicator, sort_result, stack, total
 from conformal_frames.inputs.forecasts import (
@@ -217,13 +218,13 @@ def _n_eff(weights: str | None) -> tuple[str, ...]:
 
 
 def pinball_loss(
-    y: str,
+    y: Column,
     *,
-    quantiles: dict[float, str] | str,
+    quantiles: Mapping[float, Column] | Column,
     quantile_level: str | None = None,
     per_level: bool = False,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: str = "score",
 ) -> PinballLoss:
     """Pinball (quantile) loss, averaged over the quantile levels (lower is better).
@@ -236,9 +237,9 @@ def pinball_loss(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of the observed value.
-    quantiles : dict or str
+    quantiles : dict or Column
         ``{level: column}`` (wide form; crossing rows: see ``crossing``), or
         the column of the quantile in the long form (with ``quantile_level``).
     quantile_level : str, optional
@@ -248,12 +249,12 @@ def pinball_loss(
         A direct call returns the long table: group keys, ``quantile_level``,
         ``pinball_loss`` and ``n``, one row per level (in ``evaluate``: wide
         columns ``pinball_loss_level<p>`` next to the mean, ``p`` = 10 for 0.1).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: every mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (per level: scikit-learn's
         ``mean_pinball_loss(..., sample_weight=w)``; see the docs page
         "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -299,12 +300,12 @@ def pinball_loss(
     """
     cls = PinballLossTable if per_level is True else PinballLoss
     return cls(
-        y=y,
+        y=y,  # type: ignore[arg-type]
         quantiles=quantiles,  # type: ignore[arg-type]
         quantile_level=quantile_level,
         per_level=per_level,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )
 
@@ -422,13 +423,13 @@ class WIS(CrossingOutputs, Metric):
 
 
 def wis(
-    y: str,
+    y: Column,
     *,
-    quantiles: dict[float, str] | None = None,
-    intervals: dict[float, tuple[str, str]] | None = None,
+    quantiles: Mapping[float, Column] | None = None,
+    intervals: Mapping[float, tuple[Column, Column]] | None = None,
     median: str | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: str = "score",
 ) -> WIS:
     """Weighted interval score of Bracher, Ray, Gneiting and Reich (2021) (lower is better).
@@ -448,7 +449,7 @@ def wis(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of the observed value.
     quantiles : dict, optional
         ``{level: column}`` with the median (level 0.5) and, for every level
@@ -460,11 +461,11 @@ def wis(
         outside an interval are crossing quantiles (see ``crossing``).
     median : str, optional
         With ``intervals``: the column of the median forecast.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the score and its components
         become weighted means ``sum_i w_i x_i / sum_i w_i`` (see the docs
         page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -503,12 +504,12 @@ def wis(
     17(2), e1008618; T. Gneiting and A. E. Raftery (2007), JASA 102, 359-378.
     """
     return WIS(
-        y=y,
+        y=y,  # type: ignore[arg-type]
         quantiles=quantiles,  # type: ignore[arg-type]
         intervals=intervals,  # type: ignore[arg-type]
         median=median,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )
 
@@ -571,14 +572,14 @@ class QuantileCoverageTable(QuantileCoverage):
 
 
 def quantile_coverage(
-    y: str,
+    y: Column,
     *,
-    quantiles: dict[float, str] | str,
+    quantiles: Mapping[float, Column] | Column,
     quantile_level: str | None = None,
     per_level: bool = True,
     ci_level: float = 0.95,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: str = "score",
 ) -> QuantileCoverage:
     """Quantile coverage: per level, the fraction of ``y <= q_tau`` against ``tau``.
@@ -593,9 +594,9 @@ def quantile_coverage(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of the observed value.
-    quantiles : dict or str
+    quantiles : dict or Column
         ``{level: column}`` (wide form; crossing rows: see ``crossing``), or
         the column of the quantile in the long form (with ``quantile_level``).
     quantile_level : str, optional
@@ -612,14 +613,14 @@ def quantile_coverage(
         (``p`` the level's name: ``90`` for 0.9, see the conventions page)
     ci_level : float, default 0.95
         Confidence level of the Wilson intervals.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: each coverage is the weighted
         proportion ``sum_i w_i 1[y_i <= q_tau,i] / sum_i w_i``, its Wilson
         interval is taken at Kish's effective sample size ``n_eff = (sum_i
         w_i)^2 / sum_i w_i^2``, and the long table has a column ``n_eff``
         (``quantile_coverage_n_eff`` in ``evaluate``; see the docs page
         "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -666,13 +667,13 @@ def quantile_coverage(
     """
     cls = QuantileCoverageTable if per_level is True else QuantileCoverage
     return cls(
-        y=y,
+        y=y,  # type: ignore[arg-type]
         quantiles=quantiles,  # type: ignore[arg-type]
         quantile_level=quantile_level,
         per_level=per_level,
         ci_level=ci_level,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )
 
@@ -739,12 +740,12 @@ class IntervalCoverage(CrossingOutputs, Metric):
 
 
 def interval_coverage(
-    y: str,
+    y: Column,
     *,
-    intervals: dict[float, tuple[str, str]],
+    intervals: Mapping[float, tuple[Column, Column]],
     ci_level: float = 0.95,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: str = "score",
 ) -> IntervalCoverage:
     """Coverage, width and Winkler score of central intervals at several levels.
@@ -763,7 +764,7 @@ def interval_coverage(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of the observed value.
     intervals : dict
         ``{confidence_level: (lo, hi)}``; rows with ``lo > hi`` and rows
@@ -771,13 +772,13 @@ def interval_coverage(
         fails) are crossing quantiles and follow ``crossing``.
     ci_level : float, default 0.95
         Confidence level of the Wilson intervals.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: coverage, width and Winkler
         score become weighted means ``sum_i w_i x_i / sum_i w_i``, the Wilson
         interval is taken at Kish's effective sample size ``n_eff = (sum_i
         w_i)^2 / sum_i w_i^2`` (as :func:`coverage` does), and the long table
         has a column ``n_eff`` (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -821,10 +822,10 @@ def interval_coverage(
     estimation", JASA 67, 187-191; E. B. Wilson (1927), JASA 22(158), 209-212.
     """
     return IntervalCoverage(
-        y=y,
+        y=y,  # type: ignore[arg-type]
         intervals=intervals,  # type: ignore[arg-type]
         ci_level=ci_level,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )

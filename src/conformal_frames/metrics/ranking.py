@@ -33,6 +33,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
+from conformal_frames._roles import Column
 from conformal_frames._validate import (
     FIELD_CHECKS,
     check_boolean,
@@ -121,7 +122,7 @@ def _mann_whitney_table(c: str, one: str) -> TableFn:
 
 
 @renamed(correct="y", confidence="score")
-def auroc(y: str, score: str, *, weights: str | None = None, counts: str | None = None) -> AUROC:
+def auroc(y: Column, score: Column, *, weights: Column | None = None, counts: Column | None = None) -> AUROC:
     """Area under the ROC curve of the confidence ``score`` for predicting ``y`` (correct).
 
     The Mann-Whitney form: with ``n1`` correct and ``n0`` incorrect rows in
@@ -141,16 +142,16 @@ def auroc(y: str, score: str, *, weights: str | None = None, counts: str | None 
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of 0/1 (or boolean) correctness / coverage indicators.
-    score : str
+    score : Column
         Column of confidences (any finite numbers; higher = more confident).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the weighted probability
         ``sum_{i correct, j incorrect} w_i w_j (1[s_i > s_j] + 1[s_i = s_j] / 2)
         / (W1 W0)``, equal to ``roc_auc_score(y, score, sample_weight=w)``
         (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -175,7 +176,7 @@ def auroc(y: str, score: str, *, weights: str | None = None, counts: str | None 
     under a receiver operating characteristic (ROC) curve", Radiology 143,
     29-36.
     """
-    return AUROC(y=y, score=score, weights=weights, counts=counts)
+    return AUROC(y=y, score=score, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -217,7 +218,7 @@ class AUARC(Metric):
 
 @no_weights("auarc")
 @renamed(correct="y", confidence="score")
-def auarc(y: str, score: str) -> AUARC:
+def auarc(y: Column, score: Column) -> AUARC:
     """Area under the accuracy-rejection curve (higher is better).
 
     Rows are retained in order of decreasing confidence; ``acc_k`` is the
@@ -237,9 +238,9 @@ def auarc(y: str, score: str) -> AUARC:
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of 0/1 (or boolean) correctness indicators.
-    score : str
+    score : Column
         Column of confidences (any finite numbers; higher = more confident).
 
     Returns
@@ -264,7 +265,7 @@ def auarc(y: str, score: str) -> AUARC:
     curves (ARCs) for comparing classification methods with a reject option",
     PMLR 8, 65-81.
     """
-    return AUARC(y=y, score=score)
+    return AUARC(y=y, score=score)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -326,13 +327,13 @@ def ert_numpy(
 @renamed(random_state="seed")
 def excess_risk_target_coverage(
     frame: Any,
-    y: str,
-    lo: str | None = None,
-    hi: str | None = None,
+    y: Column,
+    lo: Column | None = None,
+    hi: Column | None = None,
     *,
-    features: Sequence[str],
+    features: Sequence[Column],
     confidence_level: float | str,
-    sets: str | Sequence[str] | None = None,
+    sets: Column | Sequence[Column] | None = None,
     classes: Sequence[Label] | None = None,
     by: str | Sequence[str] | None = None,
     model: Any = None,
@@ -362,9 +363,9 @@ def excess_risk_target_coverage(
     ----------
     frame
         An eager frame (pandas, polars, pyarrow-backed pandas...).
-    y, lo, hi : str
+    y, lo, hi : Column
         Observed value and interval bounds (intervals); or ``y`` with ``sets=``.
-    features : list of str
+    features : list of Column
         Numeric feature columns the classifier uses (missing / NaN / infinite
         values are an error).
     confidence_level : float or str

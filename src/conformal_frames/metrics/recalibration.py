@@ -26,12 +26,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames import engine
+from conformal_frames._roles import Column
 from conformal_frames._validate import (
     check_column,
     check_positive_int,
@@ -268,7 +269,7 @@ class SmoothECE(Metric):
     "the bandwidth fixed point of Blasiok and Nakkiran (2024), as relplot computes it, is defined for unweighted "
     "rows; ece(weights=) and score_decomposition(weights=) are weighted",
 )
-def smooth_ece(y: str, score: str) -> SmoothECE:
+def smooth_ece(y: Column, score: Column) -> SmoothECE:
     """Smooth expected calibration error (smECE) with the automatic bandwidth.
 
     The residuals ``s_i - y_i`` and the scores' density are smoothed with a
@@ -302,10 +303,10 @@ def smooth_ece(y: str, score: str) -> SmoothECE:
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
 
     Returns
@@ -327,7 +328,7 @@ def smooth_ece(y: str, score: str) -> SmoothECE:
     J. Blasiok and P. Nakkiran (2024), "Smooth ECE: Principled reliability
     diagrams via kernel smoothing", ICLR 2024.
     """
-    return SmoothECE(y=y, score=score)
+    return SmoothECE(y=y, score=score)  # type: ignore[arg-type]
 
 
 _DECOMPOSITION = ("miscalibration", "discrimination", "uncertainty")
@@ -372,7 +373,12 @@ class ScoreDecomposition(Metric):
 
 
 def score_decomposition(
-    y: str, score: str, *, scoring_rule: ScoringRule = "brier", weights: str | None = None, counts: str | None = None
+    y: Column,
+    score: Column,
+    *,
+    scoring_rule: ScoringRule = "brier",
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> ScoreDecomposition:
     """The mean score split into miscalibration, discrimination and uncertainty.
 
@@ -400,19 +406,19 @@ def score_decomposition(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
     scoring_rule : {"brier", "log"}, default "brier"
         The proper scoring rule that is decomposed.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: every mean score, the base rate
         ``ybar`` and the PAV fit (a weighted isotonic regression) are
         weighted, so an integer weight ``k`` gives the decomposition of the
         row repeated ``k`` times (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -447,7 +453,7 @@ def score_decomposition(
     T. Dimitriadis, T. Gneiting and A. I. Jordan (2021), "Stable reliability
     diagrams for probabilistic classifiers", PNAS 118(8), e2016191118.
     """
-    return ScoreDecomposition(y=y, score=score, scoring_rule=scoring_rule, weights=weights, counts=counts)
+    return ScoreDecomposition(y=y, score=score, scoring_rule=scoring_rule, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -520,13 +526,13 @@ def _corp_finish(keys: list[str], n_resamples: int, ci_level: float, seed: int) 
 @engine.takes_roles("y", "score")
 def corp_reliability(
     frame: Any,
-    y: str,
-    score: str,
+    y: Column,
+    score: Column,
     *,
     n_resamples: int = 100,
     ci_level: float = 0.9,
     seed: int = 0,
-    by: str | Sequence[str] | None = None,
+    by: Column | Sequence[Column] | None = None,
     invalid: InvalidPolicy | None = None,
 ) -> Any:
     """CORP reliability table: isotonic recalibration with a consistency band.
@@ -561,10 +567,10 @@ def corp_reliability(
     ----------
     frame
         Any frame narwhals supports.
-    y : str
+    y : Column
         Label column, values 0/1 (integer, float or boolean); other values are
         an error, never remapped.
-    score : str
+    score : Column
         Score column (predicted probability of ``y = 1``), within ``[0, 1]``.
     n_resamples : int, default 100
         Resamples of the consistency band (0: no band).
@@ -572,7 +578,7 @@ def corp_reliability(
         Coverage of the consistency band (the CORP paper's 90 %).
     seed : int, default 0
         Seed of the resampling.
-    by : str or list of str, optional
+    by : Column or list of Column, optional
         Group columns.
     invalid : {"raise", "drop", "null"}, optional
         The invalid-row policy of :func:`conformal_frames.evaluate`; with
@@ -604,6 +610,10 @@ def corp_reliability(
     │ 0.9   ┆ 1   ┆ 1.0          │
     └───────┴─────┴──────────────┘
     """
+    # the roles arrive as column names: engine.takes_roles resolves expressions first
+    y = cast(str, y)
+    score = cast(str, score)
+    by = cast("str | Sequence[str] | None", by)
     check_column(y, "y")
     check_column(score, "score")
     n_resamples = check_positive_int(n_resamples, "n_resamples", at_least=0)

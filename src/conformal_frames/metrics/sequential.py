@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames._roles import as_role
+from conformal_frames._roles import Column, as_role
 from conformal_frames._validate import check_column, checked, complement, optional
 from conformal_frames.engine import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, no_weights, over
 from conformal_frames.inputs.intervals import covered_row, miss_column_row
@@ -147,12 +147,12 @@ class KupiecTest(Metric):
 
 @no_weights("kupiec_test", "its likelihood ratio is that of a binomial count of misses; coverage(weights=) is weighted")
 def kupiec_test(
-    y: str | None = None,
-    lo: str | None = None,
-    hi: str | None = None,
+    y: Column | None = None,
+    lo: Column | None = None,
+    hi: Column | None = None,
     *,
     confidence_level: float | str,
-    miss: str | None = None,
+    miss: Column | None = None,
 ) -> KupiecTest:
     """Kupiec's proportion-of-failures test of the miss rate (unconditional coverage).
 
@@ -169,12 +169,12 @@ def kupiec_test(
 
     Parameters
     ----------
-    y, lo, hi : str, optional
+    y, lo, hi : Column, optional
         Columns of the observed value and the interval bounds (a miss is
         ``y`` outside ``[lo, hi]``).
     confidence_level : float or str
         Nominal coverage ``1 - p`` in (0, 1), or the name of a ``by=`` column.
-    miss : str, optional
+    miss : Column, optional
         Instead of ``y, lo, hi``: a 0/1 (or Boolean) column, 1 for a miss
         (e.g. a VaR exceedance, "hit"); other values are invalid rows.
 
@@ -200,7 +200,7 @@ def kupiec_test(
     P. H. Kupiec (1995), "Techniques for verifying the accuracy of risk
     measurement models", Journal of Derivatives 3(2), 73-84.
     """
-    return KupiecTest(y=y, lo=lo, hi=hi, confidence_level=confidence_level, miss=miss)
+    return KupiecTest(y=y, lo=lo, hi=hi, confidence_level=confidence_level, miss=miss)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -311,13 +311,13 @@ class ChristoffersenTest(Metric):
 
 @no_weights("christoffersen_test", "its likelihood ratio counts the transitions between consecutive rows")
 def christoffersen_test(
-    y: str | None = None,
-    lo: str | None = None,
-    hi: str | None = None,
+    y: Column | None = None,
+    lo: Column | None = None,
+    hi: Column | None = None,
     *,
     confidence_level: float | str,
-    order_by: str,
-    miss: str | None = None,
+    order_by: Column,
+    miss: Column | None = None,
 ) -> ChristoffersenTest:
     """Christoffersen's test of independent misses, and of conditional coverage.
 
@@ -343,15 +343,15 @@ def christoffersen_test(
 
     Parameters
     ----------
-    y, lo, hi : str, optional
+    y, lo, hi : Column, optional
         Columns of the observed value and the interval bounds (a miss is
         ``y`` outside ``[lo, hi]``).
     confidence_level : float or str
         Nominal coverage ``1 - p`` in (0, 1), or the name of a ``by=`` column.
-    order_by : str
+    order_by : Column
         Column giving the order of the rows (time, sequence number); its
         values must be distinct within a group.
-    miss : str, optional
+    miss : Column, optional
         Instead of ``y, lo, hi``: a 0/1 (or Boolean) column, 1 for a miss
         (e.g. a VaR exceedance); other values are invalid rows.
 
@@ -382,7 +382,7 @@ def christoffersen_test(
     P. F. Christoffersen (1998), "Evaluating interval forecasts",
     International Economic Review 39(4), 841-862.
     """
-    return ChristoffersenTest(y=y, lo=lo, hi=hi, confidence_level=confidence_level, order_by=order_by, miss=miss)
+    return ChristoffersenTest(y=y, lo=lo, hi=hi, confidence_level=confidence_level, order_by=order_by, miss=miss)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -417,7 +417,7 @@ class LongestMissRun(Metric):
 
 
 @no_weights("longest_miss_run", "a run counts consecutive rows")
-def longest_miss_run(y: str, lo: str, hi: str, *, order_by: str) -> LongestMissRun:
+def longest_miss_run(y: Column, lo: Column, hi: Column, *, order_by: Column) -> LongestMissRun:
     """The longest run of consecutive misses (``y`` outside ``[lo, hi]``) in ``order_by`` order.
 
     A number of rows (Float64; 0 when the group has no miss).  Under
@@ -427,9 +427,9 @@ def longest_miss_run(y: str, lo: str, hi: str, *, order_by: str) -> LongestMissR
 
     Parameters
     ----------
-    y, lo, hi : str
+    y, lo, hi : Column
         Columns of the observed value and the interval bounds.
-    order_by : str
+    order_by : Column
         Column giving the order of the rows; values distinct within a group.
 
     Returns
@@ -447,4 +447,4 @@ def longest_miss_run(y: str, lo: str, hi: str, *, order_by: str) -> LongestMissR
     >>> df.conformal.longest_miss_run("y", "lo", "hi", order_by="t")
     3.0
     """
-    return LongestMissRun(y=y, lo=lo, hi=hi, order_by=order_by)
+    return LongestMissRun(y=y, lo=lo, hi=hi, order_by=order_by)  # type: ignore[arg-type]

@@ -41,6 +41,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
+from conformal_frames._roles import Column
 from conformal_frames._validate import (
     check_bins,
     check_positive_int,
@@ -84,13 +85,13 @@ class SetCoverage(SetMetric):
 
 @renamed(ci="ci_level")
 def set_coverage(
-    y: str,
-    sets: str | Sequence[str],
+    y: Column,
+    sets: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
     ci_level: float = 0.95,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> SetCoverage:
     """Empirical coverage of prediction sets, with a Wilson interval.
 
@@ -100,9 +101,9 @@ def set_coverage(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of true labels (integers or strings).
-    sets : str or list of str
+    sets : Column or list of Column
         A list column of labels, or one boolean membership column per class.
     classes : list of int or str, optional
         The possible labels; required with membership columns (the label of
@@ -110,12 +111,12 @@ def set_coverage(
         labels come from the data (a repeated label counts once).
     ci_level : float, default 0.95
         Confidence level of the Wilson interval.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the weighted proportion, its
         Wilson interval at Kish's effective sample size and an extra output
         ``set_coverage_n_eff`` (see the docs page
         "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -136,7 +137,7 @@ def set_coverage(
     >>> df.conformal.set_coverage("y", "s", classes=["a", "b", "c"])
     0.6666666666666666
     """
-    return SetCoverage(y=y, spec=set_spec(sets, classes), ci_level=ci_level, weights=weights, counts=counts)
+    return SetCoverage(y=y, spec=set_spec(sets, classes), ci_level=ci_level, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,26 +153,26 @@ class SetSize(SetMetric):
 
 
 def set_size(
-    sets: str | Sequence[str],
+    sets: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> SetSize:
     """Mean prediction-set size ``(1/n) * sum_i |C_i|``.
 
     Parameters
     ----------
-    sets : str or list of str
+    sets : Column or list of Column
         A list column of labels, or one boolean membership column per class.
     classes : list of int or str, optional
         The possible labels; required with membership columns (the label of
         each column, in order).  With a list column and no ``classes``, the
         labels come from the data (a repeated label counts once).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -192,7 +193,7 @@ def set_size(
     >>> df.conformal.set_size(["c0", "c1"], classes=[0, 1])
     1.0
     """
-    return SetSize(spec=set_spec(sets, classes), weights=weights, counts=counts)
+    return SetSize(spec=set_spec(sets, classes), weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,26 +220,26 @@ class EmptyRate(SizeRate):
 
 
 def singleton_rate(
-    sets: str | Sequence[str],
+    sets: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> SizeRate:
     """Fraction of prediction sets with exactly one label.
 
     Parameters
     ----------
-    sets : str or list of str
+    sets : Column or list of Column
         A list column of labels, or one boolean membership column per class.
     classes : list of int or str, optional
         The possible labels; required with membership columns (the label of
         each column, in order).  With a list column and no ``classes``, the
         labels come from the data (a repeated label counts once).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -259,30 +260,30 @@ def singleton_rate(
     >>> df.conformal.singleton_rate(["c0", "c1"], classes=[0, 1])
     0.5
     """
-    return SingletonRate(spec=set_spec(sets, classes), size=1, weights=weights, counts=counts)
+    return SingletonRate(spec=set_spec(sets, classes), size=1, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 def empty_rate(
-    sets: str | Sequence[str],
+    sets: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> SizeRate:
     """Fraction of empty prediction sets.
 
     Parameters
     ----------
-    sets : str or list of str
+    sets : Column or list of Column
         A list column of labels, or one boolean membership column per class.
     classes : list of int or str, optional
         The possible labels; required with membership columns (the label of
         each column, in order).  With a list column and no ``classes``, the
         labels come from the data (a repeated label counts once).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: the mean becomes the weighted
         mean ``sum_i w_i x_i / sum_i w_i`` (see the docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -303,7 +304,7 @@ def empty_rate(
     >>> df.conformal.empty_rate(["c0", "c1"], classes=[0, 1])
     0.25
     """
-    return EmptyRate(spec=set_spec(sets, classes), size=0, weights=weights, counts=counts)
+    return EmptyRate(spec=set_spec(sets, classes), size=0, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -427,13 +428,13 @@ class SetSSC(SetMetric):
 
 @renamed(num_bins="n_bins")
 def set_ssc(
-    y: str,
-    sets: str | Sequence[str],
+    y: Column,
+    sets: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
     n_bins: int | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> SetSSC:
     """Size-stratified coverage of prediction sets.
 
@@ -454,9 +455,9 @@ def set_ssc(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of true labels.
-    sets : str or list of str
+    sets : Column or list of Column
         A list column of labels, or one boolean membership column per class.
     classes : list of int or str, optional
         The possible labels ``c_1..c_K`` (they fix the sizes ``0..K``); with
@@ -467,11 +468,11 @@ def set_ssc(
         With ``classes``: ``None``, one stratum per size; an integer, that
         many contiguous ranges of sizes.  Without: the number of strata
         (default 4: sizes 0, 1, 2 and ``>= 3``).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: each stratum's weighted coverage;
         its ``n`` counts the stratum's rows of positive weight (see the
         docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -502,7 +503,7 @@ def set_ssc(
     └──────────┴──────────┴──────────┴─────┘
     """
     spec = set_spec(sets, classes)
-    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec), weights=weights, counts=counts)
+    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec), weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -529,14 +530,14 @@ class SetSSCScore(SetMetric):
 
 @renamed(num_bins="n_bins")
 def set_ssc_score(
-    y: str,
-    sets: str | Sequence[str],
+    y: Column,
+    sets: Column | Sequence[Column],
     *,
     classes: Sequence[Label] | None = None,
     n_bins: int | None = None,
     include_empty: bool = False,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> SetSSCScore:
     """Minimum size-stratified coverage over the strata of non-empty sets that have rows.
 
@@ -552,9 +553,9 @@ def set_ssc_score(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of true labels.
-    sets : str or list of str
+    sets : Column or list of Column
         A list column of labels, or one boolean membership column per class.
     classes : list of int or str, optional
         The possible labels ``c_1..c_K`` (they fix the sizes ``0..K``); with
@@ -567,11 +568,11 @@ def set_ssc_score(
         (default 4: sizes 0, 1, 2 and ``>= 3``).
     include_empty : bool, default False
         Whether the empty sets count (their stratum's coverage is 0).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: each stratum's weighted coverage;
         its ``n`` counts the stratum's rows of positive weight (see the
         docs page "Weights").
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts (non-negative integers): a row stands for
         ``k`` identical rows; every output is that of the repeated rows (see
         the docs page "Weights").
@@ -601,10 +602,10 @@ def set_ssc_score(
     """
     spec = set_spec(sets, classes)
     return SetSSCScore(
-        y=y,
+        y=y,  # type: ignore[arg-type]
         spec=spec,
         n_bins=_check_set_bins(n_bins, spec),
         include_empty=include_empty,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
     )

@@ -31,13 +31,14 @@ the binned errors read the rows through ordered cells of ``sigma``.  See
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import narwhals.stable.v2 as nw
 import numpy as np
 
+from conformal_frames._roles import Column
 from conformal_frames._validate import check_column, check_positive_int, checked, choice, optional
 from conformal_frames.engine import (
     Metric,
@@ -120,7 +121,7 @@ class Sharpness(Metric):
         return {"": ratio(w.sum(var), w.total).sqrt()}
 
 
-def sharpness(std: str, *, weights: str | None = None, counts: str | None = None) -> Sharpness:
+def sharpness(std: Column, *, weights: Column | None = None, counts: Column | None = None) -> Sharpness:
     """Sharpness of Gaussian predictions: ``sqrt(mean(std^2))``; lower is sharper.
 
     The root mean predicted variance (uncertainty-toolbox's ``sharpness``).
@@ -129,12 +130,12 @@ def sharpness(std: str, *, weights: str | None = None, counts: str | None = None
 
     Parameters
     ----------
-    std : str
+    std : Column
         Column of predicted standard deviations (``std > 0``; other values,
         missing, NaN or infinite ones are invalid rows).
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: ``sqrt(sum w std^2 / sum w)``.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
 
     Returns
@@ -151,7 +152,7 @@ def sharpness(std: str, *, weights: str | None = None, counts: str | None = None
     >>> round(df.conformal.sharpness("sd"), 6)
     1.732051
     """
-    return Sharpness(std=std, weights=weights, counts=counts)
+    return Sharpness(std=std, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -322,14 +323,14 @@ class ENCETable(_Binned):
 
 
 def ence(
-    y: str,
+    y: Column,
     *,
-    mean: str,
-    std: str,
+    mean: Column,
+    std: Column,
     n_bins: int = 10,
     strategy: Strategy = "quantile",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> ENCE:
     """Expected normalized calibration error (ENCE) of Gaussian predictions; 0 is calibrated.
 
@@ -342,9 +343,9 @@ def ence(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str
+    mean, std : Column
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
         invalid rows, as for ``crps``).
@@ -357,10 +358,10 @@ def ence(
         bins cut the total weight.  ``"uniform"``: ``n_bins`` bins of equal
         width between the group's least and largest std (the last bin
         closed), netcal's binning.  Empty bins are skipped.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: every mean of a bin is weighted
         and quantile bins cut the total weight.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
 
     Returns
@@ -381,18 +382,18 @@ def ence(
     D. Levi, L. Gispan, N. Giladi and E. Fetaya (2022), "Evaluating and
     calibrating uncertainty prediction in regression tasks", Sensors 22(15), 5540.
     """
-    return ENCE(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)
+    return ENCE(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 def ence_table(
-    y: str,
+    y: Column,
     *,
-    mean: str,
-    std: str,
+    mean: Column,
+    std: Column,
     n_bins: int = 10,
     strategy: Strategy = "quantile",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> ENCETable:
     """The bins of :func:`ence`: RMV against RMSE per bin of the predicted ``std``.
 
@@ -404,9 +405,9 @@ def ence_table(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str
+    mean, std : Column
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
         invalid rows, as for ``crps``).
@@ -419,10 +420,10 @@ def ence_table(
         bins cut the total weight.  ``"uniform"``: ``n_bins`` bins of equal
         width between the group's least and largest std (the last bin
         closed), netcal's binning.  Empty bins are skipped.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: every mean of a bin is weighted
         and quantile bins cut the total weight.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
 
     Returns
@@ -439,18 +440,18 @@ def ence_table(
     >>> df.conformal.ence_table("y", mean="mu", std="sd", n_bins=2).select("bin", "rmv", "rmse", "n").rows()
     [(0, 1.0, 0.7071067811865476, 2), (1, 2.0, 2.8284271247461903, 2)]
     """
-    return ENCETable(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)
+    return ENCETable(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 def uce(
-    y: str,
+    y: Column,
     *,
-    mean: str,
-    std: str,
+    mean: Column,
+    std: Column,
     n_bins: int = 10,
     strategy: Strategy = "uniform",
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
 ) -> UCE:
     """Uncertainty calibration error (UCE) of Gaussian predictions; 0 is calibrated.
 
@@ -462,9 +463,9 @@ def uce(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str
+    mean, std : Column
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
         invalid rows, as for ``crps``).
@@ -477,10 +478,10 @@ def uce(
         bins cut the total weight.  ``"uniform"``: ``n_bins`` bins of equal
         width between the group's least and largest variance (the last bin
         closed), netcal's binning.  Empty bins are skipped.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: every mean of a bin is weighted
         and quantile bins cut the total weight.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
 
     Returns
@@ -502,7 +503,7 @@ def uce(
     "Well-calibrated regression uncertainty in medical imaging with deep
     learning", Medical Imaging with Deep Learning (PMLR 121), 393-412.
     """
-    return UCE(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)
+    return UCE(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -682,15 +683,15 @@ class CalibrationCurve(_Curve):
 
 
 def mean_absolute_calibration_error(
-    y: str,
+    y: Column,
     *,
-    mean: str | None = None,
-    std: str | None = None,
-    quantiles: dict[float, str] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    quantiles: Mapping[float, Column] | None = None,
     n_levels: int = 100,
     proportion: Proportion | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: Crossing = "score",
 ) -> MeanAbsoluteCalibrationError:
     """Mean absolute calibration error of Gaussian predictions: ``mean_p |observed(p) - p|``.
@@ -702,9 +703,9 @@ def mean_absolute_calibration_error(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str, optional
+    mean, std : Column, optional
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
         invalid rows, as for ``crps``).
@@ -724,9 +725,9 @@ def mean_absolute_calibration_error(
         p/2)`` (uncertainty-toolbox's default ``prop_type="interval"``).
         ``"quantile"`` (the only one for ``quantiles=``): the share at or
         below the ``p``-quantile, ``y <= mean + std * Phi^-1(p)``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: weighted shares.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
     crossing : {"score", "sort", "invalid"}, default "score"
         Crossing quantiles (``quantiles=`` only), as for ``quantile_coverage``:
@@ -747,28 +748,28 @@ def mean_absolute_calibration_error(
     0.097298
     """
     return MeanAbsoluteCalibrationError(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
         n_levels=n_levels,
         proportion=proportion,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )
 
 
 def root_mean_squared_calibration_error(
-    y: str,
+    y: Column,
     *,
-    mean: str | None = None,
-    std: str | None = None,
-    quantiles: dict[float, str] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    quantiles: Mapping[float, Column] | None = None,
     n_levels: int = 100,
     proportion: Proportion | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: Crossing = "score",
 ) -> RootMeanSquaredCalibrationError:
     """Root mean squared calibration error: ``sqrt(mean_p (observed(p) - p)^2)``.
@@ -778,9 +779,9 @@ def root_mean_squared_calibration_error(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str, optional
+    mean, std : Column, optional
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
         invalid rows, as for ``crps``).
@@ -800,9 +801,9 @@ def root_mean_squared_calibration_error(
         p/2)`` (uncertainty-toolbox's default ``prop_type="interval"``).
         ``"quantile"`` (the only one for ``quantiles=``): the share at or
         below the ``p``-quantile, ``y <= mean + std * Phi^-1(p)``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: weighted shares.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
     crossing : {"score", "sort", "invalid"}, default "score"
         Crossing quantiles (``quantiles=`` only), as for ``quantile_coverage``:
@@ -823,28 +824,28 @@ def root_mean_squared_calibration_error(
     0.118909
     """
     return RootMeanSquaredCalibrationError(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
         n_levels=n_levels,
         proportion=proportion,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )
 
 
 def miscalibration_area(
-    y: str,
+    y: Column,
     *,
-    mean: str | None = None,
-    std: str | None = None,
-    quantiles: dict[float, str] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    quantiles: Mapping[float, Column] | None = None,
     n_levels: int = 100,
     proportion: Proportion | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: Crossing = "score",
 ) -> MiscalibrationArea:
     """Miscalibration area: the area between the calibration curve and the diagonal.
@@ -857,9 +858,9 @@ def miscalibration_area(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str, optional
+    mean, std : Column, optional
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
         invalid rows, as for ``crps``).
@@ -879,9 +880,9 @@ def miscalibration_area(
         p/2)`` (uncertainty-toolbox's default ``prop_type="interval"``).
         ``"quantile"`` (the only one for ``quantiles=``): the share at or
         below the ``p``-quantile, ``y <= mean + std * Phi^-1(p)``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: weighted shares.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
     crossing : {"score", "sort", "invalid"}, default "score"
         Crossing quantiles (``quantiles=`` only), as for ``quantile_coverage``:
@@ -902,28 +903,28 @@ def miscalibration_area(
     0.09703
     """
     return MiscalibrationArea(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
         n_levels=n_levels,
         proportion=proportion,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )
 
 
 def uncertainty_calibration_curve(
-    y: str,
+    y: Column,
     *,
-    mean: str | None = None,
-    std: str | None = None,
-    quantiles: dict[float, str] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    quantiles: Mapping[float, Column] | None = None,
     n_levels: int = 100,
     proportion: Proportion | None = None,
-    weights: str | None = None,
-    counts: str | None = None,
+    weights: Column | None = None,
+    counts: Column | None = None,
     crossing: Crossing = "score",
 ) -> CalibrationCurve:
     """The calibration curve of Gaussian predictions: observed against expected proportion.
@@ -937,9 +938,9 @@ def uncertainty_calibration_curve(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str, optional
+    mean, std : Column, optional
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``; missing, NaN or infinite values and ``std <= 0`` are
         invalid rows, as for ``crps``).
@@ -959,9 +960,9 @@ def uncertainty_calibration_curve(
         p/2)`` (uncertainty-toolbox's default ``prop_type="interval"``).
         ``"quantile"`` (the only one for ``quantiles=``): the share at or
         below the ``p``-quantile, ``y <= mean + std * Phi^-1(p)``.
-    weights : str, optional
+    weights : Column, optional
         Column of non-negative row weights: weighted shares.
-    counts : str, optional
+    counts : Column, optional
         Column of frequency counts: a row stands for ``k`` identical rows.
     crossing : {"score", "sort", "invalid"}, default "score"
         Crossing quantiles (``quantiles=`` only), as for ``quantile_coverage``:
@@ -984,14 +985,14 @@ def uncertainty_calibration_curve(
     [(0.0, 0.0), (0.25, 0.25), (0.5, 0.5), (0.75, 0.5), (1.0, 1.0)]
     """
     return CalibrationCurve(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
         n_levels=n_levels,
         proportion=proportion,
-        weights=weights,
-        counts=counts,
+        weights=weights,  # type: ignore[arg-type]
+        counts=counts,  # type: ignore[arg-type]
         crossing=crossing,
     )
 
@@ -1146,10 +1147,10 @@ class AdversarialGroupCalibration(Metric):
 
 @no_weights("adversarial_group_calibration", "it draws random subgroups of rows")
 def adversarial_group_calibration(
-    y: str,
+    y: Column,
     *,
-    mean: str,
-    std: str,
+    mean: Column,
+    std: Column,
     calibration_error: Literal["mean_absolute", "root_mean_squared"] = "mean_absolute",
     n_levels: int = 100,
     proportion: Proportion = "interval",
@@ -1181,9 +1182,9 @@ def adversarial_group_calibration(
 
     Parameters
     ----------
-    y : str
+    y : Column
         Column of observed values.
-    mean, std : str
+    mean, std : Column
         Columns of the Gaussian prediction's mean and standard deviation
         (``std > 0``).
     calibration_error : {"mean_absolute", "root_mean_squared"}, default "mean_absolute"
@@ -1221,9 +1222,9 @@ def adversarial_group_calibration(
     [(0.0, 2), (0.5, 100), (1.0, 200)]
     """
     return AdversarialGroupCalibration(
-        y=y,
-        mean=mean,
-        std=std,
+        y=y,  # type: ignore[arg-type]
+        mean=mean,  # type: ignore[arg-type]
+        std=std,  # type: ignore[arg-type]
         calibration_error=calibration_error,
         n_levels=n_levels,
         proportion=proportion,

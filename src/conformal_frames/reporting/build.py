@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import narwhals.stable.v2 as nw
@@ -10,7 +10,7 @@ import narwhals.stable.v2 as nw
 from conformal_frames import engine
 from conformal_frames._progress import steps, task
 from conformal_frames._renames import renamed
-from conformal_frames._roles import as_role
+from conformal_frames._roles import Column, as_role
 from conformal_frames._widths import collect
 from conformal_frames.reporting import plan as planning
 from conformal_frames.reporting.model import MAX_ROWS, MAX_SEGMENTS, Report
@@ -192,14 +192,14 @@ def _evaluate(base: Any, plan: planning.ReportPlan) -> Report:
 def report(
     frame: Any,
     *,
-    y: str | Sequence[str] | None = None,
-    lo: str | Sequence[str] | None = None,
-    hi: str | Sequence[str] | None = None,
-    score: str | None = None,
-    score_y: str | None = None,
-    sets: str | None = None,
+    y: Column | Sequence[Column] | None = None,
+    lo: Column | Sequence[Column] | None = None,
+    hi: Column | Sequence[Column] | None = None,
+    score: Column | None = None,
+    score_y: Column | None = None,
+    sets: Column | None = None,
     classes: Sequence[Any] | None = None,
-    by: str | Sequence[str] | None = None,
+    by: Column | Sequence[Column] | None = None,
     confidence_level: float | str | None = None,
     n_bins: int = 10,
     ssc_n_bins: int = 3,
@@ -212,16 +212,16 @@ def report(
     invalid: Literal["raise", "drop", "null"] | None = None,
     max_rows: int | None = MAX_ROWS,
     max_segments: int | None = MAX_SEGMENTS,
-    quantiles: dict[float, str] | None = None,
-    mean: str | None = None,
-    std: str | None = None,
-    intervals: dict[float, tuple[str, str]] | None = None,
+    quantiles: Mapping[float, Column] | None = None,
+    mean: Column | None = None,
+    std: Column | None = None,
+    intervals: Mapping[float, tuple[Column, Column]] | None = None,
     crossing: Literal["score", "sort", "invalid"] = "score",
-    point: str | None = None,
-    baseline: str | None = None,
+    point: Column | None = None,
+    baseline: Column | None = None,
     horizon: str | None = None,
     progress: bool | None = False,
-    order_by: str | None = None,
+    order_by: Column | None = None,
 ) -> Report:
     """Evaluate every applicable metric per group and return a :class:`Report`.
 
@@ -234,22 +234,22 @@ def report(
         Any frame narwhals supports (pandas, polars eager or lazy, DuckDB, ...).
         Lazy input stays lazy until the aggregated tables are collected (with
         polars' streaming engine for polars LazyFrames).
-    y, lo, hi : str, optional
+    y, lo, hi : Column, optional
         Observed value and interval bounds: interval metrics (coverage with a
         Wilson interval, width, Winkler score, size-stratified coverage).
         Lists of columns (one per output, several outputs): the
         joint-coverage table alone (table ``"joint_coverage"``: the joint
         coverage with its interval and test, ``coverage_output<j>``, the
         mean box volume ``width`` and ``width_output<j>``).
-    score : str, optional
+    score : Column, optional
         Predicted probability of a binary event, with ``y`` (or ``score_y``)
         its 0/1 outcome: calibration metrics (ECE, Brier, Kolmogorov-Smirnov,
         Kuiper, Spiegelhalter, the reliability table; smooth ECE and the Brier
         score decomposition except on lazy DuckDB / PySpark / Dask input).
-    score_y : str, optional
+    score_y : Column, optional
         The 0/1 outcome of ``score`` when the frame also holds an interval
         target in ``y`` (one frame, two families).  Default: ``y``.
-    sets : str, optional
+    sets : Column, optional
         List column of predicted labels (any form of
         :mod:`~conformal_frames.metrics.sets`: a native or Arrow list, or a
         pandas column of lists, tuples, sets or arrays), with ``y`` the true
@@ -258,7 +258,7 @@ def report(
         The possible labels of the prediction sets (then every true label and
         set member is checked to be one of them); default: the labels come
         from the sets.
-    by : str or list of str, optional
+    by : Column or list of Column, optional
         Group columns.
     confidence_level : float or str, optional
         Nominal coverage (the target of the under-coverage test, and the
@@ -313,7 +313,7 @@ def report(
         ``quantile_coverage_mad``, the mean over levels of ``|coverage -
         level|``; the long table ``"quantile_coverage"`` has one row per group
         and level (:func:`conformal_frames.quantile_coverage`).
-    mean, std : str, optional
+    mean, std : Column, optional
         A Gaussian forecast of ``y``: its CRPS and PIT test in the
         ``"forecast"`` table and its PIT histogram (prefixed ``quantile_``
         are then the quantile forecast's); the table
@@ -336,10 +336,10 @@ def report(
         bounds), or invalid rows (``crossing=`` of
         :func:`conformal_frames.pinball_loss`); with "score" and "sort" the
         tables have ``<metric>_n_crossing`` columns.
-    point : str, optional
+    point : Column, optional
         A point forecast of ``y``: ``mae``, ``rmse``, ``bias`` and ``smape``
         in the ``"forecast"`` table (:func:`conformal_frames.mae`, ...).
-    baseline : str, optional
+    baseline : Column, optional
         A baseline's point forecast of ``y`` (with ``point``): the skill of
         the MAE against it, ``mae_skill`` (:func:`conformal_frames.skill_score`).
     horizon : str, optional
@@ -356,7 +356,7 @@ def report(
         A progress bar on stderr over the report's stages and the steps of
         its metrics (see :func:`conformal_frames.evaluate`); ``None``: when
         stderr is a terminal (the command line's default).
-    order_by : str, optional
+    order_by : Column, optional
         A period column (a day, a batch): the report gains a monitoring
         section (``rep.monitoring``, the ``coverage_sequence`` figure, a
         headline ``ALARM`` line): per segment, the running coverage of the
