@@ -10,7 +10,7 @@ from typing import Any
 import narwhals.stable.v2 as nw
 
 from conformal_frames._progress import task
-from conformal_frames.engine import _pandas_polars, _plan_cache
+from conformal_frames.engine import _pandas_polars, _plan_cache, _polars_native
 from conformal_frames.engine.expr import polars_in_memory
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import (
@@ -56,6 +56,9 @@ def _compute(
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
     lf = normalized_keys(lf, keys)
+    native = _polars_native.run(frame, lf, metrics, keys, chosen, eager=eager)  # polars: the compiled expressions
+    if native is not None:
+        return _notify(native, metrics)
     try:
         # metrics that reshape the input (prepare) compile on every call
         reusable = bool(metrics) and all(isinstance(m, Metric) and not m.reshapes for m in metrics)
