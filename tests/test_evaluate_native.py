@@ -24,7 +24,7 @@ _REAL_RUN = _polars_native.run
 CLEAN = FRAME.with_row_index("__i").filter(~pl.col("__i").is_in([0, 4, 5, FRAME.height - 1])).drop("__i")
 
 
-def _run(monkeypatch: pytest.MonkeyPatch, native: bool, frame: Any, metric: cf.Metric, by: Any, policy: str) -> Any:
+def _run(monkeypatch: pytest.MonkeyPatch, native: bool, frame: Any, metric: Any, by: Any, policy: str) -> Any:
     taken: list[bool] = []
     real = _REAL_RUN
 
@@ -34,8 +34,11 @@ def _run(monkeypatch: pytest.MonkeyPatch, native: bool, frame: Any, metric: cf.M
         return out
 
     monkeypatch.setattr(_polars_native, "run", spy)
+    monkeypatch.setattr(_polars_native, "MIN_EAGER_ROWS", 0)  # the test's frames are small
+    monkeypatch.setattr(_polars_native, "MAX_METRICS", 100)
     try:
-        result: Any = cf.evaluate(frame, metric, by=by, invalid=policy)
+        ms = metric if isinstance(metric, list) else [metric]
+        result: Any = cf.evaluate(frame, *ms, by=by, invalid=policy)
         if isinstance(result, pl.LazyFrame):
             result = result.collect()
     except Exception as exc:
@@ -88,7 +91,7 @@ TAKEN = {
     "brier",
     "log_loss",
     "ece",
-    "crps",
+    "wis",
     "pinball_loss",
     "ks_test",
     "ssc",
@@ -117,8 +120,21 @@ def test_empty_frames_and_null_keys(monkeypatch: pytest.MonkeyPatch) -> None:
                 expected, _ = _run(monkeypatch, False, frame, cf.coverage("y", "lo", "hi"), by, policy)
                 assert taken
                 _same(got, expected, f"{frame.height} rows by={by} {policy}")
-    many = cf.evaluate(keyed, *metrics, by="g", invalid="null")
-    assert many.columns[:2] == ["g", "coverage"] and many["g"].to_list()[-1] is None
+        for by in (None, "g"):
+            got, taken = _run(monkeypatch, True, frame, metrics, by, "null")
+            expected, _ = _run(monkeypatch, False, frame, metrics, by, "null")
+            assert taken
+            _same(got, expected, f"fused {frame.height} rows by={by}")
+
+
+def test_the_default_limits_keep_small_eager_and_fused_calls_on_the_narwhals_path() -> None:
+    from conformal_frames.engine.plan import to_lazy
+
+    metric = cf.coverage("y", "lo", "hi")
+    lf, _ = to_lazy(CLEAN)
+    assert _polars_native.run(CLEAN, lf, [metric], [], "null", eager=True) is None  # 20 rows, eager
+    assert _polars_native.run(CLEAN.lazy(), lf, [metric], [], "null", eager=False) is not None
+    assert _polars_native.run(CLEAN.lazy(), lf, [metric, cf.width("lo", "hi")], [], "null", eager=False) is None
 
 
 def test_the_taken_names_are_in_the_catalogue() -> None:
