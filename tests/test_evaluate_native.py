@@ -128,13 +128,21 @@ def test_empty_frames_and_null_keys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_default_limits_keep_small_eager_and_fused_calls_on_the_narwhals_path() -> None:
+    from conformal_frames.engine.execute import _collect_options as _opts
     from conformal_frames.engine.plan import to_lazy
 
     metric = cf.coverage("y", "lo", "hi")
     lf, _ = to_lazy(CLEAN)
-    assert _polars_native.run(CLEAN, lf, [metric], [], "null", eager=True) is None  # 20 rows, eager
-    assert _polars_native.run(CLEAN.lazy(), lf, [metric], [], "null", eager=False) is not None
-    assert _polars_native.run(CLEAN.lazy(), lf, [metric, cf.width("lo", "hi")], [], "null", eager=False) is None
+    assert (
+        _polars_native.run(CLEAN, lf, [metric], [], "null", eager=True, collect_options=_opts) is None
+    )  # 20 rows, eager
+    assert _polars_native.run(CLEAN.lazy(), lf, [metric], [], "null", eager=False, collect_options=_opts) is not None
+    assert (
+        _polars_native.run(
+            CLEAN.lazy(), lf, [metric, cf.width("lo", "hi")], [], "null", eager=False, collect_options=_opts
+        )
+        is None
+    )
 
 
 def test_the_taken_names_are_in_the_catalogue() -> None:

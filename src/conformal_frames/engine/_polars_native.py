@@ -17,6 +17,7 @@ narwhals path.  It is taken only where its output is the narwhals path's
 - group keys are String, integer or Boolean columns of the frame (no
   categorical/enum/float keys: their order and NaN rules are the narwhals
   path's), none named like an output;
+- no key or input named like the compiler's internal columns (``__cf...``);
 - policy ``"null"``, ``"drop"``, or ``"raise"`` on an eager frame: the query
   runs with ``"null"`` and, if a row is invalid, the plan's check counts
   raise evaluate's own message (:meth:`Plan.raise_failed`).
@@ -29,7 +30,7 @@ one of at least ``MIN_EAGER_ROWS`` rows.  The parity test lifts both limits.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -125,9 +126,19 @@ def _worth_it(frame: Any, metrics: Sequence[Metric], *, eager: bool) -> bool:
 
 
 def run(
-    frame: Any, lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str], policy: InvalidPolicy, *, eager: bool
+    frame: Any,
+    lf: nw.LazyFrame,
+    metrics: Sequence[Metric],
+    keys: list[str],
+    policy: InvalidPolicy,
+    *,
+    eager: bool,
+    collect_options: Callable[[Any, nw.LazyFrame], Mapping[str, Any]],
 ) -> nw.DataFrame | nw.LazyFrame | None:
-    """The evaluation through the compiled expressions, or ``None`` for the narwhals path."""
+    """The evaluation through the compiled expressions, or ``None`` for the narwhals path.
+
+    ``collect_options(frame, lf)``: the ``collect`` options of an eager call (execute's).
+    """
     if not lf.implementation.is_polars() or not metrics or (policy == "raise" and not eager):
         return None
     if not _worth_it(frame, metrics, eager=eager):
@@ -140,15 +151,15 @@ def run(
     schema = lf.collect_schema()
     if any(schema.get(c) != dtype for c, dtype in prepared.inputs):
         return None
+    if any(c.startswith("__cf") for c in [*keys, *(c for c, _ in prepared.inputs)]):
+        return None  # named like the compiler's internal names (which would bind them)
     taken = {*prepared.names, *RESERVED}
     if len(set(keys)) != len(keys) or any(k not in schema or k in taken or not _key_ok(schema[k]) for k in keys):
         return None
     result = _query(nw.to_native(lf), prepared, keys, policy)
     if not eager:
         return nw.from_native(result)
-    from conformal_frames.engine.execute import _collect_options
-
-    out = result.collect(**_collect_options(frame, lf))
+    out = result.collect(**collect_options(frame, lf))
     if policy == "raise":
         if out.get_column("n_invalid").sum() > 0:
             plan = Plan.of(schema, list(metrics), keys)

@@ -56,7 +56,8 @@ def _compute(
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
     lf = normalized_keys(lf, keys)
-    native = _polars_native.run(frame, lf, metrics, keys, chosen, eager=eager)  # polars: the compiled expressions
+    # polars: the compiled expressions (one metric; see _polars_native)
+    native = _polars_native.run(frame, lf, metrics, keys, chosen, eager=eager, collect_options=_collect_options)
     if native is not None:
         return _notify(native, metrics)
     try:
