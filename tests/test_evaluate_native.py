@@ -147,3 +147,12 @@ def test_the_default_limits_keep_small_eager_and_fused_calls_on_the_narwhals_pat
 
 def test_the_taken_names_are_in_the_catalogue() -> None:
     assert set(ALL) >= TAKEN
+
+
+def test_columns_named_like_internal_columns_fall_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    frame = pl.LazyFrame({"__cf_r1": [1.0, 0.0, 1.0, 1.0, 0.0, 1.0], "__cf_r0": [0.9, 0.2, 0.4, 0.7, 0.6, 0.1]})
+    metric = cf.ece("__cf_r1", "__cf_r0", n_bins=2)
+    got, taken = _run(monkeypatch, True, frame, metric, None, "null")
+    expected, _ = _run(monkeypatch, False, frame, metric, None, "null")
+    assert not taken and got["ece"][0] == pytest.approx(0.25)
+    _same(got, expected, "internal names")
