@@ -36,6 +36,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, native: bool, frame: Any, metric: Any,
     monkeypatch.setattr(_polars_native, "run", spy)
     monkeypatch.setattr(_polars_native, "MIN_EAGER_ROWS", 0)  # the test's frames are small
     monkeypatch.setattr(_polars_native, "MAX_METRICS", 100)
+    monkeypatch.setattr(_polars_native, "_SORTS_UNGROUPED", True)
     try:
         ms = metric if isinstance(metric, list) else [metric]
         result: Any = cf.evaluate(frame, *ms, by=by, invalid=policy)

@@ -24,7 +24,9 @@ narwhals path.  It is taken only where its output is the narwhals path's
 
 Anything else returns ``None``.  And it is taken only where it was measured
 faster (:func:`_worth_it`): one metric per call, on a lazy frame or an eager
-one of at least ``MIN_EAGER_ROWS`` rows.  The parity test lifts both limits.
+one of at least ``MIN_EAGER_ROWS`` rows, and a sort-based metric only grouped
+(ungrouped ``ks_test`` at 5e5 rows: 50 ms compiled, 40 ms through the
+narwhals path's one sort).  The parity test lifts both limits.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class _Prepared:
     names: tuple[str, ...]
     counts: tuple[pl.Expr, ...]
     inputs: tuple[tuple[str, Any], ...]
+    #: the metrics group the rows into ordered cells (sort-based: KS, SSC, AUROC, quantile bins)
+    sorts: bool
 
 
 def _prepare(metrics: tuple[Metric, ...], policy: str) -> _Prepared | None:
@@ -82,7 +86,8 @@ def _prepare(metrics: tuple[Metric, ...], policy: str) -> _Prepared | None:
         n = (~flag).sum() if policy == "drop" else pl.len()
     count = flag.sum().cast(pl.Int64).alias("n_dropped" if policy == "drop" else "n_invalid")
     inputs = {name: dtype for spec in plan.specs for name, dtype in spec.inputs}
-    return _Prepared(compiled.expr, compiled.outputs, (n.cast(pl.Int64).alias("n"), count), tuple(inputs.items()))
+    counts = (n.cast(pl.Int64).alias("n"), count)
+    return _Prepared(compiled.expr, compiled.outputs, counts, tuple(inputs.items()), bool(q.tables))
 
 
 @functools.lru_cache(maxsize=256)
@@ -113,6 +118,9 @@ MAX_METRICS = 1
 #: between calls (engine/_plan_cache): at 1e3 rows it answered faster than planning the
 #: compiled expression again (coverage 4.4 vs 15 ms per call on a loaded machine)
 MIN_EAGER_ROWS = 10_000
+
+#: whether an ungrouped sort-based metric takes the compiled path (no: see the module docstring)
+_SORTS_UNGROUPED = False
 
 
 def _worth_it(frame: Any, metrics: Sequence[Metric], *, eager: bool) -> bool:
@@ -150,6 +158,10 @@ def run(
         return None
     schema = lf.collect_schema()
     if any(schema.get(c) != dtype for c, dtype in prepared.inputs):
+        return None
+    if (
+        prepared.sorts and not keys and not _SORTS_UNGROUPED
+    ):  # ungrouped, the narwhals path sorts once (_polars_ordered_cells): faster
         return None
     if any(c.startswith("__cf") for c in [*keys, *(c for c, _ in prepared.inputs)]):
         return None  # named like the compiler's internal names (which would bind them)
