@@ -11,7 +11,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames._progress import task
 from conformal_frames._roles import Column
-from conformal_frames.engine import _pandas_polars, _plan_cache
+from conformal_frames.engine import _pandas_polars, _plan_cache, _polars_native
 from conformal_frames.engine.expr import polars_in_memory
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import (
@@ -57,6 +57,10 @@ def _compute(
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
     lf = normalized_keys(lf, keys)
+    # polars: the compiled expressions (one metric; see _polars_native)
+    native = _polars_native.run(frame, lf, metrics, keys, chosen, eager=eager, collect_options=_collect_options)
+    if native is not None:
+        return _notify(native, metrics)
     try:
         # metrics that reshape the input (prepare) compile on every call
         reusable = bool(metrics) and all(isinstance(m, Metric) and not m.reshapes for m in metrics)

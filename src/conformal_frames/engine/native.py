@@ -313,6 +313,7 @@ def compile_polars(
         )
         raise ValueError(msg)
     plan = record(metrics, caller=caller)
+    _check_reserved(plan)
     why = refusal(plan)
     if why is not None:
         raise NotAnExpressionError(why)
@@ -327,6 +328,24 @@ def compile_polars(
     if mode == "inline" and (levels or any(k.startswith(_BLOCK) for k in stats)):
         mode = "list"  # values, stages and tables are bound in the list
     return Compiled(_compile(plan, stats, levels, outputs, mode).alias(target), tuple(outputs), mode)
+
+
+def _check_reserved(plan: Plan) -> None:
+    """Refuse an input column named like the expression's internal columns (it would read them)."""
+    for spec in plan.specs:
+        for column, _ in spec.inputs:
+            if column.startswith("__cf_e_"):  # an expression role (engine.roles)
+                msg = (
+                    f"{spec.metric}: conformal_frames.polars takes column names, not expressions, for now; "
+                    "add the expression as a column (with_columns) or call cf.evaluate, which takes it"
+                )
+                raise TypeError(msg)
+            if column.startswith("__cf"):
+                msg = (
+                    f"column {column!r} ({spec.metric}): names starting with '__cf' are the compiled "
+                    "expression's internal names; rename the column (cf.evaluate takes it as it is)"
+                )
+                raise ValueError(msg)
 
 
 def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_Stage]]:
