@@ -12,7 +12,7 @@ import narwhals.stable.v2 as nw
 from conformal_frames._progress import task
 from conformal_frames._roles import Column
 from conformal_frames.engine import _pandas_polars, _plan_cache, _polars_native
-from conformal_frames.engine.expr import polars_in_memory
+from conformal_frames.engine.expr import polars_in_memory, spark_call_sites_off
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import (
     Plan,
@@ -41,10 +41,13 @@ def compute(
     Roles given as expressions are evaluated first (:func:`resolve_roles`).
     """
     frame, by = resolve_roles(frame, metrics, by)
-    if invalid == "raise" or not _plan_cache.spark_classic(frame):  # "raise" runs its checks when called
+    if not _plan_cache.spark_classic(frame):
         return _compute(frame, metrics, by, invalid=invalid)
-    key = (tuple(metrics), tuple(as_keys(by)), invalid)
-    return _plan_cache.kept(frame, key, lambda: _compute(frame, metrics, by, invalid=invalid))
+    with spark_call_sites_off():  # two thirds of the py4j round trips of a build
+        if invalid == "raise":  # runs its checks when called: built on every call
+            return _compute(frame, metrics, by, invalid=invalid)
+        key = (tuple(metrics), tuple(as_keys(by)), invalid)
+        return _plan_cache.kept(frame, key, lambda: _compute(frame, metrics, by, invalid=invalid))
 
 
 def _compute(

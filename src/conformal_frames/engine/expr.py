@@ -10,9 +10,12 @@ families.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -33,6 +36,7 @@ __all__ = [
     "polars_in_memory",
     "running_total",
     "sort_result",
+    "spark_call_sites_off",
     "stack",
     "total",
 ]
@@ -65,6 +69,47 @@ def sort_result(frame: nw.LazyFrame, *by: str, nulls_last: bool = False) -> nw.L
         order = [F.asc_nulls_last(c) if nulls_last else F.asc_nulls_first(c) for c in by]
         return nw.from_native(frame.to_native().coalesce(1).sortWithinPartitions(*order))
     return frame.sort(*by, nulls_last=nulls_last)
+
+
+_CALL_SITES_LOCK = threading.Lock()
+#: [depth of nested spark_call_sites_off blocks, the saved setting]
+_CALL_SITES: list[Any] = [0, None]
+
+
+@contextlib.contextmanager
+def spark_call_sites_off() -> Iterator[None]:
+    """Inside: PySpark (classic, >= 4.0) does not capture a call site per Column operation.
+
+    PySpark 4 records, for every Column method and ``functions`` call, the
+    Python call site of the operation in the JVM (for its error messages):
+    about six py4j round trips each (the active session, the
+    ``stackTracesInDataFrameContext`` setting, a reflection lookup, set and
+    clear), two thirds of the round trips of building a wide query (issue 38
+    item 9: 52,000 round trips without it, 18,300 with, for the trial's 23
+    metrics).  The sites
+    it records there point into narwhals, not at the user's line.  This turns
+    off PySpark's Python-side switch (its cache of
+    ``spark.python.sql.dataFrameDebugging.enabled``) while the library
+    builds, and puts it back after; no Spark setting changes, and the query
+    built is the same.  Nested and concurrent blocks restore the setting
+    when the last one ends.  Nothing happens on other PySpark versions.
+    """
+    utils: Any = sys.modules.get("pyspark.errors.utils")
+    if utils is None or not hasattr(utils, "_enable_debugging_cache"):
+        yield
+        return
+    with _CALL_SITES_LOCK:
+        if _CALL_SITES[0] == 0:
+            _CALL_SITES[1] = utils._enable_debugging_cache
+        _CALL_SITES[0] += 1
+        utils._enable_debugging_cache = False
+    try:
+        yield
+    finally:
+        with _CALL_SITES_LOCK:
+            _CALL_SITES[0] -= 1
+            if _CALL_SITES[0] == 0:
+                utils._enable_debugging_cache = _CALL_SITES[1]
 
 
 @functools.cache

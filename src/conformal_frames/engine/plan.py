@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -251,6 +252,99 @@ def _rows_frame(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
     return rows
 
 
+#: on Spark, the most expression text (narwhals' ``repr``) of row columns one part of the
+#: main aggregation reads (:func:`_aggregate`); see docs/performance.md, issue 38 item 9
+SPARK_ROW_TEXT = 6000
+
+#: HotSpot does not compile a method of more bytes of bytecode (``DontCompileHugeMethods``)
+_JIT_LIMIT = 8000
+
+_ROW_NAME = re.compile(r"__cf_r\d+")
+
+
+def _row_text(q: Query) -> Callable[[nw.Expr], dict[str, int]]:
+    """The row columns an expression reads, with the rows they read: name -> length of its expression's text."""
+    rows = {r.name: r for r in q.rows.values()}
+    found: dict[str, dict[str, int]] = {}
+
+    def of_row(name: str) -> dict[str, int]:
+        if name not in found:
+            text = repr(rows[name].expr)
+            found[name] = {name: len(text)}
+            for other in _ROW_NAME.findall(text):
+                if other in rows and other != name:
+                    found[name] |= of_row(other)
+        return found[name]
+
+    def read(expr: nw.Expr) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for name in _ROW_NAME.findall(repr(expr)):
+            if name in rows:
+                out |= of_row(name)
+        return out
+
+    return read
+
+
+def _spark_fuses(frame: nw.LazyFrame) -> bool:
+    """Whether Spark would fuse the row frame and the aggregation into one generated method.
+
+    Read (not set) from the frame's session: whole-stage code generation on,
+    and methods above HotSpot's limit not already refused
+    (``spark.sql.codegen.hugeMethodLimit`` above 8,000).
+    """
+    if not frame.implementation.is_spark_like():
+        return False
+    session = getattr(frame.to_native(), "sparkSession", None)
+    if session is None:
+        return True
+    try:
+        conf = session.conf
+        whole = str(conf.get("spark.sql.codegen.wholeStage", "true")).lower() == "true"
+        limit = int(conf.get("spark.sql.codegen.hugeMethodLimit", "65535"))
+    except Exception:  # a session that cannot say: Spark's defaults
+        return True
+    return whole and limit > _JIT_LIMIT
+
+
+def _parts(q: Query, aggs: dict[str, nw.Expr]) -> list[list[str]]:
+    """The aggregations in parts (in order) that each read at most :data:`SPARK_ROW_TEXT` of row expressions."""
+    read = _row_text(q)
+    parts: list[list[str]] = [[]]
+    used: dict[str, int] = {}
+    for name, agg in aggs.items():
+        more = used | read(agg)
+        if parts[-1] and sum(more.values()) > SPARK_ROW_TEXT:
+            parts.append([])
+            more = read(agg)
+        parts[-1].append(name)
+        used = more
+    return parts
+
+
+def _aggregate(rows: nw.LazyFrame, q: Query, aggs: dict[str, nw.Expr]) -> nw.LazyFrame:
+    """The main aggregation ``{name: aggregation}`` of the row frame by the group.
+
+    On Spark, whole-stage code generation fuses the row columns and the
+    aggregation into one Java method; above 8,000 bytes of bytecode HotSpot
+    never compiles it, and every row runs in the interpreter (an ``evaluate``
+    of 23 metrics: a 35,868-byte method).  There the aggregations are cut
+    into parts that read at most :data:`SPARK_ROW_TEXT` characters of row
+    expressions (in the order registered: a metric's statistics stay
+    together), each an aggregation of its own over the same rows (Spark prunes
+    the row columns a part does not read).  The parts are stacked diagonally
+    (each part's columns, nulls elsewhere) and aggregated again by the group
+    with ``max``, which returns each part's one value unchanged; no join, so
+    null keys group as in one aggregation.
+    """
+    keys = q.group
+    parts = _parts(q, aggs) if _spark_fuses(rows) else []
+    if len(parts) < 2:
+        return aggregate(rows, keys, [e.alias(n) for n, e in aggs.items()])
+    tables = [aggregate(rows, keys, [aggs[n].alias(n) for n in part]) for part in parts]
+    return aggregate(nw.concat(tables, how="diagonal"), keys, [nw.col(n).max() for n in aggs])
+
+
 def _join(left: nw.LazyFrame, right: nw.LazyFrame, keys: list[str]) -> nw.LazyFrame:
     if keys:
         return join_keys(left, right, keys)
@@ -425,10 +519,10 @@ class Plan:
         rows = _rows_frame(lf, q)
         # n: the rows, or the rows they represent (the sum of the counts=, see Query.counted)
         size = nw.len() if q.count_row is None else nw.col(q.count_row).sum()
-        aggs = [size.alias(_N), *[e.alias(n) for n, e in q.aggs.values()]]
+        aggs = {_N: size, **dict(q.aggs.values())}
         if _INVALID in q.rows:
-            aggs.append(nw.col(q.rows[_INVALID].name).sum().alias(_INVALID))
-        table = aggregate(rows, q.group, aggs)
+            aggs[_INVALID] = nw.col(q.rows[_INVALID].name).sum()
+        table = _aggregate(rows, q, aggs)
         if policy == "raise" and not bad:
             table = table.with_columns(nw.lit(0.0).alias(_INVALID))
         if counts is not None:
