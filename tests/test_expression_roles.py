@@ -329,3 +329,13 @@ def test_rows_an_expression_makes_invalid_are_counted(constructor: Any) -> None:
     for g, k in expected.items():
         assert int(counted[g]) == k
         assert np.isnan(out.set_index("g").loc[g, "coverage"])
+
+
+@pytest.mark.parametrize("factory", [cf.brier, cf.log_loss])
+def test_binary_score_expression_is_the_binary_form(factory: Any) -> None:
+    """A score expression is the binary form of a metric that also has a multiclass form."""
+    df = pl.DataFrame({"y": [0.0, 1.0, 1.0, 0.0], "p": [0.2, 0.7, 0.4, 0.1]})
+    expected = cf.evaluate(df, factory("y", "p"))
+    for score in (nw.col("p") * 1, pl.col("p") * 1):
+        got = cf.evaluate(df, factory("y", score))
+        assert got.row(0) == pytest.approx(expected.row(0), rel=1e-12)

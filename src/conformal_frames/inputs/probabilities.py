@@ -27,6 +27,7 @@ from typing import Any
 
 import narwhals.stable.v2 as nw
 
+from conformal_frames._roles import is_expression
 from conformal_frames._validate import check_classes, check_columns, fail
 from conformal_frames.engine import Metric, Query, total
 from conformal_frames.inputs.binary import Precision, score_precision, score_row
@@ -35,6 +36,7 @@ from conformal_frames.inputs.sets import Label, arrow_lists
 __all__ = [
     "Probs",
     "ProbsMetric",
+    "binary_or_classes",
     "check_probs",
     "length_column",
     "prepared",
@@ -71,6 +73,31 @@ def check_probs(probs: Any, classes: Any) -> tuple[Probs, tuple[Label, ...]]:
         msg = f"mismatched classes and probability columns: {len(cols)} columns {list(cols)!r} but {len(labels)} classes {list(labels)!r}"
         raise ValueError(msg)
     return cols, labels
+
+
+def binary_or_classes(metric: str, score: Any, probs: Any, classes: Any) -> tuple[Probs, tuple[Label, ...]] | None:
+    """The form of a metric with a binary and a multiclass form: ``None`` for the binary one, else the classes.
+
+    Binary: ``score=`` one column or expression (the probability of ``y = 1``)
+    and neither ``probs=`` nor ``classes=``.  Multiclass: ``probs=`` (or a
+    list of columns given as ``score``) with ``classes=`` where needed
+    (:func:`check_probs`).
+
+    >>> binary_or_classes("brier", "p", None, None) is None
+    True
+    >>> binary_or_classes("brier", ["pa", "pb"], None, ["a", "b"])
+    (('pa', 'pb'), ('a', 'b'))
+    """
+    binary = score is None or isinstance(score, str) or is_expression(score)
+    if probs is None and classes is None and binary:
+        if score is None:
+            msg = f"{metric} needs score= (the probability of y = 1) or probs= (one probability per class)"
+            raise TypeError(msg)
+        return None
+    if probs is not None and score is not None:
+        msg = f"{metric}: give score= (a binary probability) or probs= (class probabilities), not both"
+        raise ValueError(msg)
+    return check_probs(score if probs is None else probs, classes)
 
 
 def length_column(name: str) -> str:

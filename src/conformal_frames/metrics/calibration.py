@@ -52,6 +52,7 @@ from conformal_frames.inputs.binary import Precision, binary_inputs, binary_row,
 from conformal_frames.inputs.probabilities import (
     Probs,
     ProbsMetric,
+    binary_or_classes,
     check_probs,
     probability_rows,
     probs_field,
@@ -558,15 +559,10 @@ def brier(
     >>> round(mc.conformal.brier("y", probs=["pa", "pb", "pc"], classes=["a", "b", "c"]), 6)
     0.2
     """
-    if probs is not None or classes is not None or (score is not None and not isinstance(score, str)):
-        if probs is not None and score is not None:
-            msg = "brier: give score= (a binary probability) or probs= (class probabilities), not both"
-            raise ValueError(msg)
-        cols, labels = check_probs(score if probs is None else probs, classes)
+    multiclass = binary_or_classes("brier", score, probs, classes)
+    if multiclass is not None:
+        cols, labels = multiclass
         return MulticlassBrier(y=y, probs=cols, classes=labels, weights=weights, counts=counts)  # type: ignore[arg-type]
-    if score is None:
-        msg = "brier needs score= (the probability of y = 1) or probs= (one probability per class)"
-        raise TypeError(msg)
     return Brier(y=y, score=score, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 

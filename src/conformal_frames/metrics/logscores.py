@@ -21,7 +21,7 @@ from conformal_frames.inputs.forecasts import gaussian_z
 from conformal_frames.inputs.probabilities import (
     Probs,
     ProbsMetric,
-    check_probs,
+    binary_or_classes,
     probability_rows,
     probs_field,
     probs_precision,
@@ -145,15 +145,10 @@ def log_loss(
     >>> round(mc.conformal.log_loss("y", probs=["pa", "pb", "pc"], classes=["a", "b", "c"]), 6)
     0.520216
     """
-    if probs is not None or classes is not None or (score is not None and not isinstance(score, str)):
-        if probs is not None and score is not None:
-            msg = "log_loss: give score= (a binary probability) or probs= (class probabilities), not both"
-            raise ValueError(msg)
-        cols, labels = check_probs(score if probs is None else probs, classes)
+    multiclass = binary_or_classes("log_loss", score, probs, classes)
+    if multiclass is not None:
+        cols, labels = multiclass
         return MulticlassLogLoss(y=y, probs=cols, classes=labels, weights=weights, counts=counts)  # type: ignore[arg-type]
-    if score is None:
-        msg = "log_loss needs score= (the probability of y = 1) or probs= (one probability per class)"
-        raise TypeError(msg)
     return LogLoss(y=y, score=score, weights=weights, counts=counts)  # type: ignore[arg-type]
 
 
