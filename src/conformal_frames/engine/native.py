@@ -314,6 +314,11 @@ def compile_polars(
         raise ValueError(msg)
     plan = record(metrics, caller=caller)
     _check_reserved(plan)
+    from conformal_frames.engine import _native_steps  # numpy steps through a polars UDF
+
+    if _native_steps.has_steps(plan):
+        target = name if name is not None else metrics[0].output_name
+        return _native_steps.compile_steps(plan, invalid=invalid, name=target, let=let)
     why = refusal(plan)
     if why is not None:
         raise NotAnExpressionError(why)

@@ -106,6 +106,8 @@ class _NumpyStep:
     what: str
     #: outputs that are Boolean columns (the step returns 0/1, NaN = False)
     boolean: tuple[str, ...] = ()
+    #: outputs whose value in a group reads the other groups' rows of the table (e.g. a Holm adjustment)
+    across: tuple[str, ...] = ()
 
 
 @dataclass
@@ -470,7 +472,14 @@ class Query:
         return self.finalizers[key][1]
 
     def numpy(
-        self, inputs: list[str], outputs: list[str], fn: NumpyFn, *, what: str, boolean: Sequence[str] = ()
+        self,
+        inputs: list[str],
+        outputs: list[str],
+        fn: NumpyFn,
+        *,
+        what: str,
+        boolean: Sequence[str] = (),
+        across: Sequence[str] = (),
     ) -> None:
         """A numpy step over the aggregated table (one row per group).
 
@@ -478,10 +487,13 @@ class Query:
         :attr:`invalid`); ``outputs`` are output columns the metric's
         :meth:`Metric.build` returns as ``None``.  Outputs named in
         ``boolean`` are Boolean columns (``fn`` returns 0/1; NaN becomes
-        False), the others Float64.
+        False), the others Float64.  Outputs named in ``across`` read the
+        other groups' rows of the table (a multiple-testing adjustment): the
+        others are computed group by group (a polars expression calls ``fn``
+        once per group, see ``engine._native_steps``).
         """
         self._whole_group("numpy")
-        self.numpy_steps.append(_NumpyStep(inputs, outputs, fn, what, tuple(boolean)))
+        self.numpy_steps.append(_NumpyStep(inputs, outputs, fn, what, tuple(boolean), tuple(across)))
         self._touch("numpy", what)
 
     def weighting(self, weights: str | None, *, counts: str | None = None) -> Weighting:

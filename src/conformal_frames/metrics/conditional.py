@@ -495,7 +495,9 @@ class CoverageTest(TargetMetric):
         what = f"{name} (exact binomial / beta tails: scipy on the per-group table)"
         inputs = [k_name, n_name, *([level_agg] if level_agg else []), *checks]
         step = _inference_step(self, k_name, n_name, level_agg, checks)
-        q.numpy(inputs, outputs, step, what=what, boolean=[f"{name}_flag"])
+        # the adjusted p-values read every group's p-value (and so does the flag, unless correction="none")
+        across = [f"{name}_pvalue_holm", f"{name}_pvalue_bh", *([f"{name}_flag"] if self.correction != "none" else [])]
+        q.numpy(inputs, outputs, step, what=what, boolean=[f"{name}_flag"], across=across)
         return {**out, **extra}
 
 
