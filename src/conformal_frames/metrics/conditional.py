@@ -366,18 +366,19 @@ def coverage_pvalues(
         p[ok] = tails[alternative][ok]
         return np.minimum(p, 1.0)
     if n_calibration is None:
-        law = binom(nn[ok], t[ok])
+        dist, args = binom, (nn[ok], t[ok])
     else:
         a = np.ceil((n_calibration + 1) * t - 1e-9)
         b = n_calibration + 1 - a
         ok &= b >= 1  # too few calibration points for this level: no test
-        law = betabinom(nn[ok], a[ok], b[ok])
+        dist, args = betabinom, (nn[ok], a[ok], b[ok])
+    # the one-sided tails without freezing the law (scipy builds a frozen law's docs: 1.6 ms a call)
     if alternative == "less":
-        p[ok] = law.cdf(kk[ok])
+        p[ok] = dist.cdf(kk[ok], *args)
     elif alternative == "greater":
-        p[ok] = law.sf(kk[ok] - 1.0)
+        p[ok] = dist.sf(kk[ok] - 1.0, *args)
     else:
-        p[ok] = _two_sided(law, kk[ok], nn[ok])
+        p[ok] = _two_sided(dist(*args), kk[ok], nn[ok])
     return np.minimum(p, 1.0)
 
 
