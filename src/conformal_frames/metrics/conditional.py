@@ -365,6 +365,7 @@ def coverage_pvalues(
         tails = {"less": lower, "greater": upper, "two-sided": 2.0 * np.fmin(lower, upper)}
         p[ok] = tails[alternative][ok]
         return np.minimum(p, 1.0)
+    args: tuple[np.ndarray, ...]
     if n_calibration is None:
         dist, args = binom, (nn[ok], t[ok])
     else:
