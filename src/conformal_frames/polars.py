@@ -27,9 +27,12 @@ instead, call :func:`check` on the frame first.  :func:`metrics` compiles
 several metric objects into one struct with ``evaluate``'s call-level
 validity and shared inputs.
 
-Metrics that need a second pass over a group (sort-based and binned tables,
-per-group numpy steps: HSIC, worst slab, bootstrap) raise
-:class:`NotAnExpressionError`, whose message names ``cf.evaluate``.
+Metrics with a numpy step (``coverage_test``, ``smooth_ece``, ``hsic`` ...) call
+the library's numpy function through one polars UDF, once per group (it does not
+stream; ``coverage_test`` leaves out its Holm/BH fields, which read every group).
+Metrics that cannot be expressions (ordered windows over the rows, tables other
+than ordered cells) raise :class:`NotAnExpressionError`, whose message names
+``cf.evaluate``.
 """
 
 from __future__ import annotations

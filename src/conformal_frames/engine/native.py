@@ -27,9 +27,10 @@ holds as a polars expression valid in any aggregation context (``select``,
 
 The narwhals expressions of the record become polars ones through narwhals'
 compliant layer (:func:`to_polars`): an internal API of narwhals 2.x used in
-that function only, pinned by ``tests/test_polars_expr.py``.  What cannot be
-an expression (numpy steps, windows over the rows, tables other than ordered
-cells) raises :class:`NotAnExpressionError`.
+that function only, pinned by ``tests/test_polars_expr.py``.  Numpy steps
+run through one polars UDF (:mod:`conformal_frames.engine._native_steps`).
+What cannot be an expression (windows over the rows, tables other than
+ordered cells) raises :class:`NotAnExpressionError`.
 """
 
 from __future__ import annotations
