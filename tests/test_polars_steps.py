@@ -51,6 +51,11 @@ def test_two_udfs_on_the_same_rows_are_not_merged() -> None:
     fused = FRAME.group_by("g").agg(cfx.metrics(cf.smooth_ece("label", "score"), cf.hsic("y", "lo", "hi"))).sort("g")
     both = cf.evaluate(FRAME, cf.smooth_ece("label", "score"), cf.hsic("y", "lo", "hi"), by="g", invalid="null")
     _assert_same(fused.unnest("metrics"), both, ("smooth_ece", "hsic"), "cfx.metrics")
+    # with a sort-based table and a sum in one struct
+    mixed = [cf.ks_test("label", "score"), cf.smooth_ece("label", "score"), cf.coverage("y", "lo", "hi")]
+    got = FRAME.lazy().group_by("g").agg(cfx.metrics(*mixed, invalid="drop")).sort("g").collect().unnest("metrics")
+    expected = cf.evaluate(FRAME, *mixed, by="g", invalid="drop")
+    _assert_same(got, expected, ("ks_test_pvalue", "smooth_ece", "coverage_ci_low"), "mixed")
     one = FRAME.lazy().select(smooth, decomposition).collect()
     _assert_same(
         _fields(one, "d"),

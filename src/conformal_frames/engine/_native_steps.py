@@ -23,9 +23,11 @@ Benjamini-Hochberg p-values, and its flag unless ``correction="none"``) is not
 a field of the expression (the docs say how to adjust the ``pvalue`` field).
 
 A Python UDF does not stream: a query holding one runs on polars' in-memory
-engine.  polars prints every Python function as ``python_udf()``; each
-compiled expression carries a literal of its own so that common-subexpression
-elimination never merges two different metrics (tested).
+engine.  polars prints every Python function as ``python_udf()``; polars 2.1's
+common-subexpression elimination compares the functions themselves, and each
+compiled expression also carries a literal of its own, so two different
+metrics over the same rows are never merged (tested), while one metric used
+twice is computed once.
 """
 
 from __future__ import annotations
@@ -49,11 +51,8 @@ if TYPE_CHECKING:
 
 __all__ = ["compile_steps", "has_steps"]
 
-#: the compiled expressions' own literals (see the module docstring) and the lock around the steps:
-#: polars may call a UDF from several threads, and shared step state (a memo of every output of one
-#: evaluation, e.g. ``score_decomposition``) is read and written by each call
+#: the compiled expressions' own literals (see the module docstring)
 _TAGS = itertools.count()
-_LOCK = threading.Lock()
 _OK = "__cf_s_ok"
 _IN = "__cf_s_in_"
 _BASE, _ROWS, _TAG = "__cf_s_base", "__cf_s_rows", "__cf_s_tag"
@@ -148,6 +147,9 @@ class _Run:
 
     def __init__(self, q: Query, outputs: list[str], dtypes: dict[str, pl.DataType], base: list[str]) -> None:
         self.q, self.outputs, self.dtypes, self.base = q, outputs, dtypes, base
+        # polars may call a UDF from several threads, and the plan's shared step state (a memo of
+        # every output of one evaluation, e.g. score_decomposition's) is read and written by each call
+        self.lock = threading.Lock()
 
     def __call__(self, batch: pl.Series) -> pl.Series:
         import polars as pl
@@ -156,7 +158,7 @@ class _Run:
         rows: list[pl.Series | None] = [None] * len(bases)
         if self.q.group_steps:
             rows = list(batch.struct.field(_ROWS))
-        with _LOCK:
+        with self.lock:
             results = [self.one(b, r) for b, r in zip(bases, rows)]
         if len(self.outputs) == 1:
             (k,) = self.outputs
