@@ -80,6 +80,23 @@ def test_coverage_test_leaves_out_what_reads_other_groups() -> None:
 
 
 @pytest.mark.parametrize("policy", ["null", "drop"])
+def test_adjusted_over_the_aggregated_groups_is_evaluates(policy: str) -> None:
+    metric = cf.coverage_test("y", "lo", "hi", confidence_level=0.9)
+    per_group = FRAME.lazy().group_by("g").agg(cfx.to_expr(metric, invalid=policy)).sort("g").unnest("coverage_test")  # type: ignore[arg-type]
+    got = per_group.with_columns(
+        cfx.adjusted("coverage_test_pvalue").alias("coverage_test_pvalue_holm"),
+        cfx.adjusted(pl.col("coverage_test_pvalue"), "bh").alias("coverage_test_pvalue_bh"),
+    ).collect()
+    expected = cf.evaluate(FRAME, metric, by="g", invalid=policy)
+    assert got["coverage_test_pvalue"].null_count() > 0 or policy == "drop"  # a null p-value is left out
+    _assert_same(got, expected, ("coverage_test_pvalue_holm", "coverage_test_pvalue_bh"), policy)
+    flag = got.select((pl.col("coverage_test_pvalue_holm") < 0.05).alias("flag"))["flag"]
+    assert flag.to_list() == expected["coverage_test_flag"].to_list()
+    with pytest.raises(ValueError, match="'holm' or 'bh'"):
+        cfx.adjusted("p", "bonferroni")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("policy", ["null", "drop"])
 def test_seeds_weights_and_counts_equal_evaluate(policy: str) -> None:
     metrics = [
         cf.worst_slab_coverage("y", "lo", "hi", features=["x1"], delta=0.4, n_directions=3, seed=7),

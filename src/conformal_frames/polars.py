@@ -40,7 +40,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import narwhals.stable.v2 as nw
 
@@ -51,7 +51,7 @@ from conformal_frames.namespace import METRIC_FACTORIES
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["NotAnExpressionError", "check", "metrics", "to_expr", *sorted(METRIC_FACTORIES)]
+__all__ = ["NotAnExpressionError", "adjusted", "check", "metrics", "to_expr", *sorted(METRIC_FACTORIES)]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -133,6 +133,38 @@ def check(frame: Any, *metric: Metric, by: str | Sequence[str] | None = None) ->
     plan = Plan.of(lf.collect_schema(), list(metric), as_keys(by), caller="check")
     if plan.has_checks:
         plan.raise_failed(plan.check_counts(lf))
+
+
+def adjusted(pvalue: str | pl.Expr, correction: Literal["holm", "bh"] = "holm") -> pl.Expr:
+    """Holm or Benjamini-Hochberg adjusted p-values over the rows of a p-value column.
+
+    ``cf.evaluate``'s ``<test>_pvalue_holm`` / ``_pvalue_bh``: the same
+    functions over the groups' p-values, a null one left out of the family.
+    An aggregation of one group cannot see the others, so ``cfx.coverage_test``
+    gives the ``_pvalue`` field only: use this on the aggregated frame (one
+    row per group), in ``select`` / ``with_columns`` (not inside ``group_by``,
+    where it would adjust within each group).
+
+    >>> import polars as pl
+    >>> import conformal_frames.polars as cfx
+    >>> pvalues = pl.DataFrame({"g": ["a", "b", "c"], "p": [0.01, 0.04, 0.03]})
+    >>> pvalues.with_columns(cfx.adjusted("p", "holm").alias("p_holm"))["p_holm"].round(4).to_list()
+    [0.03, 0.06, 0.06]
+    """
+    import polars as pl
+
+    from conformal_frames.metrics.conditional import benjamini_hochberg, holm
+
+    adjust = {"holm": holm, "bh": benjamini_hochberg}.get(correction)
+    if adjust is None:
+        msg = f"correction must be 'holm' or 'bh', got {correction!r}"
+        raise ValueError(msg)
+    column = pl.col(pvalue) if isinstance(pvalue, str) else pvalue
+
+    def run(s: pl.Series) -> pl.Series:
+        return pl.Series(s.name, adjust(s.cast(pl.Float64).to_numpy()), dtype=pl.Float64).fill_nan(None)
+
+    return column.map_batches(run, return_dtype=pl.Float64)
 
 
 def _factory(name: str, make: Callable[..., Metric]) -> Callable[..., pl.Expr]:

@@ -18,6 +18,7 @@ from conformal_frames.metrics.uncertainty_calibration import Crossing, Proportio
 
 __all__ = [
     "NotAnExpressionError",
+    "adjusted",
     "adversarial_group_calibration",
     "auarc",
     "auroc",
@@ -94,6 +95,7 @@ __all__ = [
 def to_expr(*metric: Metric, invalid: Literal["null", "drop"] = ..., name: str | None = ...) -> pl.Expr: ...
 def metrics(*metric: Metric, invalid: Literal["null", "drop"] = ..., name: str = ...) -> pl.Expr: ...
 def check(frame: Any, *metric: Metric, by: str | Sequence[str] | None = ...) -> None: ...
+def adjusted(pvalue: str | pl.Expr, correction: Literal["holm", "bh"] = ...) -> pl.Expr: ...
 def adversarial_group_calibration(
     y: str,
     *,

@@ -36,6 +36,7 @@ import itertools
 import math
 import threading
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 import narwhals.stable.v2 as nw
@@ -47,7 +48,7 @@ from conformal_frames.engine.query import Query
 if TYPE_CHECKING:
     import polars as pl
 
-    from conformal_frames.engine.native import Compiled, Policy
+Policy = Literal["null", "drop"]
 
 __all__ = ["compile_steps", "has_steps"]
 
@@ -63,14 +64,19 @@ def has_steps(plan: Plan) -> bool:
     return bool(plan.query.numpy_steps or plan.query.group_steps)
 
 
-def compile_steps(plan: Plan, *, invalid: Policy, name: str, let: Literal["auto", "list", "inline"]) -> Compiled:
-    """``plan`` (with steps, see :func:`has_steps`) as one polars expression named ``name``."""
+def compile_steps(
+    plan: Plan, *, invalid: Policy, name: str, let: Literal["auto", "list", "inline"], native: ModuleType
+) -> Any:
+    """``plan`` (with steps, see :func:`has_steps`) as one polars expression named ``name``.
+
+    ``native``: the module :mod:`conformal_frames.engine.native`, whose compiler
+    writes the statistics and outputs (passed in: it imports this module); returns
+    its ``Compiled``.
+    """
     import polars as pl
 
-    from conformal_frames.engine import native
-
     q = plan.query
-    _refuse_others(plan)
+    _refuse_others(plan, native)
     across = {k for s in q.numpy_steps for k in s.across}
     stepped = {k for s in q.numpy_steps for k in s.outputs} | set(q.group_steps)
     missing = [k for k, e in plan.outputs.items() if e is None and k not in stepped]
@@ -91,7 +97,7 @@ def compile_steps(plan: Plan, *, invalid: Policy, name: str, let: Literal["auto"
     base = native._compile(plan, stats, levels, base_outputs, mode)
     fields = [base.alias(_BASE), pl.lit(f"{name}#{next(_TAGS)}").alias(_TAG)]
     if q.group_steps:
-        fields.append(_group_rows(plan, invalid).alias(_ROWS))
+        fields.append(_group_rows(plan, invalid, native).alias(_ROWS))
     dtypes = _dtypes(q, outputs)
     run = _Run(q, outputs, dtypes, list(base_outputs))
     one = dtypes[outputs[0]] if len(outputs) == 1 else pl.Struct(dtypes)
@@ -99,10 +105,8 @@ def compile_steps(plan: Plan, *, invalid: Policy, name: str, let: Literal["auto"
     return native.Compiled(expr.alias(name), tuple(outputs), mode)
 
 
-def _refuse_others(plan: Plan) -> None:
+def _refuse_others(plan: Plan, native: ModuleType) -> None:
     """Refuse what else the plan needs that no expression holds (a window over the rows)."""
-    from conformal_frames.engine import native
-
     for spec in plan.specs:
         phases = set(spec.phases & native._REFUSED.keys()) - {"table", "numpy", "group_step"}
         if phases:
@@ -116,11 +120,9 @@ def _bound(column: str, stats: Mapping[str, Any], levels: Sequence[Sequence[tupl
     return column in stats or any(column == n for level in levels for n, _ in level)
 
 
-def _group_rows(plan: Plan, invalid: Policy) -> pl.Expr:
+def _group_rows(plan: Plan, invalid: Policy, native: ModuleType) -> pl.Expr:
     """The row columns the per-group steps read, as the group's list of structs (the kept rows under ``"drop"``)."""
     import polars as pl
-
-    from conformal_frames.engine import native
 
     q = plan.query
     rows = native._rows(q, native._inputs(plan))

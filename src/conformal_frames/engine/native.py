@@ -35,12 +35,14 @@ ordered cells) raises :class:`NotAnExpressionError`.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
+from conformal_frames.engine import _native_steps
 from conformal_frames.engine.expr import running_total
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import Plan
@@ -315,11 +317,12 @@ def compile_polars(
         raise ValueError(msg)
     plan = record(metrics, caller=caller)
     _check_reserved(plan)
-    from conformal_frames.engine import _native_steps  # numpy steps through a polars UDF
-
-    if _native_steps.has_steps(plan):
+    if _native_steps.has_steps(plan):  # numpy steps: through one polars UDF
         target = name if name is not None else metrics[0].output_name
-        return _native_steps.compile_steps(plan, invalid=invalid, name=target, let=let)
+        compiled: Compiled = _native_steps.compile_steps(
+            plan, invalid=invalid, name=target, let=let, native=sys.modules[__name__]
+        )
+        return compiled
     why = refusal(plan)
     if why is not None:
         raise NotAnExpressionError(why)
