@@ -142,3 +142,23 @@ def test_a_window_with_a_step_stays_refused() -> None:
         cfx.NotAnExpressionError, match=r"diebold_mariano_test cannot be compiled.*window.*cf\.evaluate"
     ):
         cfx.diebold_mariano_test("y", "mu", "lo", order_by="t")
+
+
+def test_the_udf_runs_once_per_group_and_once_in_a_select(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    call = _native_steps._Run.__call__
+
+    def counted(self: _native_steps._Run, batch: pl.Series) -> pl.Series:
+        calls.append(len(batch))
+        return call(self, batch)
+
+    monkeypatch.setattr(_native_steps._Run, "__call__", counted)
+    expr = cfx.smooth_ece("label", "score")
+    FRAME.select(expr)
+    assert calls == [1]
+    calls.clear()
+    FRAME.lazy().group_by("g").agg(expr).collect()
+    assert sorted(calls) == [1] * FRAME["g"].n_unique()
+    # an empty frame: one call, null as evaluate
+    assert FRAME.head(0).select(expr).item() is None
+    assert cf.evaluate(FRAME.head(0), cf.smooth_ece("label", "score"))["smooth_ece"].to_list() == [None]
