@@ -27,9 +27,12 @@ holds as a polars expression valid in any aggregation context (``select``,
 
 The narwhals expressions of the record become polars ones through narwhals'
 compliant layer (:func:`to_polars`): an internal API of narwhals 2.x used in
-that function only, pinned by ``tests/test_polars_expr.py``.  What cannot be
-an expression (numpy steps, windows over the rows, tables other than ordered
-cells) raises :class:`NotAnExpressionError`.
+that function only, pinned by ``tests/test_polars_expr.py``.  Windows over
+the rows of a group (ranks, lags in ``order_by`` order) and row-wise numpy
+steps of the aggregated values are written by
+:mod:`~conformal_frames.engine.native_windows`.  What cannot be an
+expression (other numpy steps, tables other than ordered cells) raises
+:class:`NotAnExpressionError`.
 """
 
 from __future__ import annotations
@@ -58,7 +61,6 @@ Window = Callable[["pl.Expr", list["pl.Expr"], list[str]], "pl.Expr"]
 #: the phases a polars expression cannot hold (yet), in words for the error
 _REFUSED = {
     "table": "a second aggregation level (a sort-based or binned table)",
-    "window": "a window over the rows of a group",
     "numpy": "a numpy step",
     "group_step": "a numpy step over every row of a group",
 }
@@ -163,7 +165,6 @@ def refusal(plan: Plan) -> str | None:
     for spec in plan.specs:
         phases = set(spec.phases & _REFUSED.keys())
         phases.discard("table")  # compiled when it groups the rows into cells (see _table), else refused there
-        phases.discard("window")  # compiled by native_windows (one order per query, else refused there)
         if numpy:  # numpy steps of the aggregated values only: a map_batches call (native_windows)
             phases.discard("numpy")
         if phases:
