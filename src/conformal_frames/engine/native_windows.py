@@ -53,10 +53,13 @@ class _Scan:
     def __init__(self) -> None:
         self.windows = 0
         self.orders: set[str] = set()
+        #: the names of the partition columns (bound to ``pl.col(name)`` by ``_AnyName``)
+        self.partitions: set[str] = set()
 
     def __call__(self, native: pl.Expr, partition: list[pl.Expr], order_by: list[str]) -> pl.Expr:
         self.windows += 1
         self.orders.update(order_by)
+        self.partitions.update(p.meta.output_name() for p in partition)
         return native
 
 
@@ -152,14 +155,16 @@ def aggregations(
 
 
 def _reads(q: Query) -> dict[str, list[str]]:
-    """Row name -> the names (inputs, rows, partitions) its expression reads."""
+    """Row name -> the names (inputs, rows) its expression reads, a window's partition twice
+    (inside ``list.eval`` a partition must be elementwise: a field of the materialised rows)."""
     from conformal_frames.engine.native import _AnyName, to_polars
 
     reads: dict[str, list[str]] = {}
     for r in q.rows.values():
         seen: list[str] = []
-        to_polars(r.expr, _AnyName(), read=seen.append, over=_Scan())
-        reads[r.name] = seen
+        scan = _Scan()
+        to_polars(r.expr, _AnyName(), read=seen.append, over=scan)
+        reads[r.name] = seen + sorted(scan.partitions)  # a partition counts twice: it is materialised
     return reads
 
 
