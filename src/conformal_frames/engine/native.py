@@ -37,12 +37,14 @@ expression (other numpy steps, tables other than ordered cells) raises
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
+from conformal_frames.engine import native_windows
 from conformal_frames.engine.expr import running_total
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import Plan
@@ -65,6 +67,8 @@ _REFUSED = {
     "group_step": "a numpy step over every row of a group",
 }
 _N = "__cf_n"
+#: this module, for the hooks of native_windows (which does not import it: one direction of imports)
+_THIS = sys.modules[__name__]
 
 
 class NotAnExpressionError(TypeError):
@@ -159,8 +163,6 @@ def refusal(plan: Plan) -> str | None:
     A table of ordered cells (:meth:`Query.cells`) compiles (:func:`_blocks`)
     unless its function does more than the cell frame supports (:class:`_CellFrame`).
     """
-    from conformal_frames.engine import native_windows
-
     numpy = native_windows.numpy_steps(plan) is not None
     for spec in plan.specs:
         phases = set(spec.phases & _REFUSED.keys())
@@ -332,8 +334,6 @@ def compile_polars(
             "to raise on invalid rows call conformal_frames.polars.check(df, ...) first"
         )
         raise ValueError(msg)
-    from conformal_frames.engine import native_windows
-
     plan = record(metrics, caller=caller)
     _check_reserved(plan)
     why = refusal(plan)
@@ -384,11 +384,9 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
     and the stages its function writes on its aggregated columns."""
     import polars as pl
 
-    from conformal_frames.engine import native_windows
-
     q = plan.query
-    windows, by = native_windows.order(plan)
-    inputs = _inputs(plan) | native_windows.order_column(q, by)  # an order_by column as it is
+    windows, by = native_windows.order(plan, _THIS)
+    inputs = _inputs(plan) | native_windows.order_column(q, by, _THIS)  # an order_by column as it is
     rows = _rows(q, inputs)
     bad, zero = _masks(plan, rows, invalid)
     keep = None if invalid == "null" or bad is None else ~bad
@@ -403,7 +401,7 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
         if q.tables:
             metric = ", ".join(s.metric for s in plan.specs)
             raise NotAnExpressionError(_refused(metric, "a window over the rows and a table in one expression"))
-        names, values = native_windows.aggregations(q, inputs, keep, by)
+        names, values = native_windows.aggregations(q, inputs, keep, by, _THIS)
         stats[_BLOCK + "\x00".join(names)] = values
     for key, (agg_name, _) in [] if windows else q.aggs.items():
         how, row = cast("tuple[str, str]", key)  # (how, row name): see Query.agg

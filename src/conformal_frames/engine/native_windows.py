@@ -27,12 +27,17 @@ only how a window is written changes:
 table (Diebold-Mariano's Student-t p-value of ``small_sample="hln"``, scipy's
 ``stdtr``) to a row-wise ``map_batches`` call on the compiled struct, after
 the aggregation (polars batches the groups).
+
+This module does not import :mod:`~conformal_frames.engine.native` (which
+imports it): its functions take the compiler module as ``compiler`` and use
+its ``to_polars`` and row helpers.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 import narwhals.stable.v2 as nw
@@ -63,48 +68,42 @@ class _Scan:
         return native
 
 
-def order(plan: Plan) -> tuple[bool, str | None]:
+def order(plan: Plan, compiler: ModuleType) -> tuple[bool, str | None]:
     """``(windows, order)``: whether a row of the plan's query is a window, and the row column
     they are ordered by.
 
     Raises :class:`~conformal_frames.engine.native.NotAnExpressionError` for
     windows in several orders.
     """
-    from conformal_frames.engine.native import NotAnExpressionError, _AnyName, _refused, to_polars
-
     q = plan.query
     scan = _Scan()
     for r in q.rows.values():
-        to_polars(r.expr, _AnyName(), over=scan)
+        compiler.to_polars(r.expr, compiler._AnyName(), over=scan)
     if len(scan.orders) > 1:
         metric = ", ".join(s.metric for s in plan.specs)
-        raise NotAnExpressionError(_refused(metric, "windows over the rows in several orders"))
+        raise compiler.NotAnExpressionError(compiler._refused(metric, "windows over the rows in several orders"))
     # a window over the whole group is its expression (engine.over): Query.over counts it
     return scan.windows + q.windows > 0, next(iter(scan.orders), None)
 
 
-def order_column(q: Query, by: str | None) -> dict[str, pl.Expr]:
+def order_column(q: Query, by: str | None, compiler: ModuleType) -> dict[str, pl.Expr]:
     """``{column: pl.col(column)}`` for the input column of the order row ``by`` (any orderable dtype:
     a string or date column is read as it is, not cast to Float64), if it is one."""
     import polars as pl
 
-    from conformal_frames.engine.native import _reads
-
     row = next((r for r in q.rows.values() if r.name == by), None)
     if row is None or row.level > 0:
         return {}
-    read = _reads(row.expr)
-    if len(read) != 1 or any(read[0] in _reads(r.expr) for r in q.rows.values() if r is not row):
+    read = compiler._reads(row.expr)
+    if len(read) != 1 or any(read[0] in compiler._reads(r.expr) for r in q.rows.values() if r is not row):
         return {}  # a column another row reads as a number stays Float64
     return {read[0]: pl.col(read[0])}
 
 
-def _writer(by: str | None) -> Any:
-    from conformal_frames.engine.native import NotAnExpressionError
-
+def _writer(by: str | None, compiler: ModuleType) -> Any:
     def over(native: pl.Expr, partition: list[pl.Expr], order_by: list[str]) -> pl.Expr:
         if order_by not in ([], [by]):  # pragma: no cover - order() refuses two orders
-            raise NotAnExpressionError("a window over the rows in another order")
+            raise compiler.NotAnExpressionError("a window over the rows in another order")
         # the rows are the group's (kept) rows sorted by `by`: a window over the group is the
         # expression; over a partition, polars keeps each partition's rows in their order
         return native.over(partition) if partition else native
@@ -113,7 +112,7 @@ def _writer(by: str | None) -> Any:
 
 
 def aggregations(
-    q: Query, inputs: Mapping[str, pl.Expr], keep: pl.Expr | None, by: str | None
+    q: Query, inputs: Mapping[str, pl.Expr], keep: pl.Expr | None, by: str | None, compiler: ModuleType
 ) -> tuple[list[str], pl.Expr]:
     """``(names, values)``: the aggregations of ``q`` over the rows ``keep`` (all if ``None``)
     sorted by the row ``by``, as one list of Float64 values (in ``names``' order).
@@ -128,10 +127,8 @@ def aggregations(
     """
     import polars as pl
 
-    from conformal_frames.engine.native import _rows
-
     aggregated = [cast("tuple[str, str]", k) for k in q.aggs]  # (how, row name): see Query.agg
-    reads = _reads(q)
+    reads = _reads(q, compiler)
     needed = {row for _, row in aggregated}
     for r in sorted(q.rows.values(), key=lambda r: -r.level):
         if r.name in needed:
@@ -141,7 +138,7 @@ def aggregations(
     block = pl.struct(*[inputs[k].alias(f"i{i}") for i, k in enumerate(names)])
     key = None
     if by is not None:
-        key = _rows(q, inputs)[by]  # the order column as it is (order_column): strings, dates, big integers
+        key = compiler._rows(q, inputs)[by]  # the order column as it is (order_column): strings, dates, big integers
     if keep is not None:
         block = block.filter(keep)
         key = key.filter(keep) if key is not None else None
@@ -149,21 +146,19 @@ def aggregations(
         block = block.sort_by(key)
     bind = {k: pl.element().struct.field(f"i{i}") for i, k in enumerate(names)}
     sums = [row for _, row in aggregated]
-    rows, block = _levels(q, bind, block.implode(), needed, sums, reads, _writer(by))
+    rows, block = _levels(q, bind, block.implode(), needed, sums, reads, _writer(by, compiler), compiler)
     values = [getattr(rows[row], how)().cast(pl.Float64) for how, row in aggregated]
     return [name for name, _ in q.aggs.values()], block.list.eval(pl.concat_list(*values)).list.first()
 
 
-def _reads(q: Query) -> dict[str, list[str]]:
+def _reads(q: Query, compiler: ModuleType) -> dict[str, list[str]]:
     """Row name -> the names (inputs, rows) its expression reads, a window's partition twice
     (inside ``list.eval`` a partition must be elementwise: a field of the materialised rows)."""
-    from conformal_frames.engine.native import _AnyName, to_polars
-
     reads: dict[str, list[str]] = {}
     for r in q.rows.values():
         seen: list[str] = []
         scan = _Scan()
-        to_polars(r.expr, _AnyName(), read=seen.append, over=scan)
+        compiler.to_polars(r.expr, compiler._AnyName(), read=seen.append, over=scan)
         reads[r.name] = seen + sorted(scan.partitions)  # a partition counts twice: it is materialised
     return reads
 
@@ -176,6 +171,7 @@ def _levels(
     aggregated: Sequence[str],
     reads: Mapping[str, list[str]],
     over: Any,
+    compiler: ModuleType,
 ) -> tuple[dict[str, pl.Expr], pl.Expr]:
     """The row columns of ``q`` over ``block`` (a list of structs of the inputs), level by level.
 
@@ -190,8 +186,6 @@ def _levels(
     """
     import polars as pl
 
-    from conformal_frames.engine.native import to_polars
-
     levels: dict[int, list[Any]] = {}
     for r in q.rows.values():
         if r.name in needed:
@@ -200,7 +194,7 @@ def _levels(
     for level in sorted(levels):
         counts = Counter(aggregated)
         counts.update(n for r in q.rows.values() if r.level > level and r.name in needed for n in reads[r.name])
-        new = {r.name: to_polars(r.expr, bound, over=over) for r in levels[level]}
+        new = {r.name: compiler.to_polars(r.expr, bound, over=over) for r in levels[level]}
         bound |= new
         if all(counts[n] < 2 for n in new):
             continue  # inlined where read
