@@ -135,30 +135,3 @@ def test_evaluate_keeps_its_own_path(name: str, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(_native_steps, "compile_steps", refuse)
     monkeypatch.setattr(_polars_native, "MIN_EAGER_ROWS", 0)
     cf.evaluate(FRAME.lazy(), metric, by="g").collect()
-
-
-def test_a_window_with_a_step_stays_refused() -> None:
-    with pytest.raises(
-        cfx.NotAnExpressionError, match=r"diebold_mariano_test cannot be compiled.*window.*cf\.evaluate"
-    ):
-        cfx.diebold_mariano_test("y", "mu", "lo", order_by="t")
-
-
-def test_the_udf_runs_once_per_group_and_once_in_a_select(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
-    call = _native_steps._Run.__call__
-
-    def counted(self: _native_steps._Run, batch: pl.Series) -> pl.Series:
-        calls.append(len(batch))
-        return call(self, batch)
-
-    monkeypatch.setattr(_native_steps._Run, "__call__", counted)
-    expr = cfx.smooth_ece("label", "score")
-    FRAME.select(expr)
-    assert calls == [1]
-    calls.clear()
-    FRAME.lazy().group_by("g").agg(expr).collect()
-    assert sorted(calls) == [1] * FRAME["g"].n_unique()
-    # an empty frame: one call, null as evaluate
-    assert FRAME.head(0).select(expr).item() is None
-    assert cf.evaluate(FRAME.head(0), cf.smooth_ece("label", "score"))["smooth_ece"].to_list() == [None]

@@ -27,10 +27,13 @@ holds as a polars expression valid in any aggregation context (``select``,
 
 The narwhals expressions of the record become polars ones through narwhals'
 compliant layer (:func:`to_polars`): an internal API of narwhals 2.x used in
-that function only, pinned by ``tests/test_polars_expr.py``.  Numpy steps
-run through one polars UDF (:mod:`conformal_frames.engine._native_steps`).
-What cannot be an expression (windows over the rows, tables other than
-ordered cells) raises :class:`NotAnExpressionError`.
+that function only, pinned by ``tests/test_polars_expr.py``.  Windows over
+the rows of a group (ranks, lags in ``order_by`` order) and row-wise numpy
+steps of the aggregated values are written by
+:mod:`~conformal_frames.engine.native_windows`; other numpy steps run through
+one polars UDF (:mod:`conformal_frames.engine._native_steps`).  What cannot be
+an expression (tables other than ordered cells) raises
+:class:`NotAnExpressionError`.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames.engine import _native_steps
+from conformal_frames.engine import _native_steps, native_windows
 from conformal_frames.engine.expr import running_total
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import Plan
@@ -55,15 +58,18 @@ if TYPE_CHECKING:
 __all__ = ["NotAnExpressionError", "Policy", "compile_polars", "to_polars"]
 
 Policy = Literal["null", "drop"]
+#: how :func:`to_polars` writes a window: ``(expression, partition expressions, order_by names) -> expression``
+Window = Callable[["pl.Expr", list["pl.Expr"], list[str]], "pl.Expr"]
 
 #: the phases a polars expression cannot hold (yet), in words for the error
 _REFUSED = {
     "table": "a second aggregation level (a sort-based or binned table)",
-    "window": "a window over the rows of a group",
     "numpy": "a numpy step",
     "group_step": "a numpy step over every row of a group",
 }
 _N = "__cf_n"
+#: this module, for the hooks of native_windows (which does not import it: one direction of imports)
+_THIS = sys.modules[__name__]
 
 
 class NotAnExpressionError(TypeError):
@@ -76,6 +82,7 @@ def to_polars(
     *,
     read: Callable[[str], None] | None = None,
     sorted_by: str | None = None,
+    over: Window | None = None,
 ) -> pl.Expr:
     """The native polars expression of the narwhals expression ``expr``.
 
@@ -83,8 +90,10 @@ def to_polars(
     bound); ``read(name)`` is called for every bound name read.  With
     ``sorted_by`` (the rows are sorted by that column, e.g. ordered cells
     inside ``list.eval``), a window without partition ordered by it is the
-    expression itself.  The one use of narwhals' internal compliant layer
-    (``Expr._to_compliant_expr``, its polars namespace and expression),
+    expression itself.  With ``over``, a window is ``over(native expression,
+    its partition's bound expressions, its order_by names)`` (see
+    ``engine.native_windows``).  The one use of narwhals' internal compliant
+    layer (``Expr._to_compliant_expr``, its polars namespace and expression),
     pinned by the tests.
     """
     import polars as pl
@@ -92,13 +101,22 @@ def to_polars(
     from narwhals._polars.namespace import PolarsNamespace
     from narwhals._utils import Version
 
+    def bound(name: str) -> pl.Expr:
+        if name in bind:
+            if read is not None:
+                read(name)
+            return bind[name]
+        return pl.col(name)
+
     class _Sorted(PolarsExpr):
         def over(self, partition_by: Sequence[str], order_by: Sequence[str]) -> Any:
+            if over is not None:
+                return self._with_native(over(self.native, [bound(p) for p in partition_by], list(order_by)))
             if not partition_by and list(order_by) in ([], [sorted_by]):
                 return self  # the rows are already in that order, and one partition
             raise NotAnExpressionError("a window over the rows in another order")
 
-    kind = PolarsExpr if sorted_by is None else _Sorted
+    kind = PolarsExpr if sorted_by is None and over is None else _Sorted
 
     class _Bound(PolarsNamespace):
         @property
@@ -106,10 +124,8 @@ def to_polars(
             return kind
 
         def col(self, *names: str) -> PolarsExpr:
-            if len(names) == 1 and names[0] in bind:
-                if read is not None:
-                    read(names[0])
-                return kind(bind[names[0]], version=self._version)
+            if len(names) == 1:
+                return kind(bound(names[0]), version=self._version)
             return kind(pl.col(*names), version=self._version)
 
     compliant: Any = expr._to_compliant_expr(_Bound(version=Version.V2))
@@ -148,9 +164,12 @@ def refusal(plan: Plan) -> str | None:
     A table of ordered cells (:meth:`Query.cells`) compiles (:func:`_blocks`)
     unless its function does more than the cell frame supports (:class:`_CellFrame`).
     """
+    numpy = native_windows.numpy_steps(plan) is not None
     for spec in plan.specs:
         phases = set(spec.phases & _REFUSED.keys())
         phases.discard("table")  # compiled when it groups the rows into cells (see _table), else refused there
+        if numpy:  # numpy steps of the aggregated values only: a map_batches call (native_windows)
+            phases.discard("numpy")
         if phases:
             return _refused(spec.metric, " and ".join(_REFUSED[p] for p in sorted(phases)))
     return None
@@ -177,7 +196,7 @@ class _Binder:
         self.reads[name] = self.reads.get(name, 0) + 1
 
 
-def _rows(q: Query, inputs: Mapping[str, pl.Expr]) -> dict[str, pl.Expr]:
+def _rows(q: Query, inputs: Mapping[str, pl.Expr], over: Window | None = None) -> dict[str, pl.Expr]:
     """Every row column of ``q`` as a polars expression of the input columns.
 
     A row is inlined where it is read, unless inlining repeats too much: a row
@@ -187,26 +206,27 @@ def _rows(q: Query, inputs: Mapping[str, pl.Expr]) -> dict[str, pl.Expr]:
     every aggregation then carries the whole struct (ECE's ten bins: 4x the
     plan).  So the rows are split into connected sets (rows that read each
     other) and each set takes the form whose aggregated rows have the smaller
-    plan (node count, read as the expressions' text length).
+    plan (node count, read as the expressions' text length).  ``over`` writes
+    the windows (:mod:`~conformal_frames.engine.native_windows`).
     """
     names = {r.name for r in q.rows.values()}
     reads: dict[str, set[str]] = {}
     for r in q.rows.values():
         seen: list[str] = []
-        to_polars(r.expr, {n: _placeholder(n) for n in names}, read=seen.append)
+        to_polars(r.expr, {n: _placeholder(n) for n in names}, read=seen.append, over=over)
         reads[r.name] = set(seen)
     inline = dict(inputs)
     for r in sorted(q.rows.values(), key=lambda r: r.level):
-        inline[r.name] = to_polars(r.expr, inline)
+        inline[r.name] = to_polars(r.expr, inline, over=over)
     aggregated = [row for how, row in (cast("tuple[str, str]", k) for k in q.aggs)]
     if q.count_row is not None:
         aggregated.append(q.count_row)
     out = dict(inline)
     for part in _connected(reads):
         rows = [r for r in q.rows.values() if r.name in part]
-        if max(r.level for r in rows) <= 1:
+        if max(r.level for r in rows) <= 1 or over is not None:  # polars refuses windows inside with_fields
             continue
-        bound = _bound(rows, inputs)
+        bound = _bound(rows, inputs, over)
         leaves = [n for n in aggregated if n in part]
         if sum(len(str(bound[n])) for n in leaves) < sum(len(str(inline[n])) for n in leaves):
             out |= bound
@@ -232,7 +252,7 @@ def _connected(reads: Mapping[str, set[str]]) -> list[set[str]]:
     return list(parts.values())
 
 
-def _bound(rows: Sequence[Any], inputs: Mapping[str, pl.Expr]) -> dict[str, pl.Expr]:
+def _bound(rows: Sequence[Any], inputs: Mapping[str, pl.Expr], over: Window | None = None) -> dict[str, pl.Expr]:
     """``rows`` as fields of one row struct, one ``with_fields`` per level."""
     import polars as pl
 
@@ -240,10 +260,10 @@ def _bound(rows: Sequence[Any], inputs: Mapping[str, pl.Expr]) -> dict[str, pl.E
     for r in rows:
         levels.setdefault(r.level, []).append((r.name, r.expr))
     first = levels.pop(min(levels))
-    struct = pl.struct(*[to_polars(e, inputs).alias(name) for name, e in first])
+    struct = pl.struct(*[to_polars(e, inputs, over=over).alias(name) for name, e in first])
     refs = {name: pl.field(name) for name, _ in first}
     for level in sorted(levels):
-        struct = struct.struct.with_fields(*[to_polars(e, refs).alias(name) for name, e in levels[level]])
+        struct = struct.struct.with_fields(*[to_polars(e, refs, over=over).alias(name) for name, e in levels[level]])
         refs |= {name: pl.field(name) for name, _ in levels[level]}
     return {name: struct.struct.field(name) for name in refs}
 
@@ -317,7 +337,8 @@ def compile_polars(
         raise ValueError(msg)
     plan = record(metrics, caller=caller)
     _check_reserved(plan)
-    if _native_steps.has_steps(plan):  # numpy steps: through one polars UDF
+    rowwise = not plan.query.group_steps and native_windows.numpy_steps(plan) is not None  # see native_windows
+    if _native_steps.has_steps(plan) and not rowwise:  # other numpy steps: through one polars UDF
         target = name if name is not None else metrics[0].output_name
         compiled: Compiled = _native_steps.compile_steps(
             plan, invalid=invalid, name=target, let=let, native=sys.modules[__name__]
@@ -327,16 +348,24 @@ def compile_polars(
     if why is not None:
         raise NotAnExpressionError(why)
     outputs = {k: e for k, e in plan.outputs.items() if e is not None}
-    if len(outputs) != len(plan.outputs):  # an output a table or a step fills in evaluate
+    steps = native_windows.numpy_steps(plan) or []
+    filled = {o for s in steps for o in s.outputs}
+    if len(outputs) + len(filled & plan.outputs.keys()) != len(plan.outputs):  # a table or a step fills it
         missing = ", ".join(k for k, e in plan.outputs.items() if e is None)
         raise NotAnExpressionError(_refused(metrics[0].output_name, f"a table or step that fills {missing}"))
     target = name if name is not None else metrics[0].output_name
     stats, after_tables = _statistics(plan, invalid)
     levels = [*after_tables, *_levels(plan)]
-    mode = let if let != "auto" else _auto(stats, levels, outputs)
+    carried = {**outputs, **native_windows.inputs_of(steps)}  # the numpy steps' inputs, carried out
+    mode = let if let != "auto" else _auto(stats, levels, carried)
     if mode == "inline" and (levels or any(k.startswith(_BLOCK) for k in stats)):
         mode = "list"  # values, stages and tables are bound in the list
-    return Compiled(_compile(plan, stats, levels, outputs, mode).alias(target), tuple(outputs), mode)
+    expr = _compile(plan, stats, levels, carried, mode)
+    if steps:
+        ints = list(plan.query.output_dtypes)
+        expr = native_windows.with_numpy(expr, list(plan.outputs), steps, ints)
+        outputs = dict.fromkeys(plan.outputs, nw.lit(None))
+    return Compiled(expr.alias(target), tuple(outputs), mode)
 
 
 def _check_reserved(plan: Plan) -> None:
@@ -364,7 +393,9 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
     import polars as pl
 
     q = plan.query
-    rows = _rows(q, _inputs(plan))
+    windows, by = native_windows.order(plan, _THIS)
+    inputs = _inputs(plan) | native_windows.order_column(q, by, _THIS)  # an order_by column as it is
+    rows = _rows(q, inputs)
     bad, zero = _masks(plan, rows, invalid)
     keep = None if invalid == "null" or bad is None else ~bad
 
@@ -374,7 +405,13 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
     # n: the rows, or the rows they represent (the sum of the counts=)
     n = kept(rows[q.count_row]).sum() if q.count_row is not None else pl.len() if keep is None else keep.sum()
     stats: dict[str, pl.Expr] = {_N: n.cast(pl.Float64)}
-    for key, (agg_name, _) in q.aggs.items():
+    if windows:  # the rows read other rows: computed and aggregated in one block (native_windows)
+        if q.tables:
+            metric = ", ".join(s.metric for s in plan.specs)
+            raise NotAnExpressionError(_refused(metric, "a window over the rows and a table in one expression"))
+        names, values = native_windows.aggregations(q, inputs, keep, by, _THIS)
+        stats[_BLOCK + "\x00".join(names)] = values
+    for key, (agg_name, _) in [] if windows else q.aggs.items():
         how, row = cast("tuple[str, str]", key)  # (how, row name): see Query.agg
         stats[agg_name] = getattr(kept(rows[row]), how)().cast(pl.Float64)
     stages: list[_Stage] = []

@@ -162,6 +162,7 @@ def _t_pvalues(stat: str, n: str, output: str) -> engine.NumpyFn:
         p[ok] = np.minimum(2.0 * stdtr(m[ok] - 1.0, -np.abs(z[ok])), 1.0)
         return {output: p}
 
+    fn.rowwise = True  # type: ignore[attr-defined]  # a group's p-value reads its row only (engine.native_windows)
     return fn
 
 
