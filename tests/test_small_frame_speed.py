@@ -37,6 +37,11 @@ def test_polars_steps_take_erfc():
     erfc = pl.Series(z[upper] * 0.7071067811865476).erfc().to_numpy() * 0.5
     np.testing.assert_array_equal(nz[upper], erfc)
     assert out.columns == ["x", "z", "ks", "nz"]  # the scratch columns dropped
+    kept = brownian.with_normal_sf(lf, "z", "nz", "_c_", keep_scratch=True).collect()
+    assert kept.columns[:2] == ["x", "z"]
+    assert "nz" in kept.columns
+    assert len(kept.columns) > 3  # kept on polars (an aggregated table's final selection drops them)
+    np.testing.assert_array_equal(kept["nz"].to_numpy(), nz)
 
 
 def test_evaluate_pvalue_equals_the_compiled_expression():
