@@ -41,6 +41,13 @@ def compute(
     Roles given as expressions are evaluated first (:func:`resolve_roles`).
     """
     frame, by = resolve_roles(frame, metrics, by)
+    return _resolved(frame, metrics, by, invalid=invalid)
+
+
+def _resolved(
+    frame: Any, metrics: Sequence[Metric], by: Any = None, *, invalid: InvalidPolicy | None = None
+) -> nw.LazyFrame | nw.DataFrame:
+    """:func:`compute` of a frame whose expression roles are resolved already."""
     if not _plan_cache.spark_classic(frame):
         return _compute(frame, metrics, by, invalid=invalid)
     with spark_call_sites_off():  # two thirds of the py4j round trips of a build
@@ -291,7 +298,7 @@ def evaluate_one(
     """A single metric with the return contract of the ``.conformal`` methods."""
     frame, by = resolve_roles(frame, [metric], by)
     with task(metric.output_name, progress):
-        result = compute(frame, [metric], by, invalid=invalid)
+        result = _resolved(frame, [metric], by, invalid=invalid)  # resolved once (10 us of a 0.5 ms call)
     keys = as_keys(by)
     if metric.long:
         return _long_table(result, metric, keys)

@@ -123,6 +123,11 @@ def to_polars(
         def _expr(self) -> Any:
             return kind
 
+        def all_horizontal(self, *exprs: PolarsExpr, ignore_nulls: bool) -> PolarsExpr:
+            if len(exprs) == 1 and not ignore_nulls:  # narwhals' when(p): p itself, not two more nodes
+                return exprs[0]
+            return super().all_horizontal(*exprs, ignore_nulls=ignore_nulls)
+
         def col(self, *names: str) -> PolarsExpr:
             if len(names) == 1:
                 return kind(bound(names[0]), version=self._version)
@@ -292,15 +297,41 @@ def _masks(plan: Plan, rows: Mapping[str, pl.Expr], invalid: Policy) -> tuple[pl
     import polars as pl
 
     q = plan.query
-    checks = {m: to_polars(c.bad, rows).fill_null(False) for m, c in q.checks.items()}
-    rules = {m: to_polars(p, rows) for m, p in q.positive.items() if m in q.totals and m in checks}
-    others = [b for m, b in checks.items() if m not in rules]
-    bad = pl.any_horizontal(*others) if others else None
+    rules = {m: to_polars(p, rows) for m, p in q.positive.items() if m in q.totals and m in q.checks}
+    bad = _bad_rows({m: c.bad for m, c in q.checks.items() if m not in rules}, rows)
     if not rules:
         return bad, None
     kept = [p if bad is None or invalid == "null" else p & ~bad for p in rules.values()]
     zero = [~(pl.when(p).then(1.0).otherwise(0.0).max() > 0) for p in kept]
     return bad, pl.any_horizontal(*zero)
+
+
+def _bad_rows(checks: Mapping[str, nw.Expr], rows: Mapping[str, pl.Expr]) -> pl.Expr | None:
+    """The row fails one of ``checks`` (a missing check counts as passed), in few plan nodes.
+
+    Every node costs planning time at each call (about 2 us; 1,000-row
+    calls are mostly that): the checks "missing or infinite"
+    (``x.is_null() | ~(x.abs() < inf)``) of the columns ``x`` are one
+    ``all_horizontal`` of ``x.is_finite()`` (null where a column is null, so
+    a null counts as failing), the other checks are ORed as they are.
+    """
+    import polars as pl
+
+    probe = pl.col("\x00probe")
+    missing = str(probe.is_null() | ~(probe.abs() < float("inf")))
+    finite: list[pl.Expr] = []
+    others: list[pl.Expr] = []
+    for bad in checks.values():
+        read = _reads(bad)
+        if len(set(read)) == 1 and str(to_polars(bad, {read[0]: probe})) == missing:
+            finite.append(to_polars(nw.col(read[0]), rows).is_finite())
+        else:
+            others.append(to_polars(bad, rows).fill_null(False))
+    if finite:
+        others.insert(0, ~pl.all_horizontal(*finite).fill_null(False))
+    if not others:
+        return None
+    return others[0] if len(others) == 1 else pl.any_horizontal(*others)
 
 
 @dataclass(frozen=True)

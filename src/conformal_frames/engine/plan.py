@@ -774,14 +774,17 @@ def declared_dtypes(frame: nw.DataFrame, q: Query) -> nw.DataFrame:
 def _without(frame: nw.DataFrame, column: str) -> nw.DataFrame:
     """The collected ``frame`` without ``column`` (polars: in place, no second query)."""
     if frame.implementation.is_polars():
-        native = frame.to_native()
-        native.drop_in_place(column)  # our own collected frame
-        return nw.from_native(native, eager_only=True)
+        frame.to_native().drop_in_place(column)  # our own collected frame, which ``frame`` wraps
+        return frame
     return frame.drop(column)
 
 
 def has_invalid(table: nw.DataFrame) -> bool:
     """Whether a collected aggregated table counts a row failing a check."""
+    if table.implementation.is_polars():  # natively: about 20 us of the 0.5 ms of a call on 1,000 rows
+        total = table.to_native().get_column(_INVALID).sum()  # nulls skipped
+        if total == total:  # not NaN (NaN counts are skipped below, as nansum does)
+            return bool((total or 0) > 0)
     return bool(np.nansum(table.get_column(_INVALID).to_numpy().astype(float)) > 0)
 
 
@@ -838,7 +841,6 @@ class Compiled:
         frame other than polars raise :class:`~conformal_frames.errors.BackendLimitError`.
         """
         q, table = self.query, self.table
-        final_cols: list[nw.Expr | str] = [*self.plan.key_columns(), *self.names, *self.plan.count_columns(self.policy)]
         frame = None
         if eager and not (q.group_steps or q.numpy_steps):
             # one collect with the final selection: a second query costs ~0.5 ms on small frames
@@ -847,7 +849,10 @@ class Compiled:
                 if has_invalid(frame):
                     self.plan.raise_failed(self._failed(table))
                 frame = _without(frame, _INVALID)
+            if frame.implementation.is_polars():  # nothing to reset or cast (one check, not two)
+                return frame
             return nw.maybe_reset_index(declared_dtypes(frame, q))
+        final_cols: list[nw.Expr | str] = [*self.plan.key_columns(), *self.names, *self.plan.count_columns(self.policy)]
         if self.policy == "raise":
             if not eager:  # asked for: run the checks now (the metrics stay lazy)
                 self.plan.raise_failed(self._failed(table))
