@@ -11,7 +11,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames._progress import task
 from conformal_frames._roles import Column
-from conformal_frames.engine import _pandas_polars, _plan_cache, _polars_native
+from conformal_frames.engine import _pandas_polars, _plan_cache, _polars_native, family_drop
 from conformal_frames.engine.expr import polars_in_memory, spark_call_sites_off
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import (
@@ -53,6 +53,12 @@ def compute(
 def _compute(
     frame: Any, metrics: Sequence[Metric], by: Any = None, *, invalid: InvalidPolicy | None = None
 ) -> nw.LazyFrame | nw.DataFrame:
+    return _notify(_computed(frame, metrics, by, invalid=invalid), metrics)
+
+
+def _computed(
+    frame: Any, metrics: Sequence[Metric], by: Any = None, *, invalid: InvalidPolicy | None = None
+) -> nw.LazyFrame | nw.DataFrame:
     lf, eager = to_lazy(frame)
     keys = as_keys(by)
     check_index_keys(frame, keys)
@@ -60,20 +66,25 @@ def _compute(
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
     lf = normalized_keys(lf, keys)
+    if chosen == "drop" and len(metrics) > 1:  # each metric on the rows valid for its own inputs (see family_drop)
+        how = family_drop.split(lf.collect_schema(), metrics, keys)
+        if how is not None:
+            again = functools.partial(_computed, frame, by=by, invalid="drop")
+            return family_drop.run(lf, metrics, keys, how, again, eager=eager)
     # polars: the compiled expressions (one metric; see _polars_native)
     native = _polars_native.run(frame, lf, metrics, keys, chosen, eager=eager, collect_options=_collect_options)
     if native is not None:
-        return _notify(native, metrics)
+        return native
     try:
         # metrics that reshape the input (prepare) compile on every call
         reusable = bool(metrics) and all(isinstance(m, Metric) and not m.reshapes for m in metrics)
         if eager:
             fast = _pandas_by_polars(lf, metrics, keys, chosen, reusable=reusable)
             if fast is not None:
-                return _notify(fast, metrics)
+                return fast
         options = _collect_options(frame, lf) if eager else {}
         with _plan_cache.bound(frame, lf, metrics, keys, chosen, compile_query, reusable=reusable) as compiled:
-            return _notify(compiled.finish(eager=eager, collect_options=options), metrics)
+            return compiled.finish(eager=eager, collect_options=options)
     except BackendLimitError:
         raise
     except (NotImplementedError, RuntimeError) as exc:

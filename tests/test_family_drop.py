@@ -1,0 +1,125 @@
+"""Issue 38 item 1: ``invalid="drop"`` drops a row only from the metrics whose inputs are bad.
+
+One call mixing an interval metric (coverage), a point metric (mae), a
+probabilistic one (Gaussian crps) and a sort-based one (ks_test), with bad
+rows in each family: every metric equals its one-metric call, and the counts
+(``n``, ``n_dropped``, ``n_dropped_<metric>``) equal a numpy count of the bad
+rows of each family.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import conformal_frames as cf
+from helpers import assert_close, to_pandas
+
+NAN = math.nan
+# groups: a (1 row, lo > hi: coverage drops it all), b (2 rows, a negative sd), c (8 rows, a bad row
+# of every family, a missing y that every family but ks_test reads), d (3 rows, mae drops them all)
+DATA: dict[str, list[Any]] = {
+    "g": ["a", "b", "b", *["c"] * 8, "d", "d", "d"],
+    "y": [1.0, 2.0, 0.5, 1.0, NAN, 3.0, 0.2, 1.5, 2.5, 0.7, 1.1, 0.3, 0.9, 2.2],
+    "lo": [2.0, 0.0, 0.0, 0.0, 0.0, 4.0, 0.0, 1.0, 0.0, 0.5, 0.0, 0.0, 0.5, 0.0],
+    "hi": [1.0, 3.0, 1.0, 2.0, 2.0, 3.0, 1.0, 2.0, 2.0, 1.0, 2.0, 1.0, 1.0, 3.0],
+    "p": [1.1, 1.9, 0.4, NAN, 1.0, 2.5, 0.3, 1.2, NAN, 0.6, 1.0, NAN, NAN, NAN],
+    "mu": [1.0, 2.1, 0.6, 1.2, 1.0, 2.8, 0.1, 1.4, 2.4, 0.8, 1.0, 0.2, 1.0, 2.0],
+    "sd": [1.0, -0.5, 0.5, 1.0, 1.0, 0.7, 0.3, -1.0, 0.9, 0.4, 0.6, 1.0, 1.0, 1.0],
+    "label": [1, 0, 1, 1, 0, 1, 0, 1, 1, 0, 1, 0, 1, 1],
+    "score": [0.8, 0.3, 0.6, 0.9, 0.2, 1.4, 0.1, 0.7, 0.5, 0.4, 0.6, 0.3, 0.8, 0.2],
+}
+
+
+def _metrics() -> list[cf.Metric]:
+    return [
+        cf.coverage("y", "lo", "hi"),
+        cf.mae("y", "p"),
+        cf.crps("y", mean="mu", std="sd"),
+        cf.ks_test("label", "score"),
+    ]
+
+
+def _bad() -> dict[str, np.ndarray]:
+    """Each family's bad rows, from the definitions (numpy)."""
+    d = {k: np.asarray(v, dtype=float) for k, v in DATA.items() if k != "g"}
+    y = np.isnan(d["y"])
+    return {
+        "coverage": y | (d["lo"] > d["hi"]),
+        "mae": y | np.isnan(d["p"]),
+        "crps": y | (d["sd"] < 0),
+        "ks_test": (d["score"] < 0) | (d["score"] > 1),
+    }
+
+
+def _expected_counts(keys: list[str]) -> pd.DataFrame:
+    bad = _bad()
+    frame = pd.DataFrame({"g": DATA["g"], **{f"n_dropped_{k}": v.astype(int) for k, v in bad.items()}})
+    anyone = np.any(np.stack(list(bad.values())), axis=0)
+    frame["n"], frame["n_dropped"] = (~anyone).astype(int), anyone.astype(int)
+    if not keys:
+        return frame.drop(columns="g").sum().to_frame().T
+    return frame.groupby("g", sort=True).sum().reset_index()
+
+
+@pytest.mark.spark_cases(keys=["g"])
+@pytest.mark.parametrize("keys", [[], ["g"]])
+def test_each_family_drops_its_own_rows(constructor: Any, keys: list[str]) -> None:
+    frame = constructor(DATA)
+    by = keys or None
+    out = to_pandas(cf.evaluate(frame, *_metrics(), by=by, invalid="drop"))
+    names = [f"n_dropped_{m.output_name}" for m in _metrics()]
+    outputs = ["coverage", "coverage_ci_low", "coverage_ci_high", "mae", "crps", "ks_test", "ks_test_pvalue"]
+    assert list(out.columns) == [*keys, *outputs, "n", "n_dropped", *names]
+    expected = _expected_counts(keys)
+    for c in ["n", "n_dropped", *names]:
+        assert out[c].tolist() == expected[c].tolist(), c
+        assert str(out[c].dtype) in ("int64", "Int64", "int64[pyarrow]"), (c, out[c].dtype)
+    for m in _metrics():
+        alone = to_pandas(cf.evaluate(frame, m, by=by, invalid="drop"))
+        if keys:
+            assert out["g"].tolist() == alone["g"].tolist() == ["a", "b", "c", "d"]
+        for c in alone.columns:
+            if c not in (*keys, "n", "n_dropped"):
+                assert_close(out[c], alone[c], what=c)
+        bad = _bad()[m.output_name]
+        assert (alone["n_dropped"] == expected[f"n_dropped_{m.output_name}"]).all()
+        assert alone["n"].sum() == int((~bad).sum())
+    if keys:  # a group whose rows one family drops: that family is null, the others are not
+        null = out.set_index("g")[["coverage", "mae"]].isna()
+        assert null.loc["a"].tolist() == [True, False] and null.loc["d"].tolist() == [False, True]
+
+
+def test_metrics_of_one_validity_keep_the_call_level_columns(constructor: Any) -> None:
+    """Same checks (coverage, winkler, ssc read y, lo, hi): the columns and numbers of a call with one plan."""
+    frame = constructor(DATA)
+    metrics = [cf.coverage("y", "lo", "hi"), cf.winkler("y", "lo", "hi", confidence_level=0.9)]
+    out = to_pandas(cf.evaluate(frame, *metrics, by="g", invalid="drop"))
+    assert list(out.columns) == ["g", "coverage", "coverage_ci_low", "coverage_ci_high", "winkler", "n", "n_dropped"]
+    assert out["n_dropped"].tolist() == [1, 0, 2, 0]
+
+
+def test_the_conformal_namespace_and_aliases(eager_constructor: Any) -> None:
+    frame = eager_constructor(DATA)
+    metrics = [cf.coverage("y", "lo", "hi").alias("cov"), cf.mae("y", "p").alias("err")]
+    out = to_pandas(cf.conformal(frame).evaluate(*metrics, by="g", invalid="drop"))
+    counts = ["n", "n_dropped", "n_dropped_cov", "n_dropped_err"]
+    assert list(out.columns) == ["g", "cov", "cov_ci_low", "cov_ci_high", "err", *counts]
+    assert_close(out["err"], to_pandas(cf.evaluate(frame, metrics[1], by="g", invalid="drop"))["err"])
+
+
+@pytest.mark.parametrize("invalid", ["null", "raise"])
+def test_other_policies_are_call_level(eager_constructor: Any, invalid: str) -> None:
+    """``"null"`` nulls every metric of a group with an invalid row of any family; ``"raise"`` raises."""
+    frame = eager_constructor(DATA)
+    if invalid == "raise":
+        with pytest.raises(ValueError, match=r"in \d+ rows?"):
+            cf.evaluate(frame, *_metrics(), by="g", invalid="raise")
+        return
+    out = to_pandas(cf.evaluate(frame, *_metrics(), by="g", invalid="null"))
+    assert list(out.columns)[-2:] == ["n", "n_invalid"]
+    assert out["mae"].isna().tolist() == [True, True, True, True]
