@@ -123,3 +123,39 @@ def test_other_policies_are_call_level(eager_constructor: Any, invalid: str) -> 
     out = to_pandas(cf.evaluate(frame, *_metrics(), by="g", invalid="null"))
     assert list(out.columns)[-2:] == ["n", "n_invalid"]
     assert out["mae"].isna().tolist() == [True, True, True, True]
+
+
+def test_cfx_metrics_drop_per_family() -> None:
+    """``cfx.metrics(..., invalid="drop")`` has evaluate's semantics: each metric on its own valid rows."""
+    pl = pytest.importorskip("polars")
+    import conformal_frames.polars as cfx
+
+    frame = pl.DataFrame(DATA, strict=False)
+    metrics = _metrics()
+    got = frame.group_by("g").agg(cfx.metrics(*metrics, invalid="drop")).unnest("metrics").sort("g")
+    expected = cf.evaluate(frame, *metrics, by="g", invalid="drop")
+    outputs = ["coverage", "coverage_ci_low", "coverage_ci_high", "mae", "crps", "ks_test", "ks_test_pvalue"]
+    assert got.columns == ["g", *outputs]
+    for c in outputs:
+        assert_close(got[c].to_numpy(), expected[c].to_numpy(), what=c)
+
+
+def test_a_summary_drops_a_row_from_all_its_metrics() -> None:
+    """Pinned: a summary has one ``n`` per row and one column per statistic, shared by its metrics, so
+    ``summarize(..., invalid="drop")`` keeps the call-level rule; summarize each family apart for evaluate's."""
+    pl = pytest.importorskip("polars")
+    frame = pl.DataFrame(DATA, strict=False)
+    metrics = [cf.coverage("y", "lo", "hi"), cf.mae("y", "p")]
+    got = cf.finalize(cf.summarize(frame, *metrics, by="g", invalid="drop"), *metrics, by="g")
+    bad = _bad()
+    kept = frame.filter(pl.Series(~(bad["coverage"] | bad["mae"])))
+    call_level = cf.evaluate(kept, *metrics, by="g", invalid="drop")  # the groups with rows left
+    assert got.columns == ["g", "coverage", "coverage_ci_low", "coverage_ci_high", "mae", "n", "n_dropped"]
+    per_family = cf.evaluate(frame, *metrics, by="g", invalid="drop")
+    assert got["n"].to_list() == per_family["n"].to_list() == [0, 2, 4, 0]
+    assert got["n_dropped"].to_list() == per_family["n_dropped"].to_list() == [1, 0, 4, 3]
+    both = got.join(call_level.select("g", "mae"), on="g", suffix="_rows_left")
+    assert_close(both["mae"].to_numpy(), both["mae_rows_left"].to_numpy(), what="mae")
+    for metric in metrics:  # one family per summary: evaluate's numbers
+        alone = cf.finalize(cf.summarize(frame, metric, by="g", invalid="drop"), metric, by="g")
+        assert_close(alone[metric.output_name].to_numpy(), per_family[metric.output_name].to_numpy())
