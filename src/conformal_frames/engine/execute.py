@@ -239,11 +239,18 @@ def evaluate(
         outside their set, ...) do.  ``"raise"`` (default for eager input): a
         ValueError naming the column, the problem and the row count.
         ``"null"`` (default for lazy input): the metrics of a group with
-        invalid rows are null and ``n_invalid`` counts them.  ``"drop"``: the
-        metrics use the valid rows only; ``n`` counts them and ``n_dropped``
-        the rows left out (a group whose rows are all invalid stays, with
-        ``n = 0`` and null metrics).  On lazy input ``"raise"`` runs the
-        checks when called (the metrics stay lazy).
+        invalid rows are null and ``n_invalid`` counts them.  ``"drop"``: each
+        metric uses the rows valid for its own inputs (a row with ``lo > hi``
+        leaves ``coverage``, not ``mae``); ``n`` counts the rows no metric
+        dropped and ``n_dropped`` the rows at least one metric dropped (a
+        group whose rows are all invalid stays, with ``n = 0`` and null
+        metrics).  When the metrics check different inputs, each metric whose
+        checks differ from the union of the call's has its own Int64 count
+        ``n_dropped_<name>`` (its alias or first output column) right after
+        ``n_dropped``, and a group whose rows it drops entirely has it null;
+        metrics that check the same inputs give one count, as before.  On
+        lazy input ``"raise"`` runs the checks when called (the metrics stay
+        lazy).
     progress : bool or None, default False
         A progress bar on stderr while work that runs in steps does
         (bootstrap chunks, worst-slab directions, per-group numpy steps):
@@ -255,8 +262,9 @@ def evaluate(
     -------
     frame
         A frame of the caller's type: group keys, one column per metric output,
-        ``n`` (and ``n_invalid`` or ``n_dropped``); sorted by the keys.  Eager
-        in, eager out; lazy in, lazy out.
+        ``n`` (and ``n_invalid`` or ``n_dropped``, and under ``"drop"`` the
+        ``n_dropped_<name>`` counts); sorted by the keys.  Eager in, eager
+        out; lazy in, lazy out.
 
     Examples
     --------
