@@ -69,8 +69,9 @@ def _computed(
     if chosen == "drop" and len(metrics) > 1:  # each metric on the rows valid for its own inputs (see family_drop)
         how = family_drop.split(lf.collect_schema(), metrics, keys)
         if how is not None:
-            again = functools.partial(_computed, frame, by=by, invalid="drop")
-            return family_drop.run(lf, metrics, keys, how, again, eager=eager)
+            again = functools.partial(_computed, by=by, invalid="drop")
+            collect = functools.partial(_collect_options, frame, lf)
+            return family_drop.run(frame, lf, metrics, keys, how, again, eager=eager, collect_options=collect)
     # polars: the compiled expressions (one metric; see _polars_native)
     native = _polars_native.run(frame, lf, metrics, keys, chosen, eager=eager, collect_options=_collect_options)
     if native is not None:

@@ -24,13 +24,14 @@ keys are dropped by every metric, so the parts have the same groups.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames.engine.expr import aggregate, indicator, join_keys, sort_result
+from conformal_frames.engine import _pandas_polars
+from conformal_frames.engine.expr import aggregate, indicator, sort_result
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import Plan, key_values
 from conformal_frames.engine.query import _DROPPED
@@ -51,6 +52,10 @@ class Split:
     outputs: tuple[tuple[str, ...], ...]
     #: the metrics (positions) whose checks differ from the call's: a ``n_dropped_<name>`` each
     apart: tuple[int, ...]
+    #: the input columns the metrics read, sorted
+    inputs: tuple[str, ...] = ()
+    #: the plan of each part's metrics (its checks say which rows the part drops: :func:`counts`)
+    plans: tuple[Plan, ...] = field(default=(), compare=False)
 
 
 def split(schema: Any, metrics: Sequence[Metric], keys: Sequence[str]) -> Split | None:
@@ -70,11 +75,12 @@ def split(schema: Any, metrics: Sequence[Metric], keys: Sequence[str]) -> Split 
 
 @functools.lru_cache(maxsize=128)
 def _split(schema: tuple[tuple[str, Any], ...], metrics: tuple[Metric, ...], keys: tuple[str, ...]) -> Split | None:
-    checks, outputs = [], []
+    checks, outputs, inputs = [], [], set()
     for m in metrics:
         plan = Plan.of(dict(schema), [m], list(keys))
         checks.append(frozenset(plan.query.checks))
         outputs.append(tuple(plan.outputs))
+        inputs |= {c for spec in plan.specs for c, _ in spec.inputs}
     if len(set(checks)) == 1:
         return None
     parts: dict[frozenset[str], list[int]] = {}
@@ -82,7 +88,8 @@ def _split(schema: tuple[tuple[str, Any], ...], metrics: tuple[Metric, ...], key
         parts.setdefault(c, []).append(i)
     union = frozenset().union(*checks)
     apart = tuple(i for i, c in enumerate(checks) if c != union)
-    return Split(tuple(tuple(p) for p in parts.values()), tuple(outputs), apart)
+    plans = tuple(Plan.of(dict(schema), [metrics[i] for i in p], list(keys)) for p in parts.values())
+    return Split(tuple(tuple(p) for p in parts.values()), tuple(outputs), apart, tuple(sorted(inputs)), plans)
 
 
 def counts(lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str], how: Split) -> nw.LazyFrame:
@@ -92,7 +99,7 @@ def counts(lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str], how: Sp
     normalized): each part's dropped rows are its plan's (:meth:`Plan.dropped`).
     """
     schema = lf.collect_schema()
-    plans = [Plan.of(schema, [metrics[i] for i in part], keys) for part in how.parts]
+    plans = how.plans  # planned on this schema (see split)
     q = plans[0].query
     names = [q._internal(f"__cf_fd{i}") for i in range(len(plans))]
     lf = plans[0].drop_null_keys(lf)
@@ -122,9 +129,14 @@ def dropped_name(metric: Metric) -> str:
     return f"n_dropped_{metric.output_name}"
 
 
+def _join(left: Any, right: Any, keys: list[str]) -> Any:
+    """``left`` with ``right``'s columns, matched on the keys (never null: ``"drop"`` drops null keys)."""
+    return left.join(right, on=keys, how="left") if keys else left.join(right, how="cross")
+
+
 def combine(
     results: Sequence[nw.DataFrame | nw.LazyFrame],
-    table: nw.LazyFrame,
+    table: nw.LazyFrame | nw.DataFrame,
     keys: list[str],
     how: Split,
     *,
@@ -142,25 +154,50 @@ def combine(
     if eager:
         assert isinstance(parts[0], nw.DataFrame)  # an eager part
         joined: Any = parts[0].with_row_index(_ORDER)
-        for other in [*parts[1:], table.collect()]:
-            joined = join_keys(joined, other, keys)
+        for other in [*parts[1:], table if isinstance(table, nw.DataFrame) else table.collect()]:
+            joined = _join(joined, other, keys)
         done = joined.sort(_ORDER) if keys else joined
         return nw.maybe_reset_index(done.select(*keys, *outputs, *counted))
     lazy: Any = parts[0]
     for other in [*parts[1:], table]:
-        lazy = join_keys(lazy, other, keys)
+        lazy = _join(lazy, other, keys)
     return sort_result(lazy.select(*keys, *outputs, *counted), *keys, nulls_last=True)
 
 
 def run(
+    frame: Any,
     lf: nw.LazyFrame,
     metrics: Sequence[Metric],
     keys: list[str],
     how: Split,
-    evaluate: Callable[[list[Metric]], nw.DataFrame | nw.LazyFrame],
+    evaluate: Callable[[Any, list[Metric]], nw.DataFrame | nw.LazyFrame],
     *,
     eager: bool,
+    collect_options: Callable[[], Mapping[str, Any]],
 ) -> nw.DataFrame | nw.LazyFrame:
-    """Each part evaluated by ``evaluate`` (its metrics under ``"drop"``), combined with the counts."""
-    results = [evaluate([metrics[i] for i in part]) for part in how.parts]
-    return combine(results, counts(lf, metrics, keys, how), keys, how, eager=eager)
+    """Each part evaluated by ``evaluate(frame, metrics)`` (under ``"drop"``), combined with the counts.
+
+    ``lf``: ``frame`` as the metrics read it (keys normalized).  Each part
+    is the evaluation it would be alone (its fast paths and plan caches: on
+    eager frames that beats one lazy query, which compiles on every call);
+    an eager pandas frame counts on its polars twin (see
+    :mod:`conformal_frames.engine._pandas_polars`) when it has one.
+    """
+    parts = [evaluate(frame, [metrics[i] for i in part]) for part in how.parts]
+    table = _counted_by_polars(lf, metrics, keys, how) if eager and _pandas_polars.applies(lf) else None
+    if table is None:
+        table = counts(lf, metrics, keys, how)
+        table = table.collect(**collect_options()) if eager else table
+    return combine(parts, table, keys, how, eager=eager)
+
+
+def _counted_by_polars(lf: nw.LazyFrame, metrics: Sequence[Metric], keys: list[str], how: Split) -> Any:
+    """:func:`counts` of an eager pandas frame run by polars, collected (``None``: no polars twin)."""
+    twin = _pandas_polars.twin(lf, keys, how.inputs, lf.collect_schema())
+    if twin is None:
+        return None
+    try:
+        table = counts(twin.lazy(), metrics, keys, how).collect()
+    except _pandas_polars.polars_errors():  # what polars cannot do on the copy: the pandas path
+        return None
+    return _pandas_polars.back(table, lf, keys, [])
