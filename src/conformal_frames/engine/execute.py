@@ -32,32 +32,51 @@ __all__ = ["compute", "evaluate", "evaluate_one"]
 
 
 def compute(
-    frame: Any, metrics: Sequence[Metric], by: Any = None, *, invalid: InvalidPolicy | None = None
+    frame: Any,
+    metrics: Sequence[Metric],
+    by: Any = None,
+    *,
+    invalid: InvalidPolicy | None = None,
+    per_metric: bool = True,
 ) -> nw.LazyFrame | nw.DataFrame:
     """Narwhals-level evaluation: a narwhals DataFrame (eager) or LazyFrame.
 
     Lazy calls on classic PySpark frames keep their result for the next
     identical call (see :mod:`conformal_frames.engine._plan_cache`).
     Roles given as expressions are evaluated first (:func:`resolve_roles`).
+    ``per_metric=False``: under ``"drop"`` a row failing a check of any
+    metric leaves all of them (one ``n`` for every metric, as a report
+    table's; :mod:`~conformal_frames.engine.family_drop` otherwise).
     """
     frame, by = resolve_roles(frame, metrics, by)
+    run = functools.partial(_compute, frame, metrics, by, invalid=invalid, per_metric=per_metric)
     if not _plan_cache.spark_classic(frame):
-        return _compute(frame, metrics, by, invalid=invalid)
+        return run()
     with spark_call_sites_off():  # two thirds of the py4j round trips of a build
         if invalid == "raise":  # runs its checks when called: built on every call
-            return _compute(frame, metrics, by, invalid=invalid)
-        key = (tuple(metrics), tuple(as_keys(by)), invalid)
-        return _plan_cache.kept(frame, key, lambda: _compute(frame, metrics, by, invalid=invalid))
+            return run()
+        key = (tuple(metrics), tuple(as_keys(by)), invalid, per_metric)
+        return _plan_cache.kept(frame, key, run)
 
 
 def _compute(
-    frame: Any, metrics: Sequence[Metric], by: Any = None, *, invalid: InvalidPolicy | None = None
+    frame: Any,
+    metrics: Sequence[Metric],
+    by: Any = None,
+    *,
+    invalid: InvalidPolicy | None = None,
+    per_metric: bool = True,
 ) -> nw.LazyFrame | nw.DataFrame:
-    return _notify(_computed(frame, metrics, by, invalid=invalid), metrics)
+    return _notify(_computed(frame, metrics, by, invalid=invalid, per_metric=per_metric), metrics)
 
 
 def _computed(
-    frame: Any, metrics: Sequence[Metric], by: Any = None, *, invalid: InvalidPolicy | None = None
+    frame: Any,
+    metrics: Sequence[Metric],
+    by: Any = None,
+    *,
+    invalid: InvalidPolicy | None = None,
+    per_metric: bool = True,
 ) -> nw.LazyFrame | nw.DataFrame:
     lf, eager = to_lazy(frame)
     keys = as_keys(by)
@@ -66,7 +85,7 @@ def _computed(
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
     lf = normalized_keys(lf, keys)
-    if chosen == "drop" and len(metrics) > 1:  # each metric on the rows valid for its own inputs (see family_drop)
+    if chosen == "drop" and per_metric and len(metrics) > 1:  # each metric on its own valid rows (family_drop)
         how = family_drop.split(lf.collect_schema(), metrics, keys)
         if how is not None:
             again = functools.partial(_computed, by=by, invalid="drop")
