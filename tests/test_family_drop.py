@@ -173,3 +173,13 @@ def test_a_summary_drops_a_row_from_all_its_metrics() -> None:
     for metric in metrics:  # one family per summary: evaluate's numbers
         alone = cf.finalize(cf.summarize(frame, metric, by="g", invalid="drop"), metric, by="g")
         assert_close(alone[metric.output_name].to_numpy(), per_family[metric.output_name].to_numpy())
+
+
+def test_the_call_is_checked_as_one() -> None:
+    """Two outputs of one name, or a count named like an output, raise as a call of one plan would."""
+    pl = pytest.importorskip("polars")
+    frame = pl.DataFrame(DATA, strict=False)
+    with pytest.raises(ValueError, match="two outputs are named 'mae'"):
+        cf.evaluate(frame, cf.mae("y", "p"), cf.width("lo", "hi").alias("mae"), invalid="drop")
+    with pytest.raises(ValueError, match="'n_dropped_mae', the count of the rows mae drops"):
+        cf.evaluate(frame, cf.mae("y", "p"), cf.width("lo", "hi").alias("n_dropped_mae"), invalid="drop")

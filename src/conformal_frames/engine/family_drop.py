@@ -75,6 +75,7 @@ def split(schema: Any, metrics: Sequence[Metric], keys: Sequence[str]) -> Split 
 
 @functools.lru_cache(maxsize=128)
 def _split(schema: tuple[tuple[str, Any], ...], metrics: tuple[Metric, ...], keys: tuple[str, ...]) -> Split | None:
+    Plan.of(dict(schema), list(metrics), list(keys))  # the call's own checks: output names, one counts=
     checks, outputs, inputs = [], [], set()
     for m in metrics:
         plan = Plan.of(dict(schema), [m], list(keys))
@@ -88,6 +89,14 @@ def _split(schema: tuple[tuple[str, Any], ...], metrics: tuple[Metric, ...], key
         parts.setdefault(c, []).append(i)
     union = frozenset().union(*checks)
     apart = tuple(i for i, c in enumerate(checks) if c != union)
+    taken = {*keys, *(name for names in outputs for name in names)}
+    for i in apart:
+        if dropped_name(metrics[i]) in taken:
+            msg = (
+                f"{dropped_name(metrics[i])!r}, the count of the rows {metrics[i].output_name} drops "
+                "(invalid='drop'), is also the name of an output or group column; rename the metric (.alias(...))"
+            )
+            raise ValueError(msg)
     plans = tuple(Plan.of(dict(schema), [metrics[i] for i in p], list(keys)) for p in parts.values())
     return Split(tuple(tuple(p) for p in parts.values()), tuple(outputs), apart, tuple(sorted(inputs)), plans)
 
