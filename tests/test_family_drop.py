@@ -183,3 +183,22 @@ def test_the_call_is_checked_as_one() -> None:
         cf.evaluate(frame, cf.mae("y", "p"), cf.width("lo", "hi").alias("mae"), invalid="drop")
     with pytest.raises(ValueError, match="'n_dropped_mae', the count of the rows mae drops"):
         cf.evaluate(frame, cf.mae("y", "p"), cf.width("lo", "hi").alias("n_dropped_mae"), invalid="drop")
+
+
+def test_null_and_categorical_keys(constructor: Any) -> None:
+    """A null key's rows leave every family (as under one plan); a categorical key joins the parts back."""
+    if constructor.id == "pyspark":
+        pytest.skip("the same joins as the main Spark case")
+    data = {**DATA, "g": [None if g == "b" else g for g in DATA["g"]]}
+    metrics = [cf.coverage("y", "lo", "hi"), cf.mae("y", "p")]
+    frames = [constructor(data)]
+    if constructor.id == "pandas":
+        frames.append(pd.DataFrame(DATA).astype({"g": "category"}))
+    for frame in frames:
+        out = to_pandas(cf.evaluate(frame, *metrics, by="g", invalid="drop"))
+        groups = ["a", "c", "d"] if frame is frames[0] else ["a", "b", "c", "d"]
+        assert out["g"].astype(str).tolist() == groups
+        for m in metrics:
+            alone = to_pandas(cf.evaluate(frame, m, by="g", invalid="drop"))
+            assert_close(out[m.output_name], alone[m.output_name], what=m.output_name)
+            assert out[f"n_dropped_{m.output_name}"].tolist() == alone["n_dropped"].tolist()
