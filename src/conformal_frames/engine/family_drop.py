@@ -19,6 +19,11 @@ counts of one more aggregation (:func:`counts`):
 A group whose rows one metric drops entirely keeps its row, with that metric
 null (as a group of an evaluation whose rows were all dropped).  Null group
 keys are dropped by every metric, so the parts have the same groups.
+
+Not here: a summary (one ``n`` per summary row and one column per statistic,
+shared by its metrics: :func:`~conformal_frames.summarize` keeps the
+call-level rule) and the report's tables (one ``n`` each:
+``compute(..., per_metric=False)``).
 """
 
 from __future__ import annotations
