@@ -52,11 +52,14 @@ def test_null_reports_the_invalid_groups(constructor):
 
 def test_drop_uses_the_valid_rows_and_counts_the_others(constructor):
     out = to_pandas(cf.evaluate(constructor(DATA), *METRICS, by="g", invalid="drop"))
-    assert list(out.columns) == ["g", "coverage", "coverage_ci_low", "coverage_ci_high", "width", "n", "n_dropped"]
+    # width reads no y: the row of a missing y stays in width (n_dropped_width), see tests/test_family_drop.py
+    columns = ["g", "coverage", "coverage_ci_low", "coverage_ci_high", "width", "n", "n_dropped", "n_dropped_width"]
+    assert list(out.columns) == columns
     assert list(out["g"]) == ["a", "b", "c"]  # c: every row dropped, still reported
     assert list(out["n"]) == [2, 2, 0] and list(out["n_dropped"]) == [1, 0, 2]
+    assert list(out["n_dropped_width"]) == [0, 0, 2]
     assert_close(out["coverage"], [0.5, 1.0, math.nan])  # a: y=1 in [0, 2], y=3 not in [4, 5]
-    assert_close(out["width"], [1.5, 2.0, math.nan])
+    assert_close(out["width"], [5 / 3, 2.0, math.nan])
 
 
 def test_drop_ungrouped(constructor):
@@ -89,7 +92,9 @@ def test_drop_with_a_table_metric_and_a_window_metric(constructor):
     assert list(out["n"]) == [5] and list(out["n_dropped"]) == [1]
     assert_close(out["coverage"], [3 / 5])
     assert_close(out["ssc_score"], [3 / 5])  # one bin: the coverage of the valid rows
-    assert_close(out["auroc"], [1.0])  # valid rows: every correct row is more confident
+    # auroc reads no y: the row of a missing y (correct, confidence 0.1) stays in it, 6 of 8 pairs ordered
+    assert list(out["n_dropped_auroc"]) == [0]
+    assert_close(out["auroc"], [0.75])
 
 
 @pytest.mark.parametrize("invalid", ["drop", "null"])

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import narwhals.stable.v2 as nw
 
 from conformal_frames.engine import Metric, Plan, as_keys
-from conformal_frames.engine.native import Compiled, NotAnExpressionError, Policy, compile_polars
+from conformal_frames.engine.native import Compiled, NotAnExpressionError, Policy, compile_polars, record
 from conformal_frames.namespace import METRIC_FACTORIES
 
 if TYPE_CHECKING:
@@ -93,7 +93,9 @@ def metrics(*metric: Metric, invalid: Policy = "null", name: str = "metrics") ->
     The fields are ``evaluate``'s output columns; the inputs, checks and
     statistics the metrics share are computed once, and under ``"null"`` a
     group with an invalid row of any metric's inputs has every output null
-    (``evaluate``'s call-level validity).
+    (``evaluate``'s call-level validity).  Under ``"drop"`` each metric
+    leaves out the rows its own inputs fail, as ``evaluate`` does (the
+    metrics of each validity compiled together).
 
     >>> import polars as pl
     >>> import conformal_frames as cf
@@ -105,12 +107,44 @@ def metrics(*metric: Metric, invalid: Policy = "null", name: str = "metrics") ->
     if not metric:
         msg = "metrics() needs at least one metric, e.g. cfx.metrics(cf.coverage('y', 'lo', 'hi'))"
         raise ValueError(msg)
+    if invalid == "drop" and len(metric) > 1:  # each metric on the rows valid for its own inputs
+        parts = _validity_parts(metric)
+        if len(parts) > 1:
+            return _per_family(metric, parts, name)
     compiled = _compile(metric, invalid, name)
     if len(compiled.outputs) == 1:
         import polars as pl
 
         return pl.struct(compiled.expr.alias(compiled.outputs[0])).alias(name)
     return compiled.expr
+
+
+def _validity_parts(metric: tuple[Metric, ...]) -> list[tuple[Metric, ...]]:
+    """The metrics by the checks they record (``invalid="drop"`` drops a row from the metrics it fails only)."""
+    parts: dict[frozenset[str], list[Metric]] = {}
+    for m in metric:
+        _compile((m,), "drop", None)  # the metric's own refusal first
+        checks = frozenset(record([m], caller="conformal_frames.polars").query.checks)
+        parts.setdefault(checks, []).append(m)
+    return [tuple(p) for p in parts.values()]
+
+
+def _per_family(metric: tuple[Metric, ...], parts: list[tuple[Metric, ...]], name: str) -> pl.Expr:
+    """One struct of every output, each part of :func:`_validity_parts` compiled on its own rows."""
+    import polars as pl
+
+    fields: list[pl.Expr] = []
+    names: list[str] = []
+    for part in parts:
+        compiled = _compile(part, "drop", None)
+        names += compiled.outputs
+        one = len(compiled.outputs) == 1
+        fields.append(compiled.expr.alias(compiled.outputs[0]) if one else compiled.expr.struct.unnest())
+    joined = pl.struct(*fields)
+    order = list(record(list(metric), caller="conformal_frames.polars").outputs)  # evaluate's column order
+    if names != order:
+        joined = pl.struct(*[joined.struct.field(k) for k in order])
+    return joined.alias(name)
 
 
 def check(frame: Any, *metric: Metric, by: str | Sequence[str] | None = None) -> None:

@@ -264,7 +264,11 @@ def summarize(
     invalid : {"raise", "drop", "null"}, optional
         As in :func:`~conformal_frames.evaluate`; with ``"null"`` the summary
         carries ``n_invalid`` (a group with invalid rows finalizes to null
-        metrics), with ``"drop"`` it carries ``n_dropped``.
+        metrics), with ``"drop"`` it carries ``n_dropped``.  A summary has one
+        ``n`` per row: under ``"drop"`` a row failing a check of any of its
+        metrics leaves all of them (``evaluate`` drops it from the metrics
+        whose inputs fail only); summarize families with different inputs
+        in separate calls to finalize to ``evaluate``'s numbers.
     score_decimals : int, optional
         Round the score columns (``score=``) of the metrics with cells
         (``ks_test``, ``kuiper_test``, ``auroc``, quantile-binned ``ece`` /

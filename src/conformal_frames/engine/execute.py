@@ -11,7 +11,7 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames._progress import task
 from conformal_frames._roles import Column
-from conformal_frames.engine import _pandas_polars, _plan_cache, _polars_native
+from conformal_frames.engine import _pandas_polars, _plan_cache, _polars_native, family_drop
 from conformal_frames.engine.expr import polars_in_memory, spark_call_sites_off
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import (
@@ -32,33 +32,63 @@ __all__ = ["compute", "evaluate", "evaluate_one"]
 
 
 def compute(
-    frame: Any, metrics: Sequence[Metric], by: Any = None, *, invalid: InvalidPolicy | None = None
+    frame: Any,
+    metrics: Sequence[Metric],
+    by: Any = None,
+    *,
+    invalid: InvalidPolicy | None = None,
+    per_metric: bool = True,
 ) -> nw.LazyFrame | nw.DataFrame:
     """Narwhals-level evaluation: a narwhals DataFrame (eager) or LazyFrame.
 
     Lazy calls on classic PySpark frames keep their result for the next
     identical call (see :mod:`conformal_frames.engine._plan_cache`).
     Roles given as expressions are evaluated first (:func:`resolve_roles`).
+    ``per_metric=False``: under ``"drop"`` a row failing a check of any
+    metric leaves all of them (one ``n`` for every metric, as a report
+    table's; :mod:`~conformal_frames.engine.family_drop` otherwise).
     """
     frame, by = resolve_roles(frame, metrics, by)
-    return _resolved(frame, metrics, by, invalid=invalid)
+    return _resolved(frame, metrics, by, invalid=invalid, per_metric=per_metric)
 
 
 def _resolved(
-    frame: Any, metrics: Sequence[Metric], by: Any = None, *, invalid: InvalidPolicy | None = None
+    frame: Any,
+    metrics: Sequence[Metric],
+    by: Any = None,
+    *,
+    invalid: InvalidPolicy | None = None,
+    per_metric: bool = True,
 ) -> nw.LazyFrame | nw.DataFrame:
     """:func:`compute` of a frame whose expression roles are resolved already."""
+    run = functools.partial(_compute, frame, metrics, by, invalid=invalid, per_metric=per_metric)
     if not _plan_cache.spark_classic(frame):
-        return _compute(frame, metrics, by, invalid=invalid)
+        return run()
     with spark_call_sites_off():  # two thirds of the py4j round trips of a build
         if invalid == "raise":  # runs its checks when called: built on every call
-            return _compute(frame, metrics, by, invalid=invalid)
-        key = (tuple(metrics), tuple(as_keys(by)), invalid)
-        return _plan_cache.kept(frame, key, lambda: _compute(frame, metrics, by, invalid=invalid))
+            return run()
+        key = (tuple(metrics), tuple(as_keys(by)), invalid, per_metric)
+        return _plan_cache.kept(frame, key, run)
 
 
 def _compute(
-    frame: Any, metrics: Sequence[Metric], by: Any = None, *, invalid: InvalidPolicy | None = None
+    frame: Any,
+    metrics: Sequence[Metric],
+    by: Any = None,
+    *,
+    invalid: InvalidPolicy | None = None,
+    per_metric: bool = True,
+) -> nw.LazyFrame | nw.DataFrame:
+    return _notify(_computed(frame, metrics, by, invalid=invalid, per_metric=per_metric), metrics)
+
+
+def _computed(
+    frame: Any,
+    metrics: Sequence[Metric],
+    by: Any = None,
+    *,
+    invalid: InvalidPolicy | None = None,
+    per_metric: bool = True,
 ) -> nw.LazyFrame | nw.DataFrame:
     lf, eager = to_lazy(frame)
     keys = as_keys(by)
@@ -67,20 +97,26 @@ def _compute(
     for m in metrics:
         lf = m.prepare(lf) if isinstance(m, Metric) else lf
     lf = normalized_keys(lf, keys)
+    if chosen == "drop" and per_metric and len(metrics) > 1:  # each metric on its own valid rows (family_drop)
+        how = family_drop.split(lf.collect_schema(), metrics, keys)
+        if how is not None:
+            again = functools.partial(_computed, by=by, invalid="drop")
+            collect = functools.partial(_collect_options, frame, lf)
+            return family_drop.run(frame, lf, metrics, keys, how, again, eager=eager, collect_options=collect)
     # polars: the compiled expressions (one metric; see _polars_native)
     native = _polars_native.run(frame, lf, metrics, keys, chosen, eager=eager, collect_options=_collect_options)
     if native is not None:
-        return _notify(native, metrics)
+        return native
     try:
         # metrics that reshape the input (prepare) compile on every call
         reusable = bool(metrics) and all(isinstance(m, Metric) and not m.reshapes for m in metrics)
         if eager:
             fast = _pandas_by_polars(lf, metrics, keys, chosen, reusable=reusable)
             if fast is not None:
-                return _notify(fast, metrics)
+                return fast
         options = _collect_options(frame, lf) if eager else {}
         with _plan_cache.bound(frame, lf, metrics, keys, chosen, compile_query, reusable=reusable) as compiled:
-            return _notify(compiled.finish(eager=eager, collect_options=options), metrics)
+            return compiled.finish(eager=eager, collect_options=options)
     except BackendLimitError:
         raise
     except (NotImplementedError, RuntimeError) as exc:
@@ -235,11 +271,18 @@ def evaluate(
         outside their set, ...) do.  ``"raise"`` (default for eager input): a
         ValueError naming the column, the problem and the row count.
         ``"null"`` (default for lazy input): the metrics of a group with
-        invalid rows are null and ``n_invalid`` counts them.  ``"drop"``: the
-        metrics use the valid rows only; ``n`` counts them and ``n_dropped``
-        the rows left out (a group whose rows are all invalid stays, with
-        ``n = 0`` and null metrics).  On lazy input ``"raise"`` runs the
-        checks when called (the metrics stay lazy).
+        invalid rows are null and ``n_invalid`` counts them.  ``"drop"``: each
+        metric uses the rows valid for its own inputs (a row with ``lo > hi``
+        leaves ``coverage``, not ``mae``); ``n`` counts the rows no metric
+        dropped and ``n_dropped`` the rows at least one metric dropped (a
+        group whose rows are all invalid stays, with ``n = 0`` and null
+        metrics).  When the metrics check different inputs, each metric whose
+        checks differ from the union of the call's has its own Int64 count
+        ``n_dropped_<name>`` (its alias or first output column) right after
+        ``n_dropped``, and a group whose rows it drops entirely has it null;
+        metrics that check the same inputs give one count, as before.  On
+        lazy input ``"raise"`` runs the checks when called (the metrics stay
+        lazy).
     progress : bool or None, default False
         A progress bar on stderr while work that runs in steps does
         (bootstrap chunks, worst-slab directions, per-group numpy steps):
@@ -251,8 +294,9 @@ def evaluate(
     -------
     frame
         A frame of the caller's type: group keys, one column per metric output,
-        ``n`` (and ``n_invalid`` or ``n_dropped``); sorted by the keys.  Eager
-        in, eager out; lazy in, lazy out.
+        ``n`` (and ``n_invalid`` or ``n_dropped``, and under ``"drop"`` the
+        ``n_dropped_<name>`` counts); sorted by the keys.  Eager in, eager
+        out; lazy in, lazy out.
 
     Examples
     --------

@@ -121,7 +121,9 @@ def _prepared(base: Any, metrics: list[engine.Metric]) -> Any:
 
 def _wide(base: Any, metrics: list[engine.Metric], plan: planning.ReportPlan) -> nw.DataFrame:
     """The metrics evaluated in one query, collected (one row per group)."""
-    return nw.maybe_reset_index(collect(engine.compute(base, metrics, plan.keys or None, invalid=plan.invalid)))
+    # one n per table: a row leaves every metric of the query (the tables of other inputs run apart)
+    wide = engine.compute(base, metrics, plan.keys or None, invalid=plan.invalid, per_metric=False)
+    return nw.maybe_reset_index(collect(wide))
 
 
 def _has_invalid(wide: nw.DataFrame) -> bool:
