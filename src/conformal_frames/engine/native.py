@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
+from conformal_frames.engine import native_tables
 from conformal_frames.engine.expr import running_total
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import Plan
@@ -372,12 +373,13 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
     for fn, ref in q.tables.values():
         block, table_rows = _table(plan, fn, ref, rows)
         inside, outside, needed = block.split()
+        in_table = native_tables.kept_rows(keep, table_rows)  # the table's own row filter too
         for name, c in outside.items():  # a total of the cells is the sum over the rows
-            stats[name] = kept(table_rows[c]).sum().cast(pl.Float64)
+            stats[name] = in_table(table_rows[c]).sum().cast(pl.Float64)
         if inside:
             order = table_rows[block.order]
             fields = [order.alias(_ORDER), *[table_rows[c].alias(c) for c in needed]]
-            cells = _cells_of(kept(pl.struct(*fields)).sort_by(kept(order)).implode(), needed)
+            cells = _cells_of(in_table(pl.struct(*fields)).sort_by(in_table(order)).implode(), needed)
             stats[_BLOCK + "\x00".join(name for name, _ in inside)] = block.aggregations(cells, inside)
         stages += block.after
     if invalid == "null" and bad is not None:
@@ -456,7 +458,8 @@ class _Rows:
         self.cells: _CellFrame | None = None
 
     def with_columns(self, *exprs: nw.Expr) -> _Rows:
-        self.rows |= {_output_name(e): to_polars(e, self.rows) for e in exprs}
+        for e in exprs:  # a window ordered by a row column sorts the rows (native_tables.ordered_window)
+            self.rows[_output_name(e)] = native_tables.row_column(e, self.rows)
         return self
 
     def group_by(self, *keys: str) -> _Rows:
@@ -471,12 +474,22 @@ class _Rows:
         probe = pl.col("\x00probe")
         for e in exprs:
             name = _output_name(e)
-            if str(to_polars(e, {name: probe}).meta.undo_aliases()) != str(probe.sum()):
-                raise NotAnExpressionError("a table that aggregates the rows other than by sums of cells")
+            ones = native_tables.row_count(e, to_polars(e, {}))
+            if ones is not None:  # nw.len(): the sum of a row column of ones
+                self.rows[name] = ones
+            elif str(to_polars(e, {name: probe}).meta.undo_aliases()) != str(probe.sum()):
+                summed = native_tables.row_sum(e, self.rows)
+                if summed is None:
+                    raise NotAnExpressionError("a table that aggregates the rows other than by sums of cells")
+                self.rows[name] = summed
             self.sums.append(name)
         assert self.order is not None
         self.cells = _CellFrame.of(self.order, self.sums)
         return self.cells
+
+    def filter(self, *predicates: nw.Expr) -> _Rows:
+        native_tables.add_filter(self.rows, [to_polars(p, self.rows) for p in predicates])
+        return self
 
     def __getattr__(self, name: str) -> Any:
         raise NotAnExpressionError(f"a table whose rows take {name}()")

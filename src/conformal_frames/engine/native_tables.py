@@ -1,0 +1,111 @@
+"""Tables of the polars target beyond sums of ordered cells (hooks of :mod:`~conformal_frames.engine.native`).
+
+:mod:`~conformal_frames.engine.native` compiles a table function that groups a
+group's rows by one column into sums (the ordered cells).  This module widens
+what such a table may do, each rule a small function the recorder calls:
+
+- :func:`row_count`: ``nw.len()`` in the rows' aggregation is the sum of a
+  row column of ones (the reliability table's bin sizes);
+- :func:`row_sum`: ``nw.col(x).sum().alias(y)`` sums the row column ``x``
+  under another name;
+- :func:`add_filter` / :func:`kept_rows`: ``rows.filter(...)`` before the
+  grouping (weighted tables leave out rows of weight 0) is a row mask the
+  table's aggregations apply with the invalid-row policy's;
+- :func:`row_column`: a row column that is a window over the group's rows
+  ordered by a row column (the miss runs' ids, a running count in time
+  order) sorts every row column of the table by it (``sort_by``, stable),
+  the row masks too; the window is then the expression on sorted rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import narwhals.stable.v2 as nw
+
+if TYPE_CHECKING:
+    import polars as pl
+
+__all__ = ["add_filter", "kept_rows", "row_column", "row_count", "row_sum"]
+
+
+def row_count(expr: nw.Expr, native: pl.Expr) -> pl.Expr | None:
+    """The row column whose sum is ``expr`` when ``expr`` counts the rows (``nw.len()``), else ``None``.
+
+    ``native`` is ``expr`` in polars.  The ones are Float64: the cells are.
+    """
+    import polars as pl
+
+    if str(native.meta.undo_aliases()) != str(pl.len()):
+        return None
+    return pl.lit(1.0, pl.Float64)
+
+
+def row_sum(expr: nw.Expr, rows: Mapping[str, pl.Expr]) -> pl.Expr | None:
+    """The row column whose sum is ``expr`` when ``expr`` is ``nw.col(x).sum()`` of a row column ``x``, else ``None``."""
+    from conformal_frames.engine.native import _is, _reads
+
+    read = _reads(expr)
+    if len(read) != 1 or read[0] not in rows or not _is(expr, read[0], lambda c: c.sum()):
+        return None
+    return rows[read[0]]
+
+
+#: the name of a table's row filter among its row columns (no row column has it)
+_MASK = "\x00mask"
+
+
+def add_filter(rows: dict[str, pl.Expr], predicates: Sequence[pl.Expr]) -> None:
+    """Record ``rows.filter(*predicates)`` of a table's stand-in row frame (the filters add up)."""
+    import polars as pl
+
+    mask = pl.all_horizontal(*predicates) if len(predicates) != 1 else predicates[0]
+    rows[_MASK] = mask if _MASK not in rows else rows[_MASK] & mask
+
+
+def kept_rows(keep: pl.Expr | None, rows: Mapping[str, pl.Expr]) -> Callable[[pl.Expr], pl.Expr]:
+    """A row expression restricted to the rows a table aggregates: ``keep`` (the rows the policy keeps)
+    and the table's own filter, if any (in the table's row order: :func:`row_column`)."""
+    mask = rows.get(_MASK)
+    if keep is not None and _SORT in rows:
+        keep = keep.sort_by(rows[_SORT], maintain_order=True)
+    both = mask if keep is None else keep if mask is None else keep & mask
+
+    def kept(e: pl.Expr) -> pl.Expr:
+        return e if both is None else e.filter(both)
+
+    return kept
+
+
+#: the original-order key the table's rows are sorted by, among its row columns
+_SORT = "\x00sort"
+
+
+def row_column(expr: nw.Expr, rows: dict[str, pl.Expr]) -> pl.Expr:
+    """``expr`` as a row column of a table's stand-in rows ``rows`` (updated when it sorts them).
+
+    A window without partition ordered by a row column ``c`` (the group's
+    rows in ``c`` order) sorts the rows by ``c`` once: every row column
+    (and the table's row filter) is replaced by its sorted form, and the
+    window is ``expr`` on the sorted rows.  Rows sorted by one column only.
+    """
+    from conformal_frames.engine.native import NotAnExpressionError, to_polars
+
+    try:
+        return to_polars(expr, rows, sorted_by="\x00unsorted")  # no ordered window
+    except NotAnExpressionError:
+        pass
+    for name in [n for n in rows if not n.startswith("\x00")]:
+        try:
+            to_polars(expr, rows, sorted_by=name)  # the window's order is the row column `name`
+        except NotAnExpressionError:
+            continue
+        if _SORT not in rows:
+            key = rows[name]
+            rows |= {n: e.sort_by(key, maintain_order=True) for n, e in rows.items()}
+            rows[_SORT], rows[_SORT + name] = key, key
+        if _SORT + name in rows:
+            return to_polars(expr, rows, sorted_by=name)
+    msg = "a window over the rows in an order other than one row column"
+    raise NotAnExpressionError(msg)
