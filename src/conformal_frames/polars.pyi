@@ -46,6 +46,7 @@ __all__ = [
     "kupiec_test",
     "log_loss",
     "log_score",
+    "long_table",
     "longest_miss_run",
     "mae",
     "mape",
@@ -94,6 +95,7 @@ __all__ = [
 def to_expr(*metric: Metric, invalid: Literal["null", "drop"] = ..., name: str | None = ...) -> pl.Expr: ...
 def metrics(*metric: Metric, invalid: Literal["null", "drop"] = ..., name: str = ...) -> pl.Expr: ...
 def check(frame: Any, *metric: Metric, by: str | Sequence[str] | None = ...) -> None: ...
+def long_table(metric: Metric, *, invalid: Literal["null", "drop"] = ..., name: str | None = ...) -> pl.Expr: ...
 def adversarial_group_calibration(
     y: str,
     *,

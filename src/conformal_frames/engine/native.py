@@ -298,6 +298,7 @@ def compile_polars(
     name: str | None = None,
     let: Literal["auto", "list", "inline"] = "auto",
     caller: str = "conformal_frames.polars",
+    rows: bool = False,
 ) -> Compiled:
     """``metrics`` as one polars aggregation expression (see the module docstring).
 
@@ -305,8 +306,12 @@ def compile_polars(
     a struct of the outputs (``evaluate``'s column names) named ``name`` (the
     first metric's output name by default).  Validity is that of ``evaluate``
     over the metrics together: under ``"null"`` every output of a group with
-    a failing row is null.
+    a failing row is null.  With ``rows``, an output ``n`` too: ``evaluate``'s
+    rows of the group (never null; a long table reads it), and under ``"null"``
+    ``n_invalid``.
     """
+    import polars as pl
+
     if invalid not in ("null", "drop"):
         msg = (
             f"invalid= must be 'null' or 'drop' in a polars expression, got {invalid!r}; "
@@ -324,6 +329,12 @@ def compile_polars(
         raise NotAnExpressionError(_refused(metrics[0].output_name, f"a table or step that fills {missing}"))
     target = name if name is not None else metrics[0].output_name
     stats, after_tables = _statistics(plan, invalid)
+    if rows:  # evaluate's n and n_invalid (see _finals)
+        outputs["n"] = nw.col(_N)
+        if invalid == "null":
+            bad = _masks(plan, _rows(plan.query, _inputs(plan)), invalid)[0]
+            stats["__cf_n_bad"] = (bad.sum() if bad is not None else pl.len() * 0).cast(pl.Float64)
+            outputs["n_invalid"] = nw.col("__cf_n_bad")
     levels = [*after_tables, *_levels(plan)]
     mode = let if let != "auto" else _auto(stats, levels, outputs)
     if mode == "inline" and (levels or any(k.startswith(_BLOCK) for k in stats)):
@@ -804,6 +815,9 @@ def _finals(plan: Plan, outputs: Mapping[str, nw.Expr], binder: _Binder, valid: 
     out = {}
     for k, e in outputs.items():
         native = binder.convert(e)
+        if k in ("n", "n_invalid"):  # evaluate's row counts: never null (compile_polars(rows=True))
+            out[k] = native.cast(pl.Int64)
+            continue
         if valid is not None:
             native = pl.when(valid).then(native).otherwise(pl.lit(None, pl.Float64))
         if k in q.output_dtypes:

@@ -19,15 +19,18 @@ what such a table may do, each rule a small function the recorder calls:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import narwhals.stable.v2 as nw
 
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["add_filter", "kept_rows", "row_column", "row_count", "row_sum"]
+    from conformal_frames.engine.metric import Metric
+
+__all__ = ["add_filter", "kept_rows", "long_rows", "row_column", "row_count", "row_sum"]
 
 
 def row_count(expr: nw.Expr, native: pl.Expr) -> pl.Expr | None:
@@ -109,3 +112,105 @@ def row_column(expr: nw.Expr, rows: dict[str, pl.Expr]) -> pl.Expr:
             return to_polars(expr, rows, sorted_by=name)
     msg = "a window over the rows in an order other than one row column"
     raise NotAnExpressionError(msg)
+
+
+# -- long tables: a metric's to_long as a list of structs ---------------------------------------
+def long_rows(metric: Metric, wide: pl.Expr, names: Sequence[str]) -> pl.Expr:
+    """``metric``'s long table (:meth:`Metric.to_long`) of one group as a list of structs.
+
+    ``wide`` is the group's wide outputs (a struct, or a Float64 named
+    ``names[0]``), ``names`` its fields.  ``to_long`` runs on a stand-in
+    narwhals frame (:class:`_LongTable`) whose rows are a list of structs:
+    ``select`` / ``with_columns`` / ``filter`` / ``sort`` become
+    ``list.eval`` of the struct elements, a ``concat`` of frames
+    ``pl.concat_list``; so ``.explode().struct.unnest()`` after a group-by
+    gives the rows of ``df.conformal.<metric>(..., by=)``.  The frame is
+    narwhals' polars lazy frame over the stand-in: the second use of
+    narwhals' compliant layer (after :func:`native.to_polars`), pinned by
+    ``tests/test_polars_long_tables.py``.
+    """
+    import polars as pl
+    from narwhals._utils import Version
+
+    struct = wide if len(names) > 1 else pl.struct(wide.alias(names[0]))
+    table = _LongTable(pl.concat_list(struct), list(names))
+    frame: nw.LazyFrame[Any] = nw.LazyFrame(_long_frame()(table, version=Version.V2), level="lazy")
+    try:
+        out = metric.to_long(frame, [])
+    except AttributeError as exc:  # an operation the stand-in does not record
+        from conformal_frames.engine.native import NotAnExpressionError, _refused
+
+        raise NotAnExpressionError(_refused(metric.output_name, f"a long table built with {exc}")) from None
+    long: _LongTable = out._compliant_frame.native
+    return long.rows
+
+
+class _LongTable:
+    """A stand-in for a polars LazyFrame: its rows as a list of structs, and its column names."""
+
+    def __init__(self, rows: pl.Expr, names: list[str]) -> None:
+        self.rows = rows
+        self.names = names
+
+    def collect_schema(self) -> pl.Schema:
+        import polars as pl
+
+        return pl.Schema(dict.fromkeys(self.names, pl.Float64))  # the names matter, not the dtypes
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.names)
+
+    def select(self, *exprs: pl.Expr | str) -> _LongTable:
+        import polars as pl
+
+        fields = [_field(e) if isinstance(e, str) else e for e in exprs]
+        return _LongTable(self.rows.list.eval(pl.struct(*fields)), [e.meta.output_name() for e in fields])
+
+    def with_columns(self, *exprs: pl.Expr) -> _LongTable:
+        import polars as pl
+
+        added = [n for n in (e.meta.output_name() for e in exprs) if n not in self.names]
+        return _LongTable(self.rows.list.eval(pl.element().struct.with_fields(*exprs)), [*self.names, *added])
+
+    def filter(self, *predicates: pl.Expr) -> _LongTable:
+        import polars as pl
+
+        return _LongTable(self.rows.list.eval(pl.element().filter(*predicates)), self.names)
+
+    def sort(self, by: Any, *more: Any, descending: Any = False, nulls_last: Any = False, **_: Any) -> _LongTable:
+        import polars as pl
+
+        keys = [_field(b) if isinstance(b, str) else b for b in [*([by] if isinstance(by, str) else by), *more]]
+        ordered = pl.element().sort_by(*keys, descending=descending, nulls_last=nulls_last, maintain_order=True)
+        return _LongTable(self.rows.list.eval(ordered), self.names)
+
+
+def _field(name: str) -> pl.Expr:
+    import polars as pl
+
+    return pl.element().struct.field(name)
+
+
+@functools.cache
+def _long_frame() -> type:
+    """narwhals' polars lazy frame over a :class:`_LongTable`: its columns are the struct fields of the rows."""
+    import polars as pl
+    from narwhals._polars.dataframe import PolarsLazyFrame
+    from narwhals._polars.expr import PolarsExpr
+    from narwhals._polars.namespace import PolarsNamespace
+
+    class Namespace(PolarsNamespace):
+        def col(self, *names: str) -> PolarsExpr:
+            return PolarsExpr(_field(names[0]) if len(names) == 1 else pl.col(*names), version=self._version)
+
+        def concat(self, items: Any, *, how: str) -> Any:
+            tables = [item.native for item in items]
+            rows = pl.concat_list(*[t.rows for t in tables])
+            return Frame(cast("Any", _LongTable(rows, tables[0].names)), version=self._version)
+
+    class Frame(PolarsLazyFrame):
+        def __narwhals_namespace__(self) -> Any:
+            return Namespace(version=self._version)
+
+    return Frame

@@ -1,0 +1,68 @@
+"""``cfx.long_table``: a long-table metric as a list of structs per group equals ``df.conformal.<metric>``.
+
+Every long-table metric of the catalogue that compiles (reliability, SSC and
+set SSC bins, per-level coverage and pinball, the PIT histogram, ENCE bins,
+the calibration curve, the efficiency criteria), both policies, grouped
+(eager, lazy, streaming) and ungrouped: ``explode().struct.unnest()`` gives the
+namespace's long frame (columns, order, values at 1e-12; dtypes up to the
+integer width).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import conformal_frames as cf
+import conformal_frames.polars as cfx
+from conformal_frames.engine.execute import evaluate_one
+from test_polars_expr import ALL, COMPILED, FRAME, POLICIES
+
+LONG = [n for n in COMPILED if ALL[n]().long]
+
+
+def _same(got: pl.DataFrame, expected: pl.DataFrame) -> None:
+    assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-12, abs_tol=1e-12)
+
+
+def test_the_long_tables_compile() -> None:
+    assert {"reliability", "ssc", "quantile_coverage", "interval_coverage", "set_ssc"} <= set(LONG)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("name", LONG)
+def test_exploded_list_of_structs_is_the_long_table(name: str, policy: str) -> None:
+    metric = ALL[name]()
+    out = metric.output_name
+    expr = cfx.long_table(metric, invalid=policy)  # type: ignore[arg-type]
+    expected = evaluate_one(FRAME, metric, by="g", invalid=policy)
+    eager = FRAME.group_by("g").agg(expr).sort("g")
+    _same(eager.explode(out).unnest(out), expected)
+    if policy == "drop":  # the lazy engines once (the expression is the same)
+        lazy = FRAME.lazy().group_by("g").agg(expr).sort("g").collect(engine="streaming")
+        _same(lazy.explode(out).unnest(out), expected)
+    whole = FRAME.filter(pl.col("g") != "g0") if policy == "null" else FRAME  # g0's bad row nulls everything
+    _same(whole.select(expr).explode(out).unnest(out), evaluate_one(whole, metric, invalid=policy))
+
+
+def test_a_list_of_structs_by_level_and_refusals() -> None:
+    df = pl.DataFrame({"y": [0.0, 1.0, 1.0, 1.0], "s": [0.2, 0.4, 0.7, 0.9], "g": ["a", "a", "b", "b"]})
+    expr = cfx.long_table(cf.reliability("y", "s", n_bins=2), name="rel")
+    assert expr is cfx.long_table(cf.reliability("y", "s", n_bins=2), name="rel")  # memoized
+    dtype = df.select(expr).schema["rel"]
+    assert isinstance(dtype, pl.List)
+    assert [f.name for f in dtype.inner.fields] == [  # type: ignore[attr-defined]
+        "bin",
+        "mean_score",
+        "frequency",
+        "frequency_ci_low",
+        "frequency_ci_high",
+        "n",
+    ]
+    over = df.with_columns(expr.over("g"))["rel"].list.len().to_list()
+    assert over == [1, 1, 1, 1]  # each group fills one of the two bins
+    with pytest.raises(TypeError, match="has no long table"):
+        cfx.long_table(cf.coverage("y", "s", "s"))
+    with pytest.raises(cfx.NotAnExpressionError, match="cf.evaluate"):
+        cfx.long_table(cf.reliability("y", "s", n_bins=2, strategy="quantile"))
