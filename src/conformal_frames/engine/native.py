@@ -320,7 +320,7 @@ def compile_polars(
         raise ValueError(msg)
     plan = record(metrics, caller=caller)
     _check_reserved(plan)
-    why = refusal(plan)
+    why = refusal(plan) or native_tables.ordered_rows(plan)
     if why is not None:
         raise NotAnExpressionError(why)
     outputs = {k: e for k, e in plan.outputs.items() if e is not None}
@@ -474,9 +474,9 @@ class _Rows:
         return self
 
     def group_by(self, *keys: str) -> _Rows:
-        if len(keys) != 1 or self.order is not None:
-            raise NotAnExpressionError("a table that groups the rows by several columns")
-        self.order = keys[0]
+        if not keys or self.order is not None:
+            raise NotAnExpressionError("a table that groups the rows twice")
+        self.order = keys[0] if len(keys) == 1 else native_tables.composite_key(self.rows, keys)
         return self
 
     def agg(self, *exprs: nw.Expr) -> _CellFrame:
@@ -682,6 +682,7 @@ class _CellFrame:
         }
         bind |= {running_total(c): field(running_total(c)) for c in self.sums}
         bind[self.order] = field(_ORDER)
+        bind |= native_tables.key_fields(self.order, field(_ORDER))  # the columns of a composite key
         for (kind, step), live, materialise in zip(self.steps, after, shared):
             if kind == "rename":
                 bind = {step.get(n, n): e for n, e in bind.items()}

@@ -29,8 +29,19 @@ if TYPE_CHECKING:
     import polars as pl
 
     from conformal_frames.engine.metric import Metric
+    from conformal_frames.engine.plan import Plan
 
-__all__ = ["add_filter", "kept_rows", "long_rows", "row_column", "row_count", "row_sum"]
+__all__ = [
+    "add_filter",
+    "composite_key",
+    "kept_rows",
+    "key_fields",
+    "long_rows",
+    "ordered_rows",
+    "row_column",
+    "row_count",
+    "row_sum",
+]
 
 
 def row_count(expr: nw.Expr, native: pl.Expr) -> pl.Expr | None:
@@ -112,6 +123,40 @@ def row_column(expr: nw.Expr, rows: dict[str, pl.Expr]) -> pl.Expr:
             return to_polars(expr, rows, sorted_by=name)
     msg = "a window over the rows in an order other than one row column"
     raise NotAnExpressionError(msg)
+
+
+def ordered_rows(plan: Plan) -> str | None:
+    """Why ``plan`` cannot be an expression when a row column is a window (a running sum in score order:
+    weighted quantile bins), or ``None``.  Windows inside a table's rows sort them (:func:`row_column`)."""
+    from conformal_frames.engine.native import NotAnExpressionError, _refused, to_polars
+
+    for r in plan.query.rows.values():
+        try:
+            to_polars(r.expr, {}, sorted_by="\x00unsorted")
+        except NotAnExpressionError:
+            metrics = ", ".join(s.metric for s in plan.specs)
+            return _refused(metrics, "a window over the rows of a group")
+    return None
+
+
+#: the name of a composite key among the row columns: this prefix, then its columns joined by NUL
+_KEY = "\x00key\x00"
+
+
+def composite_key(rows: dict[str, pl.Expr], keys: Sequence[str]) -> str:
+    """A row column of ``rows``: the struct of the row columns ``keys`` (rows grouped by all of them); its name."""
+    import polars as pl
+
+    name = _KEY + "\x00".join(keys)
+    rows[name] = pl.struct(*[rows[k].alias(k) for k in keys])
+    return name
+
+
+def key_fields(order: str, key: pl.Expr) -> dict[str, pl.Expr]:
+    """The columns of the composite key ``order`` (:func:`composite_key`) as fields of its value ``key``."""
+    if not order.startswith(_KEY):
+        return {}
+    return {k: key.struct.field(k) for k in order[len(_KEY) :].split("\x00")}
 
 
 # -- long tables: a metric's to_long as a list of structs ---------------------------------------
