@@ -92,6 +92,7 @@ def to_polars(
 
     class _Sorted(PolarsExpr):
         def over(self, partition_by: Sequence[str], order_by: Sequence[str]) -> Any:
+            partition_by = [p for p in partition_by if p != native_tables.GROUP]  # the whole group
             if not partition_by and list(order_by) in ([], [sorted_by]):
                 return self  # the rows are already in that order, and one partition
             raise NotAnExpressionError("a window over the rows in another order")
@@ -414,7 +415,11 @@ def _table(plan: Plan, fn: Any, ref: Any, rows: Mapping[str, pl.Expr]) -> tuple[
     metric = ", ".join(s.metric for s in plan.specs if "table" in s.phases)
     stand_in = _Rows(rows)
     try:
-        block = fn(cast("Any", stand_in), [], ref)
+        try:
+            block = fn(cast("Any", stand_in), [], ref)
+        except NotAnExpressionError:  # perhaps its keyed form compiles (native_tables.GROUP)
+            stand_in = _Rows(rows)
+            block = native_tables.keyed(fn, stand_in, ref)
     except NotAnExpressionError as exc:
         raise NotAnExpressionError(_refused(metric, str(exc))) from None
     if not isinstance(block, _CellFrame) or not block.aggregated:
@@ -474,6 +479,7 @@ class _Rows:
         return self
 
     def group_by(self, *keys: str) -> _Rows:
+        keys = tuple(k for k in keys if k != native_tables.GROUP)  # the whole group
         if not keys or self.order is not None:
             raise NotAnExpressionError("a table that groups the rows twice")
         self.order = keys[0] if len(keys) == 1 else native_tables.composite_key(self.rows, keys)
@@ -578,8 +584,11 @@ class _CellFrame:
         self.steps.append(("rename", dict(mapping)))
         return self
 
-    def group_by(self, *keys: str) -> _CellGroups:
+    def group_by(self, *keys: str) -> Any:
         """The cells grouped again by one cell column (e.g. quantile bins), summing cell columns."""
+        keys = tuple(k for k in keys if k != native_tables.GROUP)  # the whole group
+        if not keys:
+            return native_tables.Whole(self)
         if self.aggregated or len(keys) != 1:
             raise NotAnExpressionError("a table that groups its aggregated cells again")
         return _CellGroups(self, keys[0])

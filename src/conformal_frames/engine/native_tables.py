@@ -139,6 +139,25 @@ def ordered_rows(plan: Plan) -> str | None:
     return None
 
 
+#: a key column standing for the whole group (:func:`keyed`); no column has this name
+GROUP = "\x00group"
+
+
+def keyed(fn: Any, rows: Any, ref: Any) -> Any:
+    """The table function ``fn`` recorded on the stand-in ``rows`` with the one key :data:`GROUP`."""
+    return fn(rows, [GROUP], ref)
+
+
+class Whole:
+    """``cells.group_by(GROUP)``: its ``agg`` is the cells' aggregation (a ``select``)."""
+
+    def __init__(self, cells: Any) -> None:
+        self.cells = cells
+
+    def agg(self, *exprs: nw.Expr) -> Any:
+        return self.cells.select(*exprs)
+
+
 #: the name of a composite key among the row columns: this prefix, then its columns joined by NUL
 _KEY = "\x00key\x00"
 
