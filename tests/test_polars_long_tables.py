@@ -66,3 +66,13 @@ def test_a_list_of_structs_by_level_and_refusals() -> None:
         cfx.long_table(cf.coverage("y", "s", "s"))
     with pytest.raises(cfx.NotAnExpressionError, match="cf.evaluate"):
         cfx.long_table(cf.reliability("y", "s", n_bins=2, strategy="quantile"))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_string_path_column_keeps_its_dtype(policy: str) -> None:
+    """A column read only as a table's grouping key (path=) is not cast to Float64: string paths work."""
+    df = FRAME.with_columns(series="s" + pl.col("k").cast(pl.String))
+    metric = cf.path_coverage("y", "lo", "hi", path=["series", "day"])
+    got = df.group_by("g").agg(cfx.to_expr(metric, invalid=policy)).sort("g").unnest("path_coverage")  # type: ignore[arg-type]
+    expected = cf.evaluate(df, metric, by="g", invalid=policy)
+    _same(got, expected.select(got.columns))

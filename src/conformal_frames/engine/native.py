@@ -252,9 +252,10 @@ def _inputs(plan: Plan) -> dict[str, pl.Expr]:
     import polars as pl
 
     out = {}
+    keys = native_tables.key_inputs(plan)  # read only as a table's grouping key: any dtype
     for spec in plan.specs:
         for name, dtype in spec.inputs:
-            out[name] = pl.col(name).cast(pl.Float64) if dtype == nw.Float64 else pl.col(name)
+            out[name] = pl.col(name).cast(pl.Float64) if dtype == nw.Float64 and name not in keys else pl.col(name)
     return out
 
 
@@ -391,7 +392,8 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
         if inside:
             order = table_rows[block.order]
             fields = [order.alias(_ORDER), *[table_rows[c].alias(c) for c in needed]]
-            cells = _cells_of(in_table(pl.struct(*fields)).sort_by(in_table(order)).implode(), needed)
+            sums = [c for c in needed if c not in block.extremes]
+            cells = _cells_of(in_table(pl.struct(*fields)).sort_by(in_table(order)).implode(), sums, block.extremes)
             stats[_BLOCK + "\x00".join(name for name, _ in inside)] = block.aggregations(cells, inside)
         stages += block.after
     if invalid == "null" and bad is not None:
@@ -427,7 +429,7 @@ def _table(plan: Plan, fn: Any, ref: Any, rows: Mapping[str, pl.Expr]) -> tuple[
     return block, stand_in.rows
 
 
-def _cells_of(rows: pl.Expr, sums: Sequence[str]) -> pl.Expr:
+def _cells_of(rows: pl.Expr, sums: Sequence[str], extremes: Mapping[str, str] | None = None) -> pl.Expr:
     """The ordered cells of a group's ``rows`` (a list of structs sorted by ``_ORDER``) as a list of structs.
 
     One struct per distinct order value: the value and the running total of
@@ -435,14 +437,16 @@ def _cells_of(rows: pl.Expr, sums: Sequence[str]) -> pl.Expr:
     row of its run of ties (so a tie counts whole).  Computed once: an
     expression inside ``list.eval`` is not shared with an equal one (reading
     the running totals in the aggregations' own ``list.eval`` instead: KS at
-    1e5 rows in 1,000 groups 65 vs 48 ms, at 1e6 354 vs 294 ms).
+    1e5 rows in 1,000 groups 65 vs 48 ms, at 1e6 354 vs 294 ms).  ``extremes``:
+    columns whose cell value is their ``min`` or ``max`` over the cell's rows.
     """
     import polars as pl
 
     order = pl.element().struct.field(_ORDER)
     running = [pl.element().struct.field(c).cum_sum().alias(running_total(c)) for c in sums]
     last = order.ne_missing(order.shift(-1))  # sorted: the last row of each run of ties
-    return rows.list.eval(pl.struct(order, *running).filter(last))
+    cell = native_tables.cell_extremes(order, extremes or {})
+    return rows.list.eval(pl.struct(order, *running, *cell).filter(last))
 
 
 _ORDER = "__cf_order"
@@ -471,6 +475,7 @@ class _Rows:
         self.rows = dict(rows)
         self.order: str | None = None
         self.sums: list[str] = []
+        self.extremes: dict[str, str] = {}  # a cell column -> "min" / "max" of its rows
         self.cells: _CellFrame | None = None
 
     def with_columns(self, *exprs: nw.Expr) -> _Rows:
@@ -496,12 +501,17 @@ class _Rows:
                 self.rows[name] = ones
             elif str(to_polars(e, {name: probe}).meta.undo_aliases()) != str(probe.sum()):
                 summed = native_tables.row_sum(e, self.rows)
+                extreme = native_tables.row_extreme(e, self.rows) if summed is None else None
+                if extreme is not None:  # a min or max per cell
+                    self.extremes[name], self.rows[name] = extreme
+                    continue
                 if summed is None:
                     raise NotAnExpressionError("a table that aggregates the rows other than by sums of cells")
                 self.rows[name] = summed
             self.sums.append(name)
         assert self.order is not None
         self.cells = _CellFrame.of(self.order, self.sums)
+        self.cells.extremes = dict(self.extremes)
         return self.cells
 
     def filter(self, *predicates: nw.Expr) -> _Rows:
@@ -557,6 +567,8 @@ class _CellFrame:
         self.after: list[_Stage] = []
         #: aggregated column -> the sum column it totals (``nw.col(c).sum()``: a sum over the rows)
         self.totals: dict[str, str] = {}
+        #: cell column -> ``"min"`` / ``"max"``: the extreme of a row column over the cell's rows
+        self.extremes: dict[str, str] = {}
 
     @classmethod
     def of(cls, order: str, sums: Sequence[str]) -> _CellFrame:
@@ -636,7 +648,7 @@ class _CellFrame:
         inside = [(n, e) for n, e in self.aggregated if n not in outside]
         while True:
             live = self._live(inside)[0]
-            needed = [c for c in self.sums if c in live or running_total(c) in live]
+            needed = [c for c in (*self.sums, *self.extremes) if c in live or running_total(c) in live]
             back = {n: c for n, c in outside.items() if c in needed}  # the cells carry it anyway
             if not back:
                 return inside, outside, needed
@@ -690,6 +702,7 @@ class _CellFrame:
             c: field(running_total(c)) - field(running_total(c)).shift(1, fill_value=0.0) for c in self.sums
         }
         bind |= {running_total(c): field(running_total(c)) for c in self.sums}
+        bind |= {c: field(c) for c in self.extremes}
         bind[self.order] = field(_ORDER)
         bind |= native_tables.key_fields(self.order, field(_ORDER))  # the columns of a composite key
         for (kind, step), live, materialise in zip(self.steps, after, shared):

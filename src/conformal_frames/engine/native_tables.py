@@ -8,6 +8,9 @@ what such a table may do, each rule a small function the recorder calls:
   row column of ones (the reliability table's bin sizes);
 - :func:`row_sum`: ``nw.col(x).sum().alias(y)`` sums the row column ``x``
   under another name;
+- :func:`row_extreme` / :func:`cell_extremes`: ``nw.col(x).min()`` (or
+  ``max``) per cell (path coverage: a path is covered when its least
+  ``covered`` is 1) is the window ``min().over(cell)`` over the sorted rows;
 - :func:`add_filter` / :func:`kept_rows`: ``rows.filter(...)`` before the
   grouping (weighted tables leave out rows of weight 0) is a row mask the
   table's aggregations apply with the invalid-row policy's;
@@ -64,6 +67,27 @@ def row_sum(expr: nw.Expr, rows: Mapping[str, pl.Expr]) -> pl.Expr | None:
     if len(read) != 1 or read[0] not in rows or not _is(expr, read[0], lambda c: c.sum()):
         return None
     return rows[read[0]]
+
+
+def row_extreme(expr: nw.Expr, rows: Mapping[str, pl.Expr]) -> tuple[str, pl.Expr] | None:
+    """``("min" | "max", row column)`` when ``expr`` is ``nw.col(x).min()`` / ``.max()`` of a row column, else ``None``."""
+    from conformal_frames.engine.native import _is, _reads
+
+    read = _reads(expr)
+    if len(read) != 1 or read[0] not in rows:
+        return None
+    for how in ("min", "max"):
+        if _is(expr, read[0], lambda c, how=how: getattr(c, how)()):  # type: ignore[misc]
+            return how, rows[read[0]]
+    return None
+
+
+def cell_extremes(order: pl.Expr, extremes: Mapping[str, str]) -> list[pl.Expr]:
+    """Inside ``list.eval`` over a group's rows sorted by ``order``: each extreme column's value per cell
+    (a window over the elementwise ``order``), read at the cell's last row as the running totals."""
+    import polars as pl
+
+    return [getattr(pl.element().struct.field(c), how)().over(order).alias(c) for c, how in extremes.items()]
 
 
 #: the name of a table's row filter among its row columns (no row column has it)
@@ -156,6 +180,59 @@ class Whole:
 
     def agg(self, *exprs: nw.Expr) -> Any:
         return self.cells.select(*exprs)
+
+
+def key_inputs(plan: Plan) -> set[str]:
+    """The input columns read only as a grouping key of a table (directly, or through a row that is the column).
+
+    Found by recording each table on a stand-in whose rows are the plain
+    columns: the rows it groups by, traced to the inputs they are; an input
+    another row reads (other than as itself) stays a Float64 input.
+    """
+    from conformal_frames.engine.native import NotAnExpressionError, _AnyName, _is, _reads, _Rows
+
+    q = plan.query
+    inputs = {name for spec in plan.specs for name, _ in spec.inputs}
+    itself = {r.name: c for r in q.rows.values() for c in _reads(r.expr)[:1] if c in inputs and _is(r.expr, c, _same)}
+    grouped: set[str] = set()
+    for fn, ref in q.tables.values():
+        stand_in = _Rows({})
+        stand_in.rows = _AnyName()
+        try:
+            block = fn(cast("Any", stand_in), [], ref)
+        except NotAnExpressionError:
+            continue
+        order = stand_in.order or ""
+        parts = set(order[len(_KEY) :].split("\x00")) if order.startswith(_KEY) else {order}
+        if not parts & _cell_reads(block):  # the cells never read the key's values
+            grouped |= parts
+    read = {c for r in q.rows.values() if r.name not in itself for c in _reads(r.expr)}
+    return {itself.get(k, k) for k in grouped if k not in read} & inputs - read
+
+
+def _cell_reads(block: Any) -> set[str]:
+    """The names the steps and aggregations of a recorded cell frame read (its key too when regrouped)."""
+    out: set[str] = set()
+    exprs = [e for _, e in getattr(block, "aggregated", [])]
+    exprs += [e for stage in getattr(block, "after", []) for _, e in stage if isinstance(e, nw.Expr)]
+    for kind, step in getattr(block, "steps", []):
+        if kind == "cols":
+            exprs += [e for _, e in step]
+        elif kind == "group":
+            out.add(step[0])
+    for e in exprs:
+        out |= set(_reads_of(e))
+    return out
+
+
+def _reads_of(expr: nw.Expr) -> list[str]:
+    from conformal_frames.engine.native import _reads
+
+    return _reads(expr)
+
+
+def _same(column: pl.Expr) -> pl.Expr:
+    return column
 
 
 #: the name of a composite key among the row columns: this prefix, then its columns joined by NUL
