@@ -4,8 +4,8 @@ Every long-table metric of the catalogue that compiles (reliability, SSC and
 set SSC bins, per-level coverage and pinball, the PIT histogram, ENCE bins,
 the calibration curve, the efficiency criteria), both policies, grouped
 (eager, lazy, streaming) and ungrouped: ``explode().struct.unnest()`` gives the
-namespace's long frame (columns, order, values at 1e-12; dtypes up to the
-integer width).
+namespace's long frame (columns, order, dtypes, values at 1e-12).  Also: a string
+``path=`` column (a table's grouping key keeps its dtype).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ LONG = [n for n in COMPILED if ALL[n]().long]
 
 
 def _same(got: pl.DataFrame, expected: pl.DataFrame) -> None:
-    assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-12, abs_tol=1e-12)
+    assert_frame_equal(got, expected, rel_tol=1e-12, abs_tol=1e-12)
 
 
 def test_the_long_tables_compile() -> None:

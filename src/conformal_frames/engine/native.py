@@ -200,6 +200,7 @@ def _rows(q: Query, inputs: Mapping[str, pl.Expr]) -> dict[str, pl.Expr]:
     aggregated = [row for how, row in (cast("tuple[str, str]", k) for k in q.aggs)]
     if q.count_row is not None:
         aggregated.append(q.count_row)
+    aggregated += native_tables.cell_rows(q)  # a sorted block's order and sums are read as leaves too
     out = dict(inline)
     for part in _connected(reads):
         rows = [r for r in q.rows.values() if r.name in part]

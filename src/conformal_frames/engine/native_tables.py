@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from conformal_frames.engine.metric import Metric
     from conformal_frames.engine.plan import Plan
+    from conformal_frames.engine.query import Query
 
 __all__ = [
     "add_filter",
@@ -233,6 +234,20 @@ def _reads_of(expr: nw.Expr) -> list[str]:
 
 def _same(column: pl.Expr) -> pl.Expr:
     return column
+
+
+def cell_rows(q: Query) -> list[str]:
+    """The row columns the ordered cells of ``q`` read (each table's order and sums).
+
+    Leaves of the rows' binding (:func:`native._rows`): a long row read there
+    (the Gaussian PIT's normal CDF, a polynomial of ``z``) is then bound once
+    in a row struct, not inlined at every read (pit_test: 117,000 to 11,000
+    characters of plan, a group-by of 24 rows 0.42 s to 0.06 s).
+    """
+    out: list[str] = []
+    for c in q.cell_tables.values():
+        out += [c.order, *c.sums]
+    return out
 
 
 #: the name of a composite key among the row columns: this prefix, then its columns joined by NUL
