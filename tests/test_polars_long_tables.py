@@ -76,3 +76,25 @@ def test_a_string_path_column_keeps_its_dtype(policy: str) -> None:
     got = df.group_by("g").agg(cfx.to_expr(metric, invalid=policy)).sort("g").unnest("path_coverage")  # type: ignore[arg-type]
     expected = cf.evaluate(df, metric, by="g", invalid=policy)
     _same(got, expected.select(got.columns))
+
+
+#: table forms the catalogue does not call, newly expressions (filtered, several keys, per-cell minimum)
+FORMS = {
+    "ssc_w": lambda: cf.ssc("y", "lo", "hi", n_bins=2, weights="w"),
+    "ssc_score_w": lambda: cf.ssc_score("y", "lo", "hi", weights="w"),
+    "reliability_w": lambda: cf.reliability("label", "score", n_bins=3, weights="w"),
+    "top_label_weighted": lambda: cf.top_label_ece("label3", ["p0", "p1", "p2"], n_bins=3, weighted=True),
+    "top_label_w": lambda: cf.top_label_ece("label3", ["p0", "p1", "p2"], n_bins=3, weights="w"),
+    "path_two_columns": lambda: cf.path_coverage("y", "lo", "hi", path=["label3", "day"]),
+}
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_other_table_forms_equal_evaluate(form: str, policy: str) -> None:
+    metric = FORMS[form]()
+    expr = cfx.to_expr(metric, invalid=policy)  # type: ignore[arg-type]
+    got = FRAME.lazy().group_by("g").agg(expr).sort("g").collect()
+    got = got.unnest(metric.output_name) if isinstance(got.schema[metric.output_name], pl.Struct) else got
+    expected = cf.evaluate(FRAME, metric, by="g", invalid=policy)
+    _same(got, expected.select(got.columns))
