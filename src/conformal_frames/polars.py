@@ -25,7 +25,8 @@ Invalid rows: ``invalid="null"`` (default) nulls the outputs of a group with an
 invalid row of the metric's inputs; ``"drop"`` leaves those rows out.  To raise
 instead, call :func:`check` on the frame first.  :func:`metrics` compiles
 several metric objects into one struct with ``evaluate``'s call-level
-validity and shared inputs.
+validity and shared inputs.  :func:`long_table` gives a long-table metric (``reliability``,
+SSC bins, per-level coverage) as a list of structs per group.
 
 Metrics that need a second pass over a group (sort-based and binned tables,
 per-group numpy steps: HSIC, worst slab, bootstrap) raise
