@@ -34,6 +34,7 @@ cells) raises :class:`NotAnExpressionError`.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -920,3 +921,6 @@ def _one(finals: Mapping[str, pl.Expr]) -> pl.Expr:
     if len(finals) == 1:
         return next(iter(finals.values()))
     return pl.struct(*[e.alias(k) for k, e in finals.items()])
+
+
+native_tables.attach(sys.modules[__name__])

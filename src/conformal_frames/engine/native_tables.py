@@ -48,6 +48,17 @@ __all__ = [
 ]
 
 
+#: the compiler (:mod:`~conformal_frames.engine.native`), attached by it when imported: these rules
+#: extend its recorder and use its conversion, and an import of it here would be a cycle
+_compiler: Any = None
+
+
+def attach(compiler: Any) -> None:
+    """Called once by :mod:`~conformal_frames.engine.native`: the module whose recorder these rules extend."""
+    global _compiler
+    _compiler = compiler
+
+
 def row_count(expr: nw.Expr, native: pl.Expr) -> pl.Expr | None:
     """The row column whose sum is ``expr`` when ``expr`` counts the rows (``nw.len()``), else ``None``.
 
@@ -62,7 +73,7 @@ def row_count(expr: nw.Expr, native: pl.Expr) -> pl.Expr | None:
 
 def row_sum(expr: nw.Expr, rows: Mapping[str, pl.Expr]) -> pl.Expr | None:
     """The row column whose sum is ``expr`` when ``expr`` is ``nw.col(x).sum()`` of a row column ``x``, else ``None``."""
-    from conformal_frames.engine.native import _is, _reads
+    _is, _reads = _compiler._is, _compiler._reads
 
     read = _reads(expr)
     if len(read) != 1 or read[0] not in rows or not _is(expr, read[0], lambda c: c.sum()):
@@ -72,13 +83,13 @@ def row_sum(expr: nw.Expr, rows: Mapping[str, pl.Expr]) -> pl.Expr | None:
 
 def row_extreme(expr: nw.Expr, rows: Mapping[str, pl.Expr]) -> tuple[str, pl.Expr] | None:
     """``("min" | "max", row column)`` when ``expr`` is ``nw.col(x).min()`` / ``.max()`` of a row column, else ``None``."""
-    from conformal_frames.engine.native import _is, _reads
+    _is, _reads = _compiler._is, _compiler._reads
 
     read = _reads(expr)
     if len(read) != 1 or read[0] not in rows:
         return None
     for how in ("min", "max"):
-        if _is(expr, read[0], lambda c, how=how: getattr(c, how)()):  # type: ignore[misc]
+        if _is(expr, read[0], lambda c, how=how: getattr(c, how)()):
             return how, rows[read[0]]
     return None
 
@@ -129,7 +140,7 @@ def row_column(expr: nw.Expr, rows: dict[str, pl.Expr]) -> pl.Expr:
     (and the table's row filter) is replaced by its sorted form, and the
     window is ``expr`` on the sorted rows.  Rows sorted by one column only.
     """
-    from conformal_frames.engine.native import NotAnExpressionError, to_polars
+    NotAnExpressionError, to_polars = _compiler.NotAnExpressionError, _compiler.to_polars
 
     try:
         return to_polars(expr, rows, sorted_by="\x00unsorted")  # no ordered window
@@ -153,7 +164,7 @@ def row_column(expr: nw.Expr, rows: dict[str, pl.Expr]) -> pl.Expr:
 def ordered_rows(plan: Plan) -> str | None:
     """Why ``plan`` cannot be an expression when a row column is a window (a running sum in score order:
     weighted quantile bins), or ``None``.  Windows inside a table's rows sort them (:func:`row_column`)."""
-    from conformal_frames.engine.native import NotAnExpressionError, _refused, to_polars
+    NotAnExpressionError, _refused, to_polars = _compiler.NotAnExpressionError, _compiler._refused, _compiler.to_polars
 
     for r in plan.query.rows.values():
         try:
@@ -190,7 +201,13 @@ def key_inputs(plan: Plan) -> set[str]:
     columns: the rows it groups by, traced to the inputs they are; an input
     another row reads (other than as itself) stays a Float64 input.
     """
-    from conformal_frames.engine.native import NotAnExpressionError, _AnyName, _is, _reads, _Rows
+    NotAnExpressionError, _AnyName, _is, _reads, _Rows = (
+        _compiler.NotAnExpressionError,
+        _compiler._AnyName,
+        _compiler._is,
+        _compiler._reads,
+        _compiler._Rows,
+    )
 
     q = plan.query
     inputs = {name for spec in plan.specs for name, _ in spec.inputs}
@@ -227,7 +244,7 @@ def _cell_reads(block: Any) -> set[str]:
 
 
 def _reads_of(expr: nw.Expr) -> list[str]:
-    from conformal_frames.engine.native import _reads
+    _reads = _compiler._reads
 
     return _reads(expr)
 
@@ -294,7 +311,7 @@ def long_rows(metric: Metric, wide: pl.Expr, names: Sequence[str]) -> pl.Expr:
     try:
         out = metric.to_long(frame, [])
     except AttributeError as exc:  # an operation the stand-in does not record
-        from conformal_frames.engine.native import NotAnExpressionError, _refused
+        NotAnExpressionError, _refused = _compiler.NotAnExpressionError, _compiler._refused
 
         raise NotAnExpressionError(_refused(metric.output_name, f"a long table built with {exc}")) from None
     long: _LongTable = out._compliant_frame.native
