@@ -201,8 +201,7 @@ def key_inputs(plan: Plan) -> set[str]:
     columns: the rows it groups by, traced to the inputs they are; an input
     another row reads (other than as itself) stays a Float64 input.
     """
-    NotAnExpressionError, _AnyName, _is, _reads, _Rows = (
-        _compiler.NotAnExpressionError,
+    _AnyName, _is, _reads, _Rows = (
         _compiler._AnyName,
         _compiler._is,
         _compiler._reads,
@@ -218,7 +217,7 @@ def key_inputs(plan: Plan) -> set[str]:
         stand_in.rows = _AnyName()
         try:
             block = fn(cast("Any", stand_in), [], ref)
-        except NotAnExpressionError:
+        except Exception:  # not a table of cells (the compile says why): its inputs stay cast
             continue
         order = stand_in.order or ""
         parts = set(order[len(_KEY) :].split("\x00")) if order.startswith(_KEY) else {order}
