@@ -78,7 +78,8 @@ def test_a_string_path_column_keeps_its_dtype(policy: str) -> None:
     _same(got, expected.select(got.columns))
 
 
-#: table forms the catalogue does not call, newly expressions (filtered, several keys, per-cell minimum)
+#: table forms the catalogue does not call, newly expressions (filtered, several keys, per-cell minimum,
+#: the worst group's labels in their own dtype)
 FORMS = {
     "ssc_w": lambda: cf.ssc("y", "lo", "hi", n_bins=2, weights="w"),
     "ssc_score_w": lambda: cf.ssc_score("y", "lo", "hi", weights="w"),
@@ -86,7 +87,11 @@ FORMS = {
     "top_label_weighted": lambda: cf.top_label_ece("label3", ["p0", "p1", "p2"], n_bins=3, weighted=True),
     "top_label_w": lambda: cf.top_label_ece("label3", ["p0", "p1", "p2"], n_bins=3, weights="w"),
     "path_two_columns": lambda: cf.path_coverage("y", "lo", "hi", path=["label3", "day"]),
+    "gap_strings": lambda: cf.coverage_gap("y", "lo", "hi", groups=["gs", "day"], confidence_level=0.9),
+    "gap_weights": lambda: cf.coverage_gap("y", "lo", "hi", groups="gs", confidence_level=0.9, weights="w"),
 }
+#: a string group column (coverage_gap's worst group's label keeps its dtype)
+WITH_STRINGS = FRAME.with_columns(gs=pl.format("s{}", pl.col("label3")))
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -94,7 +99,7 @@ FORMS = {
 def test_other_table_forms_equal_evaluate(form: str, policy: str) -> None:
     metric = FORMS[form]()
     expr = cfx.to_expr(metric, invalid=policy)  # type: ignore[arg-type]
-    got = FRAME.lazy().group_by("g").agg(expr).sort("g").collect()
+    got = WITH_STRINGS.lazy().group_by("g").agg(expr).sort("g").collect()
     got = got.unnest(metric.output_name) if isinstance(got.schema[metric.output_name], pl.Struct) else got
-    expected = cf.evaluate(FRAME, metric, by="g", invalid=policy)
+    expected = cf.evaluate(WITH_STRINGS, metric, by="g", invalid=policy)
     _same(got, expected.select(got.columns))

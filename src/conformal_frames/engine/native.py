@@ -328,11 +328,12 @@ def compile_polars(
     if why is not None:
         raise NotAnExpressionError(why)
     outputs = {k: e for k, e in plan.outputs.items() if e is not None}
-    if len(outputs) != len(plan.outputs):  # an output a table or a step fills in evaluate
-        missing = ", ".join(k for k, e in plan.outputs.items() if e is None)
-        raise NotAnExpressionError(_refused(metrics[0].output_name, f"a table or step that fills {missing}"))
     target = name if name is not None else metrics[0].output_name
-    stats, after_tables = _statistics(plan, invalid)
+    labels: dict[str, pl.Expr] = {}  # outputs a table fills with a picked cell's key (native_tables.Picked)
+    stats, after_tables = _statistics(plan, invalid, labels)
+    missing = [k for k, e in plan.outputs.items() if e is None and k not in labels]
+    if missing:  # an output a table or a step fills in evaluate
+        raise NotAnExpressionError(_refused(metrics[0].output_name, f"a table or step that fills {', '.join(missing)}"))
     if rows:  # evaluate's n and n_invalid (see _finals)
         outputs["n"] = nw.col(_N)
         if invalid == "null":
@@ -343,7 +344,12 @@ def compile_polars(
     mode = let if let != "auto" else _auto(stats, levels, outputs)
     if mode == "inline" and (levels or any(k.startswith(_BLOCK) for k in stats)):
         mode = "list"  # values, stages and tables are bound in the list
-    return Compiled(_compile(plan, stats, levels, outputs, mode).alias(target), tuple(outputs), mode)
+    expr = _compile(plan, stats, levels, outputs, mode)
+    if labels:
+        order = [k for k in plan.outputs if k in outputs or k in labels] + [k for k in outputs if k not in plan.outputs]
+        expr = native_tables.with_labels(expr, labels, order)
+        outputs = dict.fromkeys(order, nw.lit(None))
+    return Compiled(expr.alias(target), tuple(outputs), mode)
 
 
 def _check_reserved(plan: Plan) -> None:
@@ -364,7 +370,9 @@ def _check_reserved(plan: Plan) -> None:
                 raise ValueError(msg)
 
 
-def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_Stage]]:
+def _statistics(
+    plan: Plan, invalid: Policy, labels: dict[str, pl.Expr] | None = None
+) -> tuple[dict[str, pl.Expr], list[_Stage]]:
     """The aggregations: internal name -> polars aggregation (``n`` first, the invalid flag last),
     a table of ordered cells as one list-valued entry per table (its columns: ``_Block`` names)
     and the stages its function writes on its aggregated columns."""
@@ -397,6 +405,8 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
             sums = [c for c in needed if c not in block.extremes]
             cells = _cells_of(in_table(pl.struct(*fields)).sort_by(in_table(order)).implode(), sums, block.extremes)
             stats[_BLOCK + "\x00".join(name for name, _ in inside)] = block.aggregations(cells, inside)
+            if labels is not None:
+                labels |= native_tables.labels_of(block)
         stages += block.after
     if invalid == "null" and bad is not None:
         stats["__cf_invalid"] = bad.any().cast(pl.Float64)
@@ -634,6 +644,16 @@ class _CellFrame:
     def drop(self, *names: str) -> _CellFrame:
         return self
 
+    def filter(self, *predicates: nw.Expr) -> Any:
+        """After the aggregation: the cell of the least values, a second branch (:class:`native_tables.Picked`)."""
+        if not self.aggregated:
+            raise NotAnExpressionError("a table that filters its cells before aggregating them")
+        return native_tables.Picked(self).filter(*predicates)
+
+    def join(self, other: Any, *args: Any, **kwargs: Any) -> _CellFrame:
+        """The aggregation joined to its picked cell (:func:`native_tables.join_picked`)."""
+        return cast("_CellFrame", native_tables.join_picked(self, other))
+
     def with_phi_c(self, columns: Mapping[str, str]) -> _CellFrame:
         """As :meth:`_Stages.with_phi_c`, on the aggregated cells."""
         self.after.append([(out, _PhiC(a)) for out, a in columns.items()])
@@ -647,9 +667,9 @@ class _CellFrame:
         """``(inside, outside, needed)``: the aggregations over the cells, the totals summed over the
         rows instead (aggregated column -> row column) and the sum columns the cells must carry."""
         outside = dict(self.totals)
-        inside = [(n, e) for n, e in self.aggregated if n not in outside]
+        inside = [(n, e) for n, e in self.aggregated if n not in outside] + native_tables.picked_values(self)
         while True:
-            live = self._live(inside)[0]
+            live = self._live([*inside, *native_tables.picked_labels(self)])[0]
             needed = [c for c in (*self.sums, *self.extremes) if c in live or running_total(c) in live]
             back = {n: c for n, c in outside.items() if c in needed}  # the cells carry it anyway
             if not back:
@@ -699,7 +719,7 @@ class _CellFrame:
         def field(name: str) -> pl.Expr:
             return pl.element().struct.field(name)
 
-        _, after, shared = self._live(inside)
+        _, after, shared = self._live([*inside, *native_tables.picked_labels(self)])
         bind: dict[str, pl.Expr] = {
             c: field(running_total(c)) - field(running_total(c)).shift(1, fill_value=0.0) for c in self.sums
         }
@@ -720,6 +740,7 @@ class _CellFrame:
                 cells = cells.list.eval(pl.struct(*[bind[n].alias(n) for n in keep]))
                 bind = {n: field(n) for n in keep}
         values = [to_polars(e, bind, sorted_by=self.order).cast(pl.Float64) for _, e in inside]
+        native_tables.write_labels(self, cells, lambda e: to_polars(e, bind, sorted_by=self.order))
         return cells.list.eval(pl.concat_list(*values)).list.first()
 
 

@@ -286,6 +286,120 @@ def key_fields(order: str, key: pl.Expr) -> dict[str, pl.Expr]:
     return {k: key.struct.field(k) for k in order[len(_KEY) :].split("\x00")}
 
 
+# -- a picked cell: the cell of the least values, joined back to the aggregation --------------------
+class Picked:
+    """``cells.filter(c == min(c))`` after the cells' aggregation, then ``select``: the cell of the least
+    values of some columns in turn (ties: the next column), and the columns taken from it."""
+
+    def __init__(self, cells: Any) -> None:
+        self.cells = cells
+        self.order: list[str] = []
+        self.columns: dict[str, str] = {}  # output name -> cell column
+
+    def filter(self, *predicates: nw.Expr) -> Picked:
+        import polars as pl
+
+        to_polars, _reads = _compiler.to_polars, _compiler._reads
+        probe = pl.col("\x00probe")
+        for p in predicates:
+            read = _reads(p)
+            least = len(read) == 2 and read[0] == read[1]
+            if not least or str(to_polars(p, {read[0]: probe}, sorted_by="\x00none")) != str(probe == probe.min()):
+                raise _compiler.NotAnExpressionError("a table that filters its cells other than to their least value")
+            self.order.append(read[0])
+        return self
+
+    def select(self, *exprs: nw.Expr | str) -> Picked:
+        for e in exprs:
+            if isinstance(e, str):
+                continue  # a group key
+            read = _compiler._reads(e)
+            if len(read) != 1 or not _compiler._is(e, read[0], _same):
+                raise _compiler.NotAnExpressionError("a table that takes other than cell columns from a picked cell")
+            self.columns[_compiler._output_name(e)] = read[0]
+        return self
+
+    def with_columns(self, *exprs: nw.Expr) -> Picked:
+        if any(_compiler._reads(e) for e in exprs):  # a constant to join on is all a picked cell takes
+            raise _compiler.NotAnExpressionError("a table that adds columns to a picked cell")
+        return self
+
+    def drop(self, *names: str) -> Picked:
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        raise _compiler.NotAnExpressionError(f"a table whose picked cell takes {name}()")
+
+
+def join_picked(cells: Any, other: Any) -> Any:
+    """``aggregated.join(picked)``: the picked cell's columns join the aggregation (one row per group)."""
+    if not isinstance(other, Picked) or other.cells is not cells or "picked" in vars(cells):
+        raise _compiler.NotAnExpressionError("a table that joins frames other than its aggregation and one picked cell")
+    cells.picked = other
+    return cells
+
+
+def _picked(cells: Any) -> list[tuple[str, nw.Expr, bool]]:
+    """``(name, value, is_key)`` of each column taken from the picked cell of ``cells`` (none without one)."""
+    picked: Picked | None = vars(cells).get("picked")
+    if picked is None:
+        return []
+    mask: nw.Expr | None = None
+    for c in picked.order:  # the least of each column among the cells still tied
+        column = nw.col(c) if mask is None else nw.col(c).filter(mask)
+        least = nw.col(c) == column.min()
+        mask = least if mask is None else mask & least
+    order: str = cells.order
+    keys = {order, *(order[len(_KEY) :].split("\x00") if order.startswith(_KEY) else [])}
+    out = []
+    for name, c in picked.columns.items():
+        value = nw.col(c) if mask is None else nw.col(c).filter(mask)
+        out.append((name, value.first(), c in keys))
+    return out
+
+
+def picked_values(cells: Any) -> list[tuple[str, nw.Expr]]:
+    """The picked cell's columns that are cell values (counts): aggregations of the cells, Float64."""
+    return [(n, e) for n, e, is_key in _picked(cells) if not is_key]
+
+
+def picked_labels(cells: Any) -> list[tuple[str, nw.Expr]]:
+    """The picked cell's key columns (group labels): written beside the aggregation in their own dtype."""
+    return [(n, e) for n, e, is_key in _picked(cells) if is_key]
+
+
+def write_labels(cells: Any, block: pl.Expr, convert: Callable[[nw.Expr], pl.Expr]) -> None:
+    """Record on ``cells`` the struct of its picked labels over the cells ``block`` (see :func:`labels_of`)."""
+    import polars as pl
+
+    labels = picked_labels(cells)
+    if labels:
+        cells.labels = block.list.eval(pl.struct(*[convert(e).alias(n) for n, e in labels])).list.first()
+        cells.label_names = [n for n, _ in labels]
+
+
+def labels_of(cells: Any) -> dict[str, pl.Expr]:
+    """Output name -> the picked label of each group (a field of :func:`write_labels`' struct)."""
+    struct = vars(cells).get("labels")
+    return {} if struct is None else {n: struct.struct.field(n) for n in cells.label_names}
+
+
+def with_labels(expr: pl.Expr, labels: Mapping[str, pl.Expr], order: Sequence[str]) -> pl.Expr:
+    """The struct ``expr`` of the outputs with the ``labels``, fields in ``order``.
+
+    A label is not nulled with the group's other outputs under ``"null"``:
+    ``evaluate`` takes it from the table as it is (the least cell of all the
+    group's rows).
+    """
+    import polars as pl
+
+    fields = []
+    for k in order:
+        value = labels[k] if k in labels else expr.struct.field(k)
+        fields.append(value.alias(k))
+    return pl.struct(*fields)
+
+
 # -- long tables: a metric's to_long as a list of structs ---------------------------------------
 def long_rows(metric: Metric, wide: pl.Expr, names: Sequence[str]) -> pl.Expr:
     """``metric``'s long table (:meth:`Metric.to_long`) of one group as a list of structs.
