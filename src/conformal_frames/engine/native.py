@@ -14,7 +14,9 @@ holds as a polars expression valid in any aggregation context (``select``,
 - the statistics (``sum``/``min``/``max`` of rows, ``n``) are aggregations;
   a table of ordered cells (:meth:`Query.cells`) is one sorted block per
   group, its cells formed once and aggregated inside ``list.eval``
-  (:class:`_CellFrame`);
+  (:class:`_CellFrame`); what else a table may do (counts, filters, several
+  keys, a min per cell, a picked cell, rows sorted for a window, long
+  tables) is :mod:`~conformal_frames.engine.native_tables`;
 - the values (:meth:`Query.value`) and the steps of a multi-step finalize
   (recorded by :class:`_Stages`) are stages over the statistics: bound in
   a list (``pl.concat_list(stats)``, then one ``list.eval(pl.element()
@@ -27,9 +29,10 @@ holds as a polars expression valid in any aggregation context (``select``,
 
 The narwhals expressions of the record become polars ones through narwhals'
 compliant layer (:func:`to_polars`): an internal API of narwhals 2.x used in
-that function only, pinned by ``tests/test_polars_expr.py``.  What cannot be
-an expression (numpy steps, windows over the rows, tables other than ordered
-cells) raises :class:`NotAnExpressionError`.
+that function only (and by :func:`native_tables.long_rows`' stand-in frame),
+pinned by ``tests/test_polars_expr.py``.  What cannot be an expression (numpy
+steps, windows over the rows, tables the recorders do not follow) raises
+:class:`NotAnExpressionError`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,31 @@ what such a table may do, each rule a small function the recorder calls:
 - :func:`row_column`: a row column that is a window over the group's rows
   ordered by a row column (the miss runs' ids, a running count in time
   order) sorts every row column of the table by it (``sort_by``, stable),
-  the row masks too; the window is then the expression on sorted rows.
+  the row masks too; the window is then the expression on sorted rows;
+- :func:`ordered_rows`: a row column of the query that is such a window
+  (weighted quantile bins, rank bins) is refused with a message;
+- :func:`composite_key` / :func:`key_fields`: rows grouped by several
+  columns (top-label ECE's label and bin) are ordered cells of one struct
+  key, its columns read as the key's fields;
+- :func:`keyed`: a table function whose form without keys forks its frame
+  (pit_test's KS cells: a base of one row joined to its maximum) is recorded
+  with one key, :data:`GROUP`, standing for the whole group: a window over
+  it is a window over the group, a grouping by it the aggregation
+  (:class:`Whole`);
+- :func:`key_inputs`: an input column read only as a grouping key of a
+  table (path and group columns) keeps its dtype (strings) instead of the
+  Float64 cast;
+- :func:`cell_rows`: a sorted block's order and sums are leaves of the rows'
+  binding (a long row such as the Gaussian PIT is bound once);
+- :class:`Picked` (``cells.filter(least value)...select(...)`` joined back
+  to the aggregation: coverage_gap's worst group): the picked cell's values
+  are aggregations of the cells, its key columns (the group labels, in their
+  own dtype) a struct beside the statistics (:func:`with_labels`);
+- :func:`long_rows`: a metric's long table (``to_long`` of its wide outputs)
+  as a list of structs per group (``cfx.long_table``).
+
+The rules reach the compiler's recorder and conversion through
+:func:`attach` (``native`` calls it once when imported).
 """
 
 from __future__ import annotations
@@ -36,15 +60,30 @@ if TYPE_CHECKING:
     from conformal_frames.engine.query import Query
 
 __all__ = [
+    "GROUP",
+    "Picked",
+    "Whole",
     "add_filter",
+    "attach",
+    "cell_extremes",
+    "cell_rows",
     "composite_key",
+    "join_picked",
     "kept_rows",
     "key_fields",
+    "key_inputs",
+    "keyed",
+    "labels_of",
     "long_rows",
     "ordered_rows",
+    "picked_labels",
+    "picked_values",
     "row_column",
     "row_count",
+    "row_extreme",
     "row_sum",
+    "with_labels",
+    "write_labels",
 ]
 
 
