@@ -347,11 +347,12 @@ def compile_polars(
     mode = let if let != "auto" else _auto(stats, levels, outputs)
     if mode == "inline" and (levels or any(k.startswith(_BLOCK) for k in stats)):
         mode = "list"  # values, stages and tables are bound in the list
+    if labels:  # a null in the label's place, replaced below (native_tables.with_labels)
+        order = [k for k in plan.outputs if k in outputs or k in labels] + [k for k in outputs if k not in plan.outputs]
+        outputs = {k: outputs.get(k, nw.lit(None)) for k in order}
     expr = _compile(plan, stats, levels, outputs, mode)
     if labels:
-        order = [k for k in plan.outputs if k in outputs or k in labels] + [k for k in outputs if k not in plan.outputs]
-        expr = native_tables.with_labels(expr, labels, order)
-        outputs = dict.fromkeys(order, nw.lit(None))
+        expr = native_tables.with_labels(expr, labels)
     return Compiled(expr.alias(target), tuple(outputs), mode)
 
 
@@ -491,6 +492,7 @@ class _Rows:
         self.order: str | None = None
         self.sums: list[str] = []
         self.extremes: dict[str, str] = {}  # a cell column -> "min" / "max" of its rows
+        self.widened = False  # a rule of native_tables recorded it (see native_tables.widened)
         self.cells: _CellFrame | None = None
 
     def with_columns(self, *exprs: nw.Expr) -> _Rows:
@@ -513,16 +515,17 @@ class _Rows:
             name = _output_name(e)
             ones = native_tables.row_count(e, to_polars(e, {}))
             if ones is not None:  # nw.len(): the sum of a row column of ones
-                self.rows[name] = ones
+                self.rows[name], self.widened = ones, True
             elif str(to_polars(e, {name: probe}).meta.undo_aliases()) != str(probe.sum()):
                 summed = native_tables.row_sum(e, self.rows)
                 extreme = native_tables.row_extreme(e, self.rows) if summed is None else None
                 if extreme is not None:  # a min or max per cell
                     self.extremes[name], self.rows[name] = extreme
+                    self.widened = True
                     continue
                 if summed is None:
                     raise NotAnExpressionError("a table that aggregates the rows other than by sums of cells")
-                self.rows[name] = summed
+                self.rows[name], self.widened = summed, True
             self.sums.append(name)
         assert self.order is not None
         self.cells = _CellFrame.of(self.order, self.sums)
@@ -531,6 +534,7 @@ class _Rows:
 
     def filter(self, *predicates: nw.Expr) -> _Rows:
         native_tables.add_filter(self.rows, [to_polars(p, self.rows) for p in predicates])
+        self.widened = True
         return self
 
     def __getattr__(self, name: str) -> Any:

@@ -82,6 +82,7 @@ __all__ = [
     "row_count",
     "row_extreme",
     "row_sum",
+    "widened",
     "with_labels",
     "write_labels",
 ]
@@ -287,6 +288,28 @@ def _reads_of(expr: nw.Expr) -> list[str]:
     return _reads(expr)
 
 
+def widened(plan: Plan) -> bool:
+    """Whether a table of ``plan`` compiles only through a rule of this module.
+
+    ``evaluate`` keeps its narwhals query for such a plan: a hash group-by of
+    the cells there, a sort per group here.  Measured (1e6 rows, 1,000
+    groups, lazy, the compiled expression vs evaluate's narwhals query):
+    reliability 0.49x, path_coverage 0.47x, longest_miss_run 0.84x its speed.
+    """
+    _AnyName, _Rows = _compiler._AnyName, _compiler._Rows
+    for fn, ref in plan.query.tables.values():
+        stand_in = _Rows({})
+        stand_in.rows = _AnyName()
+        try:
+            block = fn(cast("Any", stand_in), [], ref)
+        except Exception:  # recorded with a key (keyed) or not at all
+            return True
+        order = stand_in.order or ""
+        if stand_in.widened or order.startswith(_KEY) or _SORT in dict(stand_in.rows) or "picked" in vars(block):
+            return True
+    return False
+
+
 def _same(column: pl.Expr) -> pl.Expr:
     return column
 
@@ -423,20 +446,16 @@ def labels_of(cells: Any) -> dict[str, pl.Expr]:
     return {} if struct is None else {n: struct.struct.field(n) for n in cells.label_names}
 
 
-def with_labels(expr: pl.Expr, labels: Mapping[str, pl.Expr], order: Sequence[str]) -> pl.Expr:
-    """The struct ``expr`` of the outputs with the ``labels``, fields in ``order``.
+def with_labels(expr: pl.Expr, labels: Mapping[str, pl.Expr]) -> pl.Expr:
+    """The struct ``expr`` of the outputs with the ``labels`` in place of its null fields of those names.
 
     A label is not nulled with the group's other outputs under ``"null"``:
     ``evaluate`` takes it from the table as it is (the least cell of all the
-    group's rows).
+    group's rows).  ``struct.with_fields`` keeps the fields' order (and
+    computes the struct once; a struct of its fields read one by one
+    recomputed it per field: coverage_gap grouped at 1e6 rows, 843 vs 183 ms).
     """
-    import polars as pl
-
-    fields = []
-    for k in order:
-        value = labels[k] if k in labels else expr.struct.field(k)
-        fields.append(value.alias(k))
-    return pl.struct(*fields)
+    return expr.struct.with_fields(*[e.alias(k) for k, e in labels.items()])
 
 
 # -- long tables: a metric's to_long as a list of structs ---------------------------------------
