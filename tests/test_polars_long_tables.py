@@ -103,3 +103,12 @@ def test_other_table_forms_equal_evaluate(form: str, policy: str) -> None:
     got = got.unnest(metric.output_name) if isinstance(got.schema[metric.output_name], pl.Struct) else got
     expected = cf.evaluate(WITH_STRINGS, metric, by="g", invalid=policy)
     _same(got, expected.select(got.columns))
+
+
+def test_evaluate_keeps_its_query_for_the_tables_of_the_new_rules() -> None:
+    """Measured slower as expressions (docs/polars.md): evaluate's polars path declines them, not SSC."""
+    from conformal_frames.engine import _polars_native
+
+    for name in ("reliability", "top_label_ece", "pit_test", "path_coverage", "longest_miss_run"):
+        assert _polars_native._prepare((ALL[name](),), "null") is None, name
+    assert _polars_native._prepare((ALL["ssc"](),), "null") is not None
