@@ -25,7 +25,8 @@ Invalid rows: ``invalid="null"`` (default) nulls the outputs of a group with an
 invalid row of the metric's inputs; ``"drop"`` leaves those rows out.  To raise
 instead, call :func:`check` on the frame first.  :func:`metrics` compiles
 several metric objects into one struct with ``evaluate``'s call-level
-validity and shared inputs.
+validity and shared inputs.  :func:`long_table` gives a long-table metric (``reliability``,
+SSC bins, per-level coverage) as a list of structs per group.
 
 Metrics with a numpy step (``coverage_test``, ``smooth_ece``, ``hsic`` ...) call
 the library's numpy function through one polars UDF, once per group (it does not
@@ -44,14 +45,22 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames.engine import Metric, Plan, as_keys
+from conformal_frames.engine import Metric, Plan, as_keys, native_tables
 from conformal_frames.engine.native import Compiled, NotAnExpressionError, Policy, compile_polars, record
 from conformal_frames.namespace import METRIC_FACTORIES
 
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["NotAnExpressionError", "adjusted", "check", "metrics", "to_expr", *sorted(METRIC_FACTORIES)]
+__all__ = [
+    "NotAnExpressionError",
+    "adjusted",
+    "check",
+    "long_table",
+    "metrics",
+    "to_expr",
+    *sorted(METRIC_FACTORIES),
+]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -145,6 +154,45 @@ def _per_family(metric: tuple[Metric, ...], parts: list[tuple[Metric, ...]], nam
     if names != order:
         joined = pl.struct(*[joined.struct.field(k) for k in order])
     return joined.alias(name)
+
+
+def long_table(metric: Metric, *, invalid: Policy = "null", name: str | None = None) -> pl.Expr:
+    """A long-table metric (``reliability``, per-level coverage, SSC bins, ...) as a list of structs per group.
+
+    The structs' fields are the columns of the metric's long table (what
+    ``df.conformal.<metric>(..., by=)`` returns), one struct per row of it, so
+    ``.explode(name).struct.unnest()`` after a ``group_by`` gives that table
+    (an empty list where the group has no row, e.g. only empty bins).  The
+    wide columns of ``evaluate`` are ``cfx.<metric>(...)``.  Memoized.
+
+    >>> import polars as pl
+    >>> import conformal_frames as cf
+    >>> import conformal_frames.polars as cfx
+    >>> df = pl.DataFrame({"y": [0.0, 1.0, 1.0, 1.0], "s": [0.2, 0.4, 0.7, 0.9]})
+    >>> table = df.select(cfx.long_table(cf.reliability("y", "s", n_bins=2)))
+    >>> table.explode("reliability").unnest("reliability").select("bin", "frequency", "n").rows()
+    [(0, 0.5, 2), (1, 1.0, 2)]
+    """
+    if not isinstance(metric, Metric):
+        msg = f"expected a metric object such as cf.reliability(...), got {metric!r}"
+        raise TypeError(msg)
+    if not metric.long:
+        msg = f"{metric.output_name} has no long table: its expression is cfx.to_expr(metric) (or cfx.<metric>(...))"
+        raise TypeError(msg)
+    if name is not None:
+        metric = metric.alias(name)
+    try:
+        return _long(metric, invalid)
+    except TypeError as exc:  # an unhashable metric (a list parameter): compiled every call
+        if "unhashable" not in str(exc) or isinstance(exc, NotAnExpressionError):
+            raise
+        return _long.__wrapped__(metric, invalid)
+
+
+@functools.lru_cache(maxsize=256)
+def _long(metric: Metric, invalid: Policy) -> pl.Expr:
+    compiled = compile_polars([metric], invalid=invalid, rows=True)
+    return native_tables.long_rows(metric, compiled.expr, compiled.outputs).alias(metric.output_name)
 
 
 def check(frame: Any, *metric: Metric, by: str | Sequence[str] | None = None) -> None:

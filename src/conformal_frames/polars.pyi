@@ -47,6 +47,7 @@ __all__ = [
     "kupiec_test",
     "log_loss",
     "log_score",
+    "long_table",
     "longest_miss_run",
     "mae",
     "mape",
@@ -96,6 +97,7 @@ def to_expr(*metric: Metric, invalid: Literal["null", "drop"] = ..., name: str |
 def metrics(*metric: Metric, invalid: Literal["null", "drop"] = ..., name: str = ...) -> pl.Expr: ...
 def check(frame: Any, *metric: Metric, by: str | Sequence[str] | None = ...) -> None: ...
 def adjusted(pvalue: str | pl.Expr, correction: Literal["holm", "bh"] = ...) -> pl.Expr: ...
+def long_table(metric: Metric, *, invalid: Literal["null", "drop"] = ..., name: str | None = ...) -> pl.Expr: ...
 def adversarial_group_calibration(
     y: str,
     *,

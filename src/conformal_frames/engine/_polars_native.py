@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames.engine import native
+from conformal_frames.engine import native, native_tables
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import Plan
 from conformal_frames.engine.query import RESERVED, InvalidPolicy
@@ -70,6 +70,8 @@ def _prepare(metrics: tuple[Metric, ...], policy: str) -> _Prepared | None:
         return None
     q = plan.query
     if q.positive or native.refusal(plan) is not None or any(e is None for e in plan.outputs.values()):
+        return None
+    if native_tables.widened(plan):  # a table the narwhals query groups faster (see native_tables.widened)
         return None
     try:
         compiled = native.compile_polars(list(metrics), invalid=policy, name="__cf_outputs", caller="evaluate")  # type: ignore[arg-type]

@@ -14,7 +14,9 @@ holds as a polars expression valid in any aggregation context (``select``,
 - the statistics (``sum``/``min``/``max`` of rows, ``n``) are aggregations;
   a table of ordered cells (:meth:`Query.cells`) is one sorted block per
   group, its cells formed once and aggregated inside ``list.eval``
-  (:class:`_CellFrame`);
+  (:class:`_CellFrame`); what else a table may do (counts, filters, several
+  keys, a min per cell, a picked cell, rows sorted for a window, long
+  tables) is :mod:`~conformal_frames.engine.native_tables`;
 - the values (:meth:`Query.value`) and the steps of a multi-step finalize
   (recorded by :class:`_Stages`) are stages over the statistics: bound in
   a list (``pl.concat_list(stats)``, then one ``list.eval(pl.element()
@@ -27,12 +29,13 @@ holds as a polars expression valid in any aggregation context (``select``,
 
 The narwhals expressions of the record become polars ones through narwhals'
 compliant layer (:func:`to_polars`): an internal API of narwhals 2.x used in
-that function only, pinned by ``tests/test_polars_expr.py``.  Windows over
-the rows of a group (ranks, lags in ``order_by`` order) and row-wise numpy
-steps of the aggregated values are written by
-:mod:`~conformal_frames.engine.native_windows`; other numpy steps run through
-one polars UDF (:mod:`conformal_frames.engine._native_steps`).  What cannot be
-an expression (tables other than ordered cells) raises
+that function only (and by :func:`native_tables.long_rows`' stand-in frame),
+pinned by ``tests/test_polars_expr.py``.  Windows over the rows of a group
+(ranks, lags in ``order_by`` order) and row-wise numpy steps of the aggregated
+values are written by :mod:`~conformal_frames.engine.native_windows`; other
+numpy steps run through one polars UDF
+(:mod:`conformal_frames.engine._native_steps`).  What cannot be an expression
+(tables the recorders do not follow) raises
 :class:`NotAnExpressionError`.
 """
 
@@ -45,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames.engine import _native_steps, native_windows
+from conformal_frames.engine import _native_steps, native_tables, native_windows
 from conformal_frames.engine.expr import running_total
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import Plan
@@ -110,6 +113,7 @@ def to_polars(
 
     class _Sorted(PolarsExpr):
         def over(self, partition_by: Sequence[str], order_by: Sequence[str]) -> Any:
+            partition_by = [p for p in partition_by if p != native_tables.GROUP]  # the whole group
             if over is not None:
                 return self._with_native(over(self.native, [bound(p) for p in partition_by], list(order_by)))
             if not partition_by and list(order_by) in ([], [sorted_by]):
@@ -226,6 +230,7 @@ def _rows(q: Query, inputs: Mapping[str, pl.Expr], over: Window | None = None) -
     aggregated = [row for how, row in (cast("tuple[str, str]", k) for k in q.aggs)]
     if q.count_row is not None:
         aggregated.append(q.count_row)
+    aggregated += native_tables.cell_rows(q)  # a sorted block's order and sums are read as leaves too
     out = dict(inline)
     for part in _connected(reads):
         rows = [r for r in q.rows.values() if r.name in part]
@@ -278,9 +283,10 @@ def _inputs(plan: Plan) -> dict[str, pl.Expr]:
     import polars as pl
 
     out = {}
+    keys = native_tables.key_inputs(plan)  # read only as a table's grouping key: any dtype
     for spec in plan.specs:
         for name, dtype in spec.inputs:
-            out[name] = pl.col(name).cast(pl.Float64) if dtype == nw.Float64 else pl.col(name)
+            out[name] = pl.col(name).cast(pl.Float64) if dtype == nw.Float64 and name not in keys else pl.col(name)
     return out
 
 
@@ -351,6 +357,7 @@ def compile_polars(
     name: str | None = None,
     let: Literal["auto", "list", "inline"] = "auto",
     caller: str = "conformal_frames.polars",
+    rows: bool = False,
 ) -> Compiled:
     """``metrics`` as one polars aggregation expression (see the module docstring).
 
@@ -358,8 +365,12 @@ def compile_polars(
     a struct of the outputs (``evaluate``'s column names) named ``name`` (the
     first metric's output name by default).  Validity is that of ``evaluate``
     over the metrics together: under ``"null"`` every output of a group with
-    a failing row is null.
+    a failing row is null.  With ``rows``, an output ``n`` too: ``evaluate``'s
+    rows of the group (never null; a long table reads it), and under ``"null"``
+    ``n_invalid``.
     """
+    import polars as pl
+
     if invalid not in ("null", "drop"):
         msg = (
             f"invalid= must be 'null' or 'drop' in a polars expression, got {invalid!r}; "
@@ -370,28 +381,42 @@ def compile_polars(
     _check_reserved(plan)
     rowwise = not plan.query.group_steps and native_windows.numpy_steps(plan) is not None  # see native_windows
     if _native_steps.has_steps(plan) and not rowwise:  # other numpy steps: through one polars UDF
+        if rows:
+            raise NotAnExpressionError(_refused(metrics[0].output_name, "a long table of a numpy step's outputs"))
         target = name if name is not None else metrics[0].output_name
         compiled: Compiled = _native_steps.compile_steps(
             plan, invalid=invalid, name=target, let=let, native=sys.modules[__name__]
         )
         return compiled
-    why = refusal(plan)
+    why = refusal(plan) or (native_tables.ordered_rows(plan) if plan.query.tables else None)  # windows: native_windows
     if why is not None:
         raise NotAnExpressionError(why)
     outputs = {k: e for k, e in plan.outputs.items() if e is not None}
     steps = native_windows.numpy_steps(plan) or []
     filled = {o for s in steps for o in s.outputs}
-    if len(outputs) + len(filled & plan.outputs.keys()) != len(plan.outputs):  # a table or a step fills it
-        missing = ", ".join(k for k, e in plan.outputs.items() if e is None)
-        raise NotAnExpressionError(_refused(metrics[0].output_name, f"a table or step that fills {missing}"))
     target = name if name is not None else metrics[0].output_name
-    stats, after_tables = _statistics(plan, invalid)
+    labels: dict[str, pl.Expr] = {}  # outputs a table fills with a picked cell's key (native_tables.Picked)
+    stats, after_tables = _statistics(plan, invalid, labels)
+    missing = [k for k, e in plan.outputs.items() if e is None and k not in labels and k not in filled]
+    if missing:  # an output a table or a step fills in evaluate
+        raise NotAnExpressionError(_refused(metrics[0].output_name, f"a table or step that fills {', '.join(missing)}"))
+    if rows:  # evaluate's n and n_invalid (see _finals)
+        outputs["n"] = nw.col(_N)
+        if invalid == "null":
+            bad = _masks(plan, _rows(plan.query, _inputs(plan)), invalid)[0]
+            stats["__cf_n_bad"] = (bad.sum() if bad is not None else pl.len() * 0).cast(pl.Float64)
+            outputs["n_invalid"] = nw.col("__cf_n_bad")
     levels = [*after_tables, *_levels(plan)]
+    if labels:  # a null in the label's place, replaced below (native_tables.with_labels)
+        order = [k for k in plan.outputs if k in outputs or k in labels] + [k for k in outputs if k not in plan.outputs]
+        outputs = {k: outputs.get(k, nw.lit(None)) for k in order}
     carried = {**outputs, **native_windows.inputs_of(steps)}  # the numpy steps' inputs, carried out
     mode = let if let != "auto" else _auto(stats, levels, carried)
     if mode == "inline" and (levels or any(k.startswith(_BLOCK) for k in stats)):
         mode = "list"  # values, stages and tables are bound in the list
     expr = _compile(plan, stats, levels, carried, mode)
+    if labels:
+        expr = native_tables.with_labels(expr, labels)
     if steps:
         ints = list(plan.query.output_dtypes)
         expr = native_windows.with_numpy(expr, list(plan.outputs), steps, ints)
@@ -417,7 +442,9 @@ def _check_reserved(plan: Plan) -> None:
                 raise ValueError(msg)
 
 
-def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_Stage]]:
+def _statistics(
+    plan: Plan, invalid: Policy, labels: dict[str, pl.Expr] | None = None
+) -> tuple[dict[str, pl.Expr], list[_Stage]]:
     """The aggregations: internal name -> polars aggregation (``n`` first, the invalid flag last),
     a table of ordered cells as one list-valued entry per table (its columns: ``_Block`` names)
     and the stages its function writes on its aggregated columns."""
@@ -449,13 +476,17 @@ def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_
     for fn, ref in q.tables.values():
         block, table_rows = _table(plan, fn, ref, rows)
         inside, outside, needed = block.split()
+        in_table = native_tables.kept_rows(keep, table_rows)  # the table's own row filter too
         for name, c in outside.items():  # a total of the cells is the sum over the rows
-            stats[name] = kept(table_rows[c]).sum().cast(pl.Float64)
+            stats[name] = in_table(table_rows[c]).sum().cast(pl.Float64)
         if inside:
             order = table_rows[block.order]
             fields = [order.alias(_ORDER), *[table_rows[c].alias(c) for c in needed]]
-            cells = _cells_of(kept(pl.struct(*fields)).sort_by(kept(order)).implode(), needed)
+            sums = [c for c in needed if c not in block.extremes]
+            cells = _cells_of(in_table(pl.struct(*fields)).sort_by(in_table(order)).implode(), sums, block.extremes)
             stats[_BLOCK + "\x00".join(name for name, _ in inside)] = block.aggregations(cells, inside)
+            if labels is not None:
+                labels |= native_tables.labels_of(block)
         stages += block.after
     if invalid == "null" and bad is not None:
         stats["__cf_invalid"] = bad.any().cast(pl.Float64)
@@ -478,7 +509,11 @@ def _table(plan: Plan, fn: Any, ref: Any, rows: Mapping[str, pl.Expr]) -> tuple[
     metric = ", ".join(s.metric for s in plan.specs if "table" in s.phases)
     stand_in = _Rows(rows)
     try:
-        block = fn(cast("Any", stand_in), [], ref)
+        try:
+            block = fn(cast("Any", stand_in), [], ref)
+        except NotAnExpressionError:  # perhaps its keyed form compiles (native_tables.GROUP)
+            stand_in = _Rows(rows)
+            block = native_tables.keyed(fn, stand_in, ref)
     except NotAnExpressionError as exc:
         raise NotAnExpressionError(_refused(metric, str(exc))) from None
     if not isinstance(block, _CellFrame) or not block.aggregated:
@@ -486,7 +521,7 @@ def _table(plan: Plan, fn: Any, ref: Any, rows: Mapping[str, pl.Expr]) -> tuple[
     return block, stand_in.rows
 
 
-def _cells_of(rows: pl.Expr, sums: Sequence[str]) -> pl.Expr:
+def _cells_of(rows: pl.Expr, sums: Sequence[str], extremes: Mapping[str, str] | None = None) -> pl.Expr:
     """The ordered cells of a group's ``rows`` (a list of structs sorted by ``_ORDER``) as a list of structs.
 
     One struct per distinct order value: the value and the running total of
@@ -494,14 +529,16 @@ def _cells_of(rows: pl.Expr, sums: Sequence[str]) -> pl.Expr:
     row of its run of ties (so a tie counts whole).  Computed once: an
     expression inside ``list.eval`` is not shared with an equal one (reading
     the running totals in the aggregations' own ``list.eval`` instead: KS at
-    1e5 rows in 1,000 groups 65 vs 48 ms, at 1e6 354 vs 294 ms).
+    1e5 rows in 1,000 groups 65 vs 48 ms, at 1e6 354 vs 294 ms).  ``extremes``:
+    columns whose cell value is their ``min`` or ``max`` over the cell's rows.
     """
     import polars as pl
 
     order = pl.element().struct.field(_ORDER)
     running = [pl.element().struct.field(c).cum_sum().alias(running_total(c)) for c in sums]
     last = order.ne_missing(order.shift(-1))  # sorted: the last row of each run of ties
-    return rows.list.eval(pl.struct(order, *running).filter(last))
+    cell = native_tables.cell_extremes(order, extremes or {})
+    return rows.list.eval(pl.struct(order, *running, *cell).filter(last))
 
 
 _ORDER = "__cf_order"
@@ -530,16 +567,20 @@ class _Rows:
         self.rows = dict(rows)
         self.order: str | None = None
         self.sums: list[str] = []
+        self.extremes: dict[str, str] = {}  # a cell column -> "min" / "max" of its rows
+        self.widened = False  # a rule of native_tables recorded it (see native_tables.widened)
         self.cells: _CellFrame | None = None
 
     def with_columns(self, *exprs: nw.Expr) -> _Rows:
-        self.rows |= {_output_name(e): to_polars(e, self.rows) for e in exprs}
+        for e in exprs:  # a window ordered by a row column sorts the rows (native_tables.ordered_window)
+            self.rows[_output_name(e)] = native_tables.row_column(e, self.rows)
         return self
 
     def group_by(self, *keys: str) -> _Rows:
-        if len(keys) != 1 or self.order is not None:
-            raise NotAnExpressionError("a table that groups the rows by several columns")
-        self.order = keys[0]
+        keys = tuple(k for k in keys if k != native_tables.GROUP)  # the whole group
+        if not keys or self.order is not None:
+            raise NotAnExpressionError("a table that groups the rows twice")
+        self.order = keys[0] if len(keys) == 1 else native_tables.composite_key(self.rows, keys)
         return self
 
     def agg(self, *exprs: nw.Expr) -> _CellFrame:
@@ -548,12 +589,29 @@ class _Rows:
         probe = pl.col("\x00probe")
         for e in exprs:
             name = _output_name(e)
-            if str(to_polars(e, {name: probe}).meta.undo_aliases()) != str(probe.sum()):
-                raise NotAnExpressionError("a table that aggregates the rows other than by sums of cells")
+            ones = native_tables.row_count(e, to_polars(e, {}))
+            if ones is not None:  # nw.len(): the sum of a row column of ones
+                self.rows[name], self.widened = ones, True
+            elif str(to_polars(e, {name: probe}).meta.undo_aliases()) != str(probe.sum()):
+                summed = native_tables.row_sum(e, self.rows)
+                extreme = native_tables.row_extreme(e, self.rows) if summed is None else None
+                if extreme is not None:  # a min or max per cell
+                    self.extremes[name], self.rows[name] = extreme
+                    self.widened = True
+                    continue
+                if summed is None:
+                    raise NotAnExpressionError("a table that aggregates the rows other than by sums of cells")
+                self.rows[name], self.widened = summed, True
             self.sums.append(name)
         assert self.order is not None
         self.cells = _CellFrame.of(self.order, self.sums)
+        self.cells.extremes = dict(self.extremes)
         return self.cells
+
+    def filter(self, *predicates: nw.Expr) -> _Rows:
+        native_tables.add_filter(self.rows, [to_polars(p, self.rows) for p in predicates])
+        self.widened = True
+        return self
 
     def __getattr__(self, name: str) -> Any:
         raise NotAnExpressionError(f"a table whose rows take {name}()")
@@ -604,6 +662,8 @@ class _CellFrame:
         self.after: list[_Stage] = []
         #: aggregated column -> the sum column it totals (``nw.col(c).sum()``: a sum over the rows)
         self.totals: dict[str, str] = {}
+        #: cell column -> ``"min"`` / ``"max"``: the extreme of a row column over the cell's rows
+        self.extremes: dict[str, str] = {}
 
     @classmethod
     def of(cls, order: str, sums: Sequence[str]) -> _CellFrame:
@@ -631,8 +691,11 @@ class _CellFrame:
         self.steps.append(("rename", dict(mapping)))
         return self
 
-    def group_by(self, *keys: str) -> _CellGroups:
+    def group_by(self, *keys: str) -> Any:
         """The cells grouped again by one cell column (e.g. quantile bins), summing cell columns."""
+        keys = tuple(k for k in keys if k != native_tables.GROUP)  # the whole group
+        if not keys:
+            return native_tables.Whole(self)
         if self.aggregated or len(keys) != 1:
             raise NotAnExpressionError("a table that groups its aggregated cells again")
         return _CellGroups(self, keys[0])
@@ -664,6 +727,16 @@ class _CellFrame:
     def drop(self, *names: str) -> _CellFrame:
         return self
 
+    def filter(self, *predicates: nw.Expr) -> Any:
+        """After the aggregation: the cell of the least values, a second branch (:class:`native_tables.Picked`)."""
+        if not self.aggregated:
+            raise NotAnExpressionError("a table that filters its cells before aggregating them")
+        return native_tables.Picked(self).filter(*predicates)
+
+    def join(self, other: Any, *args: Any, **kwargs: Any) -> _CellFrame:
+        """The aggregation joined to its picked cell (:func:`native_tables.join_picked`)."""
+        return cast("_CellFrame", native_tables.join_picked(self, other))
+
     def with_phi_c(self, columns: Mapping[str, str]) -> _CellFrame:
         """As :meth:`_Stages.with_phi_c`, on the aggregated cells."""
         self.after.append([(out, _PhiC(a)) for out, a in columns.items()])
@@ -677,10 +750,10 @@ class _CellFrame:
         """``(inside, outside, needed)``: the aggregations over the cells, the totals summed over the
         rows instead (aggregated column -> row column) and the sum columns the cells must carry."""
         outside = dict(self.totals)
-        inside = [(n, e) for n, e in self.aggregated if n not in outside]
+        inside = [(n, e) for n, e in self.aggregated if n not in outside] + native_tables.picked_values(self)
         while True:
-            live = self._live(inside)[0]
-            needed = [c for c in self.sums if c in live or running_total(c) in live]
+            live = self._live([*inside, *native_tables.picked_labels(self)])[0]
+            needed = [c for c in (*self.sums, *self.extremes) if c in live or running_total(c) in live]
             back = {n: c for n, c in outside.items() if c in needed}  # the cells carry it anyway
             if not back:
                 return inside, outside, needed
@@ -729,12 +802,14 @@ class _CellFrame:
         def field(name: str) -> pl.Expr:
             return pl.element().struct.field(name)
 
-        _, after, shared = self._live(inside)
+        _, after, shared = self._live([*inside, *native_tables.picked_labels(self)])
         bind: dict[str, pl.Expr] = {
             c: field(running_total(c)) - field(running_total(c)).shift(1, fill_value=0.0) for c in self.sums
         }
         bind |= {running_total(c): field(running_total(c)) for c in self.sums}
+        bind |= {c: field(c) for c in self.extremes}
         bind[self.order] = field(_ORDER)
+        bind |= native_tables.key_fields(self.order, field(_ORDER))  # the columns of a composite key
         for (kind, step), live, materialise in zip(self.steps, after, shared):
             if kind == "rename":
                 bind = {step.get(n, n): e for n, e in bind.items()}
@@ -748,6 +823,7 @@ class _CellFrame:
                 cells = cells.list.eval(pl.struct(*[bind[n].alias(n) for n in keep]))
                 bind = {n: field(n) for n in keep}
         values = [to_polars(e, bind, sorted_by=self.order).cast(pl.Float64) for _, e in inside]
+        native_tables.write_labels(self, cells, lambda e: to_polars(e, bind, sorted_by=self.order))
         return cells.list.eval(pl.concat_list(*values)).list.first()
 
 
@@ -868,6 +944,9 @@ def _finals(plan: Plan, outputs: Mapping[str, nw.Expr], binder: _Binder, valid: 
     out = {}
     for k, e in outputs.items():
         native = binder.convert(e)
+        if k in ("n", "n_invalid"):  # evaluate's row counts: never null (compile_polars(rows=True))
+            out[k] = native.cast(pl.Int64)
+            continue
         if valid is not None:
             native = pl.when(valid).then(native).otherwise(pl.lit(None, pl.Float64))
         if k in q.output_dtypes:
@@ -946,3 +1025,6 @@ def _one(finals: Mapping[str, pl.Expr]) -> pl.Expr:
     if len(finals) == 1:
         return next(iter(finals.values()))
     return pl.struct(*[e.alias(k) for k, e in finals.items()])
+
+
+native_tables.attach(sys.modules[__name__])
