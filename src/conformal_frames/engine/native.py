@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
+from conformal_frames.engine import native_roles
 from conformal_frames.engine.expr import running_total
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import Plan
@@ -112,6 +113,11 @@ def to_polars(
     compliant: Any = expr._to_compliant_expr(_Bound(version=Version.V2))
     native: pl.Expr = compliant.native
     return native
+
+
+def _unbound(expr: nw.Expr) -> pl.Expr:
+    """``expr`` in polars, every column read as itself."""
+    return to_polars(expr, {})
 
 
 class _Guessed(dict):
@@ -245,14 +251,16 @@ def _bound(rows: Sequence[Any], inputs: Mapping[str, pl.Expr]) -> dict[str, pl.E
     return {name: struct.struct.field(name) for name in refs}
 
 
-def _inputs(plan: Plan) -> dict[str, pl.Expr]:
-    """Each input column read: a guessed Float64 one cast to Float64 (Boolean and integer columns too)."""
+def _inputs(plan: Plan, roles: Mapping[str, pl.Expr] | None = None) -> dict[str, pl.Expr]:
+    """Each input column read: a guessed Float64 one cast to Float64 (Boolean and integer columns too);
+    an expression role's column is its expression (``roles``, :mod:`.native_roles`)."""
     import polars as pl
 
     out = {}
     for spec in plan.specs:
         for name, dtype in spec.inputs:
-            out[name] = pl.col(name).cast(pl.Float64) if dtype == nw.Float64 else pl.col(name)
+            col = roles[name] if roles and name in roles else pl.col(name)
+            out[name] = col.cast(pl.Float64) if dtype == nw.Float64 else col
     return out
 
 
@@ -313,7 +321,8 @@ def compile_polars(
         )
         raise ValueError(msg)
     plan = record(metrics, caller=caller)
-    _check_reserved(plan)
+    roles = native_roles.bound(metrics, _unbound)
+    _check_reserved(plan, roles)
     why = refusal(plan)
     if why is not None:
         raise NotAnExpressionError(why)
@@ -322,7 +331,7 @@ def compile_polars(
         missing = ", ".join(k for k, e in plan.outputs.items() if e is None)
         raise NotAnExpressionError(_refused(metrics[0].output_name, f"a table or step that fills {missing}"))
     target = name if name is not None else metrics[0].output_name
-    stats, after_tables = _statistics(plan, invalid)
+    stats, after_tables = _statistics(plan, invalid, roles)
     levels = [*after_tables, *_levels(plan)]
     mode = let if let != "auto" else _auto(stats, levels, outputs)
     if mode == "inline" and (levels or any(k.startswith(_BLOCK) for k in stats)):
@@ -330,17 +339,12 @@ def compile_polars(
     return Compiled(_compile(plan, stats, levels, outputs, mode).alias(target), tuple(outputs), mode)
 
 
-def _check_reserved(plan: Plan) -> None:
-    """Refuse an input column named like the expression's internal columns (it would read them)."""
+def _check_reserved(plan: Plan, roles: Mapping[str, pl.Expr]) -> None:
+    """Refuse an input column named like the expression's internal columns (it would read them);
+    an expression role's column (``roles``) is bound to its expression instead."""
     for spec in plan.specs:
         for column, _ in spec.inputs:
-            if column.startswith("__cf_e_"):  # an expression role (engine.roles)
-                msg = (
-                    f"{spec.metric}: conformal_frames.polars takes column names, not expressions, for now; "
-                    "add the expression as a column (with_columns) or call cf.evaluate, which takes it"
-                )
-                raise TypeError(msg)
-            if column.startswith("__cf"):
+            if column.startswith("__cf") and column not in roles:
                 msg = (
                     f"column {column!r} ({spec.metric}): names starting with '__cf' are the compiled "
                     "expression's internal names; rename the column (cf.evaluate takes it as it is)"
@@ -348,14 +352,16 @@ def _check_reserved(plan: Plan) -> None:
                 raise ValueError(msg)
 
 
-def _statistics(plan: Plan, invalid: Policy) -> tuple[dict[str, pl.Expr], list[_Stage]]:
+def _statistics(
+    plan: Plan, invalid: Policy, roles: Mapping[str, pl.Expr] | None = None
+) -> tuple[dict[str, pl.Expr], list[_Stage]]:
     """The aggregations: internal name -> polars aggregation (``n`` first, the invalid flag last),
     a table of ordered cells as one list-valued entry per table (its columns: ``_Block`` names)
     and the stages its function writes on its aggregated columns."""
     import polars as pl
 
     q = plan.query
-    rows = _rows(q, _inputs(plan))
+    rows = _rows(q, _inputs(plan, roles))
     bad, zero = _masks(plan, rows, invalid)
     keep = None if invalid == "null" or bad is None else ~bad
 
