@@ -40,7 +40,7 @@ def test_the_typed_calls_run():
         }
     )
     out = module.typed_calls(df)
-    assert len(out) == 6
+    assert len(out) == 7
     assert out[1] == pytest.approx(0.5)  # 2y in [lo, hi]: rows 1 and 4 (2 in [0, 2], 8 in [3, 9]; 4 > 3, 6 < 6.5)
 
 

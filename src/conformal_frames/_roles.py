@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import TYPE_CHECKING, Any, TypeAlias
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 if TYPE_CHECKING:
     import narwhals.stable.v2 as nw
@@ -38,7 +39,18 @@ if TYPE_CHECKING:
 else:
     Column: TypeAlias = Any
 
-__all__ = ["PREFIX", "Column", "ExprColumn", "as_role", "escaped", "is_expression", "is_polars_expression", "shown"]
+__all__ = [
+    "PREFIX",
+    "Column",
+    "ExprColumn",
+    "as_role",
+    "escaped",
+    "is_expression",
+    "is_polars_expression",
+    "role",
+    "roles",
+    "shown",
+]
 
 #: characters a declared name keeps as they are; every other one is %-escaped, so a
 #: name is a valid column name on every backend (Spark reads a dot as a struct field)
@@ -159,3 +171,38 @@ def as_role(value: Any) -> Any:
         return value
     bare = _bare_column(value)
     return bare if bare is not None else ExprColumn(value)
+
+
+@overload
+def role(value: None) -> None: ...
+@overload
+def role(value: Column) -> str: ...
+def role(value: Column | None) -> str | None:
+    """A role parameter (``Column``) as a metric's field holds it: a column name (an expression's :class:`ExprColumn`).
+
+    The factories pass their role parameters through this typed converter to
+    the metric's fields (which hold ``str``).  A value of another type is
+    returned as it is: the field's check says what is wrong with it.
+
+    >>> import narwhals.stable.v2 as nw
+    >>> role("y"), role(nw.col("y")), repr(role(nw.col("y") * 2)), role(None)
+    ('y', 'y', '(col(y).__mul__(2))', None)
+    """
+    out: str | None = as_role(value)
+    return out
+
+
+@overload
+def roles(value: None) -> None: ...
+@overload
+def roles(value: Column | Sequence[Column]) -> str | tuple[str, ...]: ...
+def roles(value: Column | Sequence[Column] | None) -> str | tuple[str, ...] | None:
+    """:func:`role` for a parameter that takes one column or a list of them (a tuple of names).
+
+    >>> roles(["y", "y2"]), roles("y")
+    (('y', 'y2'), 'y')
+    """
+    given: Any = as_role(value)
+    if isinstance(given, (list, tuple)) and given and all(isinstance(v, str) or is_expression(v) for v in given):
+        return tuple(as_role(v) for v in given)
+    return given  # a name, or any other value: the field's check says what is wrong with it

@@ -86,13 +86,6 @@ def _widened(p: inspect.Parameter, roles: frozenset[str] = ROLES) -> inspect.Par
     return p.replace(annotation=re.sub(r"\bstr\b", "Column", str(p.annotation)))
 
 
-def _narrowed(p: inspect.Parameter) -> inspect.Parameter:
-    """``p`` with ``Column`` read as ``str``: a ``cfx`` factory takes column names only (no expression roles)."""
-    if p.annotation is inspect.Parameter.empty:
-        return p
-    return p.replace(annotation=re.sub(r"\bColumn\b", "str", str(p.annotation)))
-
-
 def _param(p: inspect.Parameter) -> str:
     text = p.name if p.annotation is inspect.Parameter.empty else f"{p.name}: {p.annotation}"
     return text if p.default is inspect.Parameter.empty else f"{text} = ..."
@@ -193,7 +186,7 @@ __all__ = {all}
 
 def to_expr(*metric: Metric, invalid: Literal["null", "drop"] = ..., name: str | None = ...) -> pl.Expr: ...
 def metrics(*metric: Metric, invalid: Literal["null", "drop"] = ..., name: str = ...) -> pl.Expr: ...
-def check(frame: Any, *metric: Metric, by: str | Sequence[str] | None = ...) -> None: ...
+def check(frame: Any, *metric: Metric, by: Column | Sequence[Column] | None = ...) -> None: ...
 def adjusted(pvalue: str | pl.Expr, correction: Literal["holm", "bh"] = ...) -> pl.Expr: ...
 def long_table(metric: Metric, *, invalid: Literal["null", "drop"] = ..., name: str | None = ...) -> pl.Expr: ...
 '''
@@ -206,6 +199,7 @@ def generate_polars() -> str:
 
     imports = {"Any": "typing", "Literal": "typing", "Sequence": "collections.abc", "Metric": "conformal_frames.engine"}
     imports["NotAnExpressionError"] = "conformal_frames.engine.native"
+    imports["Column"] = "conformal_frames._roles"  # a role takes an expression, as in cf.<name>
     extra = [
         inspect.Parameter(
             "invalid", inspect.Parameter.KEYWORD_ONLY, default="null", annotation='Literal["null", "drop"]'
@@ -215,7 +209,7 @@ def generate_polars() -> str:
     lines = []
     for attr in sorted(METRIC_FACTORIES):
         source = inspect.unwrap(METRIC_FACTORIES[attr])
-        params = [_narrowed(p) for p in inspect.signature(source).parameters.values()]
+        params = list(inspect.signature(source).parameters.values())
         for p in params:
             if p.annotation is not inspect.Parameter.empty:
                 for ident in _identifiers(str(p.annotation)):

@@ -21,6 +21,12 @@ metric with several is a struct whose fields are ``evaluate``'s column names
 ``evaluate``'s frame.  ``.alias()`` renames the expression; ``name=`` renames
 the fields too (as :meth:`Metric.alias <conformal_frames.engine.Metric.alias>`).
 
+Roles take expressions as in ``cf.<name>``: ``cfx.coverage(pl.col("y") * 2,
+"lo", "hi")`` reads the expression where the metric reads its column, in the
+aggregation's context (an elementwise expression gives ``cf.evaluate``'s
+numbers on the frame with the column added; see
+:mod:`conformal_frames.engine.native_roles`).
+
 Invalid rows: ``invalid="null"`` (default) nulls the outputs of a group with an
 invalid row of the metric's inputs; ``"drop"`` leaves those rows out.  To raise
 instead, call :func:`check` on the frame first.  :func:`metrics` compiles
@@ -45,12 +51,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames.engine import Metric, Plan, as_keys, native_tables
-from conformal_frames.engine.native import Compiled, NotAnExpressionError, Policy, compile_polars, record
+from conformal_frames.engine import Metric, Plan, as_keys, native_roles, native_tables, resolve_roles
+from conformal_frames.engine.native import Compiled, NotAnExpressionError, Policy, compile_polars, record, to_polars
 from conformal_frames.namespace import METRIC_FACTORIES
 
 if TYPE_CHECKING:
     import polars as pl
+
+    from conformal_frames._roles import Column
 
 __all__ = [
     "NotAnExpressionError",
@@ -64,7 +72,7 @@ __all__ = [
 
 
 @functools.lru_cache(maxsize=1024)
-def _compiled(metrics: tuple[Metric, ...], invalid: Policy, name: str | None) -> Compiled:
+def _compiled(metrics: tuple[Metric, ...], invalid: Policy, name: str | None, roles: tuple[bytes, ...]) -> Compiled:
     return compile_polars(list(metrics), invalid=invalid, name=name)
 
 
@@ -73,8 +81,13 @@ def _compile(metric: tuple[Metric, ...], invalid: Policy, name: str | None) -> C
         if not isinstance(m, Metric):
             msg = f"expected metric objects such as cf.coverage(...), got {m!r}"
             raise TypeError(msg)
+    roles = native_roles.identity(
+        metric, lambda e: to_polars(e, {})
+    )  # expression roles: their serialized form is part of the key
+    if roles is None:  # an expression polars cannot serialize: compiled every call
+        return compile_polars(list(metric), invalid=invalid, name=name)
     try:
-        return _compiled(metric, invalid, name)
+        return _compiled(metric, invalid, name, roles)
     except TypeError as exc:  # an unhashable metric (a list parameter): compiled every call
         if "unhashable" not in str(exc):
             raise
@@ -195,7 +208,7 @@ def _long(metric: Metric, invalid: Policy) -> pl.Expr:
     return native_tables.long_rows(metric, compiled.expr, compiled.outputs).alias(metric.output_name)
 
 
-def check(frame: Any, *metric: Metric, by: str | Sequence[str] | None = None) -> None:
+def check(frame: Any, *metric: Metric, by: Column | Sequence[Column] | None = None) -> None:
     """Raise :class:`~conformal_frames.InvalidRowsError` if a row of ``frame`` fails a check of ``metric``.
 
     The messages of ``cf.evaluate(..., invalid="raise")``; one pass over the
@@ -211,8 +224,10 @@ def check(frame: Any, *metric: Metric, by: str | Sequence[str] | None = None) ->
     ...
     conformal_frames.errors.InvalidRowsError: column 'y' has missing (null/NaN) or infinite values in 1 row
     """
-    lf = nw.from_native(frame).lazy()
-    plan = Plan.of(lf.collect_schema(), list(metric), as_keys(by), caller="check")
+    metrics = list(metric)
+    resolved, by = resolve_roles(nw.from_native(frame), metrics, by)  # expression roles (and keys) as columns
+    lf = resolved.lazy()
+    plan = Plan.of(lf.collect_schema(), metrics, as_keys(by), caller="check")
     if plan.has_checks:
         plan.raise_failed(plan.check_counts(lf))
 

@@ -4,8 +4,7 @@ The role parameters read :data:`conformal_frames.Column` (a column name, a
 narwhals expression, or a polars expression): each call below type-checks.
 A wrong type is still flagged: the lines marked ``# type: ignore[arg-type]``
 are errors, and ``warn_unused_ignores`` fails the mypy run if one stops being
-one.  ``cfx`` factories take column names only (no expression roles at
-runtime), and their stub says so.
+one.  ``cfx`` factories take the same roles (their stub reads ``Column`` too).
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ def typed_calls(df: pl.DataFrame) -> list[Any]:
         cf.pinball_loss(role, quantiles={0.05: nw.col("lo"), 0.95: "hi"}).alias("pl2"),
         cf.interval_coverage("y", intervals={0.9: (nw.col("lo"), pl.col("hi"))}),
     ]
+    cfx.check(df, metrics[0], by=nw.col("g") % 2)
     return [
         cf.evaluate(df, *metrics, by=nw.col("g") % 2),
         namespace.coverage(pl.col("y") * 2, "lo", "hi"),
@@ -40,6 +40,7 @@ def typed_calls(df: pl.DataFrame) -> list[Any]:
         cf.summarize(df, metrics[0], by="g"),
         cf.naive_scale(df, nw.col("y"), by=["g"], order_by="p"),
         df.select(cfx.coverage("y", "lo", "hi")),
+        df.group_by("g").agg(cfx.coverage(pl.col("y") * 2, "lo", nw.col("hi"), weights=pl.col("p"))),
     ]
 
 
@@ -48,5 +49,5 @@ def flagged() -> None:
     cf.coverage(1, "lo", "hi")  # type: ignore[arg-type]
     cf.coverage("y", "lo", "hi", weights=2.0)  # type: ignore[arg-type]
     cf.pinball_loss("y", quantiles={0.5: 3})  # type: ignore[dict-item]
-    cfx.coverage(pl.col("y") * 2, "lo", "hi")  # type: ignore[arg-type]
+    cfx.coverage(2.0, "lo", "hi")  # type: ignore[arg-type]
     cf.evaluate(pl.DataFrame(), cf.coverage("y", "lo", "hi"), by=1)  # type: ignore[arg-type]

@@ -65,7 +65,13 @@ def has_steps(plan: Plan) -> bool:
 
 
 def compile_steps(
-    plan: Plan, *, invalid: Policy, name: str, let: Literal["auto", "list", "inline"], native: ModuleType
+    plan: Plan,
+    *,
+    invalid: Policy,
+    name: str,
+    let: Literal["auto", "list", "inline"],
+    native: ModuleType,
+    roles: Mapping[str, pl.Expr] | None = None,
 ) -> Any:
     """``plan`` (with steps, see :func:`has_steps`) as one polars expression named ``name``.
 
@@ -84,7 +90,7 @@ def compile_steps(
         why = f"a table or step that fills {', '.join(missing)}"
         raise native.NotAnExpressionError(native._refused(plan.specs[0].metric, why))
     outputs = [k for k in plan.outputs if k not in across]
-    stats, after_tables = native._statistics(plan, invalid)
+    stats, after_tables = native._statistics(plan, invalid, None, roles)
     levels = [*after_tables, *native._levels(plan)]
     inputs = sorted({c for s in q.numpy_steps for c in s.inputs} - stepped)
     # the base: the outputs an expression gives, the steps' inputs, and the validity (null when invalid)
@@ -97,7 +103,7 @@ def compile_steps(
     base = native._compile(plan, stats, levels, base_outputs, mode)
     fields = [base.alias(_BASE), pl.lit(f"{name}#{next(_TAGS)}").alias(_TAG)]
     if q.group_steps:
-        fields.append(_group_rows(plan, invalid, native).alias(_ROWS))
+        fields.append(_group_rows(plan, invalid, native, roles).alias(_ROWS))
     dtypes = _dtypes(q, outputs)
     run = _Run(q, outputs, dtypes, list(base_outputs))
     one = dtypes[outputs[0]] if len(outputs) == 1 else pl.Struct(dtypes)
@@ -120,12 +126,12 @@ def _bound(column: str, stats: Mapping[str, Any], levels: Sequence[Sequence[tupl
     return column in stats or any(column == n for level in levels for n, _ in level)
 
 
-def _group_rows(plan: Plan, invalid: Policy, native: ModuleType) -> pl.Expr:
+def _group_rows(plan: Plan, invalid: Policy, native: ModuleType, roles: Mapping[str, pl.Expr] | None) -> pl.Expr:
     """The row columns the per-group steps read, as the group's list of structs (the kept rows under ``"drop"``)."""
     import polars as pl
 
     q = plan.query
-    rows = native._rows(q, native._inputs(plan))
+    rows = native._rows(q, native._inputs(plan, roles))
     bad, _ = native._masks(plan, rows, invalid)
     needed = sorted({r for s in q.group_steps.values() for r in s.rows})
     struct = pl.struct(*[rows[r].cast(pl.Float64).alias(r) for r in needed])

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames.engine import _native_steps, native_tables, native_windows
+from conformal_frames.engine import _native_steps, native_roles, native_tables, native_windows
 from conformal_frames.engine.expr import running_total
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import Plan
@@ -140,6 +140,11 @@ def to_polars(
     compliant: Any = expr._to_compliant_expr(_Bound(version=Version.V2))
     native: pl.Expr = compliant.native
     return native
+
+
+def _unbound(expr: nw.Expr) -> pl.Expr:
+    """``expr`` in polars, every column read as itself."""
+    return to_polars(expr, {})
 
 
 class _Guessed(dict):
@@ -278,15 +283,17 @@ def _bound(rows: Sequence[Any], inputs: Mapping[str, pl.Expr], over: Window | No
     return {name: struct.struct.field(name) for name in refs}
 
 
-def _inputs(plan: Plan) -> dict[str, pl.Expr]:
-    """Each input column read: a guessed Float64 one cast to Float64 (Boolean and integer columns too)."""
+def _inputs(plan: Plan, roles: Mapping[str, pl.Expr] | None = None) -> dict[str, pl.Expr]:
+    """Each input column read: a guessed Float64 one cast to Float64 (Boolean and integer columns too);
+    an expression role's column is its expression (``roles``, :mod:`.native_roles`)."""
     import polars as pl
 
     out = {}
     keys = native_tables.key_inputs(plan)  # read only as a table's grouping key: any dtype
     for spec in plan.specs:
         for name, dtype in spec.inputs:
-            out[name] = pl.col(name).cast(pl.Float64) if dtype == nw.Float64 and name not in keys else pl.col(name)
+            col = roles[name] if roles and name in roles else pl.col(name)
+            out[name] = col.cast(pl.Float64) if dtype == nw.Float64 and name not in keys else col
     return out
 
 
@@ -378,14 +385,15 @@ def compile_polars(
         )
         raise ValueError(msg)
     plan = record(metrics, caller=caller)
-    _check_reserved(plan)
+    roles = native_roles.bound(metrics, _unbound)
+    _check_reserved(plan, roles)
     rowwise = not plan.query.group_steps and native_windows.numpy_steps(plan) is not None  # see native_windows
     if _native_steps.has_steps(plan) and not rowwise:  # other numpy steps: through one polars UDF
         if rows:
             raise NotAnExpressionError(_refused(metrics[0].output_name, "a long table of a numpy step's outputs"))
         target = name if name is not None else metrics[0].output_name
         compiled: Compiled = _native_steps.compile_steps(
-            plan, invalid=invalid, name=target, let=let, native=sys.modules[__name__]
+            plan, invalid=invalid, name=target, let=let, native=sys.modules[__name__], roles=roles
         )
         return compiled
     why = refusal(plan) or (native_tables.ordered_rows(plan) if plan.query.tables else None)  # windows: native_windows
@@ -396,14 +404,14 @@ def compile_polars(
     filled = {o for s in steps for o in s.outputs}
     target = name if name is not None else metrics[0].output_name
     labels: dict[str, pl.Expr] = {}  # outputs a table fills with a picked cell's key (native_tables.Picked)
-    stats, after_tables = _statistics(plan, invalid, labels)
+    stats, after_tables = _statistics(plan, invalid, labels, roles)
     missing = [k for k, e in plan.outputs.items() if e is None and k not in labels and k not in filled]
     if missing:  # an output a table or a step fills in evaluate
         raise NotAnExpressionError(_refused(metrics[0].output_name, f"a table or step that fills {', '.join(missing)}"))
     if rows:  # evaluate's n and n_invalid (see _finals)
         outputs["n"] = nw.col(_N)
         if invalid == "null":
-            bad = _masks(plan, _rows(plan.query, _inputs(plan)), invalid)[0]
+            bad = _masks(plan, _rows(plan.query, _inputs(plan, roles)), invalid)[0]
             stats["__cf_n_bad"] = (bad.sum() if bad is not None else pl.len() * 0).cast(pl.Float64)
             outputs["n_invalid"] = nw.col("__cf_n_bad")
     levels = [*after_tables, *_levels(plan)]
@@ -424,17 +432,12 @@ def compile_polars(
     return Compiled(expr.alias(target), tuple(outputs), mode)
 
 
-def _check_reserved(plan: Plan) -> None:
-    """Refuse an input column named like the expression's internal columns (it would read them)."""
+def _check_reserved(plan: Plan, roles: Mapping[str, pl.Expr]) -> None:
+    """Refuse an input column named like the expression's internal columns (it would read them);
+    an expression role's column (``roles``) is bound to its expression instead."""
     for spec in plan.specs:
         for column, _ in spec.inputs:
-            if column.startswith("__cf_e_"):  # an expression role (engine.roles)
-                msg = (
-                    f"{spec.metric}: conformal_frames.polars takes column names, not expressions, for now; "
-                    "add the expression as a column (with_columns) or call cf.evaluate, which takes it"
-                )
-                raise TypeError(msg)
-            if column.startswith("__cf"):
+            if column.startswith("__cf") and column not in roles:
                 msg = (
                     f"column {column!r} ({spec.metric}): names starting with '__cf' are the compiled "
                     "expression's internal names; rename the column (cf.evaluate takes it as it is)"
@@ -443,7 +446,10 @@ def _check_reserved(plan: Plan) -> None:
 
 
 def _statistics(
-    plan: Plan, invalid: Policy, labels: dict[str, pl.Expr] | None = None
+    plan: Plan,
+    invalid: Policy,
+    labels: dict[str, pl.Expr] | None = None,
+    roles: Mapping[str, pl.Expr] | None = None,
 ) -> tuple[dict[str, pl.Expr], list[_Stage]]:
     """The aggregations: internal name -> polars aggregation (``n`` first, the invalid flag last),
     a table of ordered cells as one list-valued entry per table (its columns: ``_Block`` names)
@@ -452,7 +458,7 @@ def _statistics(
 
     q = plan.query
     windows, by = native_windows.order(plan, _THIS)
-    inputs = _inputs(plan) | native_windows.order_column(q, by, _THIS)  # an order_by column as it is
+    inputs = _inputs(plan, roles) | native_windows.order_column(q, by, _THIS)  # an order_by column as it is
     rows = _rows(q, inputs)
     bad, zero = _masks(plan, rows, invalid)
     keep = None if invalid == "null" or bad is None else ~bad

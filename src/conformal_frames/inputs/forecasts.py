@@ -61,7 +61,7 @@ import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import narwhals.stable.v2 as nw
 
@@ -153,6 +153,10 @@ def _distinct(values: list[Any], name: str, expected: str, what: str, mapping: A
         fail(ValueError, name, expected + f" ({what} {', '.join(map(repr, repeated))} repeated)", mapping)
 
 
+@overload
+def check_quantiles(value: Any, name: str = ..., *, long: Literal[False] = ...) -> Quantiles: ...
+@overload
+def check_quantiles(value: Any, name: str = ..., *, long: bool) -> Quantiles | str: ...
 def check_quantiles(value: Any, name: str = "quantiles", *, long: bool = False) -> Quantiles | str:
     """Quantile forecasts: ``{level: column}``, normalised to sorted pairs.
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from conformal_frames import engine
 from conformal_frames._progress import advance
-from conformal_frames._roles import Column
+from conformal_frames._roles import Column, role
 from conformal_frames._validate import check_column, check_positive_int, checked, choice, optional
 from conformal_frames.engine import (
     PHASES,
@@ -503,7 +503,7 @@ def bootstrap(
         n_resamples=n_resamples,
         seed=seed,
         ci_level=ci_level,
-        block=block,  # type: ignore[arg-type]
+        block=role(block),
     )
 
 
@@ -560,7 +560,7 @@ def bootstrap_difference(
         n_resamples=n_resamples,
         seed=seed,
         ci_level=ci_level,
-        block=block,  # type: ignore[arg-type]
+        block=role(block),
     )
 
 
@@ -670,7 +670,7 @@ def skill_score(
         n_resamples=n_resamples,
         seed=seed,
         ci_level=ci_level,
-        block=block,  # type: ignore[arg-type]
+        block=role(block),
     )
 
 

@@ -33,8 +33,8 @@ import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
 from conformal_frames._renames import renamed
-from conformal_frames._roles import Column
-from conformal_frames._validate import checked, choice
+from conformal_frames._roles import Column, role
+from conformal_frames._validate import check_column, checked, choice
 from conformal_frames.engine import (
     InvalidPolicy,
     Metric,
@@ -390,7 +390,9 @@ def ece(
     M. P. Naeini, G. Cooper and M. Hauskrecht (2015), "Obtaining well
     calibrated probabilities using Bayesian binning", AAAI 29.
     """
-    return ECE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return ECE(
+        y=role(y), score=role(score), n_bins=n_bins, strategy=strategy, weights=role(weights), counts=role(counts)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -453,7 +455,9 @@ def mce(
     >>> round(df.conformal.mce("y", "s", n_bins=2), 6)
     0.375
     """
-    return MCE(y=y, score=score, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return MCE(
+        y=role(y), score=role(score), n_bins=n_bins, strategy=strategy, weights=role(weights), counts=role(counts)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -562,8 +566,8 @@ def brier(
     multiclass = binary_or_classes("brier", score, probs, classes)
     if multiclass is not None:
         cols, labels = multiclass
-        return MulticlassBrier(y=y, probs=cols, classes=labels, weights=weights, counts=counts)  # type: ignore[arg-type]
-    return Brier(y=y, score=score, weights=weights, counts=counts)  # type: ignore[arg-type]
+        return MulticlassBrier(y=role(y), probs=cols, classes=labels, weights=role(weights), counts=role(counts))
+    return Brier(y=role(y), score=check_column(score, "score"), weights=role(weights), counts=role(counts))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -639,7 +643,7 @@ def rps(
     ranked categories", Journal of Applied Meteorology 8, 985-987.
     """
     cols, labels = check_probs(probs, classes)
-    return RPS(y=y, probs=cols, classes=labels, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return RPS(y=role(y), probs=cols, classes=labels, weights=role(weights), counts=role(counts))
 
 
 # ---------------------------------------------------------------------------
@@ -809,13 +813,13 @@ def reliability(
     └─────┴────────────┴───────────┴─────┘
     """
     return Reliability(
-        y=y,  # type: ignore[arg-type]
-        score=score,  # type: ignore[arg-type]
+        y=role(y),
+        score=role(score),
         n_bins=n_bins,
         strategy=strategy,
         ci_level=ci_level,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
     )
 
 
@@ -929,14 +933,14 @@ def top_label_ece(
     """
     cols, labels = check_probs(probs, classes)
     return TopLabelECE(
-        y=y,  # type: ignore[arg-type]
+        y=role(y),
         probs=cols,
         classes=labels,
         n_bins=n_bins,
         strategy=strategy,
         weighted=weighted,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
     )
 
 
@@ -1037,13 +1041,13 @@ def confidence_ece(
     """
     cols, labels = check_probs(probs, classes)
     return ConfidenceECE(
-        y=y,  # type: ignore[arg-type]
+        y=role(y),
         probs=cols,
         classes=labels,
         n_bins=n_bins,
         strategy=strategy,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
     )
 
 
@@ -1127,13 +1131,13 @@ def classwise_ece(
     """
     cols, labels = check_probs(probs, classes)
     return ClasswiseECE(
-        y=y,  # type: ignore[arg-type]
+        y=role(y),
         probs=cols,
         classes=labels,
         n_bins=n_bins,
         strategy=strategy,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
     )
 
 
@@ -1275,7 +1279,7 @@ def ks_test(y: Column, score: Column, *, weights: Column | None = None, counts: 
     "Metrics of calibration for probabilistic predictions", JMLR 23(351).
     M. Tygert (2022), arXiv:2202.00100.
     """
-    return KSTest(y=y, score=score, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return KSTest(y=role(y), score=role(score), weights=role(weights), counts=role(counts))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1334,7 +1338,7 @@ def kuiper_test(y: Column, score: Column, *, weights: Column | None = None, coun
     >>> round(res.statistic, 4), round(res.pvalue, 4)
     (0.8792, 0.9812)
     """
-    return KuiperTest(y=y, score=score, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return KuiperTest(y=role(y), score=role(score), weights=role(weights), counts=role(counts))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1430,7 +1434,9 @@ def spiegelhalter_test(
     D. J. Spiegelhalter (1986), "Probabilistic prediction in patient
     management and clinical trials", Statistics in Medicine 5(5), 421-433.
     """
-    return SpiegelhalterTest(y=y, score=score, alternative=alternative, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return SpiegelhalterTest(
+        y=role(y), score=role(score), alternative=alternative, weights=role(weights), counts=role(counts)
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames import engine
-from conformal_frames._roles import Column
+from conformal_frames._roles import Column, role
 from conformal_frames._validate import check_column, checked, choice, optional
 from conformal_frames.engine import Metric, NotPerRowError, Query, TableRef, no_weights
 from conformal_frames.inputs.binary import binary_row
@@ -395,12 +395,12 @@ def diebold_mariano_test(
     13(2), 281-291.
     """
     return DieboldMarianoTest(
-        y=y,  # type: ignore[arg-type]
-        score=score,  # type: ignore[arg-type]
-        other=other,  # type: ignore[arg-type]
-        order_by=order_by,  # type: ignore[arg-type]
+        y=role(y),
+        score=score if isinstance(score, Metric) else role(score),
+        other=other if isinstance(other, Metric) else role(other),
+        order_by=role(order_by),
         loss=loss,
         horizon=horizon,
         small_sample=small_sample,
-        series=series,  # type: ignore[arg-type]
+        series=role(series),
     )

@@ -33,7 +33,7 @@ import numpy as np
 
 from conformal_frames._progress import steps as progress_steps
 from conformal_frames._renames import renamed
-from conformal_frames._roles import Column, as_role
+from conformal_frames._roles import Column, as_role, role
 from conformal_frames._validate import (
     check_columns,
     check_fraction,
@@ -301,8 +301,8 @@ def coverage_gap(
         groups=_names(groups, "groups"),
         confidence_level=confidence_level,
         weighted=weighted,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
     )
 
 
@@ -639,8 +639,8 @@ def coverage_test(
         significance=significance,
         correction=correction,
         alternative=alternative,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
     )
     level, n_calibration = metric.confidence_level, metric.n_calibration
     if n_calibration is not None and weights is not None:

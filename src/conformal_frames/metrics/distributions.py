@@ -29,11 +29,11 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames._roles import Column
+from conformal_frames._roles import Column, role
 from conformal_frames._validate import check_column, checked, choice, optional
 from conformal_frames.engine import (
     FinalizeFn,
@@ -83,7 +83,7 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 def _quantiles(value: Any) -> Quantiles | None:
     """``quantiles=`` normalised to sorted ``(level, column)`` pairs (wide form only)."""
-    return None if value is None else cast(Quantiles, check_quantiles(value))
+    return None if value is None else check_quantiles(value)
 
 
 def gaussian_tail(q: Query, y: str, mean: str, std: str) -> tuple[str, str, str, str]:
@@ -355,13 +355,13 @@ def crps(
         )
         raise ValueError(msg)
     return CRPS(
-        y=y,  # type: ignore[arg-type]
-        mean=mean,  # type: ignore[arg-type]
-        std=std,  # type: ignore[arg-type]
+        y=role(y),
+        mean=role(mean),
+        std=role(std),
         samples=check_samples(samples) if samples is not None else None,
         estimator=estimator,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
         member_weights=check_samples(member_weights, "member_weights") if member_weights is not None else None,
     )
 
@@ -451,7 +451,9 @@ def quantile_crps(
     T. Gneiting and R. Ranjan (2011), "Comparing density forecasts using
     threshold- and quantile-weighted scoring rules", JBES 29(3), 411-422.
     """
-    return QuantileCRPS(y=y, quantiles=quantiles, weights=weights, counts=counts, crossing=crossing)  # type: ignore[arg-type]
+    return QuantileCRPS(
+        y=role(y), quantiles=check_quantiles(quantiles), weights=role(weights), counts=role(counts), crossing=crossing
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -946,15 +948,15 @@ def pit_histogram(
     forecasts, calibration and sharpness", JRSS B 69(2), 243-268.
     """
     return PITHistogram(
-        y=y,  # type: ignore[arg-type]
-        mean=mean,  # type: ignore[arg-type]
-        std=std,  # type: ignore[arg-type]
+        y=role(y),
+        mean=role(mean),
+        std=role(std),
         samples=check_samples(samples) if samples is not None else None,
         quantiles=_quantiles(quantiles),
         n_bins=n_bins,
         ci_level=ci_level,
         seed=seed,
-        weights=weights,  # type: ignore[arg-type]
+        weights=role(weights),
         crossing=crossing,
         member_weights=check_samples(member_weights, "member_weights") if member_weights is not None else None,
     )
@@ -1056,9 +1058,9 @@ def pit_test(
     distribuzione", Giornale dell'Istituto Italiano degli Attuari 4, 83-91.
     """
     return PITTest(
-        y=y,  # type: ignore[arg-type]
-        mean=mean,  # type: ignore[arg-type]
-        std=std,  # type: ignore[arg-type]
+        y=role(y),
+        mean=role(mean),
+        std=role(std),
         samples=check_samples(samples) if samples is not None else None,
         quantiles=_quantiles(quantiles),
         seed=seed,

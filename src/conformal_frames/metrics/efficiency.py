@@ -42,7 +42,7 @@ from typing import Any
 import narwhals.stable.v2 as nw
 
 from conformal_frames._renames import renamed
-from conformal_frames._roles import Column
+from conformal_frames._roles import Column, role
 from conformal_frames._validate import (
     check_classes,
     check_column,
@@ -224,10 +224,10 @@ def efficiency_criteria(
             )
             raise ValueError(msg)
     return Efficiency(
-        y=y,  # type: ignore[arg-type]
+        y=role(y),
         pvalues=cols,
         classes=labels,
         confidence_level=confidence_level,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
     )

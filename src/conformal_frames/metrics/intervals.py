@@ -17,7 +17,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
-from conformal_frames._roles import Column, as_role
+from conformal_frames._roles import Column, as_role, role, roles
 from conformal_frames._validate import check_columns, checked
 from conformal_frames.engine import (
     GroupFn,
@@ -150,7 +150,9 @@ def coverage(
     E. B. Wilson (1927), "Probable inference, the law of succession, and
     statistical inference", JASA 22(158), 209-212.
     """
-    return Coverage(y=y, lo=lo, hi=hi, ci_level=ci_level, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return Coverage(
+        y=roles(y), lo=roles(lo), hi=roles(hi), ci_level=ci_level, weights=role(weights), counts=role(counts)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -223,7 +225,7 @@ def width(
     >>> df.conformal.width(["lo", "lo"], ["hi", "hi"])  # two outputs: the mean of the squared widths
     5.1
     """
-    return Width(lo=lo, hi=hi, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return Width(lo=roles(lo), hi=roles(hi), weights=role(weights), counts=role(counts))
 
 
 # ---------------------------------------------------------------------------
@@ -441,7 +443,7 @@ def ssc(
     prediction and distribution-free uncertainty quantification",
     arXiv:2107.07511.
     """
-    return SSC(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return SSC(y=role(y), lo=role(lo), hi=role(hi), n_bins=n_bins, weights=role(weights), counts=role(counts))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -502,7 +504,7 @@ def ssc_score(
     >>> round(df.conformal.ssc_score("y", "lo", "hi", n_bins=2), 4)
     0.6667
     """
-    return SSCScore(y=y, lo=lo, hi=hi, n_bins=n_bins, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return SSCScore(y=role(y), lo=role(lo), hi=role(hi), n_bins=n_bins, weights=role(weights), counts=role(counts))
 
 
 # ---------------------------------------------------------------------------
@@ -583,7 +585,14 @@ def winkler(
     "Strictly proper scoring rules, prediction, and estimation", JASA 102,
     359-378 (section 6.2).
     """
-    return Winkler(y=y, lo=lo, hi=hi, confidence_level=confidence_level, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return Winkler(
+        y=role(y),
+        lo=role(lo),
+        hi=role(hi),
+        confidence_level=confidence_level,
+        weights=role(weights),
+        counts=role(counts),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -661,13 +670,13 @@ def cwc(
     0.69
     """
     return CWC(
-        y=y,  # type: ignore[arg-type]
-        lo=lo,  # type: ignore[arg-type]
-        hi=hi,  # type: ignore[arg-type]
+        y=role(y),
+        lo=role(lo),
+        hi=role(hi),
         eta=eta,
         confidence_level=confidence_level,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
     )
 
 
@@ -754,7 +763,7 @@ def hsic(y: Column, lo: Column, hi: Column, *, kernel_sizes: tuple[float, float]
     S. Feldman, S. Bates and Y. Romano (2021), "Improving conditional coverage
     via orthogonal quantile regression", NeurIPS 34, 2060-2071.
     """
-    return HSIC(y=y, lo=lo, hi=hi, kernel_sizes=kernel_sizes)  # type: ignore[arg-type]
+    return HSIC(y=role(y), lo=role(lo), hi=role(hi), kernel_sizes=kernel_sizes)
 
 
 # ---------------------------------------------------------------------------
@@ -864,4 +873,4 @@ def path_coverage(
     >>> df.conformal.path_coverage("y", "lo", "hi", path="s")
     0.5
     """
-    return PathCoverage(y=y, lo=lo, hi=hi, path=path, ci_level=ci_level)  # type: ignore[arg-type]
+    return PathCoverage(y=role(y), lo=role(lo), hi=role(hi), path=_check_path(path, "path"), ci_level=ci_level)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._roles import Column
+from conformal_frames._roles import Column, role
 from conformal_frames._validate import check_column, checked
 from conformal_frames.engine import Metric, Query, total
 from conformal_frames.inputs.binary import binary_row, score_precision, score_row
@@ -148,8 +148,8 @@ def log_loss(
     multiclass = binary_or_classes("log_loss", score, probs, classes)
     if multiclass is not None:
         cols, labels = multiclass
-        return MulticlassLogLoss(y=y, probs=cols, classes=labels, weights=weights, counts=counts)  # type: ignore[arg-type]
-    return LogLoss(y=y, score=score, weights=weights, counts=counts)  # type: ignore[arg-type]
+        return MulticlassLogLoss(y=role(y), probs=cols, classes=labels, weights=role(weights), counts=role(counts))
+    return LogLoss(y=role(y), score=check_column(score, "score"), weights=role(weights), counts=role(counts))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -205,4 +205,4 @@ def log_score(
     >>> round(df.conformal.log_score("y", mean="mu", std="sd"), 6)
     1.918939
     """
-    return LogScore(y=y, mean=mean, std=std, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return LogScore(y=role(y), mean=role(mean), std=role(std), weights=role(weights), counts=role(counts))

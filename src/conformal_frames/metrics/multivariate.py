@@ -38,7 +38,7 @@ from typing import Any, Literal
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._roles import Column
+from conformal_frames._roles import Column, role, roles
 from conformal_frames._validate import check_column, check_columns, checked, choice, fail, is_number, optional
 from conformal_frames.engine import Metric, Query, TableFn, TableRef, aggregate, backend_name, join_keys, over, total
 from conformal_frames.errors import BackendLimitError
@@ -241,11 +241,11 @@ class _Multivariate(Metric):
             path.append(q.row(("path", p), col))
             names.append(p)
         within = [*q.keys, *names]  # the input's names: checks read the input frame
-        for role, c in (("weights", self.weights), ("counts", self.counts)):
+        for param, c in (("weights", self.weights), ("counts", self.counts)):
             if c is not None:
                 v = q.number(c)
                 spread = over(v.max(), within) - over(v.min(), within)
-                q.check(f"column {c!r} ({role}=) is not constant within a path (a path has one weight)", spread != 0.0)
+                q.check(f"column {c!r} ({param}=) is not constant within a path (a path has one weight)", spread != 0.0)
         w = q.weighting(self.weights, counts=self.counts)
         position = None
         if self.order_by is not None:
@@ -504,14 +504,14 @@ def energy_score(
     prediction, and estimation", JASA 102(477), 359-378.
     """
     return EnergyScore(
-        y=y,  # type: ignore[arg-type]
-        samples=samples,  # type: ignore[arg-type]
-        path=path,  # type: ignore[arg-type]
-        order_by=order_by,  # type: ignore[arg-type]
+        y=roles(y),
+        samples=_check_members(samples, "samples"),
+        path=_check_path(path, "path"),
+        order_by=role(order_by),
         estimator=estimator,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
-        member_weights=member_weights,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
+        member_weights=None if member_weights is None else check_columns(member_weights, "member_weights"),
     )
 
 
@@ -704,14 +704,14 @@ def variogram_score(
     Weather Review 143, 1321-1334.
     """
     return VariogramScore(
-        y=y,  # type: ignore[arg-type]
-        samples=samples,  # type: ignore[arg-type]
+        y=roles(y),
+        samples=_check_members(samples, "samples"),
         p=p,
         pair_weights=pair_weights,
-        path=path,  # type: ignore[arg-type]
-        order_by=order_by,  # type: ignore[arg-type]
+        path=_check_path(path, "path"),
+        order_by=role(order_by),
         estimator=estimator,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
-        member_weights=member_weights,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
+        member_weights=None if member_weights is None else check_columns(member_weights, "member_weights"),
     )

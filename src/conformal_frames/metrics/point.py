@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal, cast
 import narwhals.stable.v2 as nw
 
 from conformal_frames import engine
-from conformal_frames._roles import Column
+from conformal_frames._roles import Column, role
 from conformal_frames._validate import check_column, check_columns, check_positive_int, checked
 from conformal_frames.engine import InvalidPolicy, Metric, Query, no_weights, sort_result, total
 from conformal_frames.inputs.forecasts import (
@@ -187,7 +187,7 @@ def mae(y: Column, yhat: Column, *, weights: Column | None = None, counts: Colum
     >>> df.conformal.mae("y", "f")
     0.5
     """
-    return MAE(y=y, yhat=yhat, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return MAE(y=role(y), yhat=role(yhat), weights=role(weights), counts=role(counts))
 
 
 def mse(y: Column, yhat: Column, *, weights: Column | None = None, counts: Column | None = None) -> MSE:
@@ -208,7 +208,7 @@ def mse(y: Column, yhat: Column, *, weights: Column | None = None, counts: Colum
     >>> df.conformal.mse("y", "f")
     0.4166666666666667
     """
-    return MSE(y=y, yhat=yhat, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return MSE(y=role(y), yhat=role(yhat), weights=role(weights), counts=role(counts))
 
 
 def rmse(y: Column, yhat: Column, *, weights: Column | None = None, counts: Column | None = None) -> RMSE:
@@ -230,7 +230,7 @@ def rmse(y: Column, yhat: Column, *, weights: Column | None = None, counts: Colu
     >>> round(df.conformal.rmse("y", "f"), 6)
     0.816497
     """
-    return RMSE(y=y, yhat=yhat, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return RMSE(y=role(y), yhat=role(yhat), weights=role(weights), counts=role(counts))
 
 
 def bias(y: Column, yhat: Column, *, weights: Column | None = None, counts: Column | None = None) -> Bias:
@@ -251,7 +251,7 @@ def bias(y: Column, yhat: Column, *, weights: Column | None = None, counts: Colu
     >>> round(df.conformal.bias("y", "f"), 6)
     -0.166667
     """
-    return Bias(y=y, yhat=yhat, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return Bias(y=role(y), yhat=role(yhat), weights=role(weights), counts=role(counts))
 
 
 def mape(y: Column, yhat: Column, *, weights: Column | None = None, counts: Column | None = None) -> MAPE:
@@ -276,7 +276,7 @@ def mape(y: Column, yhat: Column, *, weights: Column | None = None, counts: Colu
     >>> df.conformal.mape("y", "f")
     0.25
     """
-    return MAPE(y=y, yhat=yhat, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return MAPE(y=role(y), yhat=role(yhat), weights=role(weights), counts=role(counts))
 
 
 def smape(y: Column, yhat: Column, *, weights: Column | None = None, counts: Column | None = None) -> SMAPE:
@@ -299,7 +299,7 @@ def smape(y: Column, yhat: Column, *, weights: Column | None = None, counts: Col
     >>> df.conformal.smape("y", "f")
     0.3333333333333333
     """
-    return SMAPE(y=y, yhat=yhat, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return SMAPE(y=role(y), yhat=role(yhat), weights=role(weights), counts=role(counts))
 
 
 for _f in (mae, mse, rmse, bias, mape, smape):
@@ -371,7 +371,7 @@ def mase(
     R. J. Hyndman and A. B. Koehler (2006), "Another look at measures of
     forecast accuracy", International Journal of Forecasting 22(4), 679-688.
     """
-    return MASE(y=y, yhat=yhat, scale=scale, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return MASE(y=role(y), yhat=role(yhat), scale=role(scale), weights=role(weights), counts=role(counts))
 
 
 def rmsse(
@@ -409,7 +409,7 @@ def rmsse(
     >>> test.join(scales, on="s").conformal.rmsse("y", "f", scale="naive_mse")
     0.6
     """
-    return RMSSE(y=y, yhat=yhat, scale=scale, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return RMSSE(y=role(y), yhat=role(yhat), scale=role(scale), weights=role(weights), counts=role(counts))
 
 
 def _pinball_rows(
@@ -507,12 +507,12 @@ def scaled_pinball(
     0.25
     """
     return ScaledPinball(
-        y=y,  # type: ignore[arg-type]
-        quantiles=quantiles,  # type: ignore[arg-type]
-        scale=scale,  # type: ignore[arg-type]
+        y=role(y),
+        quantiles=_check_quantiles_long(quantiles, "quantiles"),
+        scale=role(scale),
         quantile_level=quantile_level,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
         crossing=crossing,
     )
 
@@ -581,7 +581,9 @@ def scaled_crps(
     S. S. Rangapuram et al. (2021), "End-to-end learning of coherent
     probabilistic forecasts for hierarchical time series", ICML, PMLR 139.
     """
-    return ScaledCRPS(y=y, quantiles=quantiles, weights=weights, counts=counts, crossing=crossing)  # type: ignore[arg-type]
+    return ScaledCRPS(
+        y=role(y), quantiles=check_quantiles(quantiles), weights=role(weights), counts=role(counts), crossing=crossing
+    )
 
 
 # ---------------------------------------------------------------------------

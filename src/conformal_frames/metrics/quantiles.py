@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames._roles import Column
+from conformal_frames._roles import Column, role
 from conformal_frames._validate import check_boolean, checked, optional
 from conformal_frames.engine import Metric, Query, Weighting, indicator, sort_result, stack, total
 from conformal_frames.inputs.forecasts import (
@@ -300,12 +300,12 @@ def pinball_loss(
     """
     cls = PinballLossTable if per_level is True else PinballLoss
     return cls(
-        y=y,  # type: ignore[arg-type]
-        quantiles=quantiles,  # type: ignore[arg-type]
+        y=role(y),
+        quantiles=_check_quantiles_long(quantiles, "quantiles"),
         quantile_level=quantile_level,
         per_level=per_level,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
         crossing=crossing,
     )
 
@@ -504,12 +504,12 @@ def wis(
     17(2), e1008618; T. Gneiting and A. E. Raftery (2007), JASA 102, 359-378.
     """
     return WIS(
-        y=y,  # type: ignore[arg-type]
-        quantiles=quantiles,  # type: ignore[arg-type]
-        intervals=intervals,  # type: ignore[arg-type]
+        y=role(y),
+        quantiles=None if quantiles is None else check_quantiles(quantiles),
+        intervals=None if intervals is None else check_intervals(intervals),
         median=median,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
         crossing=crossing,
     )
 
@@ -667,13 +667,13 @@ def quantile_coverage(
     """
     cls = QuantileCoverageTable if per_level is True else QuantileCoverage
     return cls(
-        y=y,  # type: ignore[arg-type]
-        quantiles=quantiles,  # type: ignore[arg-type]
+        y=role(y),
+        quantiles=_check_quantiles_long(quantiles, "quantiles"),
         quantile_level=quantile_level,
         per_level=per_level,
         ci_level=ci_level,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
         crossing=crossing,
     )
 
@@ -822,10 +822,10 @@ def interval_coverage(
     estimation", JASA 67, 187-191; E. B. Wilson (1927), JASA 22(158), 209-212.
     """
     return IntervalCoverage(
-        y=y,  # type: ignore[arg-type]
-        intervals=intervals,  # type: ignore[arg-type]
+        y=role(y),
+        intervals=check_intervals(intervals),
         ci_level=ci_level,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
         crossing=crossing,
     )

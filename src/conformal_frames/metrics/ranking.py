@@ -33,7 +33,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
-from conformal_frames._roles import Column
+from conformal_frames._roles import Column, role
 from conformal_frames._validate import (
     FIELD_CHECKS,
     check_boolean,
@@ -176,7 +176,7 @@ def auroc(y: Column, score: Column, *, weights: Column | None = None, counts: Co
     under a receiver operating characteristic (ROC) curve", Radiology 143,
     29-36.
     """
-    return AUROC(y=y, score=score, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return AUROC(y=role(y), score=role(score), weights=role(weights), counts=role(counts))
 
 
 # ---------------------------------------------------------------------------
@@ -265,7 +265,7 @@ def auarc(y: Column, score: Column) -> AUARC:
     curves (ARCs) for comparing classification methods with a reject option",
     PMLR 8, 65-81.
     """
-    return AUARC(y=y, score=score)  # type: ignore[arg-type]
+    return AUARC(y=role(y), score=role(score))
 
 
 # ---------------------------------------------------------------------------

@@ -32,7 +32,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames import engine
-from conformal_frames._roles import Column
+from conformal_frames._roles import Column, role
 from conformal_frames._validate import (
     check_column,
     check_positive_int,
@@ -328,7 +328,7 @@ def smooth_ece(y: Column, score: Column) -> SmoothECE:
     J. Blasiok and P. Nakkiran (2024), "Smooth ECE: Principled reliability
     diagrams via kernel smoothing", ICLR 2024.
     """
-    return SmoothECE(y=y, score=score)  # type: ignore[arg-type]
+    return SmoothECE(y=role(y), score=role(score))
 
 
 _DECOMPOSITION = ("miscalibration", "discrimination", "uncertainty")
@@ -453,7 +453,9 @@ def score_decomposition(
     T. Dimitriadis, T. Gneiting and A. I. Jordan (2021), "Stable reliability
     diagrams for probabilistic classifiers", PNAS 118(8), e2016191118.
     """
-    return ScoreDecomposition(y=y, score=score, scoring_rule=scoring_rule, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return ScoreDecomposition(
+        y=role(y), score=role(score), scoring_rule=scoring_rule, weights=role(weights), counts=role(counts)
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames._roles import Column, as_role
+from conformal_frames._roles import Column, as_role, role
 from conformal_frames._validate import check_column, checked, complement, optional
 from conformal_frames.engine import FinalizeFn, Metric, Query, TableFn, TableRef, aggregate, no_weights, over
 from conformal_frames.inputs.intervals import covered_row, miss_column_row
@@ -200,7 +200,7 @@ def kupiec_test(
     P. H. Kupiec (1995), "Techniques for verifying the accuracy of risk
     measurement models", Journal of Derivatives 3(2), 73-84.
     """
-    return KupiecTest(y=y, lo=lo, hi=hi, confidence_level=confidence_level, miss=miss)  # type: ignore[arg-type]
+    return KupiecTest(y=role(y), lo=role(lo), hi=role(hi), confidence_level=confidence_level, miss=role(miss))
 
 
 # ---------------------------------------------------------------------------
@@ -382,7 +382,9 @@ def christoffersen_test(
     P. F. Christoffersen (1998), "Evaluating interval forecasts",
     International Economic Review 39(4), 841-862.
     """
-    return ChristoffersenTest(y=y, lo=lo, hi=hi, confidence_level=confidence_level, order_by=order_by, miss=miss)  # type: ignore[arg-type]
+    return ChristoffersenTest(
+        y=role(y), lo=role(lo), hi=role(hi), confidence_level=confidence_level, order_by=role(order_by), miss=role(miss)
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -447,4 +449,4 @@ def longest_miss_run(y: Column, lo: Column, hi: Column, *, order_by: Column) -> 
     >>> df.conformal.longest_miss_run("y", "lo", "hi", order_by="t")
     3.0
     """
-    return LongestMissRun(y=y, lo=lo, hi=hi, order_by=order_by)  # type: ignore[arg-type]
+    return LongestMissRun(y=role(y), lo=role(lo), hi=role(hi), order_by=role(order_by))

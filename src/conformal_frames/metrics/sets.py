@@ -41,7 +41,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from conformal_frames._renames import renamed
-from conformal_frames._roles import Column
+from conformal_frames._roles import Column, role
 from conformal_frames._validate import (
     check_bins,
     check_positive_int,
@@ -137,7 +137,9 @@ def set_coverage(
     >>> df.conformal.set_coverage("y", "s", classes=["a", "b", "c"])
     0.6666666666666666
     """
-    return SetCoverage(y=y, spec=set_spec(sets, classes), ci_level=ci_level, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return SetCoverage(
+        y=role(y), spec=set_spec(sets, classes), ci_level=ci_level, weights=role(weights), counts=role(counts)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,7 +195,7 @@ def set_size(
     >>> df.conformal.set_size(["c0", "c1"], classes=[0, 1])
     1.0
     """
-    return SetSize(spec=set_spec(sets, classes), weights=weights, counts=counts)  # type: ignore[arg-type]
+    return SetSize(spec=set_spec(sets, classes), weights=role(weights), counts=role(counts))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,7 +262,7 @@ def singleton_rate(
     >>> df.conformal.singleton_rate(["c0", "c1"], classes=[0, 1])
     0.5
     """
-    return SingletonRate(spec=set_spec(sets, classes), size=1, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return SingletonRate(spec=set_spec(sets, classes), size=1, weights=role(weights), counts=role(counts))
 
 
 def empty_rate(
@@ -304,7 +306,7 @@ def empty_rate(
     >>> df.conformal.empty_rate(["c0", "c1"], classes=[0, 1])
     0.25
     """
-    return EmptyRate(spec=set_spec(sets, classes), size=0, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return EmptyRate(spec=set_spec(sets, classes), size=0, weights=role(weights), counts=role(counts))
 
 
 # ---------------------------------------------------------------------------
@@ -503,7 +505,9 @@ def set_ssc(
     └──────────┴──────────┴──────────┴─────┘
     """
     spec = set_spec(sets, classes)
-    return SetSSC(y=y, spec=spec, n_bins=_check_set_bins(n_bins, spec), weights=weights, counts=counts)  # type: ignore[arg-type]
+    return SetSSC(
+        y=role(y), spec=spec, n_bins=_check_set_bins(n_bins, spec), weights=role(weights), counts=role(counts)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -602,10 +606,10 @@ def set_ssc_score(
     """
     spec = set_spec(sets, classes)
     return SetSSCScore(
-        y=y,  # type: ignore[arg-type]
+        y=role(y),
         spec=spec,
         n_bins=_check_set_bins(n_bins, spec),
         include_empty=include_empty,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
     )

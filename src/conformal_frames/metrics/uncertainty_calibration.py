@@ -38,7 +38,7 @@ from typing import Any, Literal
 import narwhals.stable.v2 as nw
 import numpy as np
 
-from conformal_frames._roles import Column
+from conformal_frames._roles import Column, role
 from conformal_frames._validate import check_column, check_positive_int, checked, choice, optional
 from conformal_frames.engine import (
     Metric,
@@ -152,7 +152,7 @@ def sharpness(std: Column, *, weights: Column | None = None, counts: Column | No
     >>> round(df.conformal.sharpness("sd"), 6)
     1.732051
     """
-    return Sharpness(std=std, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return Sharpness(std=role(std), weights=role(weights), counts=role(counts))
 
 
 # ---------------------------------------------------------------------------
@@ -382,7 +382,15 @@ def ence(
     D. Levi, L. Gispan, N. Giladi and E. Fetaya (2022), "Evaluating and
     calibrating uncertainty prediction in regression tasks", Sensors 22(15), 5540.
     """
-    return ENCE(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return ENCE(
+        y=role(y),
+        mean=role(mean),
+        std=role(std),
+        n_bins=n_bins,
+        strategy=strategy,
+        weights=role(weights),
+        counts=role(counts),
+    )
 
 
 def ence_table(
@@ -440,7 +448,15 @@ def ence_table(
     >>> df.conformal.ence_table("y", mean="mu", std="sd", n_bins=2).select("bin", "rmv", "rmse", "n").rows()
     [(0, 1.0, 0.7071067811865476, 2), (1, 2.0, 2.8284271247461903, 2)]
     """
-    return ENCETable(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return ENCETable(
+        y=role(y),
+        mean=role(mean),
+        std=role(std),
+        n_bins=n_bins,
+        strategy=strategy,
+        weights=role(weights),
+        counts=role(counts),
+    )
 
 
 def uce(
@@ -503,7 +519,15 @@ def uce(
     "Well-calibrated regression uncertainty in medical imaging with deep
     learning", Medical Imaging with Deep Learning (PMLR 121), 393-412.
     """
-    return UCE(y=y, mean=mean, std=std, n_bins=n_bins, strategy=strategy, weights=weights, counts=counts)  # type: ignore[arg-type]
+    return UCE(
+        y=role(y),
+        mean=role(mean),
+        std=role(std),
+        n_bins=n_bins,
+        strategy=strategy,
+        weights=role(weights),
+        counts=role(counts),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -748,14 +772,14 @@ def mean_absolute_calibration_error(
     0.097298
     """
     return MeanAbsoluteCalibrationError(
-        y=y,  # type: ignore[arg-type]
-        mean=mean,  # type: ignore[arg-type]
-        std=std,  # type: ignore[arg-type]
+        y=role(y),
+        mean=role(mean),
+        std=role(std),
         quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
         n_levels=n_levels,
         proportion=proportion,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
         crossing=crossing,
     )
 
@@ -824,14 +848,14 @@ def root_mean_squared_calibration_error(
     0.118909
     """
     return RootMeanSquaredCalibrationError(
-        y=y,  # type: ignore[arg-type]
-        mean=mean,  # type: ignore[arg-type]
-        std=std,  # type: ignore[arg-type]
+        y=role(y),
+        mean=role(mean),
+        std=role(std),
         quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
         n_levels=n_levels,
         proportion=proportion,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
         crossing=crossing,
     )
 
@@ -903,14 +927,14 @@ def miscalibration_area(
     0.09703
     """
     return MiscalibrationArea(
-        y=y,  # type: ignore[arg-type]
-        mean=mean,  # type: ignore[arg-type]
-        std=std,  # type: ignore[arg-type]
+        y=role(y),
+        mean=role(mean),
+        std=role(std),
         quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
         n_levels=n_levels,
         proportion=proportion,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
         crossing=crossing,
     )
 
@@ -985,14 +1009,14 @@ def uncertainty_calibration_curve(
     [(0.0, 0.0), (0.25, 0.25), (0.5, 0.5), (0.75, 0.5), (1.0, 1.0)]
     """
     return CalibrationCurve(
-        y=y,  # type: ignore[arg-type]
-        mean=mean,  # type: ignore[arg-type]
-        std=std,  # type: ignore[arg-type]
+        y=role(y),
+        mean=role(mean),
+        std=role(std),
         quantiles=None if quantiles is None else _wide_quantiles(quantiles, "quantiles"),
         n_levels=n_levels,
         proportion=proportion,
-        weights=weights,  # type: ignore[arg-type]
-        counts=counts,  # type: ignore[arg-type]
+        weights=role(weights),
+        counts=role(counts),
         crossing=crossing,
     )
 
@@ -1222,9 +1246,9 @@ def adversarial_group_calibration(
     [(0.0, 2), (0.5, 100), (1.0, 200)]
     """
     return AdversarialGroupCalibration(
-        y=y,  # type: ignore[arg-type]
-        mean=mean,  # type: ignore[arg-type]
-        std=std,  # type: ignore[arg-type]
+        y=role(y),
+        mean=role(mean),
+        std=role(std),
         calibration_error=calibration_error,
         n_levels=n_levels,
         proportion=proportion,

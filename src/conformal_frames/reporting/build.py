@@ -99,7 +99,7 @@ def _quantiles(options: dict[str, Any]) -> dict[float, str]:
     from conformal_frames.inputs.forecasts import check_quantiles
 
     value = options["quantiles"]
-    return {} if value is None else dict(check_quantiles(value))  # type: ignore[arg-type]
+    return {} if value is None else dict(check_quantiles(value))
 
 
 def _intervals(options: dict[str, Any]) -> dict[float, tuple[str, str]]:

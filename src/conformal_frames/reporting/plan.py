@@ -265,7 +265,7 @@ def has_wis_levels(quantiles: dict[float, str]) -> bool:
     from conformal_frames.inputs.forecasts import check_quantiles
 
     try:
-        wis_pairs(check_quantiles(quantiles))  # type: ignore[arg-type]
+        wis_pairs(check_quantiles(quantiles))
     except ValueError:
         return False
     return True
