@@ -150,6 +150,8 @@ def test_invalid_rows_carry_through() -> None:
     for invalid in ("null", "drop"):
         stats = cf.summarize(frame, *_metrics(), by=["day", "seg"], invalid=invalid)
         expected = cf.evaluate(frame, *_metrics(), by="seg", invalid=invalid)
+        # the same rows are bad for every metric here; evaluate's per-family counts (issue 38 item 1) aside
+        expected = expected.select([c for c in expected.columns if not c.startswith("n_dropped_")])
         _compare(cf.finalize(stats, *_metrics(), by="seg"), expected, ["seg"])
 
 

@@ -68,6 +68,7 @@ import narwhals.stable.v2 as nw
 from conformal_frames._roles import as_role
 from conformal_frames._validate import check_choice, check_columns, fail, is_number
 from conformal_frames.engine import Metric, Query, TableRef, indicator, join_keys, over, total
+from conformal_frames.errors import ListColumnError
 from conformal_frames.inputs.levels import level_column_row
 from conformal_frames.numerics.stats import max_of, min_of, ratio
 
@@ -614,7 +615,7 @@ def _list_members(q: Query, name: str) -> str:
             f"or a pandas column of lists/arrays), found dtype {dtype}; "
             "alternatively pass the member columns as a list, samples=['x1', 'x2', ...]"
         )
-        raise TypeError(msg)
+        raise ListColumnError(msg, column=name)  # a TypeError; cfx's recorder learns the dtype from it
     if not (inner.is_numeric() or inner == nw.Unknown):
         msg = f"samples column {name!r} must hold numbers, found {inner} members"
         raise TypeError(msg)
