@@ -254,7 +254,7 @@ def _rows_frame(lf: nw.LazyFrame, q: Query) -> nw.LazyFrame:
 
 #: on Spark, the most expression text (narwhals' ``repr``) of row columns one part of the
 #: main aggregation reads (:func:`_aggregate`); see docs/performance.md, issue 38 item 9
-SPARK_ROW_TEXT = 6000
+SPARK_ROW_TEXT = 5000
 
 #: HotSpot does not compile a method of more bytes of bytecode (``DontCompileHugeMethods``)
 _JIT_LIMIT = 8000
