@@ -74,3 +74,37 @@ def test_the_gaussian_tail_polynomial_is_written_once_on_spark() -> None:
     out = cf.evaluate(spark_backend(data), cf.crps("y", mean="mu", std="sd"), by="g")
     plan = str(out._jdf.queryExecution().analyzed().toString())
     assert plan.count(repr(_mills_coefficients()[3])) == 1
+
+
+def test_the_invalid_count_joins_the_last_part_within_its_slack(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On Spark the invalid-row count takes the last part (no scan of its own) unless that part is full."""
+    import narwhals.stable.v2 as nw
+    import polars as pl
+
+    from conformal_frames.engine import plan as plan_module
+    from conformal_frames.engine.expr import indicator
+    from conformal_frames.engine.query import _INVALID
+
+    frame = pl.LazyFrame({"g": [0], "y": [0.0], "lo": [0.0], "hi": [1.0], "mu": [0.0], "sd": [1.0]})
+    metrics = [cf.coverage("y", "lo", "hi"), cf.winkler("y", "lo", "hi", confidence_level=0.9)]
+    plan = plan_module.Plan.of(
+        nw.from_native(frame).collect_schema(), [*metrics, cf.crps("y", mean="mu", std="sd")], ["g"]
+    )
+    q = plan.query
+    q.row(_INVALID, indicator(plan.invalid_mask()))
+    aggs = {**dict(q.aggs.values()), _INVALID: nw.col(q.rows[_INVALID].name).sum()}
+    read = plan_module._row_text(q)
+
+    def text(names: list[str]) -> int:
+        used: dict[str, int] = {}
+        for name in names:
+            used |= read(aggs[name])
+        return sum(used.values())
+
+    budget = max(text([name]) for name in aggs if name != _INVALID)
+    monkeypatch.setattr(plan_module, "SPARK_ROW_TEXT", budget)
+    monkeypatch.setattr(plan_module, "_INVALID_SLACK", 100.0)
+    assert plan_module._parts(q, aggs)[-1][-1] == _INVALID and len(plan_module._parts(q, aggs)[-1]) > 1
+    monkeypatch.setattr(plan_module, "_INVALID_SLACK", 1.0)
+    last = plan_module._parts(q, aggs)[-1]
+    assert last == [_INVALID] or text(last) <= budget
