@@ -12,6 +12,7 @@ import narwhals.stable.v2 as nw
 from conformal_frames._progress import task
 from conformal_frames._roles import Column
 from conformal_frames.engine import _pandas_polars, _plan_cache, _polars_native, family_drop
+from conformal_frames.engine._spark_build import spark_functions_kept
 from conformal_frames.engine.expr import polars_in_memory, spark_call_sites_off
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import (
@@ -64,7 +65,7 @@ def _resolved(
     run = functools.partial(_compute, frame, metrics, by, invalid=invalid, per_metric=per_metric)
     if not _plan_cache.spark_classic(frame):
         return run()
-    with spark_call_sites_off():  # two thirds of the py4j round trips of a build
+    with spark_call_sites_off(), spark_functions_kept():  # py4j round trips of a build (issue 38 item 9)
         if invalid == "raise":  # runs its checks when called: built on every call
             return run()
         key = (tuple(metrics), tuple(as_keys(by)), invalid, per_metric)

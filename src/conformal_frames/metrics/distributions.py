@@ -69,7 +69,7 @@ from conformal_frames.inputs.forecasts import (
     value_row,
 )
 from conformal_frames.inputs.sets import arrow_lists
-from conformal_frames.numerics.brownian import BIG, phi_c, t_of
+from conformal_frames.numerics.brownian import BIG, mills, normal_density, phi_c_of_mills, t_of
 from conformal_frames.numerics.stats import max_of, min_of, ratio
 from conformal_frames.results import PITTestResult
 
@@ -78,12 +78,16 @@ METHODS = list(__all__)
 
 Estimator = Literal["plain", "fair"]
 _INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def _quantiles(value: Any) -> Quantiles | None:
     """``quantiles=`` normalised to sorted ``(level, column)`` pairs (wide form only)."""
     return None if value is None else check_quantiles(value)
+
+
+def _density_row(q: Query, a: str) -> str:
+    """Row column ``phi(a)`` of the row column ``a``."""
+    return q.row(("gauss_density", a), normal_density(nw.col(a)), inputs=[a])
 
 
 def gaussian_tail(q: Query, y: str, mean: str, std: str) -> tuple[str, str, str, str]:
@@ -96,7 +100,10 @@ def gaussian_tail(q: Query, y: str, mean: str, std: str) -> tuple[str, str, str,
     z, sd = gaussian_z(q, y, mean, std)
     a = q.row(("gauss_abs_z", z), nw.col(z).abs().clip(upper_bound=BIG), inputs=[z])
     t = q.row(("gauss_t", a), t_of(nw.col(a)), inputs=[a])
-    tail = q.row(("gauss_tail", a), phi_c(nw.col(a), nw.col(t)), inputs=[a, t])
+    # H(t) and phi(a) as columns: the division of Phi_c repeats its numerator (on Spark)
+    h = q.row(("gauss_mills", t), mills(nw.col(t)), inputs=[t])
+    d = _density_row(q, a)
+    tail = q.row(("gauss_tail", a), phi_c_of_mills(nw.col(d), nw.col(h), nw.col(a)), inputs=[a, h, d])
     return z, a, tail, sd
 
 
@@ -109,10 +116,9 @@ def gaussian_crps_row(q: Query, y: str, mean: str, std: str) -> str:
     """
     _, a, tail, sd = gaussian_tail(q, y, mean, std)
     dev = q.row(("gauss_abs_dev", y, mean), (q.number(y) - q.number(mean)).abs())
-    col_a = nw.col(a)
-    density = (-0.5 * col_a * col_a).exp() * _INV_SQRT_2PI
-    crps = nw.col(dev) * (1.0 - 2.0 * nw.col(tail)) + nw.col(sd) * (2.0 * density - _INV_SQRT_PI)
-    return q.row(("gauss_crps", a), crps, inputs=[a, tail, sd, dev])
+    d = _density_row(q, a)
+    crps = nw.col(dev) * (1.0 - 2.0 * nw.col(tail)) + nw.col(sd) * (2.0 * nw.col(d) - _INV_SQRT_PI)
+    return q.row(("gauss_crps", a), crps, inputs=[tail, sd, dev, d])
 
 
 def gaussian_pit_row(q: Query, y: str, mean: str, std: str) -> str:

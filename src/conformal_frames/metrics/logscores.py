@@ -48,9 +48,10 @@ class LogLoss(Metric):
     def build(self, q: Query) -> dict[str, nw.Expr | None]:
         t, s = binary_row(q, self.y), score_row(q, self.score)
         eps = EPS[score_precision(q, self.score)]
-        p = nw.col(s).clip(lower_bound=eps, upper_bound=1.0 - eps)
-        loss = -nw.when(nw.col(t) == 1.0).then(p.log()).otherwise((1.0 - p).log())
-        row = q.row(("log_loss", t, s, eps), loss, inputs=[t, s])
+        # the clipped score as a column: narwhals' log on Spark repeats its argument in guards
+        p = q.row(("clipped", s, eps), nw.col(s).clip(lower_bound=eps, upper_bound=1.0 - eps), inputs=[s])
+        loss = -nw.when(nw.col(t) == 1.0).then(nw.col(p).log()).otherwise((1.0 - nw.col(p)).log())
+        row = q.row(("log_loss", t, s, eps), loss, inputs=[t, p])
         w = q.weighting(self.weights, counts=self.counts)
         return {"": ratio(w.sum(row), w.total)}
 
