@@ -268,7 +268,7 @@ def main() -> None:
         grouped(n, proto)
     ungrouped_ks(500_000 if args.quick else 5_000_000)
     steps()
-    print("| peak memory of grouped KS/SSC at 1e7 rows | - | - | - | not measured (shared machine) |")
+    print("| peak memory of grouped KS/SSC at 1e7 rows | - | - | - | see bench/bench_memory.py |")
 
 
 if __name__ == "__main__":
