@@ -18,7 +18,7 @@ import pytest
 from tests.helpers import assert_close, random_intervals, to_pandas
 
 import conformal_frames as cf
-from conformal_frames._roles import ExprColumn, as_role
+from conformal_frames._roles import ExprColumn, as_role, output_name
 from conformal_frames.errors import ExpressionBackendError, InvalidRowsError
 
 
@@ -52,6 +52,7 @@ def _data(seed: int = 0, n: int = 120) -> dict[str, Any]:
         "mu1": d["mu"] + 1,
         "sd2": d["sd"] * 2,
         "s0h": d["s0"] * 0.5,
+        "lab1": d["lab"] + 1,
         **{f"in{j}": d[f"s{j}"] > 0.3 for j in range(3)},
     }
     return d
@@ -88,6 +89,11 @@ CASES: dict[str, tuple[Any, Any]] = {
         cf.set_coverage("lab", ["in0", "in1", "in2"], classes=[0, 1, 2]),
     ),
     "point": (cf.mae(E("y") * 2, "mu"), cf.mae("y2", "mu")),
+    # the worst group's label column is named by the expression's output name: coverage_gap_worst_lab1
+    "groups": (
+        cf.coverage_gap("y", "lo", "hi", groups=(E("lab") + 1).alias("lab1"), confidence_level=0.9),
+        cf.coverage_gap("y", "lo", "hi", groups="lab1", confidence_level=0.9),
+    ),
 }
 
 
@@ -116,7 +122,7 @@ def test_every_role_kind_on_spark_in_one_query(constructor: Any) -> None:
     if getattr(constructor, "id", "") != "pyspark":
         pytest.skip("the PySpark twin of test_an_expression_role_equals_its_materialised_column")
     data = _data(3, n=60)
-    chosen = ["y_lo_hi", "width_weights", "score", "quantiles", "sets"]
+    chosen = ["y_lo_hi", "width_weights", "score", "quantiles", "sets", "groups"]
     exprs = [CASES[k][0].alias(k) for k in chosen]
     plain = [CASES[k][1].alias(k) for k in chosen]
     got = to_pandas(cf.evaluate(constructor(data), *exprs, by=E("g").str.to_uppercase(), invalid="null"))
@@ -138,6 +144,13 @@ def test_polars_expressions_on_polars_frames(eager_or_lazy_polars: Any) -> None:
     want = to_pandas(cf.evaluate(frame, cf.coverage("y2", "lo", "hi_p"), cf.ece("b", "p_h"), by="g"))
     for c in want.columns[1:]:
         assert_close(got[c], want[c], what=c)
+    gap = cf.coverage_gap("y", "lo", "hi", groups=[pl.col("lab") + 1, "g"], confidence_level=0.9)
+    got = to_pandas(cf.evaluate(frame, gap))
+    assert [c for c in got.columns if "_worst_" in c] == [
+        "coverage_gap_worst_coverage",
+        *[f"coverage_gap_worst_{c}" for c in ("lab", "g")],
+        "coverage_gap_worst_n",
+    ]
 
 
 @pytest.fixture(params=["polars", "polars[lazy]"])
@@ -339,3 +352,26 @@ def test_binary_score_expression_is_the_binary_form(factory: Any) -> None:
     for score in (nw.col("p") * 1, pl.col("p") * 1):
         got = cf.evaluate(df, factory("y", score))
         assert got.row(0) == pytest.approx(expected.row(0), rel=1e-12)
+
+
+def test_an_expression_output_name_is_read_without_a_frame_as_the_frame_names_it() -> None:
+    """``output_name`` (coverage_gap's label columns) agrees with the frame; unknown ones keep the internal name."""
+    frame = nw.from_native(pl.DataFrame({"a": [1.0], "b": [2.0]}))
+    known = [
+        E("a").alias("x"),
+        E("a").name.suffix("_s"),
+        E("a").name.prefix("p_").name.keep(),
+        (E("a") + E("b")).name.to_uppercase(),
+        E("b").abs().cast(nw.Float32),
+    ]
+    for e in known:
+        assert output_name(as_role(e)) == frame.select(e).columns[0], repr(e)
+    assert output_name(as_role(pl.col("a").alias("x"))) == "x"
+    for e in (nw.lit(1.0) * E("b"), E("a").name.map(str.upper)):  # not known without a frame
+        role = as_role(e)
+        assert output_name(role) == str(role)
+    gap = cf.coverage_gap("y", "lo", "hi", groups=[E("g").str.to_uppercase(), "g"], confidence_level=0.9)
+    data = {"y": [1.0, 2.0], "lo": [0.0, 0.0], "hi": [1.5, 1.5], "g": ["a", "b"]}
+    names = cf.evaluate(pl.DataFrame(data), gap).columns  # two labels named g: the expression keeps its internal name
+    assert f"coverage_gap_worst_{gap.groups[0]}" in names
+    assert "coverage_gap_worst_g" in names

@@ -47,6 +47,7 @@ __all__ = [
     "escaped",
     "is_expression",
     "is_polars_expression",
+    "output_name",
     "role",
     "roles",
     "shown",
@@ -147,6 +148,71 @@ class ExprColumn(str):
         A plain column's declared name never holds a ``~``: the two never meet.
         """
         return f"~{self.kind}_{escaped(self.text)}"
+
+
+#: narwhals' name methods a frame-free output name follows: ``name.<method>(**kwargs)`` of the name so far
+_NAME_METHODS: dict[str, Any] = {
+    "name.prefix": lambda n, kw: f"{kw['prefix']}{n}",
+    "name.suffix": lambda n, kw: f"{n}{kw['suffix']}",
+    "name.to_lowercase": lambda n, kw: n.lower(),
+    "name.to_uppercase": lambda n, kw: n.upper(),
+}
+
+
+def _narwhals_output_name(expr: Any) -> str | None:
+    """The output name of a narwhals expression read from its nodes (no frame), else ``None``.
+
+    Polars' rule, which narwhals follows: the name of the expression's root
+    column (``nw.col("g")``, one name), then ``alias``, ``name.keep``,
+    ``name.prefix`` / ``suffix`` / ``to_lowercase`` / ``to_uppercase``; any other
+    method keeps it.  Another root (a literal, a selector, several columns) or
+    ``name.map`` is not known without a frame: ``None``.
+    """
+    nodes = getattr(expr, "_nodes", None)  # narwhals' expression nodes (internal; absent before narwhals 2.x nodes)
+    if not nodes:
+        return None
+    try:
+        root = nodes[0]
+        names = root.kwargs.get("names") if root.name == "col" else None
+        if not isinstance(names, (list, tuple)) or len(names) != 1 or not isinstance(names[0], str):
+            return None
+        name = first = names[0]
+        for node in nodes[1:]:
+            if node.name == "alias":
+                name = str(node.kwargs["name"])
+            elif node.name == "name.keep":
+                name = first
+            elif node.name in _NAME_METHODS:
+                name = _NAME_METHODS[node.name](name, node.kwargs)
+            elif node.name.startswith("name."):
+                return None
+    except (AttributeError, KeyError, IndexError, TypeError):  # another narwhals layout: not known
+        return None
+    return name
+
+
+def output_name(column: str) -> str:
+    """The name a role's column shows in an output's name: a column's name, an expression's output name.
+
+    A polars expression's is ``expr.meta.output_name()``; a narwhals
+    expression's is read from its nodes (its root column, ``alias``,
+    ``name.prefix`` ...: see :func:`_narwhals_output_name`).  An expression whose
+    output name is not known without a frame (a literal root, ``name.map``)
+    keeps its internal column's name.
+
+    >>> import narwhals.stable.v2 as nw
+    >>> output_name("g"), output_name(as_role(nw.col("g").str.to_uppercase().alias("G")))
+    ('g', 'G')
+    """
+    if not isinstance(column, ExprColumn):
+        return column
+    if column.kind == "pl":
+        try:
+            return str(column.expr.meta.output_name())
+        except Exception:  # polars' own error: no single output name (pl.all(), ...)
+            return str(column)
+    found = _narwhals_output_name(column.expr)
+    return str(column) if found is None else found
 
 
 #: narwhals' text of a bare column, ``col(y)``

@@ -33,7 +33,7 @@ import numpy as np
 
 from conformal_frames._progress import steps as progress_steps
 from conformal_frames._renames import renamed
-from conformal_frames._roles import Column, as_role, role
+from conformal_frames._roles import Column, as_role, output_name, role
 from conformal_frames._validate import (
     check_columns,
     check_fraction,
@@ -204,7 +204,7 @@ class CoverageGap(TargetMetric):
             q.check(f"group column {g!r} (groups=) has null values", col.is_null())
             gcols.append(q.row(("group", g), col))
         name = self.output_name
-        labels = [f"{name}_worst_{g}" for g in self.groups]
+        labels = [f"{name}_worst_{g}" for g in self._labels()]
         level = level_row(q, self.confidence_level)
         t = q.table(
             ("coverage_gap", name), _gap_table(covered, gcols, labels, self.confidence_level, level, w.row, w.counts)
@@ -212,10 +212,19 @@ class CoverageGap(TargetMetric):
         groups = t.col("groups")
         gap = ratio(t.col("gapw_sum"), t.col("rows")) if self.weighted else ratio(t.col("gap_sum"), groups)
         out: dict[str, nw.Expr | None] = {"": gap, "worst_coverage": t.col("worst")}
-        out.update({f"worst_{g}": None for g in self.groups})  # label columns come from the table as they are
+        out.update({f"worst_{g}": None for g in self._labels()})  # label columns come from the table as they are
         out["worst_n"] = t.col("worst_n")
         out["groups"] = groups
         return out
+
+    def _labels(self) -> list[str]:
+        """The names of the worst group's label columns: each group column's (an expression's output name).
+
+        Two expressions of one output name, or one named like a plain group
+        column, keep their internal columns' names (never two outputs of one name).
+        """
+        named = [output_name(g) for g in self.groups]
+        return [n if named.count(n) == 1 else g for g, n in zip(self.groups, named)]
 
     def output_dtypes(self, built: Mapping[str, nw.Expr | None]) -> dict[str, Any]:
         """Counts are Int64: ``worst_n`` and the number of groups ``groups``."""
@@ -244,7 +253,9 @@ def coverage_gap(
     - ``weighted=True``: ``(1/n) sum_g n_g |c_g - t|``.
 
     Also reported: ``<name>_worst_coverage`` (smallest ``c_g``), the worst
-    group's labels ``<name>_worst_<column>`` (ties: the smallest labels),
+    group's labels ``<name>_worst_<column>`` (ties: the smallest labels; an
+    expression in ``groups=`` is named by its output name, e.g.
+    ``nw.col("g").alias("seg")`` gives ``<name>_worst_seg``),
     ``<name>_worst_n`` and ``<name>_groups`` (``G``).  ``by=`` is an *outer*
     grouping: one gap per ``by`` group (e.g. ``by="level"`` with stacked
     levels); ``groups`` and ``by`` must be different columns.
