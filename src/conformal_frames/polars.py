@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import narwhals.stable.v2 as nw
 
 from conformal_frames.engine import Metric, Plan, as_keys, native_roles, native_tables, resolve_roles
+from conformal_frames.engine.memo import cached_call
 from conformal_frames.engine.native import Compiled, NotAnExpressionError, Policy, compile_polars, record, to_polars
 from conformal_frames.namespace import METRIC_FACTORIES
 
@@ -86,12 +87,7 @@ def _compile(metric: tuple[Metric, ...], invalid: Policy, name: str | None) -> C
     )  # expression roles: their serialized form is part of the key
     if roles is None:  # an expression polars cannot serialize: compiled every call
         return compile_polars(list(metric), invalid=invalid, name=name)
-    try:
-        return _compiled(metric, invalid, name, roles)
-    except TypeError as exc:  # an unhashable metric (a list parameter): compiled every call
-        if "unhashable" not in str(exc):
-            raise
-        return compile_polars(list(metric), invalid=invalid, name=name)
+    return cached_call(_compiled, metric, invalid, name, roles)  # an unhashable metric: compiled every call
 
 
 def to_expr(*metric: Metric, invalid: Policy = "null", name: str | None = None) -> pl.Expr:
@@ -194,12 +190,7 @@ def long_table(metric: Metric, *, invalid: Policy = "null", name: str | None = N
         raise TypeError(msg)
     if name is not None:
         metric = metric.alias(name)
-    try:
-        return _long(metric, invalid)
-    except TypeError as exc:  # an unhashable metric (a list parameter): compiled every call
-        if "unhashable" not in str(exc) or isinstance(exc, NotAnExpressionError):
-            raise
-        return _long.__wrapped__(metric, invalid)
+    return cached_call(_long, metric, invalid)  # an unhashable metric (a list parameter): compiled every call
 
 
 @functools.lru_cache(maxsize=256)
@@ -296,12 +287,7 @@ def _factory(name: str, make: Callable[..., Metric]) -> Callable[..., pl.Expr]:
 
 def _made(make: Callable[..., Metric], args: tuple[Any, ...], kwargs: tuple[tuple[str, Any], ...]) -> Metric:
     """The metric object of a factory call, memoized on hashable arguments."""
-    try:
-        return _made_cached(make, args, kwargs)
-    except TypeError as exc:
-        if "unhashable" not in str(exc):
-            raise
-        return make(*args, **dict(kwargs))
+    return cached_call(_made_cached, make, args, kwargs)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import narwhals.stable.v2 as nw
 
 from conformal_frames.engine import native, native_tables
+from conformal_frames.engine.memo import cached_call
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import Plan
 from conformal_frames.engine.query import RESERVED, InvalidPolicy
@@ -98,12 +99,7 @@ def _prepared(metrics: tuple[Metric, ...], policy: str) -> _Prepared | None:
 
 
 def _lookup(metrics: tuple[Metric, ...], policy: str) -> _Prepared | None:
-    try:
-        return _prepared(metrics, policy)
-    except TypeError as exc:  # an unhashable metric parameter: compiled every call
-        if "unhashable" not in str(exc):
-            raise
-        return _prepare(metrics, policy)
+    return cached_call(_prepared, metrics, policy)  # an unhashable metric parameter: prepared every call
 
 
 def _key_ok(dtype: Any) -> bool:
