@@ -88,5 +88,12 @@ def hsic(y, lo, hi, kernel_sizes=(1.0, 1.0)) -> float:
     c = covered(y, lo, hi)
     k = np.exp(-((w[:, None] - w[None, :]) ** 2) / kernel_sizes[0])
     l_mat = np.exp(-((c[:, None] - c[None, :]) ** 2) / kernel_sizes[1])
-    h = np.eye(n) - np.ones((n, n)) / n
-    return float(np.sqrt(np.trace(l_mat @ h @ k @ h)) / (n - 1))
+    # trace(L H K H), H = I - 11'/n the centring matrix, as trace((H L H)(H K H)) (H is
+    # idempotent): H M H is M less its row and column means plus its grand mean, and for
+    # symmetric matrices the trace of the product is the sum of the elementwise product
+    # (O(n^2) instead of the n^3 products; a constant kernel centres to exact zeros)
+
+    def centred(m: np.ndarray) -> np.ndarray:
+        return m - m.mean(axis=0)[None, :] - m.mean(axis=1)[:, None] + m.mean()
+
+    return float(np.sqrt(np.sum(centred(l_mat) * centred(k))) / (n - 1))
