@@ -48,7 +48,13 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames.engine import _native_steps, native_roles, native_tables, native_windows
+from conformal_frames.engine import (
+    _native_steps,
+    native_roles,
+    native_tables,
+    native_window_tables,
+    native_windows,
+)
 from conformal_frames.engine.expr import running_total
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import Plan
@@ -396,7 +402,7 @@ def compile_polars(
             plan, invalid=invalid, name=target, let=let, native=sys.modules[__name__], roles=roles
         )
         return compiled
-    why = refusal(plan) or (native_tables.ordered_rows(plan) if plan.query.tables else None)  # windows: native_windows
+    why = refusal(plan)  # windowed rows: native_windows, read by a table: native_window_tables
     if why is not None:
         raise NotAnExpressionError(why)
     outputs = {k: e for k, e in plan.outputs.items() if e is not None}
@@ -469,10 +475,10 @@ def _statistics(
     # n: the rows, or the rows they represent (the sum of the counts=)
     n = kept(rows[q.count_row]).sum() if q.count_row is not None else pl.len() if keep is None else keep.sum()
     stats: dict[str, pl.Expr] = {_N: n.cast(pl.Float64)}
+    if windows and q.tables:  # windowed rows read by a table: one sorted block (native_window_tables)
+        more, written = native_window_tables.statistics(plan, inputs, keep, by, _THIS, labels)
+        return _flagged(stats | more, invalid, bad, zero), written
     if windows:  # the rows read other rows: computed and aggregated in one block (native_windows)
-        if q.tables:
-            metric = ", ".join(s.metric for s in plan.specs)
-            raise NotAnExpressionError(_refused(metric, "a window over the rows and a table in one expression"))
         names, values = native_windows.aggregations(q, inputs, keep, by, _THIS)
         stats[_BLOCK + "\x00".join(names)] = values
     for key, (agg_name, _) in [] if windows else q.aggs.items():
@@ -494,12 +500,21 @@ def _statistics(
             if labels is not None:
                 labels |= native_tables.labels_of(block)
         stages += block.after
+    return _flagged(stats, invalid, bad, zero), stages
+
+
+def _flagged(
+    stats: dict[str, pl.Expr], invalid: Policy, bad: pl.Expr | None, zero: pl.Expr | None
+) -> dict[str, pl.Expr]:
+    """``stats`` with the group's invalid flag last (a failing row under ``"null"``, no positive total)."""
+    import polars as pl
+
     if invalid == "null" and bad is not None:
         stats["__cf_invalid"] = bad.any().cast(pl.Float64)
     if zero is not None:
         group = zero if "__cf_invalid" not in stats else zero | (stats["__cf_invalid"] > 0)
         stats["__cf_invalid"] = group.cast(pl.Float64)
-    return stats, stages
+    return stats
 
 
 _Stage = list[tuple[str, "nw.Expr | _PhiC"]]
