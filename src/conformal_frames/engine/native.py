@@ -475,7 +475,7 @@ def _statistics(
     # n: the rows, or the rows they represent (the sum of the counts=)
     n = kept(rows[q.count_row]).sum() if q.count_row is not None else pl.len() if keep is None else keep.sum()
     stats: dict[str, pl.Expr] = {_N: n.cast(pl.Float64)}
-    if windows and q.tables:  # windowed rows read by a table: one sorted block (native_window_tables)
+    if q.tables and native_window_tables.applies(plan, _THIS):  # windowed rows read by a table: one block
         more, written = native_window_tables.statistics(plan, inputs, keep, by, _THIS, labels)
         return _flagged(stats | more, invalid, bad, zero), written
     if windows:  # the rows read other rows: computed and aggregated in one block (native_windows)

@@ -55,19 +55,34 @@ def applies(plan: Plan, compiler: ModuleType) -> bool:
     measured at 1e6 rows in 1,000 groups, lazy, the compiled expression takes
     1.0-1.2x evaluate's time for weighted quantile bins, 1.5-2.9x for rank bins.
     """
-    return bool(plan.query.tables) and native_windows.order(plan, compiler)[0]
+    tables = plan.query.tables.values()
+    return bool(tables) and (native_windows.order(plan, compiler)[0] or any(_tag(fn) for fn, _ in tables))
+
+
+def _tag(fn: Any) -> tuple[str, ...] | None:
+    """A table function's description for this module (``fn.native_table``: Diebold-Mariano's lag sums)."""
+    return getattr(fn, "native_table", None)
 
 
 def _windowed(q: Query, compiler: ModuleType) -> set[str]:
-    """The rows of ``q`` that read a window, directly or through other rows."""
+    """The rows of ``q`` that read other rows (a window, or an aggregation over the whole group:
+    ``engine.over`` without keys), directly or through other rows."""
     reads = native_windows._reads(q, compiler)
     out: set[str] = set()
     for r in sorted(q.rows.values(), key=lambda r: r.level):
-        scan = native_windows._Scan()
-        compiler.to_polars(r.expr, compiler._AnyName(), over=scan)
-        if scan.windows or any(n in out for n in reads[r.name]):
+        if _across(compiler.to_polars(r.expr, compiler._AnyName())) or any(n in out for n in reads[r.name]):
             out.add(r.name)
     return out
+
+
+def _across(expr: pl.Expr) -> bool:
+    """Whether a node of ``expr`` reads other rows (polars' ``is_row_separable`` answers for one node)."""
+    try:
+        if not expr.meta.is_row_separable():
+            return True
+    except Exception:  # polars cannot tell without a schema (list.eval): per row
+        return False
+    return any(_across(e) for e in expr.meta.pop())
 
 
 def _table_reads(plan: Plan, compiler: ModuleType, names: list[str]) -> set[str]:
@@ -76,6 +91,10 @@ def _table_reads(plan: Plan, compiler: ModuleType, names: list[str]) -> set[str]
 
     out: set[str] = set()
     for fn, ref in plan.query.tables.values():
+        tag = _tag(fn)
+        if tag is not None:
+            out |= set(tag[1:])
+            continue
         block, rows = compiler._table(plan, fn, ref, {n: pl.col(n) for n in names})
         _, outside, needed = block.split()
         used = [rows[block.order], *(rows[c] for c in needed), *(rows[c] for c in outside.values())]
@@ -98,6 +117,10 @@ def statistics(
     import polars as pl
 
     q = plan.query
+    inputs = {
+        **inputs,
+        **{k: v for fn, _ in q.tables.values() if (tag := _tag(fn)) for k, v in _order_input(q, tag, compiler).items()},
+    }
     windowed = _windowed(q, compiler)
     plain = compiler._rows(q, inputs)
     names = [*inputs, *(r.name for r in q.rows.values())]
@@ -140,6 +163,10 @@ def statistics(
         stats[compiler._BLOCK + "\x00".join(names_in)] = block.list.eval(pl.concat_list(*values)).list.first()
     stages: list[_Stage] = []
     for fn, ref in q.tables.values():
+        tag = _tag(fn)
+        if tag is not None:
+            stats |= _tagged(tag, ref, rows, block, compiler)
+            continue
         stages += _table(plan, fn, ref, rows, block, stats, labels, compiler)
     return stats, stages
 
@@ -175,3 +202,44 @@ def _table(
         if labels is not None:
             labels |= native_tables.labels_of(cells_frame)
     return list(cells_frame.after)
+
+
+def _order_input(q: Query, tag: tuple[str, ...], compiler: ModuleType) -> dict[str, pl.Expr]:
+    """The time column of a tagged table as it is (dates, strings: ``native_windows.order_column``)."""
+    return native_windows.order_column(q, tag[2], compiler)
+
+
+def _tagged(
+    tag: tuple[str, ...], ref: Any, rows: Mapping[str, pl.Expr], block: pl.Expr, compiler: ModuleType
+) -> dict[str, pl.Expr]:
+    """The columns of a Diebold-Mariano table (``metrics.comparison``) from the block's rows.
+
+    ``("lag_sum", c, t, h)``: ``sum_i c_i (C_(i-1) - C_(i-h))`` with ``C`` the
+    running sum of ``c`` in ``t`` order (``C`` before the first row: 0), the
+    horizon ``h`` one value per group.  ``("pooled", d, t, h)``: per time point
+    the mean of ``d`` over the series (``dt``), then the number of time
+    points ``T``, ``sum dt``, ``sum (dt - mean dt)^2`` and the lag sum of the
+    centred ``dt``.  The block is sorted by ``t`` first (a second sort when
+    the windows have another order).
+    """
+    import polars as pl
+
+    kind, first, t, h = tag
+    ordered = block.list.eval(pl.element().sort_by(rows[t]))
+    horizon = rows[h].max().fill_null(1.0).cast(pl.Int64)
+
+    def lag_sum(c: pl.Expr) -> pl.Expr:
+        running = c.cum_sum()
+        return (c * (running - c - running.shift(horizon).fill_null(0.0))).sum()
+
+    if kind == "lag_sum":
+        names, values = [ref.name("s")], [lag_sum(rows[first])]
+    else:
+        time = rows[t]
+        starts = time.ne_missing(time.shift(1))  # the first row of each time point (sorted)
+        dt = rows[first].mean().over(time).filter(starts)
+        centred = dt - dt.mean()
+        names = [ref.name(x) for x in ("T", "sum", "c2", "lag")]
+        values = [starts.sum(), dt.sum(), (centred**2).sum(), lag_sum(centred)]
+    value = pl.concat_list(*[v.cast(pl.Float64) for v in values])
+    return {compiler._BLOCK + "\x00".join(names): ordered.list.eval(value).list.first()}
