@@ -20,6 +20,7 @@ import conformal_frames as cf
 import conformal_frames.polars as cfx
 from conformal_frames.engine import Metric
 from conformal_frames.engine.native import compile_polars
+from test_evaluate_native import _run
 from test_polars_expr import FRAME, _assert_same, _wide, _windows
 
 #: weights with zeros (rows that take no room); ``k`` (counts) has zeros too
@@ -101,3 +102,12 @@ def test_fused_with_windows_and_ordered_cells(policy: str) -> None:
         _assert_same(got, expected, outputs, f"fused {engine}")
     whole = cf.evaluate(DATA, *metrics, invalid=policy)  # type: ignore[arg-type]
     _assert_same(DATA.select(expr).unnest("metrics"), whole, outputs, "fused select")
+
+
+
+def test_evaluate_keeps_its_own_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    # slower compiled (native_window_tables.applies), and integer horizon/order columns are not the
+    # compiled path's Float64 inputs anyway: every form here takes evaluate's narwhals query
+    for form in ("dm_series", "ece_quantile_weighted", "reliability_quantile"):
+        got, taken = _run(monkeypatch, True, DATA.lazy(), FORMS[form](), "g", "drop")
+        assert not taken, form
