@@ -104,10 +104,19 @@ def test_fused_with_windows_and_ordered_cells(policy: str) -> None:
     _assert_same(DATA.select(expr).unnest("metrics"), whole, outputs, "fused select")
 
 
-
 def test_evaluate_keeps_its_own_query(monkeypatch: pytest.MonkeyPatch) -> None:
     # slower compiled (native_window_tables.applies), and integer horizon/order columns are not the
     # compiled path's Float64 inputs anyway: every form here takes evaluate's narwhals query
     for form in ("dm_series", "ece_quantile_weighted", "reliability_quantile"):
         got, taken = _run(monkeypatch, True, DATA.lazy(), FORMS[form](), "g", "drop")
         assert not taken, form
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_an_expression_as_the_score_of_weighted_quantile_bins(policy: str) -> None:
+    # the windows' order row reads an expression role: bound to the expression, not a column
+    expr = cfx.ece("label", pl.col("score") * 0.5, n_bins=3, strategy="quantile", weights="w0", invalid=policy)  # type: ignore[arg-type]
+    metric = cf.ece("label", "half", n_bins=3, strategy="quantile", weights="w0")
+    frame = DATA.with_columns(half=pl.col("score") * 0.5)
+    expected = cf.evaluate(frame, metric, by="g", invalid=policy)  # type: ignore[arg-type]
+    _assert_same(DATA.lazy().group_by("g").agg(expr).sort("g").collect(), expected, ("ece",), "group_by")

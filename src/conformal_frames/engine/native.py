@@ -464,7 +464,7 @@ def _statistics(
 
     q = plan.query
     windows, by = native_windows.order(plan, _THIS)
-    inputs = _inputs(plan, roles) | native_windows.order_column(q, by, _THIS)  # an order_by column as it is
+    inputs = _inputs(plan, roles) | native_window_tables.order_inputs(plan, by, roles, _THIS)  # orders as they are
     rows = _rows(q, inputs)
     bad, zero = _masks(plan, rows, invalid)
     keep = None if invalid == "null" or bad is None else ~bad

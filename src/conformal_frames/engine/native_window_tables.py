@@ -43,7 +43,7 @@ from conformal_frames.engine.query import Query
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["applies", "statistics"]
+__all__ = ["applies", "order_inputs", "statistics"]
 
 _Stage = Any
 
@@ -117,10 +117,6 @@ def statistics(
     import polars as pl
 
     q = plan.query
-    inputs = {
-        **inputs,
-        **{k: v for fn, _ in q.tables.values() if (tag := _tag(fn)) for k, v in _order_input(q, tag, compiler).items()},
-    }
     windowed = _windowed(q, compiler)
     plain = compiler._rows(q, inputs)
     names = [*inputs, *(r.name for r in q.rows.values())]
@@ -204,9 +200,18 @@ def _table(
     return list(cells_frame.after)
 
 
-def _order_input(q: Query, tag: tuple[str, ...], compiler: ModuleType) -> dict[str, pl.Expr]:
-    """The time column of a tagged table as it is (dates, strings: ``native_windows.order_column``)."""
-    return native_windows.order_column(q, tag[2], compiler)
+def order_inputs(
+    plan: Plan, by: str | None, roles: Mapping[str, pl.Expr] | None, compiler: ModuleType
+) -> dict[str, pl.Expr]:
+    """The input columns of the windows' order row ``by`` and of each tagged table's time row as
+    they are (dates, strings: ``native_windows.order_column``); an expression role's column is
+    its expression (``native_roles``), not a column of its internal name."""
+    times = [tag[2] for fn, _ in plan.query.tables.values() if (tag := _tag(fn)) is not None]
+    out: dict[str, pl.Expr] = {}
+    for row in [by, *times]:
+        for name, col in native_windows.order_column(plan.query, row, compiler).items():
+            out[name] = roles[name] if roles and name in roles else col
+    return out
 
 
 def _tagged(
