@@ -120,3 +120,25 @@ def test_an_expression_as_the_score_of_weighted_quantile_bins(policy: str) -> No
     frame = DATA.with_columns(half=pl.col("score") * 0.5)
     expected = cf.evaluate(frame, metric, by="g", invalid=policy)  # type: ignore[arg-type]
     _assert_same(DATA.lazy().group_by("g").agg(expr).sort("g").collect(), expected, ("ece",), "group_by")
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_expressions_as_the_time_and_series_of_diebold_mariano(policy: str) -> None:
+    # the checks' windows partition by order_by= and series=: an expression role is bound there too
+    # (a string series as it is), for the pooled and the one-series forms
+    frame = DATA.with_columns(tp2=pl.col("tp") * 2, t2=pl.col("t") * 2, s2="s" + pl.col("day").cast(pl.String))
+    series = "s" + pl.col("day").cast(pl.String)
+    forms = [
+        (
+            cfx.diebold_mariano_test("y", "score", "other", order_by=pl.col("tp") * 2, series=series, invalid=policy),  # type: ignore[arg-type]
+            cf.diebold_mariano_test("y", "score", "other", order_by="tp2", series="s2"),
+        ),
+        (
+            cfx.diebold_mariano_test("y", "score", "other", order_by=pl.col("t") * 2, horizon=2, invalid=policy),  # type: ignore[arg-type]
+            cf.diebold_mariano_test("y", "score", "other", order_by="t2", horizon=2),
+        ),
+    ]
+    for expr, metric in forms:
+        got = DATA.lazy().group_by("g").agg(expr).sort("g").collect().unnest("diebold_mariano_test")
+        expected = cf.evaluate(frame, metric, by="g", invalid=policy)  # type: ignore[arg-type]
+        _assert_same(got, expected, ("diebold_mariano_test", "diebold_mariano_test_pvalue"), str(metric))

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
+from conformal_frames._roles import PREFIX as ROLE_PREFIX
 from conformal_frames.engine import (
     _native_steps,
     native_roles,
@@ -126,7 +127,16 @@ def to_polars(
                 return self  # the rows are already in that order, and one partition
             raise NotAnExpressionError("a window over the rows in another order")
 
-    kind = PolarsExpr if sorted_by is None and over is None else _Sorted
+    class _Roles(PolarsExpr):
+        def over(self, partition_by: Sequence[str], order_by: Sequence[str]) -> Any:
+            if not any(n.startswith(ROLE_PREFIX) and n in bind for n in [*partition_by, *order_by]):
+                return super().over(partition_by, order_by)
+            # a window over an expression role (a check's partition by order_by=, series=): its expression,
+            # as it is (a partition compares values: a string series is not cast to Float64)
+            parts = [_uncast(bound(p)) for p in partition_by] or pl.repeat(1, pl.len())
+            return self._with_native(self.native.over(parts, order_by=[_uncast(bound(o)) for o in order_by] or None))
+
+    kind = _Roles if sorted_by is None and over is None else _Sorted
 
     class _Bound(PolarsNamespace):
         @property
@@ -146,6 +156,14 @@ def to_polars(
     compliant: Any = expr._to_compliant_expr(_Bound(version=Version.V2))
     native: pl.Expr = compliant.native
     return native
+
+
+def _uncast(expr: pl.Expr) -> pl.Expr:
+    """``expr`` without :func:`_inputs`' Float64 cast, if it has one."""
+    import polars as pl
+
+    inner = expr.meta.pop()
+    return inner[0] if len(inner) == 1 and str(inner[0].cast(pl.Float64)) == str(expr) else expr
 
 
 def _unbound(expr: nw.Expr) -> pl.Expr:
