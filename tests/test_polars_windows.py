@@ -6,7 +6,8 @@ with every context; here the forms it does not call: ties in the
 ``order_by`` column (invalid rows, a group of 2 rows that are both ties),
 ``small_sample="hln"`` (scipy's Student-t p-value through ``map_batches``),
 ``horizon > 1``, score metrics as losses, ``miss=``, fused with a sum-based
-metric, and the forms that stay ``evaluate``-only.
+metric, and the forms that stay ``evaluate``-only (``series=`` and a ``horizon=`` column compile:
+``tests/test_polars_window_tables.py``).
 """
 
 from __future__ import annotations
@@ -114,11 +115,6 @@ def test_names_rename_the_p_value_too() -> None:
 @pytest.mark.parametrize(
     ("make", "why"),
     [
-        (
-            lambda: cf.diebold_mariano_test("y", "score", "other", order_by="t", horizon="k"),
-            "a window over the rows and a table",
-        ),
-        (lambda: cf.diebold_mariano_test("y", "score", "other", order_by="t", series="day"), "a table"),
         (
             lambda: [
                 cf.christoffersen_test("y", "lo", "hi", confidence_level=0.9, order_by="t"),

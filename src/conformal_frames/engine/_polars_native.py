@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames.engine import native, native_tables
+from conformal_frames.engine import native, native_tables, native_window_tables
 from conformal_frames.engine.memo import cached_call
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import Plan
@@ -73,6 +73,8 @@ def _prepare(metrics: tuple[Metric, ...], policy: str) -> _Prepared | None:
     if q.positive or native.refusal(plan) is not None or any(e is None for e in plan.outputs.values()):
         return None
     if native_tables.widened(plan):  # a table the narwhals query groups faster (see native_tables.widened)
+        return None
+    if native_window_tables.applies(plan, native):  # windowed rows read by a table: slower compiled
         return None
     try:
         compiled = native.compile_polars(list(metrics), invalid=policy, name="__cf_outputs", caller="evaluate")  # type: ignore[arg-type]

@@ -48,7 +48,14 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames.engine import _native_steps, native_roles, native_tables, native_windows
+from conformal_frames._roles import PREFIX as ROLE_PREFIX
+from conformal_frames.engine import (
+    _native_steps,
+    native_roles,
+    native_tables,
+    native_window_tables,
+    native_windows,
+)
 from conformal_frames.engine.expr import running_total
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import Plan
@@ -120,7 +127,16 @@ def to_polars(
                 return self  # the rows are already in that order, and one partition
             raise NotAnExpressionError("a window over the rows in another order")
 
-    kind = PolarsExpr if sorted_by is None and over is None else _Sorted
+    class _Roles(PolarsExpr):
+        def over(self, partition_by: Sequence[str], order_by: Sequence[str]) -> Any:
+            if not any(n.startswith(ROLE_PREFIX) and n in bind for n in [*partition_by, *order_by]):
+                return super().over(partition_by, order_by)
+            # a window over an expression role (a check's partition by order_by=, series=): its expression,
+            # as it is (a partition compares values: a string series is not cast to Float64)
+            parts = [_uncast(bound(p)) for p in partition_by] or pl.repeat(1, pl.len())
+            return self._with_native(self.native.over(parts, order_by=[_uncast(bound(o)) for o in order_by] or None))
+
+    kind = _Roles if sorted_by is None and over is None else _Sorted
 
     class _Bound(PolarsNamespace):
         @property
@@ -140,6 +156,14 @@ def to_polars(
     compliant: Any = expr._to_compliant_expr(_Bound(version=Version.V2))
     native: pl.Expr = compliant.native
     return native
+
+
+def _uncast(expr: pl.Expr) -> pl.Expr:
+    """``expr`` without :func:`_inputs`' Float64 cast, if it has one."""
+    import polars as pl
+
+    inner = expr.meta.pop()
+    return inner[0] if len(inner) == 1 and str(inner[0].cast(pl.Float64)) == str(expr) else expr
 
 
 def _unbound(expr: nw.Expr) -> pl.Expr:
@@ -396,7 +420,7 @@ def compile_polars(
             plan, invalid=invalid, name=target, let=let, native=sys.modules[__name__], roles=roles
         )
         return compiled
-    why = refusal(plan) or (native_tables.ordered_rows(plan) if plan.query.tables else None)  # windows: native_windows
+    why = refusal(plan)  # windowed rows: native_windows, read by a table: native_window_tables
     if why is not None:
         raise NotAnExpressionError(why)
     outputs = {k: e for k, e in plan.outputs.items() if e is not None}
@@ -458,7 +482,7 @@ def _statistics(
 
     q = plan.query
     windows, by = native_windows.order(plan, _THIS)
-    inputs = _inputs(plan, roles) | native_windows.order_column(q, by, _THIS)  # an order_by column as it is
+    inputs = _inputs(plan, roles) | native_window_tables.order_inputs(plan, by, roles, _THIS)  # orders as they are
     rows = _rows(q, inputs)
     bad, zero = _masks(plan, rows, invalid)
     keep = None if invalid == "null" or bad is None else ~bad
@@ -469,10 +493,10 @@ def _statistics(
     # n: the rows, or the rows they represent (the sum of the counts=)
     n = kept(rows[q.count_row]).sum() if q.count_row is not None else pl.len() if keep is None else keep.sum()
     stats: dict[str, pl.Expr] = {_N: n.cast(pl.Float64)}
+    if q.tables and native_window_tables.applies(plan, _THIS):  # windowed rows read by a table: one block
+        more, written = native_window_tables.statistics(plan, inputs, keep, by, _THIS, labels)
+        return _flagged(stats | more, invalid, bad, zero), written
     if windows:  # the rows read other rows: computed and aggregated in one block (native_windows)
-        if q.tables:
-            metric = ", ".join(s.metric for s in plan.specs)
-            raise NotAnExpressionError(_refused(metric, "a window over the rows and a table in one expression"))
         names, values = native_windows.aggregations(q, inputs, keep, by, _THIS)
         stats[_BLOCK + "\x00".join(names)] = values
     for key, (agg_name, _) in [] if windows else q.aggs.items():
@@ -494,12 +518,21 @@ def _statistics(
             if labels is not None:
                 labels |= native_tables.labels_of(block)
         stages += block.after
+    return _flagged(stats, invalid, bad, zero), stages
+
+
+def _flagged(
+    stats: dict[str, pl.Expr], invalid: Policy, bad: pl.Expr | None, zero: pl.Expr | None
+) -> dict[str, pl.Expr]:
+    """``stats`` with the group's invalid flag last (a failing row under ``"null"``, no positive total)."""
+    import polars as pl
+
     if invalid == "null" and bad is not None:
         stats["__cf_invalid"] = bad.any().cast(pl.Float64)
     if zero is not None:
         group = zero if "__cf_invalid" not in stats else zero | (stats["__cf_invalid"] > 0)
         stats["__cf_invalid"] = group.cast(pl.Float64)
-    return stats, stages
+    return stats
 
 
 _Stage = list[tuple[str, "nw.Expr | _PhiC"]]

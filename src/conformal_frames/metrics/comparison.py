@@ -126,6 +126,7 @@ def _lag_sum_table(c: str, t: str, h: str) -> engine.TableFn:
         term = nw.col(c) * (nw.col(cum) - nw.col(c) - nw.col(lag).fill_null(0.0))
         return engine.aggregate(joined.with_columns(term.alias(s)), keys, [nw.col(s).sum()])
 
+    build.native_table = ("lag_sum", c, t, h)  # type: ignore[attr-defined]  # engine.native_window_tables
     return build
 
 
@@ -147,6 +148,7 @@ def _pooled_table(d: str, t: str, h: str) -> engine.TableFn:
         table = engine.aggregate(per_t, keys, moments).with_columns(nw.col(ref.name("T")).cast(nw.Float64))
         return engine.join_keys(table, lags, keys)
 
+    build.native_table = ("pooled", d, t, h)  # type: ignore[attr-defined]  # engine.native_window_tables
     return build
 
 
