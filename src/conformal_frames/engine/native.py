@@ -489,7 +489,7 @@ def _statistics(
             order = table_rows[block.order]
             sums = [c for c in needed if c not in block.extremes]
             fields, kinds = native_cells.fields({c: table_rows[c] for c in needed}, sums)
-            sorted_rows = in_table(pl.struct(order.alias(_ORDER), *fields)).sort_by(in_table(order)).implode()
+            sorted_rows = native_cells.sort_rows(in_table(pl.struct(order.alias(_ORDER), *fields)), in_table(order))
             cells = _cells_of(sorted_rows, sums, block.extremes, kinds)
             stats[_BLOCK + "\x00".join(name for name, _ in inside)] = block.aggregations(cells, inside)
             if labels is not None:

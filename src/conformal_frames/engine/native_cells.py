@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import narwhals.stable.v2 as nw
     import polars as pl
 
-__all__ = ["deferred", "fields", "indicator_of", "is_ones", "recipes", "running"]
+__all__ = ["deferred", "fields", "indicator_of", "is_ones", "recipes", "running", "sort_rows"]
 
 #: the polars aggregations whose value is one per group (a scalar broadcast when stored beside cells)
 _SCALARS = (".sum()", ".max()", ".min()", ".mean()", ".len()", ".first()", ".last()")
@@ -110,6 +110,18 @@ def fields(rows: Mapping[str, pl.Expr], sums: Sequence[str]) -> tuple[list[pl.Ex
         else:
             out.append(row.alias(name))
     return out, kinds
+
+
+def sort_rows(rows: pl.Expr, key: pl.Expr) -> pl.Expr:
+    """A group's ``rows`` (a struct) sorted by ``key``, as one list: single-threaded and stable.
+
+    polars' multithreaded ``sort_by`` (its default) took twice the CPU time of
+    the single-threaded one on 5e6 rows (563 vs 254 ms; one ``sort`` of the
+    column 156 ms), and on a shared machine the wall time followed; a group of
+    ``group_by().agg`` is sorted on one thread anyway.  Stable: tied keys keep
+    the rows' order, so a running sum over ties adds in a defined order.
+    """
+    return rows.sort_by(key, multithreaded=False, maintain_order=True).implode()
 
 
 def running(name: str, kind: str | None) -> pl.Expr:
