@@ -12,7 +12,9 @@ sorted list of rows into ordered cells.  This module joins the two:
 
 - the block is formed once: the inputs the aggregations and tables read,
   kept rows only under ``"drop"`` (``evaluate`` drops invalid rows before its
-  windows), sorted by the windows' order column;
+  windows), sorted by the windows' order column (without one, by the score a
+  rank reads: no window then reads the order, and the rank and the bins'
+  sort see sorted rows);
 - the rows a table reads are written on the block's elements (the windows:
   ``expr.over(partition)`` on sorted rows, as in ``native_windows``), the
   table function is recorded on them (:func:`native._table`), and its rows
