@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import narwhals.stable.v2 as nw
 
-from conformal_frames.engine import _native_steps, native_roles, native_tables, native_windows
+from conformal_frames.engine import _native_steps, native_ensembles, native_roles, native_tables, native_windows
 from conformal_frames.engine.expr import running_total
 from conformal_frames.engine.metric import Metric
 from conformal_frames.engine.plan import Plan
@@ -480,6 +480,10 @@ def _statistics(
         stats[agg_name] = getattr(kept(rows[row]), how)().cast(pl.Float64)
     stages: list[_Stage] = []
     for fn, ref in q.tables.values():
+        if isinstance(fn, native_ensembles.NativeTable):  # ensembles, randomized PIT: list.eval forms
+            names, values = native_ensembles.aggregations(fn, ref, rows, kept)
+            stats[_BLOCK + "\x00".join(names)] = values
+            continue
         block, table_rows = _table(plan, fn, ref, rows)
         inside, outside, needed = block.split()
         in_table = native_tables.kept_rows(keep, table_rows)  # the table's own row filter too
