@@ -236,6 +236,7 @@ def _rows(q: Query, inputs: Mapping[str, pl.Expr], over: Window | None = None) -
     if q.count_row is not None:
         aggregated.append(q.count_row)
     aggregated += native_tables.cell_rows(q)  # a sorted block's order and sums are read as leaves too
+    aggregated += native_ensembles.table_rows(q)  # and the rows of an ensemble or PIT table
     out = dict(inline)
     for part in _connected(reads):
         rows = [r for r in q.rows.values() if r.name in part]

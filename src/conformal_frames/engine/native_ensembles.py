@@ -49,6 +49,7 @@ __all__ = [
     "mod_p",
     "native_table",
     "per_forecast",
+    "table_rows",
     "uniform_hash_parts",
 ]
 
@@ -129,6 +130,24 @@ def native_table(build: TableFn, spec: CRPSSums | PITDraws) -> TableFn:
     return NativeTable(build, spec)
 
 
+def table_rows(q: Any) -> list[str]:
+    """The row columns the tables of ``q`` with a polars form read (leaves of ``native._rows``'s binding:
+    a quantile forecast's PIT interval inlined is 20,000 characters of plan, bound once 1,000)."""
+    out: list[str] = []
+    for fn, _ in q.tables.values():
+        if isinstance(fn, NativeTable):
+            spec, ens = fn.spec, fn.spec.ens
+            if ens is not None:
+                out += [ens.y, *_names(ens.members), *_names(ens.member_weights), *_names(ens.weight)]
+            if isinstance(spec, PITDraws):
+                out += [*(spec.interval or ()), *_names(spec.weight)]
+    return out
+
+
+def _names(columns: str | tuple[str, ...] | None) -> list[str]:
+    return [] if columns is None else [columns] if isinstance(columns, str) else list(columns)
+
+
 # ---------------------------------------------------------------------------
 # the polars forms
 # ---------------------------------------------------------------------------
@@ -190,13 +209,23 @@ def per_forecast(ens: _Ensemble, rows: Mapping[str, pl.Expr]) -> pl.Expr:
         f("end").list.last().alias("m"),
         (f("xr") - f("y")).alias("dev"),
     )
-    return s.struct.with_fields(
+    s = s.struct.with_fields(
         (f("dev").list.eval(e.abs()) * f("c")).list.sum().alias("abs_dev"),
         ((f("xr") * f("c")) * (2.0 * (f("end") - f("c")) + f("c") - f("m"))).list.sum().alias("spread"),
         (f("dev").list.eval((e < 0.0).cast(pl.Float64)) * f("c")).list.sum().alias("below"),
         (f("dev").list.eval((e == 0.0).cast(pl.Float64)) * f("c")).list.sum().alias("equal"),
         f("x").list.eval(e.is_null().any()).list.first().cast(pl.Float64).alias("nulls"),
     )
+    return _project(s, ["m", "abs_dev", "spread", "below", "equal", "nulls"])
+
+
+def _project(s: pl.Expr, names: list[str]) -> pl.Expr:
+    """The struct of the fields ``names`` of the struct ``s``, ``s`` computed once (a struct of
+    ``s.struct.field`` reads would compute it once per field: polars shares nothing in ``agg``)."""
+    import polars as pl
+
+    field = pl.element().struct.field
+    return pl.concat_list(s).list.eval(pl.struct(*[field(n) for n in names])).list.first()
 
 
 def _ratio(num: pl.Expr, den: pl.Expr) -> pl.Expr:
@@ -240,7 +269,7 @@ def _bounds(spec: PITDraws, rows: Mapping[str, pl.Expr]) -> pl.Expr:
         lo, hi = f("below") / (f("m") + 1.0), (f("below") + f("equal") + 1.0) / (f("m") + 1.0)
     bad = (f("nulls") > 0).cast(pl.Float64)
     s = per_forecast(spec.ens, rows).struct.with_fields(lo.alias("lo"), hi.alias("hi"), bad.alias("bad"), *weight)
-    return pl.struct(*[s.struct.field(n) for n in ("lo", "hi", *(["w"] if weight else []), "bad")])
+    return _project(s, ["lo", "hi", *(["w"] if weight else []), "bad"])
 
 
 def _pit(spec: PITDraws, rows: Mapping[str, pl.Expr], kept: Kept) -> tuple[list[str], pl.Expr]:
