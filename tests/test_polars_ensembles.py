@@ -157,3 +157,19 @@ def test_the_hash_is_one_definition() -> None:
     x = pl.Series("x", [0.0, HASH_P - 1.0, HASH_P, 2.0**52 + 3.0, HASH_P * (HASH_P - 1.0) + 5.0])
     got = pl.select(mod_p(pl.lit(x), pl.when)).to_series().to_list()
     assert got == [float(int(v) % int(HASH_P)) for v in x]
+
+
+def test_long_table_and_evaluate_routing() -> None:
+    """The ensemble PIT histogram's long table is ``.conformal``'s; ``evaluate`` on a polars frame runs the
+    compiled member-column and quantile forms (measured at parity or faster), list columns keep its query."""
+    from conformal_frames.engine import _polars_native
+
+    frame = _frame(1)
+    metric = cf.pit_histogram("y", samples="ens", n_bins=3, seed=2)
+    got = frame.group_by("g").agg(cfx.long_table(metric)).sort("g").explode(metric.output_name)
+    expected = frame.conformal.pit_histogram("y", samples="ens", n_bins=3, seed=2, by="g")
+    assert got.unnest(metric.output_name).equals(expected)
+    for compiled in (cf.crps("y", samples=list(COLS)), CASES["pit_test_cols_mw"](), CASES["pit_test_quantiles"]()):
+        assert _polars_native._prepare((compiled,), "null") is not None, compiled
+    lazy = cf.evaluate(frame.lazy(), CASES["crps_list"](), by="g").collect()  # a list input: the narwhals path
+    _same(lazy, cf.evaluate(frame, CASES["crps_list"](), by="g"), "evaluate lazy")
