@@ -34,7 +34,9 @@ pinned by ``tests/test_polars_expr.py``.  Windows over the rows of a group
 (ranks, lags in ``order_by`` order) and row-wise numpy steps of the aggregated
 values are written by :mod:`~conformal_frames.engine.native_windows`; other
 numpy steps run through one polars UDF
-(:mod:`conformal_frames.engine._native_steps`).  What cannot be an expression
+(:mod:`conformal_frames.engine._native_steps`); the ensemble and randomized-PIT
+tables give their own ``list.eval`` forms
+(:mod:`~conformal_frames.engine.native_ensembles`).  What cannot be an expression
 (tables the recorders do not follow) raises
 :class:`NotAnExpressionError`.
 """
