@@ -34,7 +34,9 @@ pinned by ``tests/test_polars_expr.py``.  Windows over the rows of a group
 (ranks, lags in ``order_by`` order) and row-wise numpy steps of the aggregated
 values are written by :mod:`~conformal_frames.engine.native_windows`; other
 numpy steps run through one polars UDF
-(:mod:`conformal_frames.engine._native_steps`).  What cannot be an expression
+(:mod:`conformal_frames.engine._native_steps`); the ensemble and randomized-PIT
+tables give their own ``list.eval`` forms
+(:mod:`~conformal_frames.engine.native_ensembles`).  What cannot be an expression
 (tables the recorders do not follow) raises
 :class:`NotAnExpressionError`.
 """
@@ -52,6 +54,7 @@ from conformal_frames._roles import PREFIX as ROLE_PREFIX
 from conformal_frames.engine import (
     _native_steps,
     native_cells,
+    native_ensembles,
     native_roles,
     native_tables,
     native_window_tables,
@@ -261,6 +264,7 @@ def _rows(q: Query, inputs: Mapping[str, pl.Expr], over: Window | None = None) -
     if q.count_row is not None:
         aggregated.append(q.count_row)
     aggregated += native_tables.cell_rows(q)  # a sorted block's order and sums are read as leaves too
+    aggregated += native_ensembles.table_rows(q)  # and the rows of an ensemble or PIT table
     out = dict(inline)
     for part in _connected(reads):
         rows = [r for r in q.rows.values() if r.name in part]
@@ -505,6 +509,10 @@ def _statistics(
         stats[agg_name] = getattr(kept(rows[row]), how)().cast(pl.Float64)
     stages: list[_Stage] = []
     for fn, ref in q.tables.values():
+        if isinstance(fn, native_ensembles.NativeTable):  # ensembles, randomized PIT: list.eval forms
+            names, values = native_ensembles.aggregations(fn, ref, rows, kept)
+            stats[_BLOCK + "\x00".join(names)] = values
+            continue
         block, table_rows = _table(plan, fn, ref, rows)
         inside, outside, needed = block.split()
         in_table = native_tables.kept_rows(keep, table_rows)  # the table's own row filter too

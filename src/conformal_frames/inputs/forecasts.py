@@ -657,7 +657,7 @@ def _member_weight_rows(
         dtype = q.schema.get(weights)
         if not isinstance(dtype, (nw.List, nw.Array)):
             msg = f"member_weights column {weights!r} must be a list column of numbers aligned with {samples!r}, found dtype {dtype}"
-            raise TypeError(msg)
+            raise ListColumnError(msg, column=weights)  # a TypeError; cfx's recorder learns the dtype from it
         col = q.column(weights)
         if isinstance(dtype, nw.Array):
             col = col.cast(nw.List(dtype.inner))

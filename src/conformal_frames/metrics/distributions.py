@@ -52,6 +52,14 @@ from conformal_frames.engine import (
     sort_result,
     total,
 )
+from conformal_frames.engine.native_ensembles import (
+    HASH_P,
+    CRPSSums,
+    PITDraws,
+    mod_p,
+    native_table,
+    uniform_hash_parts,
+)
 from conformal_frames.inputs.forecasts import (
     CrossingOutputs,
     Ensemble,
@@ -143,7 +151,7 @@ def _crps_table(ens: Ensemble, estimator: str) -> TableFn:
         bad = (nw.col(ref.name("nulls")) > 0).cast(nw.Float64).alias(ref.name("bad"))
         return aggregate(per.with_columns(bad), keys, [nw.col(ref.name("crps")).sum(), nw.col(ref.name("bad")).sum()])
 
-    return build
+    return native_table(build, CRPSSums(ens, estimator))
 
 
 # ---------------------------------------------------------------------------
@@ -465,28 +473,20 @@ def quantile_crps(
 # ---------------------------------------------------------------------------
 # PIT: per forecast, the interval [lo, hi] of CDF values at y, randomized
 # ---------------------------------------------------------------------------
-#: a prime below 2^26: squares of residues stay below 2^52, exact in Float64
-_P = 67108859.0
-
-
-def _mod_p(x: nw.Expr) -> nw.Expr:
-    """``x mod P`` for integer-valued ``0 <= x < 2^53``, exact on every engine."""
-    r = x - _P * (x / _P).floor()
-    return nw.when(r < 0.0).then(r + _P).otherwise(nw.when(r >= _P).then(r - _P).otherwise(r))
-
-
 def uniform_hash(frame: nw.LazyFrame, index: str, seed: int, out: str) -> nw.LazyFrame:
     """Add ``out``: a pseudo-random number in (0, 1) per row of the integer column ``index``.
 
     Three rounds of ``h -> h^2 + c mod P`` in exact Float64 integer
     arithmetic: the same values on every engine (no engine random generator,
-    whose streams differ between engines and partitions).
+    whose streams differ between engines and partitions).  The constants are
+    :func:`~conformal_frames.engine.native_ensembles.uniform_hash_parts`'s
+    (``conformal_frames.polars`` draws the same values).
     """
-    offset = float((seed * 1000003 + 12345) % int(_P))
-    frame = frame.with_columns(_mod_p(nw.col(index).cast(nw.Float64) + offset).alias(out))
-    for c in (1013904223.0, 1664525.0, 22695477.0):
-        frame = frame.with_columns(_mod_p(nw.col(out) * nw.col(out) + (c + nw.col(index).cast(nw.Float64))).alias(out))
-    return frame.with_columns(((nw.col(out) + 0.5) / _P).alias(out))
+    offset, rounds = uniform_hash_parts(seed)
+    frame = frame.with_columns(mod_p(nw.col(index).cast(nw.Float64) + offset).alias(out))
+    for c in rounds:
+        frame = frame.with_columns(mod_p(nw.col(out) * nw.col(out) + (c + nw.col(index).cast(nw.Float64))).alias(out))
+    return frame.with_columns(((nw.col(out) + 0.5) / HASH_P).alias(out))
 
 
 @dataclass(frozen=True)
@@ -595,7 +595,7 @@ def _histogram_table(source: PITSource, n_bins: int, seed: int) -> TableFn:
             sums += [nw.col(ref.name(f"w{k}")).sum() for k in range(n_bins)]
         return aggregate(frame, keys, [*sums, nw.col(ref.name("bad")).sum()])
 
-    return build
+    return native_table(build, _draws(source, seed, n_bins))
 
 
 def _ks_table(source: PITSource, seed: int) -> TableFn:
@@ -608,7 +608,12 @@ def _ks_table(source: PITSource, seed: int) -> TableFn:
         ties = ordered_cells(frame.with_columns(nw.lit(1.0).alias(c)), keys, u, [c], running=[c])
         return _ks_distance(ties, keys, ref, u, c, bad)
 
-    return build
+    return native_table(build, _draws(source, seed))
+
+
+def _draws(source: PITSource, seed: int, n_bins: int | None = None) -> PITDraws:
+    """The specification of a randomized PIT table's polars form (``engine.native_ensembles``)."""
+    return PITDraws(ens=source.ens, interval=source.interval, weight=source.weight, seed=seed, n_bins=n_bins)
 
 
 def _ks_cells(u: str, one: str) -> TableFn:
