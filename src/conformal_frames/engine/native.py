@@ -16,7 +16,9 @@ holds as a polars expression valid in any aggregation context (``select``,
   group, its cells formed once and aggregated inside ``list.eval``
   (:class:`_CellFrame`); what else a table may do (counts, filters, several
   keys, a min per cell, a picked cell, rows sorted for a window, long
-  tables) is :mod:`~conformal_frames.engine.native_tables`;
+  tables) is :mod:`~conformal_frames.engine.native_tables`, how the rows
+  and cells are held (fewer and smaller fields, sorted on one thread)
+  :mod:`~conformal_frames.engine.native_cells`;
 - the values (:meth:`Query.value`) and the steps of a multi-step finalize
   (recorded by :class:`_Stages`) are stages over the statistics: bound in
   a list (``pl.concat_list(stats)``, then one ``list.eval(pl.element()
