@@ -26,7 +26,10 @@ Anything else returns ``None``.  And it is taken only where it was measured
 faster (:func:`_worth_it`): one metric per call, on a lazy frame or an eager
 one of at least ``MIN_EAGER_ROWS`` rows, and a sort-based metric only grouped
 (ungrouped ``ks_test`` at 5e5 rows: 50 ms compiled, 40 ms through the
-narwhals path's one sort).  The parity test lifts both limits.
+narwhals path's one sort) or, for ``ks_test`` and ``kuiper_test``, on a lazy
+frame (``LAZY_UNGROUPED_SORTS``).  Figures: bench/bench_routing.py and
+docs/performance.md ("Which evaluate calls run the compiled expression").
+The parity test lifts the limits.
 """
 
 from __future__ import annotations
@@ -119,8 +122,23 @@ MAX_METRICS = 1
 #: compiled expression again (coverage 4.4 vs 15 ms per call on a loaded machine)
 MIN_EAGER_ROWS = 10_000
 
-#: whether an ungrouped sort-based metric takes the compiled path (no: see the module docstring)
+#: whether an ungrouped sort-based metric takes the compiled path (no: see the module docstring),
+#: but for the metrics of ``LAZY_UNGROUPED_SORTS`` on a lazy frame
 _SORTS_UNGROUPED = False
+
+#: the sort-based metrics an ungrouped LAZY call runs through the compiled path: measured at
+#: parity or faster at every size (bench/bench_routing.py --sorts, CPU time, 1e3/1e5/1e6/5e6
+#: rows: ks_test 0.36/0.61/0.91/0.98x, kuiper_test 0.38/0.62/1.03/1.03x the narwhals path's
+#: time, which builds its query on every lazy call).  Not ``ssc`` nor ``auroc`` (1.3x slower
+#: from 1e6 rows), nor an eager frame (1.1-2.5x slower than the kept plan, engine/_plan_cache)
+LAZY_UNGROUPED_SORTS = frozenset({"ks_test", "kuiper_test"})
+
+
+def _sorts_ungrouped(metrics: Sequence[Metric], *, eager: bool) -> bool:
+    """Whether an ungrouped call of these sort-based metrics takes the compiled path."""
+    if _SORTS_UNGROUPED:
+        return True
+    return not eager and all(type(m).default_name in LAZY_UNGROUPED_SORTS for m in metrics)
 
 
 def _worth_it(frame: Any, metrics: Sequence[Metric], *, eager: bool) -> bool:
@@ -159,10 +177,8 @@ def run(
     schema = lf.collect_schema()
     if any(schema.get(c) != dtype for c, dtype in prepared.inputs):
         return None
-    if (
-        prepared.sorts and not keys and not _SORTS_UNGROUPED
-    ):  # ungrouped, the narwhals path sorts once (_polars_ordered_cells): faster
-        return None
+    if prepared.sorts and not keys and not _sorts_ungrouped(metrics, eager=eager):
+        return None  # ungrouped, the narwhals path sorts once (_polars_ordered_cells): faster
     if any(c.startswith("__cf") for c in [*keys, *(c for c, _ in prepared.inputs)]):
         return None  # named like the compiler's internal names (which would bind them)
     taken = {*prepared.names, *RESERVED}
