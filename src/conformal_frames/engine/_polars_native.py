@@ -26,8 +26,8 @@ Anything else returns ``None``.  And it is taken only where it was measured
 faster (:func:`_worth_it`): one metric per call, on a lazy frame or an eager
 one of at least ``MIN_EAGER_ROWS`` rows, and a sort-based metric only grouped
 (ungrouped ``ks_test`` at 5e5 rows: 50 ms compiled, 40 ms through the
-narwhals path's one sort) or, for ``ks_test`` and ``kuiper_test``, on a lazy
-frame (``LAZY_UNGROUPED_SORTS``).  Figures: bench/bench_routing.py and
+narwhals path's one sort) or, for ``ks_test``, on a lazy frame
+(``LAZY_UNGROUPED_SORTS``).  Figures: bench/bench_routing.py and
 docs/performance.md ("Which evaluate calls run the compiled expression").
 The parity test lifts the limits.
 """
@@ -127,11 +127,12 @@ MIN_EAGER_ROWS = 10_000
 _SORTS_UNGROUPED = False
 
 #: the sort-based metrics an ungrouped LAZY call runs through the compiled path: measured at
-#: parity or faster at every size (bench/bench_routing.py --sorts, CPU time, 1e3/1e5/1e6/5e6
-#: rows: ks_test 0.36/0.61/0.91/0.98x, kuiper_test 0.38/0.62/1.03/1.03x the narwhals path's
-#: time, which builds its query on every lazy call).  Not ``ssc`` nor ``auroc`` (1.3x slower
-#: from 1e6 rows), nor an eager frame (1.1-2.5x slower than the kept plan, engine/_plan_cache)
-LAZY_UNGROUPED_SORTS = frozenset({"ks_test", "kuiper_test"})
+#: parity or faster at every size (bench/bench_routing.py --sorts, CPU time, two runs, the
+#: compiled path's time over the narwhals path's, which builds its query on every lazy call:
+#: 1e3 rows 0.36x, 1e5 0.57-0.61x, 1e6 0.91-1.09x, 5e6 0.98-1.00x).  Not ``kuiper_test``
+#: (1.03x at 1e6, 1.03-1.20x at 5e6), ``ssc`` or ``auroc`` (1.3-1.6x from 1e6 rows), nor an
+#: eager frame (1.04-2.1x slower than the kept plan of engine/_plan_cache)
+LAZY_UNGROUPED_SORTS = frozenset({"ks_test"})
 
 
 def _sorts_ungrouped(metrics: Sequence[Metric], *, eager: bool) -> bool:
