@@ -26,7 +26,10 @@ Anything else returns ``None``.  And it is taken only where it was measured
 faster (:func:`_worth_it`): one metric per call, on a lazy frame or an eager
 one of at least ``MIN_EAGER_ROWS`` rows, and a sort-based metric only grouped
 (ungrouped ``ks_test`` at 5e5 rows: 50 ms compiled, 40 ms through the
-narwhals path's one sort).  The parity test lifts both limits.
+narwhals path's one sort) or, for ``ks_test``, on a lazy frame
+(``LAZY_UNGROUPED_SORTS``).  Figures: bench/bench_routing.py and
+docs/performance.md ("Which evaluate calls run the compiled expression").
+The parity test lifts the limits.
 """
 
 from __future__ import annotations
@@ -119,8 +122,24 @@ MAX_METRICS = 1
 #: compiled expression again (coverage 4.4 vs 15 ms per call on a loaded machine)
 MIN_EAGER_ROWS = 10_000
 
-#: whether an ungrouped sort-based metric takes the compiled path (no: see the module docstring)
+#: whether an ungrouped sort-based metric takes the compiled path (no: see the module docstring),
+#: but for the metrics of ``LAZY_UNGROUPED_SORTS`` on a lazy frame
 _SORTS_UNGROUPED = False
+
+#: the sort-based metrics an ungrouped LAZY call runs through the compiled path: measured at
+#: parity or faster at every size (bench/bench_routing.py --sorts, CPU time, two runs, the
+#: compiled path's time over the narwhals path's, which builds its query on every lazy call:
+#: 1e3 rows 0.36x, 1e5 0.57-0.61x, 1e6 0.91-1.09x, 5e6 0.98-1.00x).  Not ``kuiper_test``
+#: (1.03x at 1e6, 1.03-1.20x at 5e6), ``ssc`` or ``auroc`` (1.3-1.6x from 1e6 rows), nor an
+#: eager frame (1.04-2.1x slower than the kept plan of engine/_plan_cache)
+LAZY_UNGROUPED_SORTS = frozenset({"ks_test"})
+
+
+def _sorts_ungrouped(metrics: Sequence[Metric], *, eager: bool) -> bool:
+    """Whether an ungrouped call of these sort-based metrics takes the compiled path."""
+    if _SORTS_UNGROUPED:
+        return True
+    return not eager and all(type(m).default_name in LAZY_UNGROUPED_SORTS for m in metrics)
 
 
 def _worth_it(frame: Any, metrics: Sequence[Metric], *, eager: bool) -> bool:
@@ -159,10 +178,8 @@ def run(
     schema = lf.collect_schema()
     if any(schema.get(c) != dtype for c, dtype in prepared.inputs):
         return None
-    if (
-        prepared.sorts and not keys and not _SORTS_UNGROUPED
-    ):  # ungrouped, the narwhals path sorts once (_polars_ordered_cells): faster
-        return None
+    if prepared.sorts and not keys and not _sorts_ungrouped(metrics, eager=eager):
+        return None  # ungrouped, the narwhals path sorts once (_polars_ordered_cells): faster
     if any(c.startswith("__cf") for c in [*keys, *(c for c, _ in prepared.inputs)]):
         return None  # named like the compiler's internal names (which would bind them)
     taken = {*prepared.names, *RESERVED}
