@@ -134,3 +134,29 @@ def test_the_invalid_count_joins_the_last_part_within_its_slack(monkeypatch: pyt
     monkeypatch.setattr(plan_module, "_INVALID_SLACK", 1.0)
     last = plan_module._parts(q, aggs)[-1]
     assert last == [_INVALID] or text(last) <= budget
+
+
+def test_kept_literals_build_the_same_query_on_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On Spark: the same rows with literals and columns made once or anew (``crps``: ~70 literals)."""
+    pytest.importorskip("pyspark")
+    from conformal_frames.engine import _spark_build
+    from conftest import BACKENDS
+
+    spark_backend = BACKENDS["pyspark"]
+    if spark_backend.skip_reason() is not None:
+        pytest.skip(spark_backend.skip_reason() or "")
+    rng = np.random.default_rng(1)
+    mu = rng.normal(size=6)
+    data = {"g": [0, 0, 0, 1, 1, 2], "y": mu + rng.normal(size=6), "mu": mu, "sd": [1.0, 2.0, 0.5, 1.0, 0.0, 3.0]}
+    data |= {"lo": mu - 1.0, "hi": mu + 1.0}
+    metrics = [
+        cf.coverage("y", "lo", "hi"),
+        cf.crps("y", mean="mu", std="sd"),
+    ]
+    kept = cf.evaluate(spark_backend(data), *metrics, by="g").toPandas()
+    monkeypatch.setattr(_spark_build, "_KEPT_CALLS", frozenset())
+    cf.engine._plan_cache.clear()
+    fresh = cf.evaluate(spark_backend(data), *metrics, by="g").toPandas()
+    assert kept.columns.tolist() == fresh.columns.tolist()
+    for column in kept.columns:
+        assert np.array_equal(kept[column].to_numpy(float), fresh[column].to_numpy(float), equal_nan=True), column
