@@ -16,6 +16,7 @@ Each Spark call is a first call on a new ``DataFrame`` (nothing kept by ``engine
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -151,11 +152,25 @@ def with_conf(spark: Any, conf: dict[str, str], fn: Callable[[], Any]) -> Callab
     return run
 
 
+def fresh_columns(fn: Callable[[], Any]) -> Any:
+    """``fn()`` with PySpark's ``lit``/``col`` made anew at every call while building (as before the memo)."""
+    from conformal_frames.engine import _spark_build
+
+    saved, _spark_build._KEPT_CALLS = _spark_build._KEPT_CALLS, frozenset()
+    try:
+        return fn()
+    finally:
+        _spark_build._KEPT_CALLS = saved
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--conf", action="append", default=[], help="also time Spark with key=value[,key=value]")
+    parser.add_argument(
+        "--fresh-columns", action="store_true", help="also time Spark with every lit/col made anew (before 0.4's memo)"
+    )
     args = parser.parse_args(argv)
     import duckdb
 
@@ -167,19 +182,32 @@ def main(argv: list[str] | None = None) -> int:
         spark = spark_session()
     con = duckdb.connect()
 
-    def on_spark() -> Any:
-        return cf.evaluate(spark.read.parquet(str(path)), *metrics, by=KEYS).toPandas()
+    builds: dict[str, list[float]] = {}  # the time of building the query (cf.evaluate), before Spark runs it
+
+    def on_spark(name: str = "spark") -> Any:
+        t0 = time.perf_counter()
+        query = cf.evaluate(spark.read.parquet(str(path)), *metrics, by=KEYS)
+        builds.setdefault(name, []).append(time.perf_counter() - t0)
+        return query.toPandas()
 
     runs = {"duckdb": lambda: cf.evaluate(con.read_parquet(str(path)), *metrics, by=KEYS).df()}
-    runs |= {name: with_conf(spark, conf, on_spark) for name, conf in spark_variants(args.conf).items()}
+    for name, conf in spark_variants(args.conf).items():
+        runs[name] = with_conf(spark, conf, functools.partial(on_spark, name))
+    if args.fresh_columns:
+        runs["spark fresh lit/col"] = functools.partial(
+            fresh_columns, functools.partial(on_spark, "spark fresh lit/col")
+        )
     runs["polars"] = lambda: cf.evaluate(pl.scan_parquet(path), *metrics, by=KEYS).collect()
     with CaptureStderr() as err:
         first = timed(on_spark)
     times: dict[str, list[float]] = {name: [] for name in runs}
+    loads: list[float] = []
+    builds.clear()
     for _ in range(args.repeat):  # alternate the runs: the machine is shared
         for name, fn in runs.items():
             cf.engine._plan_cache.clear()
             times[name].append(timed(fn))
+        loads.append(os.getloadavg()[0])
     print(f"stderr at session start: {len(start.text.splitlines())} lines", flush=True)
     print(f"stderr of the first Spark call: {len(err.text.splitlines())} lines ({first:.1f} s)", flush=True)
     for line in err.text.splitlines()[:12]:
@@ -188,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, t in times.items():
         ratio = f" = {med[name] / med['duckdb']:.1f}x DuckDB" if name.startswith("spark") else ""
         print(f"{name:>24}: median {med[name]:.2f} s of {', '.join(f'{x:.2f}' for x in t)}{ratio}", flush=True)
+    for name, b in builds.items():
+        print(
+            f"{'build of ' + name:>24}: median {statistics.median(b):.2f} s (cf.evaluate, before Spark runs the query)"
+        )
+    print(f"load average (1 min) after each round: {', '.join(f'{x:.1f}' for x in loads)}")
     print("target: Spark <= 4x DuckDB", flush=True)
     spark.stop()
     return 0

@@ -50,6 +50,32 @@ def test_functions_are_looked_up_once_inside_and_restored(monkeypatch: pytest.Mo
     assert calls == ["lit", "col", "lit", "lit"]
 
 
+def test_literals_and_columns_are_made_once_inside_and_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``lit``/``col`` of the same typed value: one column inside a block; other calls, values
+    and numpy scalars made anew; the original function back after."""
+    fake, _ = _fake_builtin(monkeypatch)
+    made: list[tuple[str, object]] = []
+
+    def invoke(name: str, *args: Any) -> object:
+        made.append((name, *args))
+        return object()
+
+    fake._invoke_function = invoke  # type: ignore[attr-defined]
+    with spark_functions_kept():
+        make = fake._invoke_function  # type: ignore[attr-defined]
+        assert make("lit", 1.0) is make("lit", 1.0) and make("col", "y") is make("col", "y")
+        assert make("lit", float("nan")) is make("lit", float("nan"))
+        ones = {id(make("lit", v)) for v in (1, 1.0, True, "1")} | {id(make("col", "1"))}
+        assert len(ones) == 5 and make("lit", 0.0) is not make("lit", -0.0)
+        assert make("lit", np.float64(2.0)) is not make("lit", np.float64(2.0))
+        assert make("abs", 1.0) is not make("abs", 1.0) and make("lit", 1, 2) is not make("lit", 1, 2)
+    assert fake._invoke_function is invoke  # type: ignore[attr-defined]
+    assert len(made) == 15
+    with spark_functions_kept():
+        fake._invoke_function("lit", 1.0)  # type: ignore[attr-defined]
+    assert len(made) == 16
+
+
 def test_functions_kept_is_a_no_op_without_the_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "pyspark.sql.functions.builtin", raising=False)
     with spark_functions_kept():
@@ -108,3 +134,29 @@ def test_the_invalid_count_joins_the_last_part_within_its_slack(monkeypatch: pyt
     monkeypatch.setattr(plan_module, "_INVALID_SLACK", 1.0)
     last = plan_module._parts(q, aggs)[-1]
     assert last == [_INVALID] or text(last) <= budget
+
+
+def test_kept_literals_build_the_same_query_on_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On Spark: the same rows with literals and columns made once or anew (``crps``: ~70 literals)."""
+    pytest.importorskip("pyspark")
+    from conformal_frames.engine import _spark_build
+    from conftest import BACKENDS
+
+    spark_backend = BACKENDS["pyspark"]
+    if spark_backend.skip_reason() is not None:
+        pytest.skip(spark_backend.skip_reason() or "")
+    rng = np.random.default_rng(1)
+    mu = rng.normal(size=6)
+    data = {"g": [0, 0, 0, 1, 1, 2], "y": mu + rng.normal(size=6), "mu": mu, "sd": [1.0, 2.0, 0.5, 1.0, 0.0, 3.0]}
+    data |= {"lo": mu - 1.0, "hi": mu + 1.0}
+    metrics = [
+        cf.coverage("y", "lo", "hi"),
+        cf.crps("y", mean="mu", std="sd"),
+    ]
+    kept = cf.evaluate(spark_backend(data), *metrics, by="g").toPandas()
+    monkeypatch.setattr(_spark_build, "_KEPT_CALLS", frozenset())
+    cf.engine._plan_cache.clear()
+    fresh = cf.evaluate(spark_backend(data), *metrics, by="g").toPandas()
+    assert kept.columns.tolist() == fresh.columns.tolist()
+    for column in kept.columns:
+        assert np.array_equal(kept[column].to_numpy(float), fresh[column].to_numpy(float), equal_nan=True), column

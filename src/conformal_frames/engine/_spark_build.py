@@ -7,9 +7,17 @@ itself.  The trial's 23-metric query makes about 7,000 such calls, for a few
 dozen distinct functions.  While :func:`spark_functions_kept` is active,
 PySpark's lookup (``pyspark.sql.functions.builtin._get_jvm_function``)
 returns the member found the first time for the same Spark context and name;
-the calls made, and the query built, are the same.  The original lookup is
-put back when the last (nested or concurrent) block ends.  Nothing happens
-on a PySpark without that function.
+the calls made, and the query built, are the same.
+
+Inside, PySpark's ``lit`` and ``col`` also return the column made the first
+time for the same context and value (``_invoke_function``, the one call both
+make): a Spark ``Column`` is an immutable expression, and one object can sit
+in any number of expressions.  The trial's query makes 1,481 ``lit`` calls
+of 68 distinct values and 1,259 ``col`` calls of 309 names, one py4j round
+trip each.  Values are told apart by type and ``repr`` (``1`` from ``1.0``
+and ``True``, ``0.0`` from ``-0.0``); other values, and numpy scalars, are
+made anew.  The original functions are put back when the last (nested or
+concurrent) block ends.  Nothing happens on a PySpark without them.
 """
 
 from __future__ import annotations
@@ -23,8 +31,13 @@ from typing import Any
 __all__ = ["spark_functions_kept"]
 
 _LOCK = threading.Lock()
-#: [depth of the active blocks, the original lookup, the members found: (id of the context, name) -> member]
-_STATE: list[Any] = [0, None, {}]
+#: [depth of the active blocks, the original lookup, the members found: (id of the context, name) -> member,
+#: the original ``_invoke_function``, the columns made: (id of the context, name, type, repr) -> column]
+_STATE: list[Any] = [0, None, {}, None, {}]
+
+#: the functions whose column is kept, and the types of the one argument they are kept for
+_KEPT_CALLS = frozenset({"lit", "col"})
+_KEPT_TYPES = frozenset({int, float, bool, str, type(None)})
 
 
 def _kept(original: Callable[[str, Any], Any], found: dict[tuple[int, str], Any]) -> Callable[[str, Any], Any]:
@@ -39,6 +52,21 @@ def _kept(original: Callable[[str, Any], Any], found: dict[tuple[int, str], Any]
     return lookup
 
 
+def _made_once(original: Callable[..., Any], made: dict[tuple[Any, ...], Any]) -> Callable[..., Any]:
+    def invoke(name: str, *args: Any) -> Any:
+        if name not in _KEPT_CALLS or len(args) != 1 or type(args[0]) not in _KEPT_TYPES:
+            return original(name, *args)
+        context = getattr(getattr(sys.modules.get("pyspark"), "SparkContext", None), "_active_spark_context", None)
+        key = (id(context), name, type(args[0]), repr(args[0]))
+        column = made.get(key)
+        if column is None:
+            column = made[key] = original(name, *args)
+        return column
+
+    invoke.__wrapped__ = original  # type: ignore[attr-defined]
+    return invoke
+
+
 @contextlib.contextmanager
 def spark_functions_kept() -> Iterator[None]:
     """Inside: classic PySpark looks each JVM function up once (see the module's text)."""
@@ -51,6 +79,9 @@ def spark_functions_kept() -> Iterator[None]:
             _STATE[1] = builtin._get_jvm_function
             _STATE[2] = {}
             builtin._get_jvm_function = _kept(_STATE[1], _STATE[2])
+            if callable(getattr(builtin, "_invoke_function", None)):
+                _STATE[3], _STATE[4] = builtin._invoke_function, {}
+                builtin._invoke_function = _made_once(_STATE[3], _STATE[4])
         _STATE[0] += 1
     try:
         yield
@@ -59,4 +90,6 @@ def spark_functions_kept() -> Iterator[None]:
             _STATE[0] -= 1
             if _STATE[0] == 0:
                 builtin._get_jvm_function = _STATE[1]
-                _STATE[1:] = [None, {}]
+                if _STATE[3] is not None:
+                    builtin._invoke_function = _STATE[3]
+                _STATE[1:] = [None, {}, None, {}]
