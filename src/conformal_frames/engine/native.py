@@ -194,7 +194,7 @@ def record(metrics: Sequence[Metric], *, caller: str) -> Plan:
         try:
             return Plan.of(guessed, metrics, [], caller=caller)
         except (BooleanColumnError, ListColumnError) as exc:
-            dtype = nw.Boolean() if isinstance(exc, BooleanColumnError) else nw.List(nw.Unknown())
+            dtype = nw.Boolean() if isinstance(exc, BooleanColumnError) else nw.List(exc.inner or nw.Unknown())
             if dict.get(guessed, exc.column) == dtype:
                 raise
             guessed[exc.column] = dtype
@@ -315,8 +315,9 @@ def _bound(rows: Sequence[Any], inputs: Mapping[str, pl.Expr], over: Window | No
 
 
 def _inputs(plan: Plan, roles: Mapping[str, pl.Expr] | None = None) -> dict[str, pl.Expr]:
-    """Each input column read: a guessed Float64 one cast to Float64 (Boolean and integer columns too);
-    an expression role's column is its expression (``roles``, :mod:`.native_roles`)."""
+    """Each input column read: a guessed Float64 one cast to Float64 (Boolean and integer columns too),
+    a list of numbers (ensemble members) to a List of Float64 (an ``Array`` column too, as ``cf.evaluate``
+    reads it); an expression role's column is its expression (``roles``, :mod:`.native_roles`)."""
     import polars as pl
 
     out = {}
@@ -324,6 +325,8 @@ def _inputs(plan: Plan, roles: Mapping[str, pl.Expr] | None = None) -> dict[str,
     for spec in plan.specs:
         for name, dtype in spec.inputs:
             col = roles[name] if roles and name in roles else pl.col(name)
+            if dtype == nw.List(nw.Float64) and name not in keys:
+                col = col.cast(pl.List(pl.Float64), strict=False)  # strict fails inside when/then (polars 2.1)
             out[name] = col.cast(pl.Float64) if dtype == nw.Float64 and name not in keys else col
     return out
 
