@@ -116,9 +116,10 @@ def test_names_rename_the_p_value_too() -> None:
     ("make", "why"),
     [
         (
-            lambda: [
+            lambda: [  # two orders compile (test_polars_window_orders), not with windowed rows in a table
                 cf.christoffersen_test("y", "lo", "hi", confidence_level=0.9, order_by="t"),
                 cf.diebold_mariano_test("y", "score", "other", order_by="o", horizon=2),
+                cf.ece("label", "score", n_bins=3, strategy="quantile"),
             ],
             "several orders",
         ),

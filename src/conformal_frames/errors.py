@@ -64,11 +64,16 @@ class ColumnNotFoundError(ValueError):
 
 
 class ListColumnError(TypeError):
-    """A column a role reads as a list column (prediction sets) has another dtype; ``.column`` names it."""
+    """A column a role reads as a list column (prediction sets) has another dtype; ``.column`` names it.
 
-    def __init__(self, message: str, *, column: str = "") -> None:
+    ``.inner``: the elements' dtype the role reads (``nw.Float64()`` for ensemble members), or ``None``
+    for any (labels).
+    """
+
+    def __init__(self, message: str, *, column: str = "", inner: Any = None) -> None:
         super().__init__(message)
         self.column = column
+        self.inner = inner
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (str(self),), self.__dict__)

@@ -94,6 +94,8 @@ def _prepare(metrics: tuple[Metric, ...], policy: str) -> _Prepared | None:
         n = (~flag).sum() if policy == "drop" else pl.len()
     count = flag.sum().cast(pl.Int64).alias("n_dropped" if policy == "drop" else "n_invalid")
     inputs = {name: dtype for spec in plan.specs for name, dtype in spec.inputs}
+    if any(isinstance(dtype, nw.List) for dtype in inputs.values()):
+        return None  # a list column of members keeps the narwhals query (pit_histogram: 1.1-1.4x its time)
     counts = (n.cast(pl.Int64).alias("n"), count)
     return _Prepared(compiled.expr, compiled.outputs, counts, tuple(inputs.items()), bool(q.tables))
 

@@ -194,7 +194,7 @@ def record(metrics: Sequence[Metric], *, caller: str) -> Plan:
         try:
             return Plan.of(guessed, metrics, [], caller=caller)
         except (BooleanColumnError, ListColumnError) as exc:
-            dtype = nw.Boolean() if isinstance(exc, BooleanColumnError) else nw.List(nw.Unknown())
+            dtype = nw.Boolean() if isinstance(exc, BooleanColumnError) else nw.List(exc.inner or nw.Unknown())
             if dict.get(guessed, exc.column) == dtype:
                 raise
             guessed[exc.column] = dtype
@@ -315,8 +315,9 @@ def _bound(rows: Sequence[Any], inputs: Mapping[str, pl.Expr], over: Window | No
 
 
 def _inputs(plan: Plan, roles: Mapping[str, pl.Expr] | None = None) -> dict[str, pl.Expr]:
-    """Each input column read: a guessed Float64 one cast to Float64 (Boolean and integer columns too);
-    an expression role's column is its expression (``roles``, :mod:`.native_roles`)."""
+    """Each input column read: a guessed Float64 one cast to Float64 (Boolean and integer columns too),
+    a list of numbers (ensemble members) to a List of Float64 (an ``Array`` column too, as ``cf.evaluate``
+    reads it); an expression role's column is its expression (``roles``, :mod:`.native_roles`)."""
     import polars as pl
 
     out = {}
@@ -324,6 +325,8 @@ def _inputs(plan: Plan, roles: Mapping[str, pl.Expr] | None = None) -> dict[str,
     for spec in plan.specs:
         for name, dtype in spec.inputs:
             col = roles[name] if roles and name in roles else pl.col(name)
+            if dtype == nw.List(nw.Float64) and name not in keys:
+                col = col.cast(pl.List(pl.Float64), strict=False)  # strict fails inside when/then (polars 2.1)
             out[name] = col.cast(pl.Float64) if dtype == nw.Float64 and name not in keys else col
     return out
 
@@ -488,8 +491,12 @@ def _statistics(
     import polars as pl
 
     q = plan.query
-    windows, by = native_windows.order(plan, _THIS)
-    inputs = _inputs(plan, roles) | native_window_tables.order_inputs(plan, by, roles, _THIS)  # orders as they are
+    windows, orders = native_windows.orders(plan, _THIS)
+    by = orders[0] if len(orders) == 1 else None  # several: one block per order (native_windows.blocks)
+    inputs = _inputs(plan, roles)
+    several: list[str | None] = [*orders] or [None]
+    for window_order in several:  # the orders' columns as they are
+        inputs |= native_window_tables.order_inputs(plan, window_order, roles, _THIS)
     rows = _rows(q, inputs)
     bad, zero = _masks(plan, rows, invalid)
     keep = None if invalid == "null" or bad is None else ~bad
@@ -503,9 +510,9 @@ def _statistics(
     if q.tables and native_window_tables.applies(plan, _THIS):  # windowed rows read by a table: one block
         more, written = native_window_tables.statistics(plan, inputs, keep, by, _THIS, labels)
         return _flagged(stats | more, invalid, bad, zero), written
-    if windows:  # the rows read other rows: computed and aggregated in one block (native_windows)
-        names, values = native_windows.aggregations(q, inputs, keep, by, _THIS)
-        stats[_BLOCK + "\x00".join(names)] = values
+    if windows:  # the rows read other rows: computed and aggregated in a block per order (native_windows)
+        for names, values in native_windows.blocks(plan, inputs, keep, orders, _THIS):
+            stats[_BLOCK + "\x00".join(names)] = values
     for key, (agg_name, _) in [] if windows else q.aggs.items():
         how, row = cast("tuple[str, str]", key)  # (how, row name): see Query.agg
         stats[agg_name] = getattr(kept(rows[row]), how)().cast(pl.Float64)

@@ -17,7 +17,9 @@ only how a window is written changes:
   columns are sorted (``sort_by``) before any row is computed, so an ordered
   window (``shift``) is the expression itself.  Rows repeating an
   ``order_by`` value within a group are invalid in these metrics, so ties
-  never decide an order; windows in two different orders are refused;
+  never decide an order; metrics ordered in different orders (two
+  ``order_by`` in one ``cfx.metrics`` struct) take one sorted block per
+  order (:func:`blocks`), unless a table reads the windows;
 - under ``invalid="drop"`` a window reads the kept rows only (as ``evaluate``
   drops the invalid rows before its windows): the inputs are filtered by the
   checks first (the checks read the group's rows as given, the repeated
@@ -49,7 +51,7 @@ from conformal_frames.engine.query import Query
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["aggregations", "numpy_steps", "order", "with_numpy"]
+__all__ = ["aggregations", "blocks", "numpy_steps", "order", "orders", "with_numpy"]
 
 
 class _Scan:
@@ -73,17 +75,55 @@ def order(plan: Plan, compiler: ModuleType) -> tuple[bool, str | None]:
     they are ordered by.
 
     Raises :class:`~conformal_frames.engine.native.NotAnExpressionError` for
-    windows in several orders.
+    windows in several orders (:func:`orders` and :func:`blocks` take them; the
+    tables of windowed rows, :mod:`.native_window_tables`, call this).
     """
+    windows, by = orders(plan, compiler)
+    if len(by) > 1:  # blocks() takes several; a table of windowed rows reads one block (native_window_tables)
+        raise compiler.NotAnExpressionError(_several(plan, compiler, " with a table of windowed rows"))
+    return windows, next(iter(by), None)
+
+
+def _several(plan: Plan, compiler: ModuleType, why: str = "") -> str:
+    metric = ", ".join(s.metric for s in plan.specs)
+    return str(compiler._refused(metric, "windows over the rows in several orders" + why))
+
+
+def orders(plan: Plan, compiler: ModuleType) -> tuple[bool, list[str]]:
+    """``(windows, orders)``: whether a row of the plan's query is a window, and the row columns
+    the ordered windows are ordered by (each once, in the order found)."""
     q = plan.query
     scan = _Scan()
+    found: list[str] = []
     for r in q.rows.values():
         compiler.to_polars(r.expr, compiler._AnyName(), over=scan)
-    if len(scan.orders) > 1:
-        metric = ", ".join(s.metric for s in plan.specs)
-        raise compiler.NotAnExpressionError(compiler._refused(metric, "windows over the rows in several orders"))
+        found += [o for o in sorted(scan.orders) if o not in found]
     # a window over the whole group is its expression (engine.over): Query.over counts it
-    return scan.windows + q.windows > 0, next(iter(scan.orders), None)
+    return scan.windows + q.windows > 0, found
+
+
+def blocks(
+    plan: Plan, inputs: Mapping[str, pl.Expr], keep: pl.Expr | None, by: Sequence[str], compiler: ModuleType
+) -> list[tuple[list[str], pl.Expr]]:
+    """The aggregations of the plan's query as :func:`aggregations` blocks, one per order of ``by``
+    (several metrics of one struct, each ordered its own way): an aggregated row goes to the block of
+    the order its windows read (directly or through other rows; the first block if none)."""
+    q = plan.query
+    if len(by) <= 1:
+        return [aggregations(q, inputs, keep, next(iter(by), None), compiler)]
+    reads = _reads(q, compiler)
+    ordered: dict[str, set[str]] = {}
+    for r in sorted(q.rows.values(), key=lambda r: r.level):
+        scan = _Scan()
+        compiler.to_polars(r.expr, compiler._AnyName(), over=scan)
+        ordered[r.name] = set(scan.orders).union(*(ordered.get(n, set()) for n in reads[r.name]))
+    parts: dict[str, list[Any]] = {o: [] for o in by}
+    for key in q.aggs:
+        row_orders = ordered.get(cast("tuple[str, str]", key)[1], set())
+        if len(row_orders) > 1:  # pragma: no cover - one metric orders its rows one way
+            raise compiler.NotAnExpressionError(_several(plan, compiler))
+        parts[next(iter(row_orders), by[0])].append(key)
+    return [aggregations(q, inputs, keep, o, compiler, keys) for o, keys in parts.items() if keys]
 
 
 def order_column(q: Query, by: str | None, compiler: ModuleType) -> dict[str, pl.Expr]:
@@ -112,10 +152,15 @@ def _writer(by: str | None, compiler: ModuleType) -> Any:
 
 
 def aggregations(
-    q: Query, inputs: Mapping[str, pl.Expr], keep: pl.Expr | None, by: str | None, compiler: ModuleType
+    q: Query,
+    inputs: Mapping[str, pl.Expr],
+    keep: pl.Expr | None,
+    by: str | None,
+    compiler: ModuleType,
+    keys: Sequence[Any] | None = None,
 ) -> tuple[list[str], pl.Expr]:
-    """``(names, values)``: the aggregations of ``q`` over the rows ``keep`` (all if ``None``)
-    sorted by the row ``by``, as one list of Float64 values (in ``names``' order).
+    """``(names, values)``: the aggregations of ``q`` (those of ``keys`` if given) over the rows
+    ``keep`` (all if ``None``) sorted by the row ``by``, as one list of Float64 values (in ``names``' order).
 
     The group's (kept, sorted) input columns as one list of structs; the rows
     and their aggregations computed inside one ``list.eval``: a window there
@@ -127,7 +172,8 @@ def aggregations(
     """
     import polars as pl
 
-    aggregated = [cast("tuple[str, str]", k) for k in q.aggs]  # (how, row name): see Query.agg
+    chosen = list(q.aggs) if keys is None else list(keys)
+    aggregated = [cast("tuple[str, str]", k) for k in chosen]  # (how, row name): see Query.agg
     reads = _reads(q, compiler)
     needed = {row for _, row in aggregated}
     for r in sorted(q.rows.values(), key=lambda r: -r.level):
@@ -148,7 +194,7 @@ def aggregations(
     sums = [row for _, row in aggregated]
     rows, block = _levels(q, bind, block.implode(), needed, sums, reads, _writer(by, compiler), compiler)
     values = [getattr(rows[row], how)().cast(pl.Float64) for how, row in aggregated]
-    return [name for name, _ in q.aggs.values()], block.list.eval(pl.concat_list(*values)).list.first()
+    return [q.aggs[k][0] for k in chosen], block.list.eval(pl.concat_list(*values)).list.first()
 
 
 def _reads(q: Query, compiler: ModuleType) -> dict[str, list[str]]:

@@ -101,6 +101,7 @@ __all__ = [
     "intervals_as_quantiles",
     "is_close_level",
     "level_tau",
+    "list_column",
     "n_crossing",
     "nesting_checks",
     "one_forecast",
@@ -601,13 +602,16 @@ class Ensemble:
         return None if isinstance(self.members, str) else len(self.members)
 
 
+def list_column(q: Query, name: str) -> nw.Expr:
+    """The column ``name`` of ``q``, a polars ``Array`` column cast to a ``List`` (read with ``list.*``)."""
+    dtype = q.schema.get(name)
+    return q.column(name).cast(nw.List(dtype.inner)) if isinstance(dtype, nw.Array) else q.column(name)
+
+
 def _list_members(q: Query, name: str) -> str:
-    col = q.column(name)
+    col = list_column(q, name)
     dtype = q.schema[name]
-    if isinstance(dtype, nw.Array):
-        col = col.cast(nw.List(dtype.inner))
-        inner = dtype.inner
-    elif isinstance(dtype, nw.List):
+    if isinstance(dtype, (nw.Array, nw.List)):
         inner = dtype.inner
     else:
         msg = (
@@ -615,7 +619,9 @@ def _list_members(q: Query, name: str) -> str:
             f"or a pandas column of lists/arrays), found dtype {dtype}; "
             "alternatively pass the member columns as a list, samples=['x1', 'x2', ...]"
         )
-        raise ListColumnError(msg, column=name)  # a TypeError; cfx's recorder learns the dtype from it
+        raise ListColumnError(
+            msg, column=name, inner=nw.Float64()
+        )  # a TypeError; cfx's recorder learns the dtype from it
     if not (inner.is_numeric() or inner == nw.Unknown):
         msg = f"samples column {name!r} must hold numbers, found {inner} members"
         raise TypeError(msg)
@@ -657,17 +663,18 @@ def _member_weight_rows(
         dtype = q.schema.get(weights)
         if not isinstance(dtype, (nw.List, nw.Array)):
             msg = f"member_weights column {weights!r} must be a list column of numbers aligned with {samples!r}, found dtype {dtype}"
-            raise ListColumnError(msg, column=weights)  # a TypeError; cfx's recorder learns the dtype from it
-        col = q.column(weights)
-        if isinstance(dtype, nw.Array):
-            col = col.cast(nw.List(dtype.inner))
+            raise ListColumnError(
+                msg, column=weights, inner=nw.Float64()
+            )  # a TypeError; cfx's recorder learns the dtype from it
+        col = list_column(q, weights)
         what = f"member_weights column {weights!r}"
         q.check(f"{what} has missing values", col.is_null())
         q.check(f"{what} has missing members", col.list.contains(None))
         q.check(f"{what} has NaN or infinite weights", ~col.list.mean().is_finite())
         q.check(f"{what} has negative weights", col.list.min() < 0.0)
         q.check(f"{what} has a zero total weight", col.list.max() <= 0.0)  # weights are non-negative
-        q.check(f"{what} has lists of another length than {samples!r}", col.list.len() != q.column(samples).list.len())
+        members = list_column(q, samples)
+        q.check(f"{what} has lists of another length than {samples!r}", col.list.len() != members.list.len())
         return q.row(("member_weights_list", weights), col)
     rows = []
     for c in weights:

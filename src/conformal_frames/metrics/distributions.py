@@ -72,6 +72,7 @@ from conformal_frames.inputs.forecasts import (
     ensemble,
     ensemble_rows,
     gaussian_z,
+    list_column,
     one_forecast,
     quantile_rows,
     value_row,
@@ -249,7 +250,7 @@ class CRPS(Metric):
         assert self.samples is not None
         ens = ensemble(q, self.y, self.samples, w.row, self.member_weights)
         if self.estimator == "fair" and isinstance(self.samples, str):
-            col = nw.col(self.samples)
+            col = list_column(q, self.samples)
             q.check(
                 f"samples column {self.samples!r} has single-member ensembles (estimator='fair' needs 2+)",
                 col.list.len() == 1,
