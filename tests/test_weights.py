@@ -25,7 +25,7 @@ import pytest
 from scipy.special import ndtri
 
 import conformal_frames as cf
-from helpers import assert_close, compare, run, to_pandas
+from helpers import assert_close, compare, run, side_by_side, to_pandas
 
 SEEDS = range(4)
 #: outputs that are row counts or inference (Kish's n_eff, the variance
@@ -201,18 +201,6 @@ def test_zero_weight_is_a_dropped_row(constructor: Any, family: str) -> None:
     # one call: the rows as given (groups "1 a", ...) beside the rows of positive weight ("2 a", ...)
     weighted, dropped = side_by_side(constructor, [data, keep_rows(data, np.asarray(data["w"]) > 0)], metrics)
     assert compare(weighted, dropped, what=family) >= 6  # intervals, n_eff and bin counts too
-
-
-def side_by_side(constructor: Any, datas: list[dict[str, Any]], metrics: list[cf.Metric]) -> list[pd.DataFrame]:
-    """``run`` of each data set, as one grouped call over their rows (group ``g`` of set i is ``"i g"``)."""
-    both = {c: np.concatenate([np.asarray(d[c]) for d in datas]) for c in datas[0]}
-    both["g"] = np.concatenate([[f"{i} {g}" for g in d["g"]] for i, d in enumerate(datas, 1)])
-    out = run(constructor, both, metrics)
-    parts = []
-    for i in range(1, len(datas) + 1):
-        part = out[out["g"].str.startswith(f"{i} ")].reset_index(drop=True)
-        parts.append(part.assign(g=part["g"].str[len(f"{i} ") :]))
-    return parts
 
 
 #: outputs of bins cut at equal *weight* (quantile and SSC width bins): with
