@@ -232,11 +232,11 @@ POLARS = [pytest.param(pl.DataFrame, id="polars"), pytest.param(lambda d: pl.Dat
 @pytest.mark.parametrize("seed", SEEDS)
 def test_repetition_over_seeds(make: Any, seed: int) -> None:
     data = make_data(10 + seed, n=80)
+    kept = keep_rows(data, np.asarray(data["w"]) > 0)
     for family in FAMILIES:
-        weighted = run(make, data, metric_sets("w")[family])
+        weighted, dropped = side_by_side(make, [data, kept], metric_sets("w")[family])  # one call
         repeated = run(make, repeat_rows(data), metric_sets(None)[family])
         compare(weighted, repeated, skip=NOT_REPEATED, what=f"{family} seed {seed}")
-        dropped = run(make, keep_rows(data, np.asarray(data["w"]) > 0), metric_sets("w")[family])
         compare(weighted, dropped, what=f"{family} seed {seed} (zero weights)")
 
 
