@@ -70,3 +70,24 @@ def compare(actual: pd.DataFrame, expected: pd.DataFrame, *, skip: Sequence[str]
     for c in cols:
         assert_close(actual[c], expected[c], what=f"{what}: {c}")
     return len(cols)
+
+
+def side_by_side(
+    make: Callable[[dict[str, Any]], Any], datas: list[dict[str, Any]], metrics: Sequence[Any]
+) -> list[pd.DataFrame]:
+    """``run`` of each data set, as one grouped call over their rows (group ``g`` of set i is ``"i g"``)."""
+    both = {c: _stack([d[c] for d in datas]) for c in datas[0]}
+    both["g"] = np.concatenate([[f"{i} {g}" for g in d["g"]] for i, d in enumerate(datas, 1)])
+    out = run(make, both, metrics)
+    parts = []
+    for i in range(1, len(datas) + 1):
+        part = out[out["g"].str.startswith(f"{i} ")].reset_index(drop=True)
+        parts.append(part.assign(g=part["g"].str[len(f"{i} ") :]))
+    return parts
+
+
+def _stack(columns: list[Any]) -> Any:
+    """The values of one column of several data sets, one after the other (a list column stays a list)."""
+    if any(isinstance(v, list) and v and isinstance(v[0], (list, np.ndarray)) for v in columns):
+        return [x for v in columns for x in v]
+    return np.concatenate([np.asarray(v) for v in columns])

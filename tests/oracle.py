@@ -80,20 +80,31 @@ def cwc(y, lo, hi, eta: float, confidence_level: float) -> float:
 
 
 def hsic(y, lo, hi, kernel_sizes=(1.0, 1.0)) -> float:
-    """The definition with explicit n x n matrices."""
+    """The definition with explicit n x n matrices (their entries made a block of rows at a time)."""
     n = len(y)
     if n < 2:
         return float("nan")
     w = hi - lo
     c = covered(y, lo, hi)
-    k = np.exp(-((w[:, None] - w[None, :]) ** 2) / kernel_sizes[0])
-    l_mat = np.exp(-((c[:, None] - c[None, :]) ** 2) / kernel_sizes[1])
     # trace(L H K H), H = I - 11'/n the centring matrix, as trace((H L H)(H K H)) (H is
     # idempotent): H M H is M less its row and column means plus its grand mean, and for
     # symmetric matrices the trace of the product is the sum of the elementwise product
-    # (O(n^2) instead of the n^3 products; a constant kernel centres to exact zeros)
+    # (O(n^2) instead of the n^3 products; a constant kernel centres to exact zeros).
+    # The kernels are symmetric (a row mean is the column mean); the rows come in blocks
+    # so that a 5000-row case holds no 200 MB matrix (and its temporaries) at once.
+    blocks = [np.arange(i, min(i + 256, n)) for i in range(0, n, 256)]
 
-    def centred(m: np.ndarray) -> np.ndarray:
-        return m - m.mean(axis=0)[None, :] - m.mean(axis=1)[:, None] + m.mean()
+    def kernel(v: np.ndarray, size: float, rows: np.ndarray) -> np.ndarray:
+        return np.exp(-((v[rows, None] - v[None, :]) ** 2) / size)
 
-    return float(np.sqrt(np.sum(centred(l_mat) * centred(k))) / (n - 1))
+    means = [
+        np.concatenate([kernel(v, s, b).mean(axis=1) for b in blocks])
+        for v, s in ((w, kernel_sizes[0]), (c, kernel_sizes[1]))
+    ]
+    (mk, ml), (gk, gl) = means, (means[0].mean(), means[1].mean())
+    total = 0.0
+    for b in blocks:
+        k = kernel(w, kernel_sizes[0], b) - mk[None, :] - mk[b, None] + gk
+        l_mat = kernel(c, kernel_sizes[1], b) - ml[None, :] - ml[b, None] + gl
+        total += float(np.sum(l_mat * k))
+    return float(np.sqrt(total) / (n - 1))

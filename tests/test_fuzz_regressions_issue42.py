@@ -169,44 +169,59 @@ ZERO_EXPECTED = {
 }
 
 
-def _rows(case: str) -> dict[str, list[Any]]:
-    c = ZERO_GROUPS[case]
-    m = len(c["y"])
-    return {
-        "g": ["a"] * m + ["z"],
-        "f": [0.5] * m + [1.0],
-        "y": [*c["y"], 1.0],
-        "k": [*c["k"], 1],
-        "w": [*c["w"], 1.0],
-    }
+#: the cases each weighting runs on: a case's own column (counts or weights), and both columns on every case
+OWN = {case: "counts" if "counts" in case else "weights" for case in ZERO_GROUPS}
+KIND_CASES = {kind: [c for c in ZERO_GROUPS if kind in ("both", OWN[c])] for kind in ("counts", "weights", "both")}
+OPTIONS = {"counts": {"counts": "k"}, "weights": {"weights": "w"}, "both": {"counts": "k", "weights": "w"}}
 
 
-@pytest.mark.spark_cases(case="counts all 0")
-@pytest.mark.parametrize("case", list(ZERO_GROUPS))
-def test_zero_total_group_bookkeeping_equal_on_both_paths(constructor: Any, case: str) -> None:
-    data = _rows(case)
+def _rows(cases: list[str]) -> tuple[dict[str, list[Any]], list[bool]]:
+    """The cases side by side: per case a group "<case>|a" (its rows) and "<case>|z" (one plain row);
+    and the rows of the first day (each case's first row, as one call per case split them)."""
+    out: dict[str, list[Any]] = {"g": [], "f": [], "y": [], "k": [], "w": []}
+    first: list[bool] = []
+    for case in cases:
+        c = ZERO_GROUPS[case]
+        m = len(c["y"])
+        out["g"] += [f"{case}|a"] * m + [f"{case}|z"]
+        out["f"] += [0.5] * m + [1.0]
+        out["y"] += [*c["y"], 1.0]
+        out["k"] += [*c["k"], 1]
+        out["w"] += [*c["w"], 1.0]
+        first += [True] + [False] * m
+    return out, first
+
+
+#: each weighting's cases in one frame (a case per group pair); Spark runs the kinds its one case ran before
+#: (counts and both), now over all their cases, in the same number of queries
+@pytest.mark.spark_cases([{"kind": "counts"}, {"kind": "both"}])
+@pytest.mark.parametrize("kind", list(KIND_CASES))
+def test_zero_total_group_bookkeeping_equal_on_both_paths(constructor: Any, kind: str) -> None:
+    cases = KIND_CASES[kind]
+    data, first = _rows(cases)
     frame = constructor(data)
-    days = [constructor({c: v[:1] for c, v in data.items()}), constructor({c: v[1:] for c, v in data.items()})]
-    options = {"counts": {"counts": "k"}, "weights": {"weights": "w"}, "both": {"counts": "k", "weights": "w"}}
-    own = "counts" if "counts" in case else "weights"  # the case's own column, and both together
-    for kind, option in ((own, options[own]), ("both", options["both"])):
-        metric = cf.mae("y", "f", **option)
-        for i, invalid in enumerate(("null", "drop")):
-            rows = to_pandas(cf.evaluate(frame, metric, by="g", invalid=invalid))
-            summary = cf.summarize(frame, metric, by="g", invalid=invalid)
-            once = to_pandas(cf.finalize(summary, metric, by="g"))
-            parts = [cf.summarize(d, metric, by="g", invalid=invalid) for d in days]
-            both = nw.to_native(nw.concat([nw.from_native(p) for p in parts], how="vertical"))
-            merged = to_pandas(cf.finalize(cf.merge_summaries(both, by="g"), metric, by="g"))
-            count = "n_invalid" if invalid == "null" else "n_dropped"
-            what = f"{case}, {kind}, {invalid}"
-            for other in (once, merged):
-                assert list(other.columns) == list(rows.columns), what
-                for col in ("n", count):
-                    assert other[col].tolist() == rows[col].tolist(), f"{what}: {col}"
-                assert_close(other["mae"], rows["mae"], what=what)
+    days = [constructor({c: [x for x, f in zip(v, first) if f == day] for c, v in data.items()}) for day in (1, 0)]
+    metric = cf.mae("y", "f", **OPTIONS[kind])
+    for i, invalid in enumerate(("null", "drop")):
+        rows = to_pandas(cf.evaluate(frame, metric, by="g", invalid=invalid))
+        summary = cf.summarize(frame, metric, by="g", invalid=invalid)
+        once = to_pandas(cf.finalize(summary, metric, by="g"))
+        parts = [cf.summarize(d, metric, by="g", invalid=invalid) for d in days]
+        both = nw.to_native(nw.concat([nw.from_native(p) for p in parts], how="vertical"))
+        merged = to_pandas(cf.finalize(cf.merge_summaries(both, by="g"), metric, by="g"))
+        count = "n_invalid" if invalid == "null" else "n_dropped"
+        what = f"{kind}, {invalid}"
+        assert sorted(rows["g"]) == sorted(f"{case}|{g}" for case in cases for g in "az"), what
+        for other in (once, merged):
+            assert list(other.columns) == list(rows.columns), what
+            assert other["g"].tolist() == rows["g"].tolist(), what
+            for col in ("n", count):
+                assert other[col].tolist() == rows[col].tolist(), f"{what}: {col}"
+            assert_close(other["mae"], rows["mae"], what=what)
+        for case in cases:
             if (case, kind) in ZERO_EXPECTED:
-                assert (rows["n"].iloc[0], rows[count].iloc[0]) == ZERO_EXPECTED[(case, kind)][i], what
+                a = rows.index[rows["g"] == f"{case}|a"][0]
+                assert (rows["n"][a], rows[count][a]) == ZERO_EXPECTED[(case, kind)][i], f"{case}, {what}"
 
 
 # -- 5. coverage_test_flag of a group without a p-value is null on every backend ------

@@ -25,7 +25,7 @@ import pytest
 from scipy.special import ndtri
 
 import conformal_frames as cf
-from helpers import assert_close, compare, run, to_pandas
+from helpers import assert_close, compare, run, side_by_side, to_pandas
 
 SEEDS = range(4)
 #: outputs that are row counts or inference (Kish's n_eff, the variance
@@ -198,8 +198,8 @@ def test_zero_weight_is_a_dropped_row(constructor: Any, family: str) -> None:
     data = make_data(1)
     assert (np.asarray(data["w"]) == 0).sum() > 5
     metrics = calibration_tests("w") if family == "tests" else metric_sets("w")[family]
-    weighted = run(constructor, data, metrics)
-    dropped = run(constructor, keep_rows(data, np.asarray(data["w"]) > 0), metrics)
+    # one call: the rows as given (groups "1 a", ...) beside the rows of positive weight ("2 a", ...)
+    weighted, dropped = side_by_side(constructor, [data, keep_rows(data, np.asarray(data["w"]) > 0)], metrics)
     assert compare(weighted, dropped, what=family) >= 6  # intervals, n_eff and bin counts too
 
 
@@ -232,11 +232,11 @@ POLARS = [pytest.param(pl.DataFrame, id="polars"), pytest.param(lambda d: pl.Dat
 @pytest.mark.parametrize("seed", SEEDS)
 def test_repetition_over_seeds(make: Any, seed: int) -> None:
     data = make_data(10 + seed, n=80)
+    kept = keep_rows(data, np.asarray(data["w"]) > 0)
     for family in FAMILIES:
-        weighted = run(make, data, metric_sets("w")[family])
+        weighted, dropped = side_by_side(make, [data, kept], metric_sets("w")[family])  # one call
         repeated = run(make, repeat_rows(data), metric_sets(None)[family])
         compare(weighted, repeated, skip=NOT_REPEATED, what=f"{family} seed {seed}")
-        dropped = run(make, keep_rows(data, np.asarray(data["w"]) > 0), metric_sets("w")[family])
         compare(weighted, dropped, what=f"{family} seed {seed} (zero weights)")
 
 

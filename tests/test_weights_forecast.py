@@ -32,7 +32,7 @@ from scipy.stats import norm
 
 import conformal_frames as cf
 from conformal_frames.inputs.levels import level_name
-from helpers import assert_close, compare, run, to_pandas
+from helpers import assert_close, compare, run, side_by_side, to_pandas
 
 Q = {0.1: "q1", 0.25: "q2", 0.5: "q5", 0.75: "q7", 0.9: "q9"}
 INTERVALS = {0.5: ("q2", "q7"), 0.8: ("q1", "q9")}
@@ -265,17 +265,16 @@ def test_pinball_equals_scikit_learn_per_level(constructor: Any) -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_forecast_weight_properties_over_seeds(make: Any, seed: int) -> None:
     data = make_data(10 + seed, n=64)
-    weighted = run(make, data, forecast_metrics("w") + per_group_metrics("w"))
+    kept = rows(data, np.flatnonzero(np.asarray(data["w"]) > 0))
+    flat = {**data, "w": np.full(len(data["w"]), 2.5)}
+    # the rows as given, of positive weight, and at constant weights: one grouped call ("1 a", "2 a", "3 a", ...)
+    weighted, dropped, constant = side_by_side(make, [data, kept, flat], forecast_metrics("w") + per_group_metrics("w"))
     expanded = run(make, repeated(data), forecast_metrics(None, randomized=False) + per_group_metrics(None))
     assert compare(weighted, expanded, skip=NOT_REPEATED, what=f"repetition, seed {seed}") >= 45
     check_oracles(weighted, data)
     # weight 0 == the row dropped: every output, the randomized PIT too
-    kept = rows(data, np.flatnonzero(np.asarray(data["w"]) > 0))
-    dropped = run(make, kept, forecast_metrics("w") + per_group_metrics("w"))
     assert compare(weighted, dropped, skip=GROUP_N, what=f"zero weights, seed {seed}") >= 80
     # constant weights == unweighted: every output, Wilson bounds and bands too; n_eff = n
-    flat = {**data, "w": np.full(len(data["w"]), 2.5)}
-    constant = run(make, flat, forecast_metrics("w") + per_group_metrics("w"))
     plain = run(make, flat, forecast_metrics(None) + per_group_metrics(None))
     assert not [c for c in plain.columns if c.endswith("_n_eff")]
     assert compare(constant, plain, what=f"constant weights, seed {seed}") >= 75
