@@ -81,6 +81,11 @@ def as_keys(by: Any) -> list[str]:
 
 def to_lazy(frame: Any) -> tuple[nw.LazyFrame, bool]:
     """Narwhals lazy frame of ``frame``'s backend, and whether it was eager."""
+    pl = sys.modules.get("polars")
+    if pl is not None and type(frame) is pl.DataFrame:
+        # one narwhals wrapper, not two (about 10 us of a 0.5 ms call on 1,000 rows); a polars
+        # frame's column names are distinct strings: nothing for _check_column_names to find
+        return nw.from_native(frame.lazy()), True
     if isinstance(frame, (nw.DataFrame, nw.LazyFrame)):
         nw_frame = frame
     else:
