@@ -63,6 +63,14 @@ def test_ssc_cells_are_stored_lean() -> None:
     assert "field_by_name(__cf_t0_cnt)" in text  # read often and not a scalar: stored
 
 
+def test_ks_cells_leave_out_the_unread_order() -> None:
+    """KS reads only the running sums of its cells: a cell is one field, not the score beside it."""
+    text = str(cfx.ks_test("y", "s"))
+    cells = text[text.index(".implode().list.eval(") :]
+    assert cells.startswith(".implode().list.eval(as_struct(element().struct.field_by_name(__cf_r")
+    assert "field_by_name(__cf_order)().shift" in cells  # still the cells' boundaries
+
+
 def test_recipes_and_deferred() -> None:
     step = [("a", nw.col("b").sum()), ("b", nw.col("b") + 1.0), ("c", nw.col("x").shift(1))]
     names = {"a": ["b"], "b": ["b"], "c": ["x"]}

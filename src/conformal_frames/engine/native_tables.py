@@ -77,6 +77,7 @@ __all__ = [
     "keyed",
     "labels_of",
     "long_rows",
+    "order_read",
     "ordered_rows",
     "picked_labels",
     "picked_values",
@@ -282,6 +283,18 @@ def _cell_reads(block: Any) -> set[str]:
     for e in exprs:
         out |= set(_reads_of(e))
     return out
+
+
+def order_read(block: Any) -> bool:
+    """Whether the recorded cell frame ``block`` may read its cells' order value after the cells are made.
+
+    Conservative: a composite key, a rename or regrouping of the cells, a
+    picked cell, or a read of the order column by name keeps it.
+    """
+    steps = getattr(block, "steps", [])
+    if block.order.startswith(_KEY) or "picked" in vars(block) or any(k in ("rename", "group") for k, _ in steps):
+        return True
+    return block.order in _cell_reads(block)
 
 
 def _reads_of(expr: nw.Expr) -> list[str]:
