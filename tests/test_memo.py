@@ -32,3 +32,18 @@ def test_a_type_error_of_the_call_itself_propagates_once() -> None:
     with pytest.raises(TypeError, match="must not be read"):
         cached_call(_twice, "bad")
     assert CALLS == ["bad"]
+
+
+def test_a_factory_call_that_should_raise_never_gets_an_equal_earlier_result() -> None:
+    """1, 1.0 and True are equal keys of a plain cache: cfx's factories keep them apart, as cf's checks do."""
+    import conformal_frames as cf
+    import conformal_frames.polars as cfx
+
+    first = cfx.ece("y", "p", n_bins=10)
+    assert cfx.ece("y", "p", n_bins=10) is first
+    for bad in (10.0, True):
+        with pytest.raises(TypeError, match="n_bins") as mine:
+            cfx.ece("y", "p", n_bins=bad)
+        with pytest.raises(TypeError, match="n_bins") as theirs:
+            cf.ece("y", "p", n_bins=bad)
+        assert str(mine.value) == str(theirs.value)

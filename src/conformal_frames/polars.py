@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import narwhals.stable.v2 as nw
 
 from conformal_frames.engine import Metric, Plan, as_keys, native_roles, native_tables, resolve_roles
-from conformal_frames.engine.memo import cached_call
+from conformal_frames.engine.memo import cached_call, kinds
 from conformal_frames.engine.native import Compiled, NotAnExpressionError, Policy, compile_polars, record, to_polars
 from conformal_frames.namespace import METRIC_FACTORIES
 
@@ -286,12 +286,14 @@ def _factory(name: str, make: Callable[..., Metric]) -> Callable[..., pl.Expr]:
 
 
 def _made(make: Callable[..., Metric], args: tuple[Any, ...], kwargs: tuple[tuple[str, Any], ...]) -> Metric:
-    """The metric object of a factory call, memoized on hashable arguments."""
-    return cached_call(_made_cached, make, args, kwargs)
+    """The metric object of a factory call, memoized on hashable arguments (and their types: ``kinds``)."""
+    return cached_call(_made_cached, make, args, kwargs, kinds((args, kwargs)))
 
 
 @functools.lru_cache(maxsize=1024)
-def _made_cached(make: Callable[..., Metric], args: tuple[Any, ...], kwargs: tuple[tuple[str, Any], ...]) -> Metric:
+def _made_cached(
+    make: Callable[..., Metric], args: tuple[Any, ...], kwargs: tuple[tuple[str, Any], ...], types: Any = None
+) -> Metric:
     return make(*args, **dict(kwargs))
 
 

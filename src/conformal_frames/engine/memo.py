@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol, TypeVar
 
 T_co = TypeVar("T_co", covariant=True)
 
-__all__ = ["cached_call"]
+__all__ = ["cached_call", "kinds"]
 
 
 class _Cached(Protocol[T_co]):
@@ -30,3 +31,24 @@ def cached_call(fn: _Cached[T_co], *args: Any) -> T_co:
         result: T_co = fn.__wrapped__(*args)
         return result
     return fn(*args)
+
+
+def kinds(value: Any) -> Any:
+    """What equality does not tell apart in ``value``: the type of every element, and the sign of a zero.
+
+    A cache keyed on arguments takes ``1``, ``1.0`` and ``True`` (and ``0.0``
+    and ``-0.0``) for the same key; passing ``kinds(args)`` beside them keeps
+    a call that should raise (``n_bins=10.0``) from getting an earlier result.
+
+    >>> kinds((1, 1.0, True)) == kinds((1, 1, 1))
+    False
+    >>> kinds(("a", -0.0)) == kinds(("b", 0.0))
+    False
+    """
+    if isinstance(value, (tuple, list)):
+        return type(value), tuple(kinds(v) for v in value)
+    if isinstance(value, frozenset):
+        return type(value), frozenset(kinds(v) for v in value)
+    if isinstance(value, float) and value == 0.0:
+        return float, math.copysign(1.0, value)
+    return type(value)
