@@ -90,3 +90,14 @@ def test_array_members_evaluate_keeps_its_query() -> None:
     assert _polars_native._prepare((CASES["crps"](),), "null") is None
     got = cf.evaluate(FRAME.lazy(), CASES["crps"](), by="g", invalid="null").collect()
     _same(got, cf.evaluate(FRAME, CASES["crps"](), by="g", invalid="null"), "evaluate lazy")
+
+
+def test_members_that_are_not_numbers_are_null_members_in_an_expression() -> None:
+    """A documented difference (docs/differences.md): evaluate and cfx.check raise, the expression reads nulls."""
+    frame = pl.DataFrame({"y": [0.1, 0.5], "m": [["a", "b"], ["0.2", "x"]]})
+    metric = cf.crps("y", samples="m")
+    with pytest.raises(TypeError, match="samples column 'm' must hold numbers, found String members"):
+        cf.evaluate(frame, metric)
+    with pytest.raises(TypeError, match="samples column 'm' must hold numbers, found String members"):
+        cfx.check(frame, metric)
+    assert frame.select(cfx.crps("y", samples="m")).item() is None  # every row has a null member: no score
