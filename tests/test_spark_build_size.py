@@ -160,3 +160,98 @@ def test_kept_literals_build_the_same_query_on_spark(monkeypatch: pytest.MonkeyP
     assert kept.columns.tolist() == fresh.columns.tolist()
     for column in kept.columns:
         assert np.array_equal(kept[column].to_numpy(float), fresh[column].to_numpy(float), equal_nan=True), column
+
+
+def _spark() -> Any:
+    pytest.importorskip("pyspark")
+    from conftest import BACKENDS, spark_session
+
+    if BACKENDS["pyspark"].skip_reason() is not None:
+        pytest.skip(BACKENDS["pyspark"].skip_reason() or "")
+    return spark_session()
+
+
+def test_division_inside_writes_the_numerator_twice_with_ieee_values() -> None:
+    """narwhals' division on Spark inside a block: the numerator twice (not four times), IEEE's values
+    (``NaN / 0`` is NaN; narwhals' form gives inf); outside, narwhals' own form."""
+    import narwhals._spark_like.expr as spark_expr
+    import narwhals.stable.v2 as nw
+
+    spark = _spark()
+    x = [0.0, 1.0, -2.0, float("nan"), None, 3.0, -0.0, 6.0, None]
+    d = [0.0, 0.0, 0.0, 0.0, 0.0, 2.0, 4.0, None, None]
+    frame = nw.from_native(spark.createDataFrame(list(zip(x, d, strict=True)), "x double, d double"))
+    quotient = (nw.col("x") / nw.col("d")).alias("q")
+    original = spark_expr.true_divide
+    with spark_functions_kept():
+        assert spark_expr.true_divide is not original
+        inside = frame.select(quotient).to_native()
+        text = str(inside._jdf.queryExecution().analyzed()).splitlines()[0]  # the Project
+    assert spark_expr.true_divide is original
+    assert text.count("x#") == 2, text
+    got = np.array(inside.toPandas()["q"].to_numpy(float))
+    expected = [np.nan, np.inf, -np.inf, np.nan, np.nan, 1.5, -0.0, np.nan, np.nan]
+    assert np.array_equal(got, expected, equal_nan=True)
+    assert np.signbit(got[6])
+    null = inside.toPandas()["q"].isna().to_numpy()
+    assert null.tolist() == [True, False, False, True, True, False, False, True, True]  # NaN or null alike in pandas
+    outside = frame.select(quotient).to_native().toPandas()["q"].to_numpy(float)
+    assert outside[3] == np.inf and np.array_equal(outside[[0, 1, 2, 5, 6]], got[[0, 1, 2, 5, 6]], equal_nan=True)
+
+
+def test_lists_and_lookups_inside_are_one_round_trip_and_the_same() -> None:
+    """Inside: a list of 1-10 members is one ``List.of`` (more, or a None member: an ``ArrayList``),
+    a class or method found once; outside and in other threads, py4j's own behaviour."""
+    import threading
+
+    from py4j.java_collections import ListConverter
+
+    spark = _spark()
+    jvm, client = spark.sparkContext._jvm, spark.sparkContext._gateway._gateway_client
+    with spark_functions_kept():
+        assert jvm.PythonUtils is jvm.PythonUtils and jvm.PythonUtils.toSeq is jvm.PythonUtils.toSeq
+        short = ListConverter().convert(["a", "b", "c"], client)
+        long_ = ListConverter().convert([str(i) for i in range(11)], client)
+        holed = ListConverter().convert(["a", None], client)
+        assert short.getClass().getName() != "java.util.ArrayList"
+        assert long_.getClass().getName() == holed.getClass().getName() == "java.util.ArrayList"
+        assert list(short) == ["a", "b", "c"] and list(long_) == [str(i) for i in range(11)]
+        assert list(holed) == ["a", None]
+        seen: list[bool] = []
+        thread = threading.Thread(target=lambda: seen.append(jvm.PythonUtils is jvm.PythonUtils))
+        thread.start()
+        thread.join()
+        assert seen == [False]
+    assert jvm.PythonUtils is not jvm.PythonUtils
+    assert ListConverter().convert(["a"], client).getClass().getName() == "java.util.ArrayList"
+
+
+def test_the_built_query_is_the_same_without_the_thread_patches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 23-metric kinds that divide most (per-class ECE, Gaussian CRPS, cwc, quantiles) give bit-identical
+    results with and without the division, list and lookup patches."""
+    from conformal_frames.engine import _spark_build
+    from conftest import BACKENDS
+
+    _spark()
+    rng = np.random.default_rng(3)
+    n = 40
+    mu = rng.normal(size=n)
+    probs = rng.dirichlet([1.0, 1.0, 1.0], size=n)
+    data = {"g": rng.integers(0, 3, n).tolist(), "y": (mu + rng.normal(size=n)).tolist(), "mu": mu.tolist()}
+    data |= {"sd": rng.uniform(0.5, 2.0, n).tolist(), "lo": (mu - 1.0).tolist(), "hi": (mu + 1.0).tolist()}
+    data |= {"y3": rng.integers(0, 3, n).tolist(), **{f"p{k}": probs[:, k].tolist() for k in range(3)}}
+    data |= {"q1": (mu - 0.5).tolist(), "q9": (mu + 0.5).tolist()}
+    metrics = [
+        cf.classwise_ece("y3", ["p0", "p1", "p2"], classes=[0, 1, 2]),
+        cf.crps("y", mean="mu", std="sd"),
+        cf.cwc("y", "lo", "hi", eta=1.0, confidence_level=0.9),
+        cf.wis("y", quantiles={0.1: "q1", 0.5: "mu", 0.9: "q9"}),
+        cf.mape("y", "mu"),
+    ]
+    kept = cf.evaluate(BACKENDS["pyspark"](data), *metrics, by="g").toPandas()
+    monkeypatch.setattr(_spark_build, "_thread_patches", list)
+    cf.engine._plan_cache.clear()
+    plain = cf.evaluate(BACKENDS["pyspark"](data), *metrics, by="g").toPandas()
+    assert kept.columns.tolist() == plain.columns.tolist()
+    for column in kept.columns:
+        assert np.array_equal(kept[column].to_numpy(float), plain[column].to_numpy(float), equal_nan=True), column

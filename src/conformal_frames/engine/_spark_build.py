@@ -1,28 +1,41 @@
-"""Building a query on classic PySpark: Spark's functions looked up once per build (issue 38 item 9).
+"""Building a query on classic PySpark with fewer py4j round trips and shorter plans (issue 38 item 9).
 
-Every ``pyspark.sql.functions`` call of classic PySpark finds the JVM
-function by reflection before calling it: two py4j round trips (the class
-``org.apache.spark.sql.functions``, then its member) on top of the call
-itself.  The trial's 23-metric query makes about 7,000 such calls, for a few
-dozen distinct functions.  While :func:`spark_functions_kept` is active,
-PySpark's lookup (``pyspark.sql.functions.builtin._get_jvm_function``)
-returns the member found the first time for the same Spark context and name;
-the calls made, and the query built, are the same.
+While :func:`spark_functions_kept` is active:
 
-Inside, PySpark's ``lit`` and ``col`` also return the column made the first
-time for the same context and value (``_invoke_function``, the one call both
-make): a Spark ``Column`` is an immutable expression, and one object can sit
-in any number of expressions.  The trial's query makes 1,481 ``lit`` calls
-of 68 distinct values and 1,259 ``col`` calls of 309 names, one py4j round
-trip each.  Values are told apart by type and ``repr`` (``1`` from ``1.0``
-and ``True``, ``0.0`` from ``-0.0``); other values, and numpy scalars, are
-made anew.  The original functions are put back when the last (nested or
-concurrent) block ends.  Nothing happens on a PySpark without them.
+- PySpark's lookup of a JVM function (``pyspark.sql.functions.builtin._get_jvm_function``,
+  two reflection round trips per ``functions`` call) returns the member found the first
+  time for the same Spark context and name.
+- PySpark's ``lit`` and ``col`` return the column made the first time for the same context
+  and value (``_invoke_function``, the one call both make): a Spark ``Column`` is an
+  immutable expression, and one object can sit in any number of expressions.  Values are
+  told apart by type and ``repr`` (``1`` from ``1.0`` and ``True``, ``0.0`` from ``-0.0``);
+  other values, and numpy scalars, are made anew.
+
+And, in the threads inside a block only:
+
+- py4j's reflection lookups of a class, package or method (``sc._jvm.PythonUtils.toSeq``:
+  two round trips each time) return what was found the first time; a static field is
+  read anew.
+- py4j sends a Python list of 1 to 10 members (the arguments of ``coalesce``,
+  ``greatest``, ``select``...) as one ``java.util.List.of(...)`` call instead of an
+  ``ArrayList`` and one ``add`` per member.
+- narwhals' division on Spark (``a / b``: ``CASE WHEN b != 0 THEN try_divide(a, b) WHEN
+  b = 0 THEN CASE WHEN a = 0 THEN NaN WHEN a > 0 THEN inf WHEN a < 0 THEN -inf END END``)
+  writes its numerator twice instead of four times: ``WHEN b = 0 THEN a * inf``.  A
+  nested quotient's text grew fourfold per level (``classwise_ece`` of 3 classes: 11,010
+  characters); Spark's analysis time follows the text.  The values are IEEE's, those
+  of polars and numpy: ``0 / 0`` is NaN, ``x / 0`` is ``inf`` with the sign of ``x``,
+  ``NaN / 0`` is NaN (narwhals' form gave ``inf``: Spark orders NaN above every number).
+
+The originals are put back when the last (nested or concurrent) block ends.  The query
+built is the same (bit-identical results, tested), with the one exception of ``NaN / 0``.
+Nothing happens on a PySpark, py4j or narwhals without the functions named.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -34,10 +47,16 @@ _LOCK = threading.Lock()
 #: [depth of the active blocks, the original lookup, the members found: (id of the context, name) -> member,
 #: the original ``_invoke_function``, the columns made: (id of the context, name, type, repr) -> column]
 _STATE: list[Any] = [0, None, {}, None, {}]
+#: the patches of the threads inside a block: (owner, attribute, original) while active
+_THREAD_PATCHES: list[tuple[Any, str, Any]] = []
+#: this thread's depth of blocks (``depth``)
+_THREAD = threading.local()
 
 #: the functions whose column is kept, and the types of the one argument they are kept for
 _KEPT_CALLS = frozenset({"lit", "col"})
 _KEPT_TYPES = frozenset({int, float, bool, str, type(None)})
+#: the most members ``java.util.List.of`` takes as separate arguments
+_LIST_OF_MAX = 10
 
 
 def _kept(original: Callable[[str, Any], Any], found: dict[tuple[int, str], Any]) -> Callable[[str, Any], Any]:
@@ -67,29 +86,122 @@ def _made_once(original: Callable[..., Any], made: dict[tuple[Any, ...], Any]) -
     return invoke
 
 
+def _inside() -> bool:
+    """Whether this thread is inside a :func:`spark_functions_kept` block."""
+    return getattr(_THREAD, "depth", 0) > 0
+
+
+def _divide(original: Callable[[Any, Any, Any], Any]) -> Callable[[Any, Any, Any], Any]:
+    """narwhals' ``true_divide(F, left, right)`` on Spark with the numerator written twice (see the module)."""
+
+    def true_divide(F: Any, left: Any, right: Any) -> Any:
+        quotient = getattr(F, "try_divide", None)
+        if not _inside() or quotient is None:
+            return original(F, left, right)
+        zero = F.lit(0)
+        return F.when(right != zero, quotient(left, right)).when(right == zero, left * F.lit(float("inf")))
+
+    true_divide.__wrapped__ = original  # type: ignore[attr-defined]
+    return true_divide
+
+
+def _found_once(original: Callable[[Any, str], Any], kinds: tuple[type, ...]) -> Callable[[Any, str], Any]:
+    """A py4j ``__getattr__`` that keeps what it found of one of ``kinds`` (per object and name) inside."""
+    found: dict[tuple[int, str], tuple[Any, Any]] = {}
+
+    def getattr_(self: Any, name: str) -> Any:
+        if not _inside() or name.startswith("__"):
+            return original(self, name)
+        entry = found.get((id(self), name))
+        if entry is not None and entry[0] is self:
+            return entry[1]
+        value = original(self, name)
+        if isinstance(value, kinds):
+            found[(id(self), name)] = (self, value)  # the object held: its id stays its own
+        return value
+
+    getattr_.__wrapped__ = original  # type: ignore[attr-defined]
+    return getattr_
+
+
+def _listed(original: Callable[[Any, Any, Any], Any], java_class: type) -> Callable[[Any, Any, Any], Any]:
+    """py4j's ``ListConverter.convert`` sending 1 to 10 members as one ``java.util.List.of`` call inside."""
+
+    def convert(self: Any, members: Any, gateway_client: Any) -> Any:
+        if not _inside():
+            return original(self, members, gateway_client)
+        members = list(members)
+        if not 0 < len(members) <= _LIST_OF_MAX or any(m is None for m in members):
+            return original(self, members, gateway_client)
+        return java_class("java.util.List", gateway_client).of(*members)
+
+    convert.__wrapped__ = original  # type: ignore[attr-defined]
+    return convert
+
+
+def _thread_patches() -> list[tuple[Any, str, Callable[[Any], Any]]]:
+    """(owner, attribute, wrapper of the original) of the patches for the threads inside a block."""
+    patches: list[tuple[Any, str, Callable[[Any], Any]]] = []
+    gateway: Any = sys.modules.get("py4j.java_gateway")
+    collections: Any = sys.modules.get("py4j.java_collections")
+    if gateway is not None and all(hasattr(gateway, c) for c in ("JVMView", "JavaClass", "JavaPackage", "JavaMember")):
+        kinds = (gateway.JavaClass, gateway.JavaPackage, gateway.JavaMember)
+        for owner in (gateway.JVMView, gateway.JavaClass, gateway.JavaPackage):
+            patches.append((owner, "__getattr__", functools.partial(_found_once, kinds=kinds)))
+        if collections is not None and hasattr(getattr(collections, "ListConverter", None), "convert"):
+            patches.append(
+                (collections.ListConverter, "convert", functools.partial(_listed, java_class=gateway.JavaClass))
+            )
+    narwhals_spark: Any = sys.modules.get("narwhals._spark_like.expr")
+    if narwhals_spark is not None and callable(getattr(narwhals_spark, "true_divide", None)):
+        patches.append((narwhals_spark, "true_divide", _divide))
+    return patches
+
+
+def _install() -> None:
+    builtin: Any = sys.modules.get("pyspark.sql.functions.builtin")
+    _STATE[1] = builtin._get_jvm_function
+    _STATE[2] = {}
+    builtin._get_jvm_function = _kept(_STATE[1], _STATE[2])
+    if callable(getattr(builtin, "_invoke_function", None)):
+        _STATE[3], _STATE[4] = builtin._invoke_function, {}
+        builtin._invoke_function = _made_once(_STATE[3], _STATE[4])
+    for owner, attribute, wrap in _thread_patches():
+        original = vars(owner).get(attribute)
+        if original is None:  # inherited, or gone in this version
+            continue
+        _THREAD_PATCHES.append((owner, attribute, original))
+        setattr(owner, attribute, wrap(original))
+
+
+def _restore() -> None:
+    builtin: Any = sys.modules.get("pyspark.sql.functions.builtin")
+    builtin._get_jvm_function = _STATE[1]
+    if _STATE[3] is not None:
+        builtin._invoke_function = _STATE[3]
+    _STATE[1:] = [None, {}, None, {}]
+    while _THREAD_PATCHES:
+        owner, attribute, original = _THREAD_PATCHES.pop()
+        setattr(owner, attribute, original)
+
+
 @contextlib.contextmanager
 def spark_functions_kept() -> Iterator[None]:
-    """Inside: classic PySpark looks each JVM function up once (see the module's text)."""
+    """Inside: classic PySpark builds with fewer py4j round trips (see the module's text)."""
     builtin: Any = sys.modules.get("pyspark.sql.functions.builtin")
     if builtin is None or not callable(getattr(builtin, "_get_jvm_function", None)):
         yield
         return
     with _LOCK:
         if _STATE[0] == 0:
-            _STATE[1] = builtin._get_jvm_function
-            _STATE[2] = {}
-            builtin._get_jvm_function = _kept(_STATE[1], _STATE[2])
-            if callable(getattr(builtin, "_invoke_function", None)):
-                _STATE[3], _STATE[4] = builtin._invoke_function, {}
-                builtin._invoke_function = _made_once(_STATE[3], _STATE[4])
+            _install()
         _STATE[0] += 1
+    _THREAD.depth = getattr(_THREAD, "depth", 0) + 1
     try:
         yield
     finally:
+        _THREAD.depth -= 1
         with _LOCK:
             _STATE[0] -= 1
             if _STATE[0] == 0:
-                builtin._get_jvm_function = _STATE[1]
-                if _STATE[3] is not None:
-                    builtin._invoke_function = _STATE[3]
-                _STATE[1:] = [None, {}, None, {}]
+                _restore()
