@@ -185,6 +185,10 @@ def test_division_inside_writes_the_numerator_twice_with_ieee_values() -> None:
     original = spark_expr.true_divide
     with spark_functions_kept():
         assert spark_expr.true_divide is not original
+        thirds = frame.select((nw.col("x") / 3.0).alias("t")).to_native()
+        assert "CASE" not in str(thirds._jdf.queryExecution().analyzed())
+        by_zero = frame.select((nw.col("x") / 0.0).alias("z")).to_native()
+        assert str(by_zero._jdf.queryExecution().analyzed()).count("x#") == 3  # twice, and the leaf
         inside = frame.select(quotient).to_native()
         text = str(inside._jdf.queryExecution().analyzed()).splitlines()[0]  # the Project
     assert spark_expr.true_divide is original
@@ -193,6 +197,10 @@ def test_division_inside_writes_the_numerator_twice_with_ieee_values() -> None:
     expected = [np.nan, np.inf, -np.inf, np.nan, np.nan, 1.5, -0.0, np.nan, np.nan]
     assert np.array_equal(got, expected, equal_nan=True)
     assert np.signbit(got[6])
+    third = thirds.toPandas()["t"].to_numpy(float)
+    assert np.array_equal(third, np.array(x, dtype=float) / 3.0, equal_nan=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        assert np.array_equal(by_zero.toPandas()["z"].to_numpy(float), np.array(x, float) / 0.0, equal_nan=True)
     null = inside.toPandas()["q"].isna().to_numpy()
     assert null.tolist() == [True, False, False, True, True, False, False, True, True]  # NaN or null alike in pandas
     outside = frame.select(quotient).to_native().toPandas()["q"].to_numpy(float)
@@ -200,8 +208,8 @@ def test_division_inside_writes_the_numerator_twice_with_ieee_values() -> None:
 
 
 def test_lists_and_lookups_inside_are_one_round_trip_and_the_same() -> None:
-    """Inside: a list of 1-10 members is one ``List.of`` (more, or a None member: an ``ArrayList``),
-    a class or method found once; outside and in other threads, py4j's own behaviour."""
+    """Inside: a list of 1-10 members is one ``List.of``, a longer one ``List.of`` calls joined (a None
+    member: py4j's ``ArrayList``), a class or method found once; outside and in other threads, py4j's own."""
     import threading
 
     from py4j.java_collections import ListConverter
@@ -211,11 +219,11 @@ def test_lists_and_lookups_inside_are_one_round_trip_and_the_same() -> None:
     with spark_functions_kept():
         assert jvm.PythonUtils is jvm.PythonUtils and jvm.PythonUtils.toSeq is jvm.PythonUtils.toSeq
         short = ListConverter().convert(["a", "b", "c"], client)
-        long_ = ListConverter().convert([str(i) for i in range(11)], client)
+        long_ = ListConverter().convert([str(i) for i in range(25)], client)
         holed = ListConverter().convert(["a", None], client)
         assert short.getClass().getName() != "java.util.ArrayList"
         assert long_.getClass().getName() == holed.getClass().getName() == "java.util.ArrayList"
-        assert list(short) == ["a", "b", "c"] and list(long_) == [str(i) for i in range(11)]
+        assert list(short) == ["a", "b", "c"] and list(long_) == [str(i) for i in range(25)]
         assert list(holed) == ["a", None]
         seen: list[bool] = []
         thread = threading.Thread(target=lambda: seen.append(jvm.PythonUtils is jvm.PythonUtils))
@@ -224,6 +232,19 @@ def test_lists_and_lookups_inside_are_one_round_trip_and_the_same() -> None:
         assert seen == [False]
     assert jvm.PythonUtils is not jvm.PythonUtils
     assert ListConverter().convert(["a"], client).getClass().getName() == "java.util.ArrayList"
+
+
+def test_a_rename_of_names_to_themselves_inside_is_the_frame() -> None:
+    """After each ``group_by().agg()`` narwhals renames the keys to themselves: inside, no ``select``."""
+    import narwhals.stable.v2 as nw
+
+    spark = _spark()
+    frame = nw.from_native(spark.createDataFrame([(1, 2.0)], "g long, y double"))
+    compliant = frame._compliant_frame
+    with spark_functions_kept():
+        assert compliant.rename({"g": "g"}) is compliant
+        assert compliant.rename({"g": "k"}).columns == ["k", "y"]
+    assert compliant.rename({"g": "g"}) is not compliant
 
 
 def test_the_built_query_is_the_same_without_the_thread_patches(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,9 +16,12 @@ And, in the threads inside a block only:
 - py4j's reflection lookups of a class, package or method (``sc._jvm.PythonUtils.toSeq``:
   two round trips each time) return what was found the first time; a static field is
   read anew.
-- py4j sends a Python list of 1 to 10 members (the arguments of ``coalesce``,
-  ``greatest``, ``select``...) as one ``java.util.List.of(...)`` call instead of an
-  ``ArrayList`` and one ``add`` per member.
+- py4j sends a Python list (the arguments of ``coalesce``, ``select``, ``agg``...) as
+  ``java.util.List.of(...)`` calls of up to 10 members instead of an ``ArrayList`` and
+  one ``add`` per member.
+- narwhals' ``rename`` of a Spark frame with a mapping of names to themselves (after
+  every ``group_by(...).agg(...)``) returns the frame instead of a ``select`` of every
+  column: one plan analysis fewer per aggregation.
 - narwhals' division on Spark (``a / b``: ``CASE WHEN b != 0 THEN try_divide(a, b) WHEN
   b = 0 THEN CASE WHEN a = 0 THEN NaN WHEN a > 0 THEN inf WHEN a < 0 THEN -inf END END``)
   writes its numerator twice instead of four times: ``WHEN b = 0 THEN a * inf``.  A
@@ -26,9 +29,10 @@ And, in the threads inside a block only:
   characters); Spark's analysis time follows the text.  The values are IEEE's, those
   of polars and numpy: ``0 / 0`` is NaN, ``x / 0`` is ``inf`` with the sign of ``x``,
   ``NaN / 0`` is NaN (narwhals' form gave ``inf``: Spark orders NaN above every number).
+  A division by a number made with ``lit`` other than 0 is ``try_divide`` alone.
 
-The originals are put back when the last (nested or concurrent) block ends.  The query
-built is the same (bit-identical results, tested), with the one exception of ``NaN / 0``.
+The originals are put back when the last (nested or concurrent) block ends.  The results
+are the same (bit-identical, tested), with the one exception of ``NaN / 0``.
 Nothing happens on a PySpark, py4j or narwhals without the functions named.
 """
 
@@ -47,6 +51,8 @@ _LOCK = threading.Lock()
 #: [depth of the active blocks, the original lookup, the members found: (id of the context, name) -> member,
 #: the original ``_invoke_function``, the columns made: (id of the context, name, type, repr) -> column]
 _STATE: list[Any] = [0, None, {}, None, {}]
+#: the literal columns made inside: id of the column -> (the column, its value)
+_LITERALS: dict[int, tuple[Any, Any]] = {}
 #: the patches of the threads inside a block: (owner, attribute, original) while active
 _THREAD_PATCHES: list[tuple[Any, str, Any]] = []
 #: this thread's depth of blocks (``depth``)
@@ -80,6 +86,8 @@ def _made_once(original: Callable[..., Any], made: dict[tuple[Any, ...], Any]) -
         column = made.get(key)
         if column is None:
             column = made[key] = original(name, *args)
+            if name == "lit":
+                _LITERALS[id(column)] = (column, args[0])
         return column
 
     invoke.__wrapped__ = original  # type: ignore[attr-defined]
@@ -91,6 +99,14 @@ def _inside() -> bool:
     return getattr(_THREAD, "depth", 0) > 0
 
 
+def _literal(column: Any) -> float | None:
+    """The number of a ``lit`` column made inside (not a Boolean), else None."""
+    entry = _LITERALS.get(id(column))
+    if entry is None or entry[0] is not column or type(entry[1]) not in (int, float):
+        return None
+    return float(entry[1])
+
+
 def _divide(original: Callable[[Any, Any, Any], Any]) -> Callable[[Any, Any, Any], Any]:
     """narwhals' ``true_divide(F, left, right)`` on Spark with the numerator written twice (see the module)."""
 
@@ -98,6 +114,9 @@ def _divide(original: Callable[[Any, Any, Any], Any]) -> Callable[[Any, Any, Any
         quotient = getattr(F, "try_divide", None)
         if not _inside() or quotient is None:
             return original(F, left, right)
+        divisor = _literal(right)
+        if divisor is not None and divisor != 0:  # a number other than 0: never the zero branch
+            return quotient(left, right)
         zero = F.lit(0)
         return F.when(right != zero, quotient(left, right)).when(right == zero, left * F.lit(float("inf")))
 
@@ -125,18 +144,45 @@ def _found_once(original: Callable[[Any, str], Any], kinds: tuple[type, ...]) ->
 
 
 def _listed(original: Callable[[Any, Any, Any], Any], java_class: type) -> Callable[[Any, Any, Any], Any]:
-    """py4j's ``ListConverter.convert`` sending 1 to 10 members as one ``java.util.List.of`` call inside."""
+    """py4j's ``ListConverter.convert`` sending members in ``java.util.List.of`` calls of up to 10 inside."""
+    found: dict[int, tuple[Any, Any, Any]] = {}
 
     def convert(self: Any, members: Any, gateway_client: Any) -> Any:
         if not _inside():
             return original(self, members, gateway_client)
         members = list(members)
-        if not 0 < len(members) <= _LIST_OF_MAX or any(m is None for m in members):
+        if not members or any(m is None for m in members):  # List.of refuses null members
             return original(self, members, gateway_client)
-        return java_class("java.util.List", gateway_client).of(*members)
+        entry = found.get(id(gateway_client))
+        if entry is None or entry[0] is not gateway_client:
+            entry = found[id(gateway_client)] = (
+                gateway_client,
+                java_class("java.util.List", gateway_client).of,
+                java_class("java.util.ArrayList", gateway_client),
+            )
+        _, of, array_list = entry
+        chunks = [members[i : i + _LIST_OF_MAX] for i in range(0, len(members), _LIST_OF_MAX)]
+        if len(chunks) == 1:
+            return of(*chunks[0])
+        joined = array_list(of(*chunks[0]))
+        for chunk in chunks[1:]:
+            joined.addAll(of(*chunk))
+        return joined
 
     convert.__wrapped__ = original  # type: ignore[attr-defined]
     return convert
+
+
+def _renamed(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """narwhals' ``rename`` of a Spark frame returning the frame itself for a mapping of names to themselves."""
+
+    def rename(self: Any, mapping: Any) -> Any:
+        if _inside() and all(old == new for old, new in mapping.items()):
+            return self
+        return original(self, mapping)
+
+    rename.__wrapped__ = original  # type: ignore[attr-defined]
+    return rename
 
 
 def _thread_patches() -> list[tuple[Any, str, Callable[[Any], Any]]]:
@@ -152,6 +198,9 @@ def _thread_patches() -> list[tuple[Any, str, Callable[[Any], Any]]]:
             patches.append(
                 (collections.ListConverter, "convert", functools.partial(_listed, java_class=gateway.JavaClass))
             )
+    frames: Any = sys.modules.get("narwhals._spark_like.dataframe")
+    if "rename" in vars(getattr(frames, "SparkLikeLazyFrame", object)):
+        patches.append((frames.SparkLikeLazyFrame, "rename", _renamed))
     narwhals_spark: Any = sys.modules.get("narwhals._spark_like.expr")
     if narwhals_spark is not None and callable(getattr(narwhals_spark, "true_divide", None)):
         patches.append((narwhals_spark, "true_divide", _divide))
@@ -180,6 +229,7 @@ def _restore() -> None:
     if _STATE[3] is not None:
         builtin._invoke_function = _STATE[3]
     _STATE[1:] = [None, {}, None, {}]
+    _LITERALS.clear()
     while _THREAD_PATCHES:
         owner, attribute, original = _THREAD_PATCHES.pop()
         setattr(owner, attribute, original)
