@@ -24,15 +24,14 @@ And, in the threads inside a block only:
   column: one plan analysis fewer per aggregation.
 - narwhals' division on Spark (``a / b``: ``CASE WHEN b != 0 THEN try_divide(a, b) WHEN
   b = 0 THEN CASE WHEN a = 0 THEN NaN WHEN a > 0 THEN inf WHEN a < 0 THEN -inf END END``)
-  writes its numerator twice instead of four times: ``WHEN b = 0 THEN a * inf``.  A
-  nested quotient's text grew fourfold per level (``classwise_ece`` of 3 classes: 11,010
-  characters); Spark's analysis time follows the text.  The values are IEEE's, those
-  of polars and numpy: ``0 / 0`` is NaN, ``x / 0`` is ``inf`` with the sign of ``x``,
-  ``NaN / 0`` is NaN (narwhals' form gave ``inf``: Spark orders NaN above every number).
-  A division by a number made with ``lit`` other than 0 is ``try_divide`` alone.
+  writes its numerator twice instead of four times: ``WHEN b = 0 THEN nanvl(a, inf) * inf``,
+  the same values (``NaN / 0`` is ``inf`` in both: Spark orders NaN above every number).
+  A nested quotient's text grew fourfold per level (``classwise_ece`` of 3 classes: 11,010
+  characters); Spark's analysis, optimization and AQE re-planning follow the text.  A
+  division by a number made with ``lit`` other than 0 is ``try_divide`` alone.
 
 The originals are put back when the last (nested or concurrent) block ends.  The results
-are the same (bit-identical, tested), with the one exception of ``NaN / 0``.
+are the same (bit-identical, tested).
 Nothing happens on a PySpark, py4j or narwhals without the functions named.
 """
 
@@ -111,14 +110,15 @@ def _divide(original: Callable[[Any, Any, Any], Any]) -> Callable[[Any, Any, Any
     """narwhals' ``true_divide(F, left, right)`` on Spark with the numerator written twice (see the module)."""
 
     def true_divide(F: Any, left: Any, right: Any) -> Any:
-        quotient = getattr(F, "try_divide", None)
-        if not _inside() or quotient is None:
+        quotient, nanvl = getattr(F, "try_divide", None), getattr(F, "nanvl", None)
+        if not _inside() or quotient is None or nanvl is None:
             return original(F, left, right)
         divisor = _literal(right)
         if divisor is not None and divisor != 0:  # a number other than 0: never the zero branch
             return quotient(left, right)
         zero = F.lit(0)
-        return F.when(right != zero, quotient(left, right)).when(right == zero, left * F.lit(float("inf")))
+        inf = F.lit(float("inf"))
+        return F.when(right != zero, quotient(left, right)).when(right == zero, nanvl(left, inf) * inf)
 
     true_divide.__wrapped__ = original  # type: ignore[attr-defined]
     return true_divide
