@@ -163,6 +163,18 @@ def fresh_columns(fn: Callable[[], Any]) -> Any:
         _spark_build._KEPT_CALLS = saved
 
 
+def plain_build(fn: Callable[[], Any], keep: Callable[[tuple[Any, str, Any]], bool] = lambda patch: False) -> Any:
+    """``fn()`` without the building thread's patches of ``engine/_spark_build.py`` (those ``keep`` keeps)."""
+    from conformal_frames.engine import _spark_build
+
+    saved = _spark_build._thread_patches
+    _spark_build._thread_patches = lambda: [p for p in saved() if keep(p)]
+    try:
+        return fn()
+    finally:
+        _spark_build._thread_patches = saved
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -170,6 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conf", action="append", default=[], help="also time Spark with key=value[,key=value]")
     parser.add_argument(
         "--fresh-columns", action="store_true", help="also time Spark with every lit/col made anew (before 0.4's memo)"
+    )
+    parser.add_argument(
+        "--plain-build",
+        action="store_true",
+        help="also time Spark without the building thread's patches (narwhals' division, py4j lists and lookups,"
+        " identity renames), and with all of them but the division",
     )
     args = parser.parse_args(argv)
     import duckdb
@@ -196,6 +214,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh_columns:
         runs["spark fresh lit/col"] = functools.partial(
             fresh_columns, functools.partial(on_spark, "spark fresh lit/col")
+        )
+    if args.plain_build:
+        runs["spark plain build"] = functools.partial(plain_build, functools.partial(on_spark, "spark plain build"))
+        runs["spark narwhals division"] = functools.partial(
+            plain_build,
+            functools.partial(on_spark, "spark narwhals division"),
+            keep=lambda patch: patch[1] != "true_divide",
         )
     runs["polars"] = lambda: cf.evaluate(pl.scan_parquet(path), *metrics, by=KEYS).collect()
     with CaptureStderr() as err:
