@@ -152,27 +152,29 @@ def with_conf(spark: Any, conf: dict[str, str], fn: Callable[[], Any]) -> Callab
     return run
 
 
-def fresh_columns(fn: Callable[[], Any]) -> Any:
-    """``fn()`` with PySpark's ``lit``/``col`` made anew at every call while building (as before the memo)."""
+def _swapped(name: str, value: Any, fn: Callable[[], Any]) -> Any:
+    """``fn()`` with ``engine/_spark_build.py``'s ``name`` set to ``value``, put back after."""
     from conformal_frames.engine import _spark_build
 
-    saved, _spark_build._KEPT_CALLS = _spark_build._KEPT_CALLS, frozenset()
+    saved = getattr(_spark_build, name)
+    setattr(_spark_build, name, value)
     try:
         return fn()
     finally:
-        _spark_build._KEPT_CALLS = saved
+        setattr(_spark_build, name, saved)
+
+
+def fresh_columns(fn: Callable[[], Any]) -> Any:
+    """``fn()`` with PySpark's ``lit``/``col`` made anew at every call while building (as before the memo)."""
+    return _swapped("_KEPT_CALLS", frozenset(), fn)
 
 
 def plain_build(fn: Callable[[], Any], keep: Callable[[tuple[Any, str, Any]], bool] = lambda patch: False) -> Any:
     """``fn()`` without the building thread's patches of ``engine/_spark_build.py`` (those ``keep`` keeps)."""
     from conformal_frames.engine import _spark_build
 
-    saved = _spark_build._thread_patches
-    _spark_build._thread_patches = lambda: [p for p in saved() if keep(p)]
-    try:
-        return fn()
-    finally:
-        _spark_build._thread_patches = saved
+    patches = _spark_build._thread_patches
+    return _swapped("_thread_patches", lambda: [p for p in patches() if keep(p)], fn)
 
 
 def main(argv: list[str] | None = None) -> int:
